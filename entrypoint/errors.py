@@ -1,0 +1,41 @@
+"""The one error type users see: a code (used in JSON output) and a message with a way out."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+# Error codes that appear in JSON output (`plan --batch`, `print --format json`).
+UNKNOWN_VALUE = "unknown_value"
+UNSUPPORTED_COMBINATION = "unsupported_combination"
+CONFLICTING_FEATURES = "conflicting_features"
+INSUFFICIENT_MEMORY = "insufficient_memory"
+MISSING_SETTING = "missing_setting"
+INVALID_VALUE = "invalid_value"
+PREFLIGHT_FAILED = "preflight_failed"
+
+EXIT_USAGE = 2
+
+
+class KimiError(Exception):
+    """A user-facing error: ends the program with exit code 2 and one clear message."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def as_dict(self) -> dict:
+        return {"code": self.code, "message": self.message}
+
+
+def unknown_value(setting: str, value: str, valid: Iterable[str], way_out: str = "") -> KimiError:
+    """An unknown value: name the valid ones and the closest match."""
+    valid = list(valid)
+    close = difflib.get_close_matches(str(value), valid, n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    tail = f" {way_out}" if way_out else ""
+    return KimiError(
+        UNKNOWN_VALUE,
+        f"{setting}={value!r} is not known. Valid values: {', '.join(valid)}.{hint}{tail}",
+    )

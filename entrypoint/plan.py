@@ -1,0 +1,64 @@
+"""The launch plan: every process of a deployment, with argv, env and where each piece came from.
+
+A Plan is what the pure resolver returns; renderers, preflight and exec only read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+ROLES = ("single", "head", "worker", "prefill", "decode", "router")
+
+
+@dataclass(frozen=True)
+class Process:
+    """One program to run on one node."""
+
+    role: str  # single | head | worker | prefill | decode | router
+    rank: int  # node rank (multi-node) or node index within its pool (PD); 0 otherwise
+    argv: tuple  # full argv, argv[0] is the program ("vllm" or "vllm-router")
+    env: dict  # only what the project sets (user-set variables are never overridden at exec)
+    # For each flag (e.g. "--tensor-parallel-size") and env name: the layer it came from
+    # ("base", "variant", "strategy", "hardware override", "feature:<id>", "profile:<id>", "user").
+    provenance: dict = field(default_factory=dict)
+    local_gpus: int = 0  # GPUs this process needs visible on its node (0 for the router)
+    port: Optional[int] = None  # the HTTP port it serves, when it serves HTTP
+    serves_http: bool = True
+
+    def as_dict(self) -> dict:
+        return {"role": self.role, "rank": self.rank, "argv": list(self.argv), "env": dict(self.env)}
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A group of nodes that together hold one copy of the model (checked for memory)."""
+
+    name: str  # "deployment", "prefill", "decode"
+    nodes: int  # 0 = half of one node shared with the other pool
+    gpus: int  # GPUs the pool really has
+    vram_gb: float  # memory those GPUs hold
+
+
+@dataclass(frozen=True)
+class Plan:
+    hardware: str
+    variant: str
+    strategy: str
+    features: tuple
+    profile: Optional[str]
+    nodes: int
+    model: str  # the model argument given to vLLM
+    served_model_name: str  # the name clients use
+    vram_minimum_gb: float
+    pools: tuple  # of Pool
+    processes: tuple  # of Process
+
+    def as_dict(self) -> dict:
+        return {"processes": [p.as_dict() for p in self.processes]}
+
+    def find(self, role: str, rank: int) -> Optional[Process]:
+        for proc in self.processes:
+            if proc.role == role and proc.rank == rank:
+                return proc
+        return None
