@@ -1,0 +1,22 @@
+#!/usr/bin/env python3
+"""build.py: build, smoke-test, push and describe the kimi-serve images.
+
+    python build.py list                       # targets, bases, platforms, tags
+    python build.py standins                   # stand-in bases for tests (cached) -> overrides
+    python build.py build [TARGET...] [--push] [--registry R] [--base-override KIND=IMAGE] [--smoke]
+    python build.py smoke [TARGET...]
+    python build.py bake -o docker-bake.json   # for docker/bake-action
+    python build.py matrix                     # GitHub Actions matrix
+    python build.py lock                       # resolve base tags to digests (writes images/targets.yaml)
+
+The facts (targets, bases, platforms, hardware) live in images/targets.yaml; the code is in buildsys/.
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from buildsys.cli import run  # noqa: E402
+
+if __name__ == "__main__":
+    run()

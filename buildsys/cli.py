@@ -1,0 +1,219 @@
+"""build.py commands (click)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from buildsys import context, engine, log, smoke as smoke_mod, standin, targets as targets_mod
+from buildsys.engine import BuildError, mb, table
+from buildsys.targets import TargetsError
+
+
+def _load(ctx) -> targets_mod.Targets:
+    return ctx.obj["targets"]
+
+
+def _pick(data, names):
+    unknown = [n for n in names if n not in data.targets]
+    if unknown:
+        raise click.UsageError(f"unknown target(s) {unknown}; known: {', '.join(data.targets)}")
+    return list(names) or list(data.targets)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--targets-file", type=click.Path(dir_okay=False, path_type=Path), default=targets_mod.TARGETS_FILE,
+              show_default=True, help="The targets data file.")
+@click.pass_context
+def main(ctx, targets_file):
+    """Build, smoke-test, push and describe the kimi-serve images (one per hardware target)."""
+    ctx.ensure_object(dict)
+    ctx.obj["targets_file"] = targets_file
+    try:
+        ctx.obj["targets"] = targets_mod.load(targets_file)
+    except TargetsError as exc:
+        raise click.ClickException(str(exc))
+
+
+@main.command("list")
+@click.option("--registry", help="Registry for the tags (default: the data file's).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+def list_(ctx, registry, fmt):
+    """Targets with base, platform, hardware and tags."""
+    data = _load(ctx)
+    rows = []
+    for name, t in data.targets.items():
+        rows.append({"target": name, "base": data.bases[t.base].ref, "base_kind": t.base, "platform": t.platform,
+                     "hardware": t.hardware, "serves": t.serves, "tags": data.tags(name, registry)})
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(table([[r["target"], r["platform"], r["hardware"], ",".join(r["serves"]), r["base"], " ".join(r["tags"])]
+                      for r in rows], ["target", "platform", "default", "serves", "base", "tags"]))
+
+
+def _summary(results, title):
+    rows = [[r.target, "ok" if r.ok else "FAILED", r.image_id[7:19], f"{r.seconds:.1f}s", mb(r.size), mb(r.added),
+             r.digest[:19] or "-", r.tags[0] if r.tags else "-"] for r in results]
+    log(f"\n{title}\n" + table(rows, ["target", "result", "image", "time", "size", "added", "digest", "tag"]))
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--registry", help="Registry to tag (and push) for, e.g. 127.0.0.1:5000/kimi.")
+@click.option("--push", is_flag=True, help="Push every tag after building.")
+@click.option("--base-override", "overrides", multiple=True, metavar="KIND=IMAGE",
+              help="Build FROM IMAGE instead of the data file's base of KIND (cuda, rocm, rocm-nightly); "
+                   "{arch} in IMAGE becomes amd64/arm64.")
+@click.option("--smoke", "do_smoke", is_flag=True, help="Smoke-test each image after building it.")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Write results as JSON here.")
+@click.pass_context
+def build(ctx, names, registry, push, overrides, do_smoke, json_out):
+    """Build TARGETs (default: all) from their bases; tag <vllm>-<target>, <target>, <sha>-<target>."""
+    data = _load(ctx)
+    chosen = _pick(data, names)
+    try:
+        cli = engine.client()
+        ov = engine.parse_overrides(overrides)
+    except BuildError as exc:
+        raise click.ClickException(str(exc))
+    results, failed = [], False
+    started = time.monotonic()
+    for i, name in enumerate(chosen, 1):
+        log(f"=== [{i}/{len(chosen)}] {name}")
+        try:
+            res = engine.build(cli, data, name, registry, ov)
+            if do_smoke:
+                problems = smoke_mod.check(cli, data, name, res.image_id)
+                if problems:
+                    raise BuildError(f"[{name}] smoke test failed: {'; '.join(problems)}")
+            if push:
+                res.digest = engine.push(cli, res.tags)
+        except (BuildError, Exception) as exc:  # noqa: BLE001 - report per target, keep going
+            res = locals().get("res") if isinstance(locals().get("res"), engine.Result) and locals()["res"].target == name else engine.Result(name)
+            res.ok, res.error, failed = False, str(exc), True
+            log(f"[{name}] FAILED: {exc}")
+        results.append(res)
+    _summary(results, f"built {len(chosen)} target(s) in {time.monotonic() - started:.1f}s")
+    if json_out:
+        json_out.write_text(json.dumps([r.__dict__ for r in results], indent=2))
+    if failed:
+        raise click.ClickException("some targets failed: " + ", ".join(r.target for r in results if not r.ok))
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--registry", help="Registry the images were tagged for.")
+@click.pass_context
+def smoke(ctx, names, registry):
+    """Run each built image (no GPU) and check launch, refusal, isolation and metadata."""
+    data = _load(ctx)
+    chosen = _pick(data, names)
+    try:
+        cli = engine.client()
+    except BuildError as exc:
+        raise click.ClickException(str(exc))
+    bad = {}
+    for name in chosen:
+        image = data.tags(name, registry)[1]
+        try:
+            problems = smoke_mod.check(cli, data, name, image)
+        except Exception as exc:  # noqa: BLE001
+            problems = [f"{type(exc).__name__}: {exc}"]
+        if problems:
+            bad[name] = problems
+    log("\n" + table([[n, "FAILED" if n in bad else "ok", "; ".join(bad.get(n, []))[:100]] for n in chosen],
+                     ["target", "smoke", "problems"]))
+    if bad:
+        raise click.ClickException(f"smoke failed for {', '.join(bad)}")
+
+
+@main.command()
+@click.pass_context
+def matrix(ctx):
+    """The GitHub Actions matrix (JSON) with one entry per target."""
+    data = _load(ctx)
+    include = [{"target": n, "platform": t.platform, "arch": t.arch, "base": t.base, "hardware": t.hardware,
+                "serves": ",".join(t.serves)} for n, t in data.targets.items()]
+    click.echo(json.dumps({"include": include}))
+
+
+@main.command()
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("docker-bake.json"),
+              show_default=True)
+@click.option("--registry", help="Registry for the tags.")
+@click.option("--base-override", "overrides", multiple=True, metavar="KIND=IMAGE")
+@click.pass_context
+def bake(ctx, output, registry, overrides):
+    """Write a docker-bake JSON file (one target per image, shared _common) with prepared contexts."""
+    data = _load(ctx)
+    ov = engine.parse_overrides(overrides)
+    src = engine.source_info()
+    common = {"dockerfile": "Dockerfile", "pull": False,
+              "attest": ["type=provenance,mode=max", "type=sbom"]}
+    out = {"group": {"default": {"targets": list(data.targets)}}, "target": {"_common": common}}
+    for name, t in data.targets.items():
+        base = engine.base_ref(data, name, ov)
+        python = data.bases[t.base].python
+        ctx_dir = context.prepare(t.platform, python)
+        out["target"][name] = {
+            "inherits": ["_common"], "context": str(ctx_dir), "platforms": [t.platform],
+            "args": engine.build_args(data, name, base),
+            "labels": engine.labels(data, name, base, base.split("@", 1)[1] if "@" in base else "", src),
+            "tags": data.tags(name, registry, src["short"] or None),
+        }
+    output.write_text(json.dumps(out, indent=2) + "\n")
+    log(f"wrote {output} ({len(data.targets)} targets)")
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Print the digests, do not write them.")
+@click.pass_context
+def lock(ctx, dry_run):
+    """Resolve every base tag to its digest through the registry and write it into the data file."""
+    data = _load(ctx)
+    try:
+        cli = engine.client()
+        digests = {}
+        for kind, b in data.bases.items():
+            digests[kind] = engine.registry_digest(cli, f"{b.name}:{b.tag}")
+            log(f"{kind}: {b.name}:{b.tag} -> {digests[kind]}" + ("" if digests[kind] == b.digest else " (changed)"))
+    except BuildError as exc:
+        raise click.ClickException(str(exc))
+    except Exception as exc:  # noqa: BLE001 - registry errors
+        raise click.ClickException(f"cannot resolve a base digest: {exc}")
+    if not dry_run:
+        targets_mod.save_digests(digests, ctx.obj["targets_file"])
+        log(f"wrote digests into {ctx.obj['targets_file']}")
+    click.echo(json.dumps(digests, indent=2))
+
+
+@main.command()
+@click.option("--arch", "arches", multiple=True, type=click.Choice(["amd64", "arm64"]),
+              help="Architectures (default: those of the targets).")
+@click.option("--format", "fmt", type=click.Choice(["args", "json"]), default="args")
+@click.pass_context
+def standins(ctx, arches, fmt):
+    """Build (or reuse, cached by content) the stand-in base images for tests; print the overrides."""
+    data = _load(ctx)
+    arches = arches or sorted({t.arch for t in data.targets.values()})
+    images = {a: standin.ensure(a) for a in arches}
+    pattern = standin.image_name("ARCH").replace("ARCH", "{arch}")
+    overrides = {kind: pattern for kind in data.bases}
+    if fmt == "json":
+        click.echo(json.dumps({"images": images, "overrides": overrides}, indent=2))
+    else:
+        click.echo(" ".join(f"--base-override {k}={v}" for k, v in overrides.items()))
+
+
+def run() -> None:
+    try:
+        main(standalone_mode=True)
+    except BuildError as exc:
+        log(f"build.py: error: {exc}")
+        sys.exit(1)

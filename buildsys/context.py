@@ -1,0 +1,126 @@
+"""The build context of an image, prepared on the host.
+
+- deps/: the entrypoint's dependencies (pyproject's [project].dependencies) installed with
+  `pip install --target --only-binary=:all: --platform ... --python-version ...` for the base's
+  platform and Python, so nothing runs pip inside the image and foreign architectures need no
+  emulation. Cached by a hash of (requirements, platform, python).
+- code/: the entrypoint package and its data (pyproject's [tool.setuptools] packages,
+  package-dir and package-data), plus a minimal dist-info.
+- kimi-serve, kimi-serve.py, Dockerfile: from images/.
+All files get a fixed mtime, so unchanged inputs hit the build cache.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from buildsys import ROOT, log
+
+CACHE = Path(os.environ.get("KIMI_BUILD_CACHE", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kimi-serve-build"))
+FIXED_MTIME = 1_700_000_000
+PIP_PLATFORMS = {
+    "linux/amd64": ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"],
+    "linux/arm64": ["manylinux2014_aarch64", "manylinux_2_17_aarch64", "manylinux_2_28_aarch64"],
+}
+IMAGE_FILES = ("Dockerfile", "kimi-serve", "kimi-serve.py")
+
+
+def pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def requirements() -> list:
+    return list(pyproject()["project"]["dependencies"])
+
+
+def _normalise(tree: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(tree):
+        for name in dirnames + filenames:
+            os.utime(os.path.join(dirpath, name), (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
+    os.utime(tree, (FIXED_MTIME, FIXED_MTIME))
+
+
+def deps(platform: str, python: str) -> Path:
+    """Host-prepared dependencies for one platform + Python version (cached)."""
+    reqs = requirements()
+    key = hashlib.sha256(json.dumps([reqs, platform, python]).encode()).hexdigest()[:16]
+    out = CACHE / "deps" / f"{platform.replace('/', '-')}-py{python}-{key}"
+    if (out / ".complete").exists():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", "--no-warn-conflicts",
+            "--root-user-action=ignore",
+            "--target", str(tmp), "--only-binary=:all:", "--implementation", "cp", "--python-version", python]
+    for plat in PIP_PLATFORMS[platform]:
+        argv += ["--platform", plat]
+    log(f"deps: pip install --target for {platform} python {python}: {' '.join(reqs)}")
+    subprocess.run(argv + reqs, check=True)
+    shutil.rmtree(tmp / "bin", ignore_errors=True)
+    for cache_dir in tmp.rglob("__pycache__"):
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    _normalise(tmp)
+    (tmp / ".complete").write_text(json.dumps({"requirements": reqs, "platform": platform, "python": python}))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def copy_code(dest: Path) -> None:
+    """The packages pyproject ships, laid out as an installed package would be."""
+    meta = pyproject()
+    st = meta.get("tool", {}).get("setuptools", {})
+    package_dir = st.get("package-dir", {})
+    package_data = st.get("package-data", {})
+    for pkg in st.get("packages", []):
+        src = ROOT / package_dir.get(pkg, pkg.replace(".", "/"))
+        dst = dest / pkg.replace(".", "/")
+        dst.mkdir(parents=True, exist_ok=True)
+        if not src.is_dir():
+            continue
+        patterns = ["*.py"] + list(package_data.get(pkg, []))
+        for path in sorted(src.rglob("*")):
+            rel = path.relative_to(src).as_posix()
+            if path.is_file() and "__pycache__" not in rel and any(fnmatch.fnmatch(rel, p) for p in patterns):
+                if "/" in rel and not any("/" in p and fnmatch.fnmatch(rel, p) for p in patterns):
+                    continue  # sub-directories are packages of their own (or package-data globs)
+                (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, dst / rel)
+    project = meta["project"]
+    dist = dest / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    scripts = project.get("scripts", {})
+    (dist / "entry_points.txt").write_text("[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items()))
+
+
+def prepare(platform: str, python: str) -> Path:
+    """Refresh and return the build context for one platform + Python version."""
+    ctx = CACHE / "contexts" / f"{platform.replace('/', '-')}-py{python}"
+    ctx.mkdir(parents=True, exist_ok=True)
+    dep_src = deps(platform, python)
+    marker = ctx / "deps" / ".complete"
+    if not marker.exists() or marker.read_text() != (dep_src / ".complete").read_text():
+        shutil.rmtree(ctx / "deps", ignore_errors=True)
+        shutil.copytree(dep_src, ctx / "deps", symlinks=True, copy_function=shutil.copy2)
+        _normalise(ctx / "deps")
+    shutil.rmtree(ctx / "code", ignore_errors=True)
+    copy_code(ctx / "code")
+    _normalise(ctx / "code")
+    for name in IMAGE_FILES:
+        shutil.copy2(ROOT / "images" / name, ctx / name)
+        os.utime(ctx / name, (FIXED_MTIME, FIXED_MTIME))
+    (ctx / ".dockerignore").write_text("deps/.complete\n")
+    return ctx
+
+
+def size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

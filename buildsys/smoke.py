@@ -1,0 +1,81 @@
+"""Smoke test of a built image (no GPU): metadata, default launch, refusal, isolation, any UID."""
+
+from __future__ import annotations
+
+import json
+from typing import List
+
+from buildsys import engine, log
+from buildsys.targets import Targets
+
+MIN_START_PERIOD_NS = 10 * 60 * 10**9
+
+
+def duration_ns(text: str) -> int:
+    units = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            return int(text[: -len(suffix)]) * units[suffix]
+    raise ValueError(text)
+
+
+def check(cli, data: Targets, target: str, image: str) -> List[str]:
+    """Return a list of problems (empty: the image is good)."""
+    t = data.targets[target]
+    problems: List[str] = []
+
+    def expect(cond: bool, what: str) -> None:
+        if not cond:
+            problems.append(what)
+        log(f"[{target}] smoke {'ok  ' if cond else 'FAIL'} {what}")
+
+    attrs = cli.images.get(image).attrs
+    cfg = attrs["Config"]
+    lab = cfg.get("Labels") or {}
+    env = dict(e.split("=", 1) for e in cfg.get("Env") or [])
+    p = data.label_prefix
+    expect(cfg.get("Entrypoint") == ["kimi-serve"], f"ENTRYPOINT is [kimi-serve] (got {cfg.get('Entrypoint')})")
+    expect(not cfg.get("Cmd"), f"CMD is empty (got {cfg.get('Cmd')})")
+    expect(cfg.get("User", "") in ("", "0", "root"), f"runs as the base's root user by default, any UID works (User={cfg.get('User')!r})")
+    hc = cfg.get("Healthcheck") or {}
+    expect(hc.get("Test") == ["CMD", "kimi-serve", "healthcheck"], f"HEALTHCHECK runs kimi-serve healthcheck (got {hc.get('Test')})")
+    expect((hc.get("StartPeriod") or 0) >= MIN_START_PERIOD_NS, "HEALTHCHECK start period >= 10m")
+    expect(attrs.get("Architecture") == t.arch, f"architecture {t.arch} (got {attrs.get('Architecture')})")
+    expect(lab.get(f"{p}.target") == target and lab.get(f"{p}.serves") == ",".join(t.serves)
+           and lab.get(f"{p}.hardware") == t.hardware, "labels name the target and the hardware it serves")
+    oci = ["source", "revision", "version", "created", "base.name", "base.digest"]
+    missing = [k for k in oci if not lab.get(f"org.opencontainers.image.{k}")]
+    expect(not missing, f"OCI labels present (missing: {missing})")
+    expect(env.get("KIMI_IMAGE_TARGET") == target and env.get("KIMI_IMAGE_HARDWARE") == t.hardware
+           and env.get("KIMI_IMAGE_SERVES") == ",".join(t.serves), "image identity baked as KIMI_IMAGE_* env")
+
+    # The default launch resolves (exit 0, JSON with a vllm argv).
+    code, out, err = engine.run(cli, image, ["print", "--format", "json"], t.platform)
+    try:
+        launch = json.loads(out)
+        good = code == 0 and isinstance(launch.get("argv"), list) and launch["argv"][:1] == ["vllm"]
+    except ValueError:
+        good = False
+    expect(good, f"`kimi-serve print --format json` resolves the default launch (exit {code}) {err.strip()[-300:]}")
+
+    # Hardware the image does not serve is a clear start-up error (exit 2, one message).
+    others = sorted({h for x in data.targets.values() for h in x.serves} - set(t.serves))
+    if others:
+        code, out, err = engine.run(cli, image, ["print", "--format", "json"], t.platform,
+                                    environment={"KIMI_HARDWARE": others[0]})
+        expect(code == 2 and err.strip().startswith("kimi-serve: error:") and others[0] in err,
+               f"KIMI_HARDWARE={others[0]} is refused with exit 2 and a message (exit {code}: {err.strip()[:200]})")
+
+    # Any UID: HOME and /cache writable, and the entrypoint runs.
+    code, out, err = engine.run(cli, image, ["-c", 'touch "$HOME/.w" /cache/.w && kimi-serve print --format json >/dev/null'],
+                                t.platform, entrypoint="sh", user="4242:4242")
+    expect(code == 0, f"runs as an arbitrary UID with HOME and /cache writable (exit {code}) {err.strip()[-300:]}")
+
+    # Isolation: vLLM's own python sees nothing of /opt/kimi.
+    probe = ("import sys, importlib.util as u; "
+             "bad = [p for p in sys.path if p.startswith('/opt/kimi')] + "
+             "[m for m in ('pydantic', 'yaml', 'click', 'entrypoint') "
+             "if (s := u.find_spec(m)) and (s.origin or '').startswith('/opt/kimi')]; print(bad); sys.exit(1 if bad else 0)")
+    code, out, err = engine.run(cli, image, ["-c", probe], t.platform, entrypoint="python3")
+    expect(code == 0, f"vLLM's python imports nothing from /opt/kimi (got {out.strip()})")
+    return problems
