@@ -1,0 +1,62 @@
+"""`kimi-serve verify`: prove that a running server answers the way users need."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from entrypoint.errors import EXIT_USAGE, KimiError, unknown_value
+from entrypoint.verify import FEATURES, run_verify
+
+
+def parse_features(text: str) -> frozenset[str]:
+    """A comma list of feature ids ("" for none)."""
+    features = frozenset(part.strip() for part in text.split(",") if part.strip())
+    for feature in sorted(features):
+        if feature not in FEATURES:
+            raise unknown_value("--features", feature, FEATURES)
+    return features
+
+
+def _settings(url: str | None, expect_model: str | None, features: str | None):
+    """URL, expected served name and features: the options, else the configured service."""
+    if url is None or expect_model is None or features is None:
+        from entrypoint.cli._context import service_expectations
+
+        expected = service_expectations()
+        url = url or expected.url
+        expect_model = expect_model or expected.served_model_name
+        chosen = expected.features if features is None else parse_features(features)
+    else:
+        chosen = parse_features(features)
+    return url, expect_model, chosen
+
+
+@click.command("verify")
+@click.option("--url", help="Server root URL.  [default: the configured host and port]")
+@click.option("--model", help="Model name to send.  [default: the one id /v1/models lists]")
+@click.option("--expect-model", help="Served model name the server must list.  [default: the configured one]")
+@click.option("--features", help="Comma list of enabled feature ids.  [default: the configured ones]")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for each request.",
+)
+def command(url, model, expect_model, features, output_format, timeout):
+    """Check health, model name, chat, reasoning, tools, images and streaming of a running server.
+
+    Exit code 0 when every check passes or is skipped, 1 when any fails, 2 on bad settings.
+    """
+    try:
+        url, expect_model, chosen = _settings(url, expect_model, features)
+    except KimiError as error:
+        click.echo(f"kimi-serve: error: {error.message}", err=True)
+        sys.exit(EXIT_USAGE)
+    report = run_verify(url, model=model, expected_model=expect_model, features=chosen, timeout=timeout)
+    click.echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
+    sys.exit(0 if report.ok else 1)

@@ -1,0 +1,123 @@
+"""The pieces the checks rely on: the PNG, the local tool functions, path detection, the report."""
+
+import json
+import struct
+import zlib
+
+import pytest
+
+from entrypoint.verify import (
+    FAIL, PASS, SKIP, Check, CheckFailed, VerifyReport, says_nine_point_nine, looks_like_path,
+    run_tool_call, solid_png,
+)
+
+
+def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        (crc,) = struct.unpack(">I", data[at + 8 + length : at + 12 + length])
+        assert crc == zlib.crc32(kind + body), kind
+        chunks.append((kind, body))
+        at += 12 + length
+    return chunks
+
+
+def test_png_is_well_formed_and_holds_the_colour():
+    chunks = dict(png_chunks(solid_png(4, 3, (220, 30, 30))))
+    assert list(chunks) == [b"IHDR", b"IDAT", b"IEND"]
+    assert struct.unpack(">IIBBBBB", chunks[b"IHDR"]) == (4, 3, 8, 2, 0, 0, 0)
+    assert zlib.decompress(chunks[b"IDAT"]) == (b"\x00" + bytes([220, 30, 30]) * 4) * 3
+
+
+def call(name: str, arguments) -> dict:
+    return {"id": f"functions.{name}:0", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+@pytest.mark.parametrize(
+    "name, arguments, result",
+    [
+        ("count_letter_in_string", '{"a": "Strawberry", "b": "R"}', "The letter 'R' appears 3 times in 'Strawberry'."),
+        ("compare", '{"a": 9.11, "b": 9.9}', "9.9 is greater than 9.11"),
+        ("compare", '{"a": "9.9", "b": "9.11"}', "9.9 is greater than 9.11"),
+        ("add", '{"a": 2, "b": 3}', "5"),
+        ("mul", '{"a": 1.5, "b": 4}', "6.0"),
+    ],
+)
+def test_tool_calls_run_locally(name, arguments, result):
+    assert run_tool_call(call(name, arguments)) == (name, result)
+
+
+@pytest.mark.parametrize(
+    "tool_call, message",
+    [
+        (call("compare", "{'a': 9.11, 'b': 9.9}"), "not valid JSON"),
+        (call("add", "__import__('os').getcwd()"), "not valid JSON"),
+        (call("add", None), "not valid JSON"),
+        (call("add", '{"a": 1}'), "arguments must be ['a', 'b']"),
+        (call("add", '[1, 2]'), "arguments must be ['a', 'b']"),
+        (call("add", '{"a": true, "b": 1}'), "True is not a number"),
+        (call("count_letter_in_string", '{"a": "strawberry", "b": "rr"}'), "one letter"),
+        (call("pow", '{"a": 1, "b": 2}'), "does not name one of the offered functions"),
+        ("functions.add:0", "does not name one of the offered functions"),
+    ],
+)
+def test_unusable_tool_calls_fail_the_check(tool_call, message):
+    with pytest.raises(CheckFailed, match=message.replace("[", r"\[").replace("]", r"\]")):
+        run_tool_call(tool_call)
+
+
+@pytest.mark.parametrize(
+    "answer, right",
+    [
+        ("9.9 is larger than 9.11.", True),
+        ("The larger number is 9.9", True),
+        ("9.11 is larger than 9.9", False),
+        ("The answer is 9.11.", False),
+        ("9.99 is larger", False),
+    ],
+)
+def test_the_compare_answer_must_name_9_9(answer, right):
+    assert says_nine_point_nine(answer) is right
+
+
+@pytest.mark.parametrize(
+    "model_id, is_path",
+    [
+        ("/root/autodl-fs/moonshotai/Kimi-K2.5", True),
+        ("./Kimi-K2.5", True),
+        ("../Kimi-K2.5", True),
+        ("~/Kimi-K2.5", True),
+        ("data/models/Kimi-K2.5", True),
+        ("kimi-k2.5", False),
+        ("moonshotai/Kimi-K2.5", False),
+    ],
+)
+def test_model_ids_that_are_paths(model_id, is_path):
+    assert looks_like_path(model_id) is is_path
+
+
+def sample_report(*statuses: str) -> VerifyReport:
+    checks = tuple(Check(f"check{i}", s, 12.3, 7, f"detail {i}") for i, s in enumerate(statuses))
+    return VerifyReport("http://127.0.0.1:8000", "kimi-k2.5", checks)
+
+
+def test_report_is_ok_unless_a_check_fails():
+    assert sample_report(PASS, SKIP).ok
+    assert not sample_report(PASS, FAIL, SKIP).ok
+
+
+def test_report_as_json_and_text():
+    report = sample_report(PASS, FAIL)
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["ok"] is False and data["model"] == "kimi-k2.5"
+    assert data["checks"][1] == {
+        "name": "check1", "status": "fail", "latency_ms": 12.3, "tokens": 7, "detail": "detail 1",
+    }
+    lines = report.to_text().splitlines()
+    assert lines[0] == "kimi-serve verify http://127.0.0.1:8000 (model: kimi-k2.5)"
+    assert lines[1].split() == ["CHECK", "STATUS", "LATENCY", "TOKENS", "DETAIL"]
+    assert lines[3].split() == ["check1", "FAIL", "12", "ms", "7", "detail", "1"]
+    assert lines[-1] == "FAILED: 1 passed, 1 failed, 0 skipped"
