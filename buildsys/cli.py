@@ -203,7 +203,7 @@ def standins(ctx, arches, fmt):
     data = _load(ctx)
     arches = arches or sorted({t.arch for t in data.targets.values()})
     images = {a: standin.ensure(a) for a in arches}
-    pattern = standin.image_name("ARCH").replace("ARCH", "{arch}")
+    pattern = standin.image_name("{arch}")
     overrides = {kind: pattern for kind in data.bases}
     if fmt == "json":
         click.echo(json.dumps({"images": images, "overrides": overrides}, indent=2))

@@ -159,7 +159,7 @@ def build(cli, data: Targets, target: str, registry: Optional[str], overrides: D
         text = chunk.get("stream", "")
         for line in text.splitlines():
             line = line.rstrip()
-            if line.startswith("Step "):
+            if line.startswith("Step ") and " : LABEL " not in line:
                 log(f"[{target}] {line}")
             elif "Using cache" in line:
                 res.steps_cached += 1

@@ -26,18 +26,19 @@ HASH_LABEL = "org.kimi-serve.standin.hash"
 BUILDKIT_DOCKER = os.environ.get("KIMI_BUILDKIT_DOCKER", "/usr/bin/docker")
 
 
-def content_hash(arch: str, release: str = RELEASE) -> str:
+def content_hash(release: str = RELEASE) -> str:
+    """Hash of the inputs shared by all architectures (the tag adds the architecture)."""
     h = hashlib.sha256()
     for name in sorted(p.name for p in STANDIN_DIR.iterdir()):
         path = STANDIN_DIR / name
         h.update(name.encode() + b"\0")
         h.update((os.readlink(path) if path.is_symlink() else path.read_bytes().decode("latin-1")).encode("latin-1"))
-    h.update(f"{release}|{arch}|{','.join(PACKAGES)}".encode())
+    h.update(f"{release}|{','.join(PACKAGES)}".encode())
     return h.hexdigest()
 
 
 def image_name(arch: str, release: str = RELEASE) -> str:
-    return f"{REPOSITORY}:{content_hash(arch, release)[:16]}-{arch}"
+    return f"{REPOSITORY}:{content_hash(release)[:16]}-{arch}"
 
 
 def image_exists(name: str) -> bool:
@@ -70,7 +71,7 @@ def ensure(arch: str, release: str = RELEASE, workdir: Path | None = None) -> st
                 shutil.copy2(path, ctx / path.name)
         env = dict(os.environ, DOCKER_BUILDKIT="1")
         build = [BUILDKIT_DOCKER, "build", "--platform", f"linux/{arch}", "--progress", "plain",
-                 "--label", f"{HASH_LABEL}={content_hash(arch, release)}", "-t", name, str(ctx)]
+                 "--label", f"{HASH_LABEL}={content_hash(release)}-{arch}", "-t", name, str(ctx)]
         log(f"stand-in {arch}: {' '.join(build)}")
         subprocess.run(build, check=True, env=env)
     finally:

@@ -1,0 +1,144 @@
+"""Shared fixtures for tests that need a real Docker engine (images, runtime, compose).
+
+Fixtures (all session-scoped, so the expensive ones run once per pytest session):
+
+- ``docker_client``: a ``docker.DockerClient`` for a reachable engine. If none answers and
+  ``dockerd`` is installed and we are root, it starts one with ``scripts/docker-engine.sh``
+  (as ../shared/docker-here.md says) and stops it at the end of the session. Without an engine
+  the test is skipped locally, but FAILS when ``CI=true`` (CI must never skip these silently).
+- ``standin_images``: ``{"amd64": IMAGE, "arm64": IMAGE}`` stand-in vLLM base images (Debian
+  bookworm + python3 + the stand-in ``vllm``/``vllm-router`` of ``images/standin/``), built by
+  ``build.py standins`` logic and cached in the engine by a content hash (a rerun is instant).
+  The stand-in ``vllm`` records its argv/env as JSON to ``$KIMI_STANDIN_DIR`` (default
+  ``/tmp/kimi-standin``) and prints it as one stdout line ``KIMI-STANDIN-RECORD {...}``;
+  answers ``GET /health`` on ``--port`` (default 8000); on SIGTERM prints
+  ``KIMI-STANDIN-SIGTERM`` and exits 0. Use ``read_standin_record(logs)`` to parse the record.
+- ``standin_overrides``: the ``--base-override KIND=IMAGE`` arguments (a list) that point every
+  base kind of images/targets.yaml at the stand-ins.
+- ``built_images``: every target of images/targets.yaml built once with the real ``build.py``
+  from the stand-ins and smoke-tested (``build --smoke``); ``{target: {"image_id", "tags",
+  ...}}``. Tags are ``TEST_REGISTRY/kimi-k2.5:<target>`` etc. (TEST_REGISTRY below).
+- ``local_registry``: an open registry (docker-registry package) on ``127.0.0.1:<free port>``
+  started with ``scripts/registry.sh`` and stopped at the end; value ``"127.0.0.1:PORT"``.
+
+Helpers: ``read_standin_record(text)``, ``run_build_py(*args)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_REGISTRY = "kimi-test.local/kimi"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+RECORD_PREFIX = "KIMI-STANDIN-RECORD "
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _no_engine(reason: str):
+    if IN_CI:
+        pytest.fail(f"CI=true but no Docker engine: {reason}", pytrace=False)
+    pytest.skip(f"no Docker engine: {reason}")
+
+
+def read_standin_record(text: str):
+    """The stand-in's JSON record from container logs (None if it did not start)."""
+    for line in text.splitlines():
+        if line.startswith(RECORD_PREFIX):
+            return json.loads(line[len(RECORD_PREFIX):])
+    return None
+
+
+def run_build_py(*args, check=True, timeout=3600):
+    """Run the real build.py; returns CompletedProcess (stdout/stderr as text)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"build.py {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}\n{proc.stdout[-2000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    try:
+        import docker
+    except ImportError:
+        _no_engine("the docker SDK is not installed (pip install -e '.[test]')")
+    started = False
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        if shutil.which("dockerd") and os.geteuid() == 0:
+            subprocess.run([str(ROOT / "scripts" / "docker-engine.sh"), "start"], check=True,
+                           env=dict(os.environ, KIMI_DOCKERD_PIDFILE="/tmp/kimi-dockerd-pytest.pid"))
+            started = True
+            client = docker.from_env(timeout=600)
+            client.ping()
+        else:
+            _no_engine(str(exc))
+    yield client
+    client.close()
+    if started:
+        subprocess.run([str(ROOT / "scripts" / "docker-engine.sh"), "stop"],
+                       env=dict(os.environ, KIMI_DOCKERD_PIDFILE="/tmp/kimi-dockerd-pytest.pid"))
+
+
+@pytest.fixture(scope="session")
+def standin_images(docker_client):
+    from buildsys import standin, targets
+
+    arches = sorted({t.arch for t in targets.load().targets.values()})
+    if not shutil.which("debootstrap") and not all(standin.image_exists(standin.image_name(a)) for a in arches):
+        _no_engine("debootstrap is not installed (apt-get install debootstrap) and stand-ins are not cached")
+    return {arch: standin.ensure(arch) for arch in arches}
+
+
+@pytest.fixture(scope="session")
+def standin_overrides(standin_images):
+    from buildsys import standin, targets
+
+    pattern = standin.image_name("{arch}")
+    args = []
+    for kind in targets.load().bases:
+        args += ["--base-override", f"{kind}={pattern}"]
+    return args
+
+
+@pytest.fixture(scope="session")
+def built_images(standin_overrides, tmp_path_factory):
+    out = tmp_path_factory.mktemp("build") / "results.json"
+    proc = run_build_py("build", "--smoke", "--registry", TEST_REGISTRY, *standin_overrides, "--json-out", str(out),
+                        check=False)
+    sys.stderr.write(proc.stderr[-4000:])
+    results = {r["target"]: r for r in json.loads(out.read_text())} if out.exists() else {}
+    results["_stderr"] = proc.stderr
+    results["_returncode"] = proc.returncode
+    return results
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def local_registry(docker_client, tmp_path_factory):
+    if not shutil.which("docker-registry"):
+        _no_engine("docker-registry is not installed (apt-get install docker-registry)")
+    port = _free_port()
+    env = dict(os.environ, KIMI_REGISTRY_DIR=str(tmp_path_factory.mktemp("registry")))
+    subprocess.run([str(ROOT / "scripts" / "registry.sh"), "start", str(port)], check=True, env=env)
+    yield f"127.0.0.1:{port}"
+    subprocess.run([str(ROOT / "scripts" / "registry.sh"), "stop", str(port)], env=env)

@@ -1,0 +1,107 @@
+"""images/targets.yaml and the build.py commands that need no engine (fast)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from buildsys import context, targets
+from tests.conftest import ROOT, run_build_py
+
+ISSUE_TABLE = {  # the issue's table: target -> (base kind, platform, default hardware, serves)
+    "h100": ("cuda", "linux/amd64", "h100", ["h100"]),
+    "h200": ("cuda", "linux/amd64", "h200", ["h200"]),
+    "b200": ("cuda", "linux/amd64", "b200", ["b200"]),
+    "b300": ("cuda", "linux/amd64", "b300", ["b300"]),
+    "gb200": ("cuda", "linux/arm64", "gb200", ["gb200"]),
+    "gb300": ("cuda", "linux/arm64", "gb300", ["gb300"]),
+    "rocm-gfx942": ("rocm", "linux/amd64", "mi300x", ["mi300x", "mi325x"]),
+    "rocm-gfx950": ("rocm-nightly", "linux/amd64", "mi355x", ["mi350x", "mi355x"]),
+}
+
+
+def test_data_matches_the_issue_table():
+    data = targets.load()
+    got = {n: (t.base, t.platform, t.hardware, t.serves) for n, t in data.targets.items()}
+    assert got == ISSUE_TABLE
+    assert data.bases["cuda"].name.endswith("vllm/vllm-openai")
+    assert data.bases["rocm"].name.endswith("vllm/vllm-openai-rocm")
+    assert data.bases["rocm-nightly"].tag == "nightly"
+
+
+def _write(tmp_path, mutate):
+    raw = yaml.safe_load(targets.TARGETS_FILE.read_text())
+    mutate(raw)
+    path = tmp_path / "targets.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda r: r.update(colour="blue"), "colour"),
+    (lambda r: r["targets"]["h200"].update(gpu="x"), "gpu"),
+    (lambda r: r["targets"]["h200"].update(base="tpu"), "tpu"),
+    (lambda r: r["targets"]["h200"].update(platform="linux/s390x"), "s390x"),
+    (lambda r: r["targets"]["h200"].update(hardware="h100"), "h100"),
+    (lambda r: r.update(vllm_version="0.18.0"), "older"),
+    (lambda r: r["bases"]["cuda"].update(digest="sha256:nope"), "digest"),
+])
+def test_bad_data_is_rejected(tmp_path, mutate, needle):
+    with pytest.raises(targets.TargetsError, match=needle):
+        targets.load(_write(tmp_path, mutate))
+
+
+def test_unknown_hardware_is_rejected_when_recipes_know_the_ids(tmp_path):
+    hw = tmp_path / "hardware.yaml"
+    hw.write_text(yaml.safe_dump({"hardware": {h: {} for h in ["h100", "h200"]}}))
+    with pytest.raises(targets.TargetsError, match="unknown hardware"):
+        targets.load(targets.TARGETS_FILE, hw)
+    if targets.HARDWARE_FILE.exists():  # the real recipe data knows every id we serve
+        targets.load()
+
+
+def test_matrix_is_one_entry_per_target():
+    out = json.loads(run_build_py("matrix").stdout)
+    assert [e["target"] for e in out["include"]] == list(ISSUE_TABLE)
+    assert {e["target"]: e["platform"] for e in out["include"]} == {k: v[1] for k, v in ISSUE_TABLE.items()}
+
+
+def test_list_json_has_tags():
+    rows = json.loads(run_build_py("list", "--format", "json", "--registry", "r.example/x").stdout)
+    h200 = next(r for r in rows if r["target"] == "h200")
+    assert h200["tags"][:2] == [f"r.example/x/kimi-k2.5:{targets.load().vllm_version}-h200", "r.example/x/kimi-k2.5:h200"]
+
+
+def test_bake_file(tmp_path):
+    out = tmp_path / "bake.json"
+    run_build_py("bake", "-o", str(out), "--registry", "r.example/x")
+    bake = json.loads(out.read_text())
+    assert bake["group"]["default"]["targets"] == list(ISSUE_TABLE)
+    assert "_common" in bake["target"]
+    for name, (_, platform, hw, serves) in ISSUE_TABLE.items():
+        t = bake["target"][name]
+        assert t["inherits"] == ["_common"] and t["platforms"] == [platform]
+        assert t["args"]["KIMI_IMAGE_HARDWARE"] == hw and t["args"]["KIMI_IMAGE_SERVES"] == ",".join(serves)
+        assert Path(t["context"], "Dockerfile").exists() and Path(t["context"], "deps").is_dir()
+        assert t["labels"]["org.kimi-serve.target"] == name
+
+
+def test_lock_writes_digests_in_place(tmp_path):
+    path = tmp_path / "t.yaml"
+    shutil.copy(targets.TARGETS_FILE, path)
+    digest = "sha256:" + "ab" * 32
+    targets.save_digests({"rocm": digest}, path)
+    assert targets.load(path).bases["rocm"].digest == digest
+    assert targets.load(path).bases["cuda"].digest is None
+    assert "# Image targets" in path.read_text()  # comments kept
+
+
+def test_context_holds_code_and_platform_wheels():
+    ctx = context.prepare("linux/arm64", "3.12")
+    assert (ctx / "code" / "entrypoint" / "__init__.py").exists()
+    assert (ctx / "code" / "entrypoint" / "recipes_data").is_dir()
+    sos = [p.name for p in (ctx / "deps" / "pydantic_core").glob("*.so")]
+    assert sos and all("cpython-312-aarch64" in s for s in sos)
+    assert context.size(ctx / "deps") + context.size(ctx / "code") < 40e6
