@@ -1,0 +1,58 @@
+"""`kimi-serve explain`: for each flag and variable of the launch, the layer it came from."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from entrypoint.cli._context import guarded, load_launch
+
+
+def explain_rows(proc, environ) -> list:
+    """(kind, name, value, source) for every flag and env var of one process."""
+    from entrypoint.args import units
+    from entrypoint.mask import mask_argv, mask_env
+
+    rows = []
+    argv = mask_argv(proc.argv)
+    for key, unit in units([(t, "") for t in argv[3:] if proc.argv[0] == "vllm"] or
+                           [(t, "") for t in argv[1:]]):
+        if key is None:
+            continue
+        value = " ".join(t for t, _ in unit[1:])
+        rows.append(("flag", key, value, proc.provenance.get(key, "strategy")))
+    env = mask_env(proc.env)
+    for key, value in env.items():
+        source = proc.provenance.get(key, "strategy")
+        if key in environ:
+            value, source = mask_env({key: environ[key]})[key], f"user (environment; recipe: {source})"
+        rows.append(("env", key, value, source))
+    return rows
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--all", "all_processes", is_flag=True, help="Explain every process of the plan, not only this one.")
+@guarded
+def command(fmt: str, all_processes: bool) -> None:
+    """Where each flag and variable came from: base, variant, strategy, hardware override, feature,
+    profile, settings or user."""
+    launch = load_launch()
+    procs = launch.plan.processes if all_processes else (launch.this_process(),)
+    sel = launch.selection
+    if fmt == "json":
+        click.echo(json.dumps([{"role": p.role, "rank": p.rank,
+                                "items": [dict(zip(("kind", "name", "value", "source"), r))
+                                          for r in explain_rows(p, os.environ)]} for p in procs], indent=2))
+        return
+    click.echo(f"Kimi-K2.5 on {sel.hardware}: variant {sel.variant} (model {sel.model}), strategy {sel.strategy}, "
+               f"features {','.join(sel.features) or 'none'}, profile {sel.profile or 'none'}")
+    for proc in procs:
+        click.echo(f"\n{proc.role} rank {proc.rank}: {' '.join(proc.argv[:3])}")
+        rows = explain_rows(proc, os.environ)
+        width = max((len(r[1]) + len(r[2]) for r in rows), default=0) + 2
+        for kind, name, value, source in rows:
+            shown = f"{name} {value}".strip() if kind == "flag" else f"{name}={value}"
+            click.echo(f"  {shown.ljust(width)}  <- {source}")

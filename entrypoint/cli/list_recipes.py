@@ -1,0 +1,77 @@
+"""`kimi-serve list`: what can be chosen, and which combinations are valid."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+
+from entrypoint.cli._context import guarded
+
+
+def _variant_cell(catalog, hw_id: str, vid: str) -> str:
+    hw, var = catalog.hardware[hw_id], catalog.recipe.variants[vid]
+    if var.supported_hardware is not None and hw_id not in var.supported_hardware:
+        return "-"
+    if var.supported_generations is not None and hw.generation not in var.supported_generations:
+        return "-"
+    nodes = math.ceil(var.vram_minimum_gb / hw.vram_gb)
+    return "1 node" if nodes == 1 else f">= {nodes} nodes"
+
+
+def catalog_summary(catalog) -> dict:
+    r = catalog.recipe
+    return {
+        "hardware": {h: {"name": catalog.hardware[h].display_name, "brand": catalog.hardware[h].brand,
+                         "gpus": catalog.hardware[h].gpu_count, "vram_gb": catalog.hardware[h].vram_gb,
+                         "arch": catalog.hardware[h].arch, "default_features": list(r.default_features(h)),
+                         "variants": {v: _variant_cell(catalog, h, v) for v in r.variants}}
+                     for h in r.hardware},
+        "variants": {v: {"model": var.model_id or r.model.model_id, "precision": var.precision,
+                         "vram_minimum_gb": var.vram_minimum_gb, "description": var.description}
+                     for v, var in r.variants.items()},
+        "strategies": {s: {"name": catalog.strategies[s].display_name, "type": catalog.strategies[s].deploy_type}
+                       for s in r.compatible_strategies},
+        "features": {f: {"description": feat.description, "conflicts_with": feat.conflicts_with}
+                     for f, feat in r.features.items()},
+        "profiles": {p: {"description": prof.description, "hardware": prof.hardware, "variants": prof.variants,
+                         "strategies": prof.strategies} for p, prof in r.profiles.items()},
+    }
+
+
+def _table(rows, header) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    fmt = "  ".join(f"{{:{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header)] + [fmt.format(*map(str, r)) for r in rows])
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@guarded
+def command(fmt: str) -> None:
+    """Hardware, variants, strategies, features and profiles, with the valid combinations."""
+    from entrypoint.recipe import load_catalog
+
+    summary = catalog_summary(load_catalog())
+    if fmt == "json":
+        click.echo(json.dumps(summary, indent=2))
+        return
+    variants = list(summary["variants"])
+    click.echo("Hardware (cells: nodes a variant needs; - = not supported)")
+    click.echo(_table([[h, d["name"], d["gpus"], f"{d['vram_gb']:g} GB", d["arch"],
+                        *[d["variants"][v] for v in variants], ",".join(d["default_features"])]
+                       for h, d in summary["hardware"].items()],
+                      ["id", "name", "gpus", "vram", "arch", *variants, "default features"]))
+    click.echo("\nVariants")
+    click.echo(_table([[v, d["model"], d["precision"], f"{d['vram_minimum_gb']:g} GB"]
+                       for v, d in summary["variants"].items()], ["id", "model", "precision", "needs"]))
+    click.echo("\nStrategies (KIMI_STRATEGY)")
+    click.echo(_table([[s, d["type"], d["name"]] for s, d in summary["strategies"].items()], ["id", "type", "name"]))
+    click.echo("\nFeatures (KIMI_FEATURES)")
+    click.echo(_table([[f, d["description"] + (f" (not with {', '.join(d['conflicts_with'])})"
+                                               if d["conflicts_with"] else "")]
+                       for f, d in summary["features"].items()], ["id", "description"]))
+    click.echo("\nProfiles (KIMI_PROFILE)")
+    click.echo(_table([[p, ",".join(d["hardware"]), ",".join(d["variants"]), ",".join(d["strategies"])]
+                       for p, d in summary["profiles"].items()], ["id", "hardware", "variants", "strategies"]))

@@ -1,0 +1,30 @@
+"""`kimi-serve print`: this container's launch, as a shell command or JSON {"argv", "env"}."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from entrypoint.cli._context import guarded, load_launch
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--format", "fmt", type=click.Choice(["shell", "json"]), default="shell", show_default=True)
+@click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
+@guarded
+def command(fmt: str, vllm_args: tuple) -> None:
+    """Print the launch this container would exec (VLLM_ARGS are added as container args would be)."""
+    from entrypoint.launch import split_env
+    from entrypoint.mask import mask_argv, mask_env
+    from entrypoint.plan import Process
+    from entrypoint.render.shell import render_process
+
+    launch = load_launch(vllm_args)
+    proc = launch.this_process()
+    applied, _ = split_env(proc.env, os.environ)
+    if fmt == "json":
+        click.echo(json.dumps({"argv": mask_argv(proc.argv), "env": mask_env(applied)}, indent=2))
+    else:
+        click.echo(render_process(Process(role=proc.role, rank=proc.rank, argv=proc.argv, env=applied)))

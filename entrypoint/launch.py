@@ -1,0 +1,73 @@
+"""The edge: turn this container's Process into an exec of vLLM (or vllm-router). No shell, ever.
+
+After `os.execvpe` the launched program *is* this process (PID 1 in a container when kimi-serve
+was), so it receives SIGTERM/SIGINT directly and its exit code is the container's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Mapping, Tuple
+
+from entrypoint.cli._context import guarded, load_launch
+from entrypoint.plan import Process
+
+EXIT_NOT_FOUND = 127
+
+
+def split_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> Tuple[dict, dict]:
+    """(what the project applies, what the user already set and is kept as the user set it)."""
+    applied = {k: v for k, v in project_env.items() if k not in environ}
+    kept = {k: environ[k] for k in project_env if k in environ}
+    return applied, kept
+
+
+def exec_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> dict:
+    env = dict(environ)
+    for key, value in project_env.items():
+        env.setdefault(key, value)
+    return env
+
+
+def announce(proc: Process, environ: Mapping[str, str], extra_lines=()) -> None:
+    from entrypoint.mask import mask_env
+    from entrypoint.render.shell import render_process
+
+    applied, kept = split_env(proc.env, environ)
+    shown = Process(role=proc.role, rank=proc.rank, argv=proc.argv, env=applied)
+    for line in extra_lines:
+        print(f"kimi-serve: {line}", file=sys.stderr)
+    for key, value in mask_env(kept).items():
+        print(f"kimi-serve: keeping {key}={value} as set in the environment (the recipe would set "
+              f"{mask_env({key: proc.env[key]})[key]})", file=sys.stderr)
+    print(f"kimi-serve: launching {proc.role} (rank {proc.rank}):\n{render_process(shown)}", file=sys.stderr,
+          flush=True)
+
+
+@guarded
+def serve(user_args) -> None:
+    environ = os.environ
+    launch = load_launch(tuple(user_args), environ)
+    proc = launch.this_process()
+    notes = list(launch.settings.warnings)
+    proc, preflight_notes = _preflight(launch, proc, environ)
+    announce(proc, environ, notes + preflight_notes)
+    if launch.settings.dry_run:
+        print("kimi-serve: KIMI_DRY_RUN=1, not starting it", file=sys.stderr)
+        return
+    env = exec_env(proc.env, environ)
+    try:
+        os.execvpe(proc.argv[0], list(proc.argv), env)
+    except FileNotFoundError:
+        print(f"kimi-serve: error: {proc.argv[0]} is not on PATH in this image", file=sys.stderr)
+        sys.exit(EXIT_NOT_FOUND)
+
+
+def _preflight(launch, proc: Process, environ):
+    """Node checks before the load (entrypoint.preflight); returns the process to run and log lines."""
+    try:
+        from entrypoint.preflight import preflight_launch
+    except ImportError:
+        return proc, []
+    return preflight_launch(launch, proc, environ)

@@ -1,0 +1,1 @@
+"""Renderers of a Plan: shell and json here; compose and k8s in their own modules."""

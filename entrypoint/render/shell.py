@@ -1,0 +1,46 @@
+"""A launch as a shell-quoted command a person can read and paste (display only: never executed)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Iterable, List
+
+from entrypoint.args import units
+from entrypoint.mask import mask_argv, mask_env
+from entrypoint.plan import Plan, Process
+
+
+def _argv_lines(argv: List[str]) -> List[str]:
+    """Program and positionals on the first line, then one flag (with its value) per line."""
+    head: List[str] = []
+    rest: List[str] = []
+    for key, unit in units([(t, "") for t in argv]):
+        words = " ".join(shlex.quote(t) for t, _ in unit)
+        if key is None and not rest:
+            head.append(words)
+        else:
+            rest.append(words)
+    return [" ".join(head)] + rest
+
+
+def process_lines(proc: Process) -> List[str]:
+    env = mask_env(proc.env)
+    lines = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
+    lines += _argv_lines(mask_argv(proc.argv))
+    return lines
+
+
+def render_process(proc: Process) -> str:
+    lines = process_lines(proc)
+    if len(lines) == 1:
+        return lines[0]
+    return " \\\n  ".join(lines)
+
+
+def render_plan(plan: Plan, header: Iterable[str] = ()) -> str:
+    out = [f"# {line}" for line in header]
+    for proc in plan.processes:
+        label = proc.role if proc.role in ("single", "router") else f"{proc.role} rank {proc.rank}"
+        out.append(f"# --- {label}")
+        out.append(render_process(proc))
+    return "\n".join(out)

@@ -1,0 +1,445 @@
+"""The composition rules: Selection x Catalog -> Plan. Pure: no environment reads, no I/O.
+
+The order of layers follows the recipe site (docs/composition.md); the project's deliberate
+differences (conflicting features, memory check, half-node pools, NVLink-only settings,
+resolved placeholders) are marked where they happen.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+from entrypoint import errors as E
+from entrypoint.args import Tagged, dedupe, flag_value, gpus_needed, int_flag, substitute, tag
+from entrypoint.errors import KimiError
+from entrypoint.plan import Plan, Pool, Process
+from entrypoint.recipe import Catalog, Hardware
+from entrypoint.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection
+
+EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
+
+
+class _Ctx:
+    """Everything one resolution reads, looked up once."""
+
+    def __init__(self, sel: Selection, cat: Catalog):
+        self.sel, self.cat = sel, cat
+        self.recipe = cat.recipe
+        self.hw: Hardware = cat.hardware[sel.hardware]
+        self.variant = self.recipe.variants[sel.variant]
+        self.strategy = cat.strategies[sel.strategy]
+        self.override = self.recipe.strategy_overrides.get(sel.strategy)
+        self.profile = self.recipe.profiles[sel.profile] if sel.profile else None
+
+    def by_generation(self, mapping):
+        """Generation key first, then `nvidia` for NVIDIA hardware."""
+        if self.hw.generation in mapping:
+            return mapping[self.hw.generation]
+        if self.hw.brand == "nvidia":
+            return mapping.get("nvidia")
+        return None
+
+    def by_specificity(self, mapping):
+        """hw id > generation > brand > default."""
+        for key in (self.sel.hardware, self.hw.generation, self.hw.brand, "default"):
+            if key in mapping:
+                return mapping[key]
+        return None
+
+
+# ---------------------------------------------------------------- layers shared by every vLLM process
+
+
+def _override_layers(ctx: _Ctx, pool_defaults) -> Tuple[Tagged, EnvLayers]:
+    """Step 5: hardware overrides (strategy-level generation override replaces the recipe's and
+    the variant's), then exact-hardware strategy and role overrides."""
+    args: Tagged = []
+    env: EnvLayers = []
+    so = ctx.override
+    gen_so = ctx.by_generation(so.hardware_overrides) if so else None
+    if gen_so is not None:
+        args += tag("strategy hardware override", gen_so.extra_args)
+        env.append(("strategy hardware override", gen_so.extra_env))
+    else:
+        for source, mapping in (("hardware override", ctx.recipe.hardware_overrides),
+                                ("variant hardware override", ctx.variant.hardware_overrides)):
+            found = ctx.by_generation(mapping)
+            if found is not None:
+                args += tag(source, found.extra_args)
+                env.append((source, found.extra_env))
+    exact = [so.hardware_overrides.get(ctx.sel.hardware) if so else None,
+             pool_defaults.hardware_overrides.get(ctx.sel.hardware) if pool_defaults else None]
+    for found in exact:
+        if found is not None:
+            args += tag("strategy hardware override", found.extra_args)
+            env.append(("strategy hardware override", found.extra_env))
+    return args, env
+
+
+def _feature_layers(ctx: _Ctx) -> Tuple[Tagged, EnvLayers]:
+    args: Tagged = []
+    env: EnvLayers = []
+    for fid in ctx.sel.features:
+        feat = ctx.recipe.features[fid]
+        over = ctx.by_specificity(feat.hardware_overrides)
+        args += tag(f"feature:{fid}", over.args if over is not None else feat.args)
+        env.append((f"feature:{fid}", over.env if over is not None and over.env else feat.env))
+    return args, env
+
+
+def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, pool_defaults,
+                  own_port: bool) -> Tuple[Tagged, Dict[str, str], Dict[str, str]]:
+    """Steps 1-7 for one vLLM process. Returns (deduped args, env, env provenance)."""
+    sel, recipe, var = ctx.sel, ctx.recipe, ctx.variant
+    args: Tagged = tag("base", recipe.model.base_args)
+    args += tag("variant", var.extra_args)
+    exact_var = var.hardware_overrides.get(sel.hardware)
+    if exact_var is not None:
+        args += tag("variant hardware override", exact_var.extra_args)
+    args += strategy_args
+    so = ctx.override
+    if pool_defaults is not None:
+        args += tag("strategy override", pool_defaults.extra_args + pool_defaults.vllm_args)
+    elif so is not None:
+        args += tag("strategy override", so.extra_args + so.vllm_args)
+    hw_args, hw_env = _override_layers(ctx, pool_defaults)
+    args += hw_args
+    feat_args, feat_env = _feature_layers(ctx)
+    args += feat_args
+    if ctx.profile is not None:
+        args += tag(f"profile:{sel.profile}", ctx.profile.args)
+    if sel.served_model_name != sel.model:
+        args += tag("settings", ["--served-model-name", sel.served_model_name])
+    if sel.host:
+        args += tag("settings", ["--host", sel.host])
+    if sel.port is not None and own_port:
+        args += tag("settings", ["--port", str(sel.port)])
+    args += tag("user", sel.user_args)
+    args = dedupe(args)
+
+    layers: EnvLayers = [("base", recipe.model.base_env), ("variant", var.extra_env)]
+    if exact_var is not None:
+        layers.append(("variant hardware override", exact_var.extra_env))
+    layers += strategy_env
+    layers += hw_env
+    layers += feat_env
+    if ctx.profile is not None:
+        layers.append((f"profile:{sel.profile}", ctx.profile.env))
+        tp = int_flag([a for a, _ in args], "--tensor-parallel-size", 1)
+        for limit, extra in sorted(ctx.profile.env_when_tp_below.items()):
+            if tp < limit:
+                layers.append((f"profile:{sel.profile} (TP {tp} < {limit})", extra))
+    env: Dict[str, str] = {}
+    origin: Dict[str, str] = {}
+    for source, layer in layers:
+        for key, value in layer.items():
+            env[key] = value
+            origin[key] = source
+    return args, env, origin
+
+
+# ---------------------------------------------------------------- parallel layouts
+
+
+def _single_node_size(ctx: _Ctx) -> int:
+    hw, var = ctx.hw, ctx.variant
+    if not ctx.strategy.tp_from_variant:
+        return hw.gpu_count
+    tp = var.tp
+    if isinstance(tp, dict):
+        tp = ctx.by_specificity(tp)
+    if tp is not None:
+        return min(tp, hw.gpu_count)
+    so_tp = ctx.override.tp if ctx.override else None
+    if so_tp is not None:
+        return so_tp
+    return 1 if var.vram_minimum_gb <= hw.gpu_vram_gb else hw.gpu_count
+
+
+def _multi_node_flags(ctx: _Ctx, rank: int) -> List[str]:
+    gpus, nodes, strat = ctx.hw.gpu_count, ctx.sel.nodes, ctx.strategy
+    if strat.parallel_flag == "--data-parallel-size":
+        flags = ["--data-parallel-size", str(gpus * nodes), "--data-parallel-size-local", str(gpus),
+                 "--data-parallel-address", "$HEAD_IP"]
+        return flags + (["--data-parallel-start-rank", str(rank * gpus)] if rank > 0 else [])
+    if strat.parallelism == "tp_dp":
+        flags = ["--tensor-parallel-size", str(gpus), "--data-parallel-size", str(nodes),
+                 "--data-parallel-size-local", "1", "--data-parallel-address", "$HEAD_IP"]
+        return flags + (["--data-parallel-start-rank", str(rank)] if rank > 0 else [])
+    if strat.parallelism == "tp_pp":
+        flags = ["--tensor-parallel-size", str(gpus), "--pipeline-parallel-size", str(nodes)]
+    else:
+        flags = ["--tensor-parallel-size", str(gpus * nodes)]
+    flags += ["--nnodes", str(nodes), "--node-rank", str(rank), "--master-addr", "$HEAD_IP"]
+    return flags + (["--headless"] if rank > 0 else [])
+
+
+def _pool_gpus_per_node(ctx: _Ctx, pool: PoolChoice) -> int:
+    # Deliberate difference 3: a shared node gives each pool the half it really has.
+    return ctx.hw.gpu_count if pool.nodes >= 1 else max(1, ctx.hw.gpu_count // 2)
+
+
+def _pool_local_dp(ctx: _Ctx, pool: PoolChoice, defaults) -> int:
+    if pool.parallelism != "dep":
+        return 0
+    tp = (defaults.tp if defaults else None) or 1
+    return max(1, _pool_gpus_per_node(ctx, pool) // tp)
+
+
+def _pool_flags(ctx: _Ctx, pool: PoolChoice, defaults, k: int) -> List[str]:
+    role, n = pool.role.upper(), pool.nodes
+    head = f"${role}_NODE_1"
+    if pool.parallelism == "dep":
+        local = _pool_local_dp(ctx, pool, defaults)
+        flags = ["--tensor-parallel-size", str(defaults.tp)] if defaults and defaults.tp else []
+        flags += ["--data-parallel-size", str(pool.node_count * local), "--data-parallel-size-local", str(local),
+                  "--data-parallel-start-rank", str(k * local), "--data-parallel-address", head,
+                  "--data-parallel-rpc-port", f"${role}_DP_RPC_PORT"]
+        if n > 1:
+            flags.append("--data-parallel-hybrid-lb")
+        return flags + ["--enable-expert-parallel"]
+    flags = ["--tensor-parallel-size", str(pool.node_count * _pool_gpus_per_node(ctx, pool))]
+    if pool.parallelism == "tep":
+        flags.append("--enable-expert-parallel")
+    if n > 1:
+        flags += ["--nnodes", str(n), "--node-rank", str(k), "--master-addr", head]
+        if k > 0:
+            flags.append("--headless")
+    return flags
+
+
+def _visible_devices(ctx: _Ctx, pool: PoolChoice) -> str:
+    gpus = ctx.hw.gpu_count
+    if pool.nodes >= 1:
+        ids = range(gpus)
+    else:
+        half = gpus // 2
+        ids = range(half) if pool.role == "prefill" else range(half, 2 * half)
+    return ",".join(str(i) for i in ids)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _placeholder_lookup(sel: Selection):
+    def lookup(name: str) -> str:
+        if name in sel.values:
+            return sel.values[name]
+        setting = PLACEHOLDER_SETTINGS.get(name)
+        if setting is None:
+            for prefix in ("PREFILL", "DECODE"):
+                if name.startswith(prefix + "_NODE_"):
+                    index = name.rsplit("_", 1)[1]
+                    setting = PLACEHOLDER_SETTINGS[f"{prefix}_NODE_<i>"]
+                    raise KimiError(E.MISSING_SETTING, f"{setting} needs an address for {prefix.lower()} node "
+                                    f"{index} (a comma list, one address per node of the {prefix.lower()} pool).")
+            raise KimiError(E.MISSING_SETTING, f"The launch needs ${name}, which no setting provides.")
+        why = {"KIMI_HEAD_ADDR": "the address of rank 0, reachable from every node",
+               "KIMI_IFACE": "the network interface GLOO/NCCL use between nodes, e.g. eth0"}.get(setting, "")
+        raise KimiError(E.MISSING_SETTING, f"{setting} is required for this configuration"
+                        + (f": {why}." if why else "."))
+    return lookup
+
+
+def _finish(ctx: _Ctx, role: str, rank: int, program: List[str], args: Tagged, env: Dict[str, str],
+            env_origin: Dict[str, str], dedupe_ok: bool = True) -> Process:
+    lookup = _placeholder_lookup(ctx.sel)
+    argv = tuple(program + [substitute(a, lookup) for a, _ in args])
+    final_env = {k: substitute(v, lookup) for k, v in env.items()}
+    provenance: Dict[str, str] = {}
+    for tok, source in args:
+        if tok.startswith("-"):
+            provenance[tok.split("=", 1)[0]] = source
+    for key, source in env_origin.items():
+        if key in final_env:
+            provenance[key] = source
+    serves = "--headless" not in argv
+    port = int_flag(argv, "--port", 8000) if serves else None
+    gpus = 0 if role == "router" else gpus_needed(argv)
+    return Process(role=role, rank=rank, argv=argv, env=final_env, provenance=provenance,
+                   local_gpus=gpus, port=port, serves_http=serves)
+
+
+def _vllm_program(sel: Selection) -> List[str]:
+    return ["vllm", "serve", sel.model]
+
+
+def _plain_processes(ctx: _Ctx) -> List[Process]:
+    sel, strat = ctx.sel, ctx.strategy
+    env_layers: EnvLayers = [("strategy", strat.env)]
+    if ctx.override is not None:
+        env_layers += [("strategy override", ctx.override.env), ("strategy override", ctx.override.extra_env)]
+    procs = []
+    for rank in range(sel.nodes):
+        if sel.is_multi_node:
+            flags = _multi_node_flags(ctx, rank)
+            role = "head" if rank == 0 else "worker"
+        else:
+            flags = [strat.parallel_flag, str(_single_node_size(ctx))]
+            role = "single"
+        strategy_args = tag("strategy", strat.vllm_args + flags)
+        args, env, origin = _compose_vllm(ctx, strategy_args, env_layers, None, own_port=True)
+        procs.append(_finish(ctx, role, rank, _vllm_program(sel), args, env, origin))
+    return procs
+
+
+def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> Process:
+    sel, strat = ctx.sel, ctx.strategy
+    role_data = strat.roles[pool.role]
+    defaults = getattr(ctx.override, pool.role, None) if ctx.override else None
+    strategy_args = tag("strategy", role_data.vllm_args + _pool_flags(ctx, pool, defaults, k))
+    placement = {"CUDA_VISIBLE_DEVICES": _visible_devices(ctx, pool)}
+    if pool.nodes >= 2:
+        placement.update({"GLOO_SOCKET_IFNAME": "$IFACE_NAME", "NCCL_SOCKET_IFNAME": "$IFACE_NAME"})
+    env_layers: EnvLayers = [("strategy", role_data.env), ("pool placement", placement)]
+    if ctx.override is not None:
+        env_layers.append(("strategy override", ctx.override.env))
+    if defaults is not None:
+        env_layers.append(("strategy override", defaults.env))
+    args, env, origin = _compose_vllm(ctx, strategy_args, env_layers, defaults, own_port=False)
+    if not ctx.hw.multi_node_nvlink:  # deliberate difference: NVL4-tray settings only on GB200/GB300
+        env = {k2: v for k2, v in env.items() if k2 not in strat.multi_node_nvlink_env}
+    if pool.parallelism == "dep" and k > 0:  # each DEP node binds its own NIXL side channel
+        head, own = f"${pool.role.upper()}_NODE_1", f"${pool.role.upper()}_NODE_{k + 1}"
+        env = {key: (own if value == head else value) for key, value in env.items()}
+    return _finish(ctx, pool.role, k, _vllm_program(sel), args, env, origin)
+
+
+def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, Process]) -> Process:
+    router = ctx.strategy.router
+    argv: List[str] = ["--policy", router.policy] + list(router.args)
+    locals_ = [0]
+    for role in ("prefill", "decode"):
+        pool = pools[role]
+        defaults = getattr(ctx.override, role, None) if ctx.override else None
+        port = flag_value(heads[role].argv, "--port") or "8000"
+        count = pool.node_count if pool.parallelism == "dep" else 1
+        for i in range(1, count + 1):
+            argv += [f"--{role}", f"http://${role.upper()}_NODE_{i}:{port}"]
+        locals_.append(_pool_local_dp(ctx, pool, defaults))
+    argv += ["--host", "$ROUTER_HOST", "--port", "$ROUTER_PORT",
+             "--intra-node-data-parallel-size", str(max(max(locals_), 1))]
+    return _finish(ctx, "router", 0, [router.program], tag("strategy", argv), {}, {})
+
+
+def _pd_processes(ctx: _Ctx) -> List[Process]:
+    pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
+    per_pool = {role: [_pool_process(ctx, pool, k) for k in range(pool.node_count)] for role, pool in pools.items()}
+    router = _router_process(ctx, pools, {role: procs[0] for role, procs in per_pool.items()})
+    ordered: List[Process] = []
+    for k in range(max(len(p) for p in per_pool.values())):
+        for role in ("prefill", "decode"):
+            if k < len(per_pool[role]):
+                ordered.append(per_pool[role][k])
+        if k == 0:
+            ordered.append(router)
+    return ordered
+
+
+# ---------------------------------------------------------------- memory (deliberate difference 2)
+
+
+def _pools(ctx: _Ctx) -> List[Pool]:
+    per_gpu = ctx.hw.gpu_vram_gb
+    if ctx.strategy.deploy_type == "pd_cluster":
+        out = []
+        for pool in (ctx.sel.prefill, ctx.sel.decode):
+            gpus = pool.node_count * _pool_gpus_per_node(ctx, pool)
+            out.append(Pool(name=pool.role, nodes=pool.nodes, gpus=gpus, vram_gb=gpus * per_gpu))
+        return out
+    if ctx.sel.is_multi_node:
+        gpus = ctx.hw.gpu_count * ctx.sel.nodes
+    elif ctx.strategy.tp_from_variant:
+        gpus = _single_node_size(ctx)
+    else:
+        gpus = ctx.hw.gpu_count
+    return [Pool(name="deployment", nodes=ctx.sel.nodes, gpus=gpus, vram_gb=gpus * per_gpu)]
+
+
+def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
+    need = ctx.variant.vram_minimum_gb
+    hw, sel = ctx.hw, ctx.sel
+    for pool in pools:
+        if pool.vram_gb >= need:
+            continue
+        nodes_needed = math.ceil(need / hw.vram_gb)
+        fitting = [v for v, var in ctx.recipe.variants.items()
+                   if var.vram_minimum_gb <= pool.vram_gb and (var.supported_hardware is None or sel.hardware in
+                                                                var.supported_hardware)
+                   and (var.supported_generations is None or hw.generation in var.supported_generations)]
+        where = (f"the {pool.name} pool's {pool.gpus} x {sel.hardware} GPUs" if pool.name != "deployment" else
+                 f"{pool.gpus} x {sel.hardware} GPUs")
+        ways = []
+        if pool.name == "deployment":
+            ways.append(f"KIMI_NODES={nodes_needed} with a multi-node strategy (e.g. KIMI_STRATEGY=multi_node_tp, "
+                        f"{nodes_needed * hw.vram_gb:.0f} GB)")
+        else:
+            ways.append(f"KIMI_{pool.name.upper()}_NODES={nodes_needed} ({nodes_needed * hw.vram_gb:.0f} GB)")
+        if fitting:
+            ways.append(f"KIMI_VARIANT={' or '.join(fitting)}")
+        ways.append("KIMI_SKIP_MEMORY_CHECK=1 to try anyway")
+        raise KimiError(E.INSUFFICIENT_MEMORY,
+                        f"KIMI_VARIANT={sel.variant} needs at least {need:.0f} GB of GPU memory, but {where} hold "
+                        f"{pool.vram_gb:.0f} GB. Ways out: {'; '.join(ways)}.")
+
+
+# ---------------------------------------------------------------- profile checks on the final launch
+
+
+def _check_profile_args(ctx: _Ctx, processes: List[Process]) -> None:
+    prof, pid = ctx.profile, ctx.sel.profile
+    if prof is None:
+        return
+    for proc in processes:
+        if proc.role == "router":
+            continue
+        for flag in prof.forbidden_args:
+            if flag_value(proc.argv, flag) is not None:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_PROFILE={pid} does not support {flag} "
+                                f"({prof.description}). Remove it from the vLLM args or drop the profile.")
+        for flag, rule in prof.required_args.items():
+            value = flag_value(proc.argv, flag)
+            example = f"KIMI_EXTRA_ARGS='{flag} {int(rule.min) if rule.min is not None else '...'}'"
+            if not value:
+                raise KimiError(E.MISSING_SETTING, f"KIMI_PROFILE={pid} needs {flag}"
+                                + (f" >= {rule.min:g}" if rule.min is not None else "")
+                                + f" among the vLLM args, e.g. {example} or as a container argument.")
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+            if rule.min is not None and (number is None or number < rule.min):
+                raise KimiError(E.INVALID_VALUE, f"KIMI_PROFILE={pid} needs {flag} >= {rule.min:g}, got {value}. "
+                                f"Use e.g. {example}.")
+
+
+def resolve(sel: Selection, cat: Catalog) -> Plan:
+    ctx = _Ctx(sel, cat)
+    pools = _pools(ctx)
+    if not sel.skip_memory_check:
+        _check_memory(ctx, pools)
+    if ctx.strategy.deploy_type == "pd_cluster":
+        processes = _pd_processes(ctx)
+    else:
+        processes = _plain_processes(ctx)
+    _check_profile_args(ctx, processes)
+    return Plan(hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
+                profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,
+                vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools), processes=tuple(processes))
+
+
+def this_process(plan: Plan, sel: Selection) -> Process:
+    """The process this container runs: by KIMI_NODE_RANK, and KIMI_ROLE for a pd_cluster."""
+    if sel.prefill is None:
+        return plan.processes[sel.node_rank]
+    if sel.role is None:
+        raise KimiError(E.MISSING_SETTING, "KIMI_ROLE is required to launch a pd_cluster process: prefill, decode "
+                        "or router (`kimi-serve plan` shows all of them).")
+    rank = 0 if sel.role == "router" else sel.node_rank
+    proc = plan.find(sel.role, rank)
+    if proc is None:
+        pool = sel.prefill if sel.role == "prefill" else sel.decode
+        raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={sel.node_rank} but the {sel.role} pool has "
+                        f"{pool.node_count} node(s): ranks run from 0 to {pool.node_count - 1}.")
+    return proc
