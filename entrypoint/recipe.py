@@ -43,6 +43,7 @@ class Hardware(Strict):
     gpu_count: int = Field(gt=0)
     vram_gb: float = Field(gt=0)  # the whole node
     arch: Literal["amd64", "arm64"]
+    image_target: str  # the project image target that serves it (images/targets.yaml)
     gfx: Optional[str] = None  # AMD gfx target
     multi_node_nvlink: bool = False
     detect: Detect

@@ -1,0 +1,54 @@
+"""Linters that run offline: hadolint (Dockerfiles), check-jsonschema (workflows), shellcheck."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import IN_CI, ROOT
+
+DOCKERFILES = sorted((ROOT / "images").rglob("Dockerfile*"))
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+SCRIPTS = [ROOT / ".ci" / "run", *sorted((ROOT / "scripts").glob("*.sh"))]
+
+
+def _tool(name):
+    path = shutil.which(name) or (str(Path(sys.executable).parent / name) if (Path(sys.executable).parent / name).exists() else None)
+    if not path:
+        if IN_CI and name != "shellcheck":
+            pytest.fail(f"{name} is not installed (pip install -e '.[test]')")
+        pytest.skip(f"{name} is not installed")
+    return path
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_hadolint_clean(dockerfile):
+    proc = subprocess.run([_tool("hadolint"), "--config", str(ROOT / "images" / ".hadolint.yaml"), str(dockerfile)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_workflows_valid():
+    assert {p.name for p in WORKFLOWS} >= {"ci.yml", "publish.yml"}
+    proc = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
+                           *map(str, WORKFLOWS)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_workflows_take_targets_from_build_py():
+    """No per-target literals in workflows: the matrix comes from `build.py matrix`."""
+    from buildsys import targets
+
+    publish = (ROOT / ".github" / "workflows" / "publish.yml").read_text()
+    assert "build.py matrix" in publish
+    for name in targets.load().targets:
+        for wf in WORKFLOWS:
+            assert f" {name}" not in wf.read_text() and f"-{name}" not in wf.read_text(), (wf.name, name)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_shellcheck(script):
+    proc = subprocess.run([_tool("shellcheck"), str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
