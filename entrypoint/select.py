@@ -130,6 +130,8 @@ def parse_features(spec: Optional[str], defaults: tuple, known) -> tuple:
     if spec is None:
         return defaults
     entries = [e.strip() for e in spec.split(",") if e.strip()]
+    if not entries:
+        return ()
     plain = [e for e in entries if e[0] not in "+-"]
     chosen = list(plain) if plain else list(defaults)
     for entry in entries:

@@ -1,0 +1,47 @@
+"""Every configuration of ../shared/golden/kimi-k2.5.json resolves to exactly its expected processes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from entrypoint.app import build
+from entrypoint.errors import KimiError
+
+from golden_data import GOLDEN, golden_cases
+
+CASES = golden_cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_golden_case(case, catalog):
+    try:
+        got = build(case["settings"], catalog=catalog).plan.as_dict()
+    except KimiError as err:
+        got = {"error": err.code}
+    assert got == case["expect"]
+    if "processes" in got:  # env order is part of what the site renders
+        for mine, theirs in zip(got["processes"], case["expect"]["processes"]):
+            assert list(mine["env"]) == list(theirs["env"])
+
+
+def test_golden_through_the_batch_cli(tmp_path):
+    """`plan --batch` renders every golden case in one process, one JSON line each, errors included."""
+    lines = [json.dumps(c["settings"]) for c in CASES]
+    src = tmp_path / "cases.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--batch", str(src)],
+                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(results) == len(CASES)
+    for case, result in zip(CASES, results):
+        if "error" in case["expect"]:
+            assert result["error"]["code"] == case["expect"]["error"]
+            assert result["error"]["message"]
+        else:
+            assert result == case["expect"], case["id"]
+
+
+def test_golden_file_is_the_shared_one():
+    assert GOLDEN.is_file(), "tests read the golden launches from ../shared/golden"
