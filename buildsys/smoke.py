@@ -50,7 +50,7 @@ def check(cli, data: Targets, target: str, image: str) -> List[str]:
            and env.get("KIMI_IMAGE_SERVES") == ",".join(t.serves), "image identity baked as KIMI_IMAGE_* env")
 
     # The default launch resolves (exit 0, JSON with a vllm argv).
-    code, out, err = engine.run(cli, image, ["print", "--format", "json"], t.platform)
+    code, out, err = engine.run(cli, image, ["print", "--format", "json"], t.platform, environment=t.smoke_env)
     try:
         launch = json.loads(out)
         good = code == 0 and isinstance(launch.get("argv"), list) and launch["argv"][:1] == ["vllm"]
@@ -68,7 +68,8 @@ def check(cli, data: Targets, target: str, image: str) -> List[str]:
 
     # Any UID: HOME and /cache writable, and the entrypoint runs.
     code, out, err = engine.run(cli, image, ["-c", 'touch "$HOME/.w" /cache/.w && kimi-serve print --format json >/dev/null'],
-                                t.platform, entrypoint="sh", user="4242:4242")
+                                t.platform, entrypoint="sh", user="4242:4242",
+                                environment=t.smoke_env)
     expect(code == 0, f"runs as an arbitrary UID with HOME and /cache writable (exit {code}) {err.strip()[-300:]}")
 
     # Isolation: vLLM's own python sees nothing of /opt/kimi.

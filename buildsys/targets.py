@@ -51,6 +51,9 @@ class Target(Strict):
     platform: str
     hardware: str
     serves: List[str]
+    # Settings the smoke and container tests add to the image's defaults, for targets whose
+    # defaults alone need more (e.g. a multi-node deployment needs its head address).
+    smoke_env: Dict[str, str] = {}
 
     @field_validator("platform")
     @classmethod

@@ -38,11 +38,12 @@ def test_summary_table_printed(built_images):
 def test_launch_matches_plan_and_sigterm_reaches_vllm(built_images, docker_client, target):
     image = image_of(built_images, target)
     platform = DATA.targets[target].platform
+    env = DATA.targets[target].smoke_env
     plan_out = docker_client.containers.run(image, ["plan", "--format", "json"], network_mode="none",
-                                            platform=platform, remove=True)
+                                            platform=platform, remove=True, environment=env)
     plan = json.loads(plan_out)
     c = docker_client.containers.run(image, detach=True, network_mode="none", platform=platform,
-                                     stop_signal="SIGTERM")
+                                     stop_signal="SIGTERM", environment=env)
     try:
         record = None
         deadline = time.monotonic() + 120
@@ -76,7 +77,7 @@ def test_launch_matches_plan_and_sigterm_reaches_vllm(built_images, docker_clien
 
 
 def test_any_uid_can_run_the_default_launch(built_images, docker_client):
-    target = TARGETS[0]
+    target = next(n for n, t in DATA.targets.items() if not t.smoke_env and t.arch == "amd64")
     image = image_of(built_images, target)
     c = docker_client.containers.run(image, detach=True, network_mode="none", user="31337:31337")
     try:
