@@ -71,9 +71,10 @@ def _summary(results, title):
               help="Build FROM IMAGE instead of the data file's base of KIND (cuda, rocm, rocm-nightly); "
                    "{arch} in IMAGE becomes amd64/arm64.")
 @click.option("--smoke", "do_smoke", is_flag=True, help="Smoke-test each image after building it.")
+@click.option("--no-cache", is_flag=True, help="Do not use the engine's build cache (a cold build).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Write results as JSON here.")
 @click.pass_context
-def build(ctx, names, registry, push, overrides, do_smoke, json_out):
+def build(ctx, names, registry, push, overrides, do_smoke, no_cache, json_out):
     """Build TARGETs (default: all) from their bases; tag <vllm>-<target>, <target>, <sha>-<target>."""
     data = _load(ctx)
     chosen = _pick(data, names)
@@ -87,7 +88,7 @@ def build(ctx, names, registry, push, overrides, do_smoke, json_out):
     for i, name in enumerate(chosen, 1):
         log(f"=== [{i}/{len(chosen)}] {name}")
         try:
-            res = engine.build(cli, data, name, registry, ov)
+            res = engine.build(cli, data, name, registry, ov, nocache=no_cache)
             if do_smoke:
                 problems = smoke_mod.check(cli, data, name, res.image_id)
                 if problems:

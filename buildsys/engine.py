@@ -133,7 +133,8 @@ def _base_digest(cli, image: str) -> str:
     return img.id
 
 
-def build(cli, data: Targets, target: str, registry: Optional[str], overrides: Dict[str, str]) -> Result:
+def build(cli, data: Targets, target: str, registry: Optional[str], overrides: Dict[str, str],
+          nocache: bool = False) -> Result:
     t = data.targets[target]
     res = Result(target)
     started = time.monotonic()
@@ -150,7 +151,7 @@ def build(cli, data: Targets, target: str, registry: Optional[str], overrides: D
     res.tags = data.tags(target, registry, src["short"] or None)
     log(f"[{target}] building FROM {base} ({t.platform}, python {python}) -> {res.tags[0]}")
     stream = cli.api.build(path=str(ctx), dockerfile="Dockerfile", tag=res.tags[0], rm=True, forcerm=True,
-                           pull=False, decode=True, platform=t.platform, buildargs=build_args(data, target, base),
+                           pull=False, nocache=nocache, decode=True, platform=t.platform, buildargs=build_args(data, target, base),
                            labels=labels(data, target, base, _base_digest(cli, base), src))
     image_id = ""
     for chunk in stream:
@@ -179,7 +180,7 @@ def build(cli, data: Targets, target: str, registry: Optional[str], overrides: D
     res.seconds = time.monotonic() - started
     res.ok = True
     log(f"[{target}] built {image_id[7:19]} in {res.seconds:.1f}s: {mb(res.size)} ({mb(res.added)} over the base), "
-        f"{res.steps_cached} steps from cache")
+        f"{res.steps_cached} steps from cache, {res.steps_run} run")
     return res
 
 
