@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Iterable
 
 # Error codes that appear in JSON output (`plan --batch`, `print --format json`).
@@ -31,6 +30,8 @@ class KimiError(Exception):
 
 def unknown_value(setting: str, value: str, valid: Iterable[str], way_out: str = "") -> KimiError:
     """An unknown value: name the valid ones and the closest match."""
+    import difflib
+
     valid = list(valid)
     close = difflib.get_close_matches(str(value), valid, n=1)
     hint = f" Did you mean '{close[0]}'?" if close else ""

@@ -24,7 +24,9 @@ Env = Dict[str, str]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: a validator is built only when data is validated, not when the class is
+    # defined, so a start-up that reads the validated-catalog cache never pays for it.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 # ---------------------------------------------------------------- hardware
@@ -286,7 +288,12 @@ class RecipeDataError(Exception):
     """The recipe data itself is broken (a defect of the image, not of the user's settings)."""
 
 
-def load_catalog_from(directory: Path) -> Catalog:
+def _data_files(directory: Path) -> List[Path]:
+    return [directory / "kimi-k2.5.yaml", directory / "hardware.yaml",
+            *sorted((directory / "strategies").glob("*.yaml"))]
+
+
+def _validate(directory: Path) -> Catalog:
     try:
         strategies = {
             p.stem: _read_yaml(p) for p in sorted((directory / "strategies").glob("*.yaml"))
@@ -300,6 +307,58 @@ def load_catalog_from(directory: Path) -> Catalog:
         raise RecipeDataError(f"recipe data in {directory} is invalid: {exc}") from exc
 
 
+# ---------------------------------------------------------------- validated-catalog cache
+# Validation is the same for the same bytes: the validated Catalog is kept, keyed by a digest of
+# every data file, this module's source and the pydantic version, and reused on the next start.
+# The image fills the cache beside its data at build time (`python -m entrypoint.recipe`).
+
+
+def _digest(directory: Path) -> str:
+    import hashlib
+    import pydantic
+
+    h = hashlib.sha256(pydantic.VERSION.encode())
+    for path in [Path(__file__), *_data_files(directory)]:
+        h.update(path.name.encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def _cache_dirs(directory: Path) -> List[Path]:
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return [directory / ".validated", Path(home) / "kimi-serve"]
+
+
+def load_catalog_from(directory: Path, use_cache: bool = True) -> Catalog:
+    import pickle
+
+    if not use_cache:
+        return _validate(directory)
+    try:
+        name = f"catalog-{_digest(directory)}.pickle"
+    except OSError as exc:
+        raise RecipeDataError(f"recipe data in {directory} cannot be read: {exc}") from exc
+    for cache in _cache_dirs(directory):
+        try:
+            with open(cache / name, "rb") as fh:
+                found = pickle.load(fh)
+            if isinstance(found, Catalog):
+                return found
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            continue
+    catalog = _validate(directory)
+    for cache in _cache_dirs(directory):
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            tmp = cache / f".{name}.{os.getpid()}"
+            tmp.write_bytes(pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(tmp, cache / name)
+            break
+        except OSError:
+            continue
+    return catalog
+
+
 @lru_cache(maxsize=4)
 def _load_cached(directory: str) -> Catalog:
     return load_catalog_from(Path(directory))
@@ -307,3 +366,9 @@ def _load_cached(directory: str) -> Catalog:
 
 def load_catalog(directory: Optional[Path] = None) -> Catalog:
     return _load_cached(str(directory or default_recipes_dir()))
+
+
+if __name__ == "__main__":  # validate the data and fill the cache beside it (run at image build)
+    _catalog = load_catalog()
+    print(f"recipe data valid: {len(_catalog.hardware)} hardware profiles, {len(_catalog.strategies)} strategies, "
+          f"{len(_catalog.recipe.variants)} variants")

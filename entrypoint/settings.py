@@ -14,12 +14,6 @@ from typing import Any, Mapping, Optional
 
 from entrypoint.errors import INVALID_VALUE, KimiError, unknown_value
 
-try:
-    import tomllib as _toml
-except ImportError:  # Python < 3.11
-    import tomli as _toml  # type: ignore[no-redef]
-
-
 @dataclass(frozen=True)
 class Field:
     name: str  # attribute name and TOML key
@@ -160,6 +154,10 @@ def _convert(field: Field, raw: Any, where: str) -> Any:
 
 
 def _read_file(path: str) -> dict:
+    try:
+        import tomllib as _toml
+    except ImportError:  # Python < 3.11
+        import tomli as _toml  # type: ignore[no-redef]
     try:
         with open(path, "rb") as fh:
             data = _toml.load(fh)
