@@ -47,16 +47,23 @@ def announce(proc: Process, environ: Mapping[str, str], extra_lines=()) -> None:
 
 @guarded
 def serve(user_args) -> None:
+    from entrypoint import cache
+    from entrypoint.logs import log_decisions
+
     environ = os.environ
     launch = load_launch(tuple(user_args), environ)
     proc = launch.this_process()
-    notes = list(launch.settings.warnings)
+    log = log_decisions(launch, environ)
     proc, preflight_notes = _preflight(launch, proc, environ)
-    announce(proc, environ, notes + preflight_notes)
+    for entry in preflight_notes:
+        log.emit(entry)
+    announce(proc, environ)
     if launch.settings.dry_run:
         print("kimi-serve: KIMI_DRY_RUN=1, not starting it", file=sys.stderr)
         return
     env = exec_env(proc.env, environ)
+    env.update(cache.cache_env(launch.settings.cache_dir, environ))  # HF/vLLM caches, a writable HOME
+    cache.prepare(launch.settings.cache_dir, env)
     try:
         os.execvpe(proc.argv[0], list(proc.argv), env)
     except FileNotFoundError:

@@ -47,7 +47,9 @@ def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:
 def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None):
     from entrypoint.app import build
 
-    environ = os.environ if environ is None else environ
+    from entrypoint.cluster import wire
+
+    environ = wire(os.environ if environ is None else environ).environ  # LWS / Slurm / KIMI_IFACE=auto
     detected = None
     if environ.get("KIMI_HARDWARE", "").strip().lower() == "auto":
         detected = detected_hardware(environ)

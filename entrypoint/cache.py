@@ -1,0 +1,69 @@
+"""Cache layout: one mount point (KIMI_CACHE_DIR, default /cache) holds the Hugging Face cache, vLLM's
+compile cache and, with VLLM_USE_MODELSCOPE=true, ModelScope's, so a restarted container reuses
+downloaded weights and compiled graphs.
+
+These variables are added at the exec edge, never into the plan's env (which stays the recipe's).
+A variable the user set is kept. HOME is moved under the cache when it is not writable: a
+container run as an arbitrary non-root UID (OpenShift) has HOME=/ or a HOME it cannot write.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Optional
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def uses_modelscope(environ: Mapping[str, str]) -> bool:
+    return environ.get("VLLM_USE_MODELSCOPE", "").strip().lower() in _TRUE
+
+
+def cache_env(cache_dir: str, environ: Mapping[str, str]) -> dict:
+    """The cache variables to add to the exec environment (those the user did not set)."""
+    wanted = {"HF_HOME": f"{cache_dir}/huggingface", "VLLM_CACHE_ROOT": f"{cache_dir}/vllm"}
+    if uses_modelscope(environ):
+        wanted["MODELSCOPE_CACHE"] = f"{cache_dir}/modelscope"
+    added = {k: v for k, v in wanted.items() if k not in environ}
+    home = environ.get("HOME")
+    if not home or not os.access(home, os.W_OK):
+        added["HOME"] = f"{cache_dir}/home" if os.access(cache_dir, os.W_OK) else "/tmp"
+    return added
+
+
+def effective(cache_dir: str, environ: Mapping[str, str]) -> dict:
+    """The environment the launched program will see for the cache variables."""
+    return {**cache_env(cache_dir, environ), **{k: v for k, v in environ.items()
+                                                if k in ("HF_HOME", "HF_HUB_CACHE", "VLLM_CACHE_ROOT",
+                                                         "MODELSCOPE_CACHE")}}
+
+
+def model_dirs(model: str, cache_dir: str, environ: Mapping[str, str]) -> list:
+    """Where the weights of `model` (a repo id or a local path) are, or would be, on this node."""
+    if model.startswith("/") or model.startswith("."):
+        return [Path(model)]
+    env = effective(cache_dir, environ)
+    if uses_modelscope(environ):
+        root = Path(env["MODELSCOPE_CACHE"])
+        return [root / "models" / model, root / "hub" / model]
+    hub = Path(env.get("HF_HUB_CACHE") or Path(env["HF_HOME"]) / "hub")
+    return [hub / ("models--" + model.replace("/", "--")) / "snapshots"]
+
+
+def weights_present(model: str, cache_dir: str, environ: Mapping[str, str]) -> Optional[Path]:
+    """The directory holding the model's safetensors, or None."""
+    for base in model_dirs(model, cache_dir, environ):
+        if base.is_dir() and next(base.rglob("*.safetensors"), None) is not None:
+            return base
+    return None
+
+
+def prepare(cache_dir: str, env: Mapping[str, str]) -> None:
+    """Create the cache directories that will be used (best effort: preflight reports a failure)."""
+    for key in ("HF_HOME", "VLLM_CACHE_ROOT", "MODELSCOPE_CACHE", "HOME"):
+        if key in env and str(env[key]).startswith(cache_dir.rstrip("/") + "/"):
+            try:
+                os.makedirs(env[key], exist_ok=True)
+            except OSError:
+                pass

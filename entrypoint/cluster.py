@@ -1,0 +1,164 @@
+"""Cluster wiring with nothing typed by hand: KIMI_HEAD_ADDR / KIMI_NODES / KIMI_NODE_RANK from a
+Kubernetes LeaderWorkerSet or a Slurm job, and KIMI_IFACE from the routing table.
+
+Explicit KIMI_* settings always win; this only fills what is unset. `wire(environ)` returns the
+environment the launch is built from plus one line per decision, for the start-up log.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import struct
+from dataclasses import dataclass
+from typing import List, Mapping, Optional, Tuple
+
+LWS = (("LWS_LEADER_ADDRESS", "KIMI_HEAD_ADDR"), ("LWS_GROUP_SIZE", "KIMI_NODES"), ("LWS_WORKER_INDEX", "KIMI_NODE_RANK"))
+
+
+@dataclass(frozen=True)
+class Wiring:
+    environ: dict  # the input environment with the cluster defaults filled in
+    source: str  # "LeaderWorkerSet" | "Slurm" | "" (none)
+    decisions: tuple  # one line per value filled in (or why none was)
+
+
+def _split_top_level(text: str) -> List[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    return parts + [current]
+
+
+def _expand_ranges(body: str) -> List[str]:
+    out = []
+    for item in body.split(","):
+        lo, _, hi = item.partition("-")
+        if hi:
+            width = len(lo)
+            out += [str(n).zfill(width) for n in range(int(lo), int(hi) + 1)]
+        else:
+            out.append(item)
+    return out
+
+
+def expand_nodelist(text: str) -> List[str]:
+    """Slurm's compact host list: 'gpu[01-04,07]', 'a[1-2],b3', 'r[1-2]-n[1-2]' -> host names."""
+    hosts = []
+    for item in (p.strip() for p in _split_top_level(text or "")):
+        match = re.search(r"\[([^\]]*)\]", item)
+        if not item:
+            continue
+        if not match:
+            hosts.append(item)
+            continue
+        head, tail = item[:match.start()], item[match.end():]
+        for middle in _expand_ranges(match.group(1)):
+            hosts += expand_nodelist(head + middle + tail)
+    return hosts
+
+
+def _scheduler_values(environ: Mapping[str, str]) -> Tuple[str, dict]:
+    if environ.get("LWS_LEADER_ADDRESS"):
+        return "LeaderWorkerSet", {kimi: environ[lws] for lws, kimi in LWS if environ.get(lws)}
+    nodes = environ.get("SLURM_NNODES") or environ.get("SLURM_JOB_NUM_NODES")
+    if nodes and environ.get("SLURM_NODEID") is not None:
+        values = {"KIMI_NODES": nodes, "KIMI_NODE_RANK": environ["SLURM_NODEID"]}
+        hosts = expand_nodelist(environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST", ""))
+        if hosts:
+            values["KIMI_HEAD_ADDR"] = hosts[0]
+        return "Slurm", values
+    return "", {}
+
+
+# ---------------------------------------------------------------- interface
+
+
+def _routes(proc_root: str) -> List[Tuple[str, int, int]]:
+    """(interface, destination, mask) of /proc/net/route, as integers in address order."""
+    routes = []
+    try:
+        with open(f"{proc_root.rstrip('/')}/net/route") as fh:
+            lines = fh.read().splitlines()[1:]
+    except OSError:
+        return []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        try:
+            dest, mask = (struct.unpack("<I", bytes.fromhex(f.zfill(8)))[0] for f in (fields[1], fields[7]))
+        except ValueError:
+            continue
+        routes.append((fields[0], dest, mask))
+    return routes
+
+
+def default_route_iface(proc_root: str = "/proc") -> Optional[str]:
+    for iface, dest, mask in _routes(proc_root):
+        if dest == 0 and mask == 0:
+            return iface
+    return None
+
+
+def iface_for(addr: str, proc_root: str = "/proc") -> Optional[str]:
+    """The interface of the most specific route that carries `addr` (an IPv4 address or a name)."""
+    try:
+        ip = int(ipaddress.IPv4Address(addr))
+    except ValueError:
+        try:
+            ip = int(ipaddress.IPv4Address(socket.gethostbyname(addr)))
+        except (OSError, ValueError):
+            return None
+    best = None
+    for iface, dest, mask in _routes(proc_root):
+        if ip & mask == dest and (best is None or mask > best[1]):
+            best = (iface, mask)
+    return best[0] if best else None
+
+
+def resolve_iface(head_addr: Optional[str], proc_root: str = "/proc") -> Tuple[Optional[str], str]:
+    iface = default_route_iface(proc_root)
+    if iface:
+        return iface, "the default route's interface"
+    if head_addr:
+        iface = iface_for(head_addr, proc_root)
+        if iface:
+            return iface, f"the interface that carries the route to {head_addr}"
+    return None, "no default route" + (f" and no route to {head_addr}" if head_addr else "")
+
+
+# ---------------------------------------------------------------- wiring
+
+
+def _in_cluster(env: Mapping[str, str]) -> bool:
+    nodes = (env.get("KIMI_NODES") or "1").strip()
+    return (nodes.isdigit() and int(nodes) > 1) or bool(env.get("KIMI_PREFILL_ADDRS") or env.get("KIMI_DECODE_ADDRS"))
+
+
+def wire(environ: Mapping[str, str], proc_root: str = "/proc") -> Wiring:
+    env = dict(environ)
+    source, values = _scheduler_values(environ)
+    decisions = []
+    for key, value in values.items():
+        if env.get(key, "").strip():
+            decisions.append(f"{key}={env[key]} as set ({source} gives {value})")
+        else:
+            env[key] = value
+            decisions.append(f"{key}={value} from {source}")
+    iface = env.get("KIMI_IFACE", "").strip()
+    if iface.lower() == "auto" or (not iface and _in_cluster(env)):
+        found, how = resolve_iface(env.get("KIMI_HEAD_ADDR"), proc_root)
+        if found:
+            env["KIMI_IFACE"] = found
+            decisions.append(f"KIMI_IFACE={found}: {how}")
+        else:
+            env.pop("KIMI_IFACE", None)
+            decisions.append(f"KIMI_IFACE not found ({how}): set KIMI_IFACE to the interface between the nodes")
+    return Wiring(env, source, tuple(decisions))

@@ -1,0 +1,79 @@
+"""Start-up log: one line per decision (hardware, cluster wiring, each preflight result, cache).
+
+Text (`kimi-serve: ...`) or one JSON object per line with KIMI_LOG_FORMAT=json. Secrets never
+appear: values of secret-named variables are masked wherever they occur in a line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, TextIO
+
+from entrypoint.mask import is_secret_name, mask_env, mask_text
+
+LEVELS = ("info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Entry:
+    event: str  # hardware | cluster | preflight.<check> | cache | launch
+    message: str
+    level: str = "info"
+    fields: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message if self.level == "info" else f"{self.level}: {self.message}"
+
+
+class StartLog:
+    def __init__(self, fmt: str = "text", environ: Optional[Mapping[str, str]] = None, stream: Optional[TextIO] = None):
+        self.fmt = fmt
+        self.stream = stream
+        self._secrets = [v for k, v in (environ or {}).items() if is_secret_name(k) and v]
+
+    def emit(self, entry: Entry) -> None:
+        message = mask_text(entry.message, self._secrets)
+        stream = self.stream or sys.stderr
+        if self.fmt == "json":
+            fields = {k: (mask_env(v) if isinstance(v, dict) else v) for k, v in entry.fields.items()}
+            record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": entry.level,
+                      "event": entry.event, "message": message, **fields}
+            line = mask_text(json.dumps(record, default=str), self._secrets)
+        else:
+            line = "kimi-serve: " + (message if entry.level == "info" else f"{entry.level}: {message}")
+        print(line, file=stream, flush=True)
+
+    def info(self, event: str, message: str, **fields) -> None:
+        self.emit(Entry(event, message, "info", fields))
+
+    def warning(self, event: str, message: str, **fields) -> None:
+        self.emit(Entry(event, message, "warning", fields))
+
+
+def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] = None) -> StartLog:
+    """Log the start-up decisions made before preflight: settings warnings, hardware, cluster, cache."""
+    from entrypoint.cache import cache_env
+    from entrypoint.cluster import wire
+
+    settings = launch.settings
+    log = StartLog(settings.log_format, environ, stream)
+    for warning in settings.warnings:
+        log.warning("settings", warning)
+    configured = settings.hardware or settings.image_hardware
+    origin = "KIMI_HARDWARE" if settings.hardware else "the image's default"
+    log.info("hardware", f"hardware {launch.plan.hardware} ({origin}={configured})",
+             hardware=launch.plan.hardware, configured=configured)
+    wiring = wire(environ)
+    for decision in wiring.decisions:
+        log.info("cluster", decision, source=wiring.source)
+    if launch.plan.nodes > 1 or launch.selection.prefill is not None:
+        log.info("cluster", f"node rank {settings.node_rank} of {launch.plan.nodes}, head {settings.head_addr}, "
+                 f"interface {settings.iface}", rank=settings.node_rank, nodes=launch.plan.nodes,
+                 head=settings.head_addr, iface=settings.iface)
+    added = cache_env(settings.cache_dir, environ)
+    if added:
+        log.info("cache", "cache: " + " ".join(f"{k}={v}" for k, v in added.items()), env=added)
+    return log

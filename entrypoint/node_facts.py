@@ -1,0 +1,93 @@
+"""What preflight needs to know about this node, gathered once. Tests build a NodeFacts by hand."""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from entrypoint import cache
+from entrypoint.detect import Detection, detect_node, mec_firmware
+
+ARCH_NAMES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+DEVICE_NODES = ("/dev/kfd", "/dev/dri", "/dev/nvidiactl", "/dev/nvidia0")
+
+
+@dataclass(frozen=True)
+class CacheFacts:
+    path: str
+    writable: bool
+    mount_point: str  # the mount that holds it ("/" = the container's own layer)
+    fs_type: str
+    free_bytes: Optional[int]
+    weights_dir: Optional[str]  # where the model's weights already are, if they are
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    detection: Detection
+    all_gpus: tuple  # every GPU the winning probe saw, before visibility variables
+    arch: str  # amd64 | arm64 | what platform.machine() says
+    shm_bytes: Optional[int]
+    devices: frozenset  # the DEVICE_NODES present
+    mec_firmware: tuple = ()
+    mec_source: str = ""
+    cache: Optional[CacheFacts] = None
+
+
+def _statvfs(path: str):
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None, None
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+def _mount_of(path: str, proc_root: str) -> tuple:
+    """(mount point, fs type) of the longest mount prefix of `path` in /proc/mounts."""
+    best = ("/", "")
+    try:
+        lines = Path(proc_root, "mounts").read_text().splitlines()
+    except OSError:
+        return best
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[0]):
+            best = (point, parts[2])
+    return best
+
+
+def _existing_parent(path: str) -> str:
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return str(p)
+
+
+def cache_facts(cache_dir: str, model: str, environ: Mapping[str, str], proc_root: str = "/proc") -> CacheFacts:
+    base = _existing_parent(cache_dir)
+    point, fs_type = _mount_of(os.path.realpath(base), proc_root)
+    weights = cache.weights_present(model, cache_dir, environ)
+    return CacheFacts(cache_dir, os.access(base, os.W_OK), point, fs_type, _statvfs(base)[1],
+                      str(weights) if weights else None)
+
+
+def gather(environ: Mapping[str, str], cache_dir: str, model: str, gfx: Optional[str] = None,
+           root: str = "/", proc_root: str = "/proc") -> NodeFacts:
+    detection = detect_node(environ, root)
+    winner = [p for p in detection.probes if p.source == detection.source]
+    firmware, source = mec_firmware(environ, root) if gfx else ([], "")
+    return NodeFacts(
+        detection=detection,
+        all_gpus=winner[0].gpus if winner else (),
+        arch=ARCH_NAMES.get(platform.machine().lower(), platform.machine()),
+        shm_bytes=_statvfs(os.path.join(root, "dev/shm"))[0],
+        devices=frozenset(d for d in DEVICE_NODES if os.path.exists(os.path.join(root, d.lstrip("/")))),
+        mec_firmware=tuple(firmware), mec_source=source,
+        cache=cache_facts(cache_dir, model, environ, proc_root),
+    )

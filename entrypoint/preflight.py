@@ -1,0 +1,209 @@
+"""Node checks before exec, so a wrong GPU count, a small /dev/shm or old AMD firmware is found
+before a 600 GB load, not after it. Each check says what it found and the way out.
+
+KIMI_PREFLIGHT=on: any error stops the start (exit 2, code preflight_failed); warn: errors are
+logged as warnings and the start goes on; off: no checks. `kimi-serve doctor` runs them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, List, Mapping, Optional, Tuple
+
+from entrypoint.detect import visible_gpus
+from entrypoint.errors import PREFLIGHT_FAILED, KimiError
+from entrypoint.logs import Entry
+from entrypoint.node_facts import NodeFacts, gather
+from entrypoint.plan import Process
+
+GB = 1000 ** 3
+GIB = 1024 ** 3
+SHM_MINIMUM_BYTES = 1 * GIB
+MEC_FIRMWARE_MINIMUM = 177
+STATUSES = ("ok", "fixed", "warning", "error", "skipped")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # one of STATUSES
+    message: str
+    process: Optional[Process] = None  # a corrected process ("fixed")
+
+    def as_dict(self) -> dict:
+        return {"check": self.name, "status": self.status, "message": self.message}
+
+
+def _exec_env(proc: Process, environ: Mapping[str, str]) -> dict:
+    return {**proc.env, **environ}
+
+
+def _parallel_sizes(proc: Process) -> str:
+    flags = {"--tensor-parallel-size": "TP", "--pipeline-parallel-size": "PP", "--data-parallel-size-local": "DP local"}
+    argv = list(proc.argv)
+    parts = [f"{label} {argv[i + 1]}" for i, tok in enumerate(argv[:-1]) for flag, label in flags.items() if tok == flag]
+    return " x ".join(parts) or f"{proc.local_gpus} GPUs"
+
+
+# ---------------------------------------------------------------- checks
+
+
+def check_hardware(launch, proc, facts: NodeFacts, environ) -> Check:
+    det, configured = facts.detection, launch.plan.hardware
+    if det.hardware is None:
+        return Check("hardware", "warning", f"configured {configured}; detection found no known GPU model "
+                     f"({det.summary() if det.gpus else det.reason}). Run `kimi-serve doctor` on the node.")
+    if det.hardware == configured:
+        return Check("hardware", "ok", f"configured {configured}, detected {det.hardware}: {det.summary()}")
+    brands = launch.catalog.hardware[configured].brand, launch.catalog.hardware[det.hardware].brand
+    status = "warning" if brands[0] == brands[1] else "error"
+    return Check("hardware", status, f"configured {configured} but this node has {det.hardware} ({det.summary()}). "
+                 f"Set KIMI_HARDWARE={det.hardware} (or auto) and run the image built for it.")
+
+
+def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> Check:
+    if proc.local_gpus == 0:
+        return Check("gpu_count", "skipped", f"the {proc.role} uses no GPU")
+    seen = visible_gpus(facts.all_gpus, _exec_env(proc, environ))
+    need = f"this {proc.role} needs {proc.local_gpus} GPU(s) on its node ({_parallel_sizes(proc)})"
+    if len(seen) >= proc.local_gpus:
+        return Check("gpu_count", "ok", f"{need}; {len(seen)} visible")
+    found = f"{len(facts.all_gpus)} found on the node" + (
+        f", {len(seen)} visible through *_VISIBLE_DEVICES" if len(seen) != len(facts.all_gpus) else "")
+    return Check("gpu_count", "error", f"{need}, but {len(seen)} are usable ({found}). Run it on a node with "
+                 f"{proc.local_gpus} GPUs and give the container all of them (docker run --gpus all; on AMD "
+                 "--device /dev/kfd --device /dev/dri), or choose a plan that needs fewer "
+                 "(`kimi-serve list`, KIMI_STRATEGY / KIMI_NODES).")
+
+
+def check_vram(launch, proc, facts: NodeFacts, environ) -> Check:
+    gpus = visible_gpus(facts.all_gpus, _exec_env(proc, environ)) or facts.detection.gpus
+    if not gpus or proc.local_gpus == 0:
+        return Check("vram", "skipped", "no GPU memory to measure" if proc.local_gpus else "the router uses no GPU")
+    per_gpu = min(g.memory_bytes for g in gpus) / GIB
+    minimum = launch.plan.vram_minimum_gb
+    short = [(p.name, p.gpus * per_gpu) for p in launch.plan.pools if p.gpus * per_gpu < minimum]
+    pools = ", ".join(f"{p.name} {p.gpus} x {per_gpu:.0f} GiB = {p.gpus * per_gpu:.0f} GiB" for p in launch.plan.pools)
+    if not short:
+        return Check("vram", "ok", f"{pools}; the {launch.plan.variant} variant needs {minimum:.0f} GB")
+    status = "warning" if launch.settings.skip_memory_check else "error"
+    return Check("vram", status, f"{pools}: below the {minimum:.0f} GB the {launch.plan.variant} variant needs "
+                 f"(the GPUs detected have {per_gpu:.0f} GiB each). Use more GPUs or nodes, a smaller variant, or "
+                 "KIMI_SKIP_MEMORY_CHECK=1 if you know it fits.")
+
+
+def check_shm(launch, proc, facts: NodeFacts, environ) -> Check:
+    if facts.shm_bytes is None:
+        return Check("shm", "warning", "/dev/shm is missing: NCCL/RCCL need it. Run with --ipc=host or --shm-size=16g.")
+    size = f"/dev/shm is {facts.shm_bytes / GIB:.2f} GiB"
+    if facts.shm_bytes >= SHM_MINIMUM_BYTES or (proc.local_gpus <= 1 and launch.plan.nodes == 1):
+        return Check("shm", "ok", size)
+    return Check("shm", "error", f"{size}, too small for NCCL/RCCL between {proc.local_gpus} GPUs (at least "
+                 f"{SHM_MINIMUM_BYTES // GIB} GiB). Run the container with --ipc=host or --shm-size=16g "
+                 "(Kubernetes: an emptyDir with medium: Memory on /dev/shm).")
+
+
+def check_platform(launch, proc, facts: NodeFacts, environ) -> Check:
+    hw = launch.catalog.hardware[launch.plan.hardware]
+    if facts.arch != hw.arch:
+        return Check("platform", "error", f"this image runs as {facts.arch}, but {launch.plan.hardware} nodes are "
+                     f"{hw.arch}: run the {hw.arch} image (tag for target {hw.image_target}).")
+    if proc.local_gpus == 0:
+        return Check("platform", "ok", f"{facts.arch}; the {proc.role} needs no GPU device")
+    if hw.brand == "amd" and "/dev/kfd" not in facts.devices:
+        return Check("platform", "error", f"{launch.plan.hardware} is an AMD GPU but /dev/kfd is missing: run with "
+                     "--device /dev/kfd --device /dev/dri --group-add video (and --security-opt seccomp=unconfined).")
+    if hw.brand == "nvidia" and not {"/dev/nvidiactl", "/dev/nvidia0"} & facts.devices:
+        return Check("platform", "error", f"{launch.plan.hardware} is an NVIDIA GPU but no NVIDIA device is in the "
+                     "container: run with --gpus all (NVIDIA Container Toolkit) or --runtime=nvidia.")
+    return Check("platform", "ok", f"{facts.arch} image, {hw.brand} devices present")
+
+
+def check_amd_firmware(launch, proc, facts: NodeFacts, environ) -> Check:
+    hw = launch.catalog.hardware[launch.plan.hardware]
+    if hw.gfx != "gfx950" or proc.local_gpus == 0:
+        return Check("amd_firmware", "skipped", "only MI350X/MI355X (gfx950) need it")
+    if not facts.mec_firmware:
+        return Check("amd_firmware", "warning", f"MEC firmware version unreadable ({facts.mec_source}); if it is "
+                     f"below {MEC_FIRMWARE_MINIMUM}, set HSA_NO_SCRATCH_RECLAIM=1.")
+    oldest = min(facts.mec_firmware)
+    if oldest >= MEC_FIRMWARE_MINIMUM:
+        return Check("amd_firmware", "ok", f"MEC firmware {oldest} ({facts.mec_source})")
+    if "HSA_NO_SCRATCH_RECLAIM" in environ or "HSA_NO_SCRATCH_RECLAIM" in proc.env:
+        return Check("amd_firmware", "ok", f"MEC firmware {oldest} < {MEC_FIRMWARE_MINIMUM}; "
+                     "HSA_NO_SCRATCH_RECLAIM is already set")
+    fixed = dataclasses.replace(proc, env={**proc.env, "HSA_NO_SCRATCH_RECLAIM": "1"},
+                                provenance={**proc.provenance, "HSA_NO_SCRATCH_RECLAIM": "preflight"})
+    return Check("amd_firmware", "fixed", f"MEC firmware {oldest} < {MEC_FIRMWARE_MINIMUM} ({facts.mec_source}): "
+                 "setting HSA_NO_SCRATCH_RECLAIM=1 as the recipe guide advises; a firmware update removes the need.",
+                 fixed)
+
+
+def _offline(environ) -> bool:
+    return environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def check_cache(launch, proc, facts: NodeFacts, environ) -> Check:
+    c = facts.cache
+    if proc.local_gpus == 0 or c is None:
+        return Check("cache", "skipped", "the router loads no weights")
+    if not c.writable:
+        return Check("cache", "error", f"{c.path} is not writable by this user: mount a writable volume there "
+                     f"(-v kimi-cache:{c.path}; on OpenShift give the volume the pod's group) or set KIMI_CACHE_DIR.")
+    notes = [f"{c.path} on {c.mount_point} ({c.fs_type or 'unknown fs'})"]
+    status = "ok"
+    if c.mount_point == "/":
+        status = "warning"
+        notes.append(f"inside the container's own layer: weights and compiled graphs are lost with the container; "
+                     f"mount a volume at {c.path}")
+    if c.weights_dir:
+        return Check("cache", status, "; ".join(notes + [f"weights present in {c.weights_dir}"]))
+    model = launch.plan.model
+    if _offline(environ):
+        return Check("cache", "error", f"HF_HUB_OFFLINE is set but the weights of {model} are not in {c.path}: "
+                     "download them first (huggingface-cli download into the cache) or unset HF_HUB_OFFLINE.")
+    need = launch.plan.vram_minimum_gb * GB
+    if c.free_bytes is not None and c.free_bytes < need:
+        return Check("cache", "error", "; ".join(notes) + f": {c.free_bytes / GB:.0f} GB free, the {model} checkpoint "
+                     f"needs up to {need / GB:.0f} GB. Mount a larger volume, or pre-load the weights.")
+    return Check("cache", status, "; ".join(notes + [f"weights not downloaded yet, {c.free_bytes / GB:.0f} GB free"
+                                                     if c.free_bytes is not None else "weights not downloaded yet"]))
+
+
+CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_shm, check_platform,
+                                check_amd_firmware, check_cache)
+
+
+# ---------------------------------------------------------------- running them
+
+
+def node_facts(launch, environ: Mapping[str, str]) -> NodeFacts:
+    hw = launch.catalog.hardware[launch.plan.hardware]
+    return gather(environ, launch.settings.cache_dir, launch.plan.model, gfx=hw.gfx)
+
+
+def run_checks(launch, proc: Process, environ: Mapping[str, str], facts: NodeFacts) -> Tuple[Process, List[Check]]:
+    results = []
+    for check in CHECKS:
+        result = check(launch, proc, facts, environ)
+        proc = result.process or proc
+        results.append(result)
+    return proc, results
+
+
+def preflight_launch(launch, proc: Process, environ: Mapping[str, str],
+                     facts: Optional[NodeFacts] = None) -> Tuple[Process, List[Entry]]:
+    mode = launch.settings.preflight
+    if mode == "off":
+        return proc, [Entry("preflight", "preflight skipped (KIMI_PREFLIGHT=off)", "warning")]
+    proc, results = run_checks(launch, proc, environ, facts or node_facts(launch, environ))
+    entries = [Entry(f"preflight.{r.name}", f"preflight {r.name}: {r.status}: {r.message}",
+                     "info" if r.status in ("ok", "fixed", "skipped") else "warning", {"status": r.status})
+               for r in results]
+    errors = [r for r in results if r.status == "error"]
+    if errors and mode == "on":
+        listed = "\n  ".join(f"{r.name}: {r.message}" for r in errors)
+        raise KimiError(PREFLIGHT_FAILED, f"preflight found {len(errors)} problem(s) on this node:\n  {listed}\n"
+                        "Set KIMI_PREFLIGHT=warn to start anyway, or run `kimi-serve doctor` for the full report.")
+    return proc, entries
