@@ -1,0 +1,79 @@
+"""`kimi-serve plan --format compose`: a Docker Compose file for a one-node deployment.
+
+One service per process: a single node, or a PD cluster whose pools share the node (prefill,
+decode and router). Every service uses the host network (NCCL, NIXL and the router reach the
+pools on loopback, as vLLM's own Docker examples do), so ports are the processes' own.
+A deployment of several nodes is not a Compose deployment: it is rendered for Kubernetes.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from entrypoint.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.plan import Process
+from entrypoint.render.deployment import (HF_TOKEN, LOAD_SECONDS, MULTI_NODE, PD_CLUSTER, choices, container_env,
+                                          hardware, image, service_name, shape, with_defaults)
+from entrypoint.render.yamltext import dump
+
+FILE = "compose.yaml"
+CACHE_VOLUME = "cache"
+LOOPBACK = "127.0.0.1"
+_AMD_ACCESS = {"devices": ["/dev/kfd", "/dev/dri"], "group_add": ["video"], "cap_add": ["SYS_PTRACE"],
+               "security_opt": ["seccomp=unconfined"]}
+_NVIDIA_ACCESS = {"deploy": {"resources": {"reservations": {"devices": [
+    {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}}
+
+
+def deployment_environ(environ: Mapping[str, str]) -> dict:
+    """The rendering environment: the pools of a one-node PD cluster are reached on loopback."""
+    _, sel = choices(environ)
+    if sel.prefill is None:
+        return dict(environ)
+    return with_defaults(environ, {f"KIMI_{pool.role.upper()}_ADDRS": ",".join([LOOPBACK] * pool.node_count)
+                                   for pool in (sel.prefill, sel.decode)})
+
+
+def _check_one_node(launch) -> None:
+    way_out = "Render Kubernetes manifests instead: kimi-serve plan --format k8s."
+    if shape(launch) == MULTI_NODE:
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={launch.plan.strategy} with KIMI_NODES="
+                        f"{launch.plan.nodes} spans {launch.plan.nodes} nodes, but a Compose file runs on one node. "
+                        + way_out)
+    if shape(launch) == PD_CLUSTER:
+        pools = (launch.selection.prefill, launch.selection.decode)
+        if any(pool.nodes > 0 for pool in pools):
+            sizes = ", ".join(f"KIMI_{p.role.upper()}_NODES={p.nodes}" for p in pools)
+            raise KimiError(UNSUPPORTED_COMBINATION, f"This PD cluster ({sizes}) spans several nodes, but a Compose "
+                            "file runs on one node. Set KIMI_PREFILL_NODES=0 KIMI_DECODE_NODES=0 to share one node, "
+                            "or " + way_out[0].lower() + way_out[1:])
+
+
+def _service(launch, proc: Process) -> dict:
+    svc = {"image": image(launch), "environment": {**container_env(launch, proc), HF_TOKEN: None},
+           "network_mode": "host", "restart": "unless-stopped"}
+    if proc.role != "router":
+        svc["ipc"] = "host"  # vLLM's tensor-parallel workers share memory through /dev/shm
+        svc["volumes"] = [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"]
+        svc.update(_AMD_ACCESS if hardware(launch).brand == "amd" else _NVIDIA_ACCESS)
+    else:
+        svc["depends_on"] = [service_name(launch, p) for p in launch.plan.processes if p.role != "router"]
+    svc["healthcheck"] = {"test": ["CMD", "kimi-serve", "healthcheck"], "interval": "30s", "timeout": "10s",
+                          "retries": 3, "start_period": f"{LOAD_SECONDS}s"}
+    return svc
+
+
+def _header(launch) -> str:
+    plan = launch.plan
+    lines = [f"Kimi-K2.5 on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.",
+             "Rendered by `kimi-serve plan --format compose`; start it with `docker compose up -d`",
+             "(HF_TOKEN is taken from the shell that runs it). Host network; endpoints on this node:"]
+    lines += [f"  {service_name(launch, p)}: http://<this node>:{p.port}" for p in plan.processes]
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def render(launch) -> dict:
+    _check_one_node(launch)
+    services = {service_name(launch, p): _service(launch, p) for p in launch.plan.processes}
+    doc = {"services": services, "volumes": {CACHE_VOLUME: {}}}
+    return {FILE: _header(launch) + dump(doc)}

@@ -1,0 +1,106 @@
+"""What the compose and k8s renderers share: the image, the shape of the deployment, the
+settings each container gets as environment, GPU resources by brand, health-check timing and
+the Hugging Face token.
+
+Containers run the project's image, whose ENTRYPOINT (`kimi-serve`) resolves its own launch from
+KIMI_* variables; so a rendered service or pod carries the user's settings as environment, never
+a command line.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Tuple
+
+from entrypoint.plan import Process
+from entrypoint.recipe import Hardware, load_catalog
+from entrypoint.select import Selection, select
+from entrypoint.settings import BY_NAME, FIELDS, Settings, read_settings
+
+# The project's published images: `<PUBLISHED_REPOSITORY>:<hardware image_target>` is the default
+# KIMI_IMAGE (the registry and image name of images/targets.yaml). The one place this default lives.
+PUBLISHED_REPOSITORY = "ghcr.io/kimi-serve/kimi-k2.5"
+
+HF_TOKEN = "HF_TOKEN"  # passed from a secret store, never written into a rendered file
+GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+HEALTH_PATH = "/health"
+# Loading ~600 GB of weights (download on first start) takes many minutes: failures before this
+# many seconds have passed do not count against a container.
+LOAD_SECONDS = 3600
+SINGLE, MULTI_NODE, PD_CLUSTER = "single", "multi_node", "pd_cluster"
+
+# Settings no container gets: the renderer's own (image, name), the image's identity, the config
+# file (its values are passed one by one), and what each container gets on its own (role; rank and
+# head from the cluster runtime).
+_NOT_PASSED = {"image", "name", "config", "image_target", "image_hardware", "image_serves", "role", "node_rank",
+               "head_addr"}
+
+
+def choices(environ: Mapping[str, str]) -> Tuple[Settings, Selection]:
+    """The settings and choices a deployment is made of, before any address is known."""
+    settings = read_settings(environ)
+    return settings, select(settings, load_catalog())
+
+
+def with_defaults(environ: Mapping[str, str], defaults: Mapping[str, str]) -> dict:
+    """`environ` plus `defaults` for every variable it does not set (what the user sets wins)."""
+    merged = dict(environ)
+    for key, value in defaults.items():
+        if not merged.get(key, "").strip():
+            merged[key] = value
+    return merged
+
+
+def shape(launch) -> str:
+    roles = {p.role for p in launch.plan.processes}
+    if "router" in roles:
+        return PD_CLUSTER
+    return MULTI_NODE if len(launch.plan.processes) > 1 else SINGLE
+
+
+def hardware(launch) -> Hardware:
+    return launch.catalog.hardware[launch.plan.hardware]
+
+
+def image(launch) -> str:
+    return launch.settings.image or f"{PUBLISHED_REPOSITORY}:{hardware(launch).image_target}"
+
+
+def service_name(launch, proc: Process) -> str:
+    """`<name>` for a single node, `<name>-<role>` for the processes of a PD cluster."""
+    return launch.settings.name if proc.role == "single" else f"{launch.settings.name}-{proc.role}"
+
+
+def _env_value(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def settings_env(launch) -> dict:
+    """KIMI_* every container of the deployment gets: what the user set (environment or config
+    file) plus the resolved choices that make every container resolve the same plan."""
+    s, sel = launch.settings, launch.selection
+    pinned = {"hardware": sel.hardware, "strategy": sel.strategy}
+    if shape(launch) == MULTI_NODE:
+        pinned["nodes"] = sel.nodes
+    if shape(launch) == PD_CLUSTER:
+        pinned.update(prefill_nodes=sel.prefill.nodes, decode_nodes=sel.decode.nodes)
+    env = {}
+    for field in FIELDS:
+        if field.name in _NOT_PASSED:
+            continue
+        if field.name in pinned:
+            env[field.env] = _env_value(pinned[field.name])
+        elif s.is_set(field.name) and s.values[field.name] is not None:
+            env[field.env] = _env_value(s.values[field.name])
+    return env
+
+
+def container_env(launch, proc: Process) -> dict:
+    env = settings_env(launch)
+    if shape(launch) == PD_CLUSTER:
+        env[BY_NAME["role"].env] = proc.role
+    return env
+

@@ -1,0 +1,136 @@
+"""`kimi-serve plan --format k8s`: Kubernetes manifests for every deployment shape.
+
+- single node: a PersistentVolumeClaim for the cache, a Deployment (Recreate: the GPUs cannot
+  hold two copies) and the Service `<name>-api`;
+- multi-node (`multi_node_*`): a LeaderWorkerSet `<name>` of KIMI_NODES pods; rank and head come
+  from the LWS_* variables LWS injects (the runtime maps them), so every pod runs the same
+  template; the group is recreated when one pod fails; Service `<name>-api`;
+- pd_cluster: one LeaderWorkerSet per pool (`<name>-prefill`, `<name>-decode`), a router
+  Deployment and the Service `<name>-api` in front of the router. The pools' node addresses are
+  the pods' stable DNS names, `<lws>-0.<lws>` (leader) and `<lws>-0-<i>.<lws>` (worker i) through
+  the headless Service LWS creates for each set, given to every pod as KIMI_*_ADDRS.
+
+Each LWS pod gets its own cache claim (volumeClaimTemplates), so any storage class will do.
+"""
+
+from __future__ import annotations
+
+from typing import List, Mapping
+
+from entrypoint.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.plan import Process
+from entrypoint.render.deployment import (MULTI_NODE, PD_CLUSTER, SINGLE, choices, service_name, shape,
+                                          with_defaults)
+from entrypoint.render.k8s_pod import CACHE_VOLUME, hf_token_secret, pod_spec
+from entrypoint.render.yamltext import dump_all
+
+FILE = "kubernetes.yaml"
+CACHE_SIZE = "1Ti"  # the INT4 checkpoint is ~600 GB; room for a second variant or an update
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+AUTO_IFACE = {"KIMI_IFACE": "auto"}  # each pod finds its own interface
+
+
+def lws_name(name: str, role: str = "") -> str:
+    return f"{name}-{role}" if role else name
+
+
+def pod_addresses(lws: str, size: int) -> List[str]:
+    """Stable DNS names of the pods of group 0 of a LeaderWorkerSet (Shared subdomain policy)."""
+    return [f"{lws}-0.{lws}"] + [f"{lws}-0-{i}.{lws}" for i in range(1, size)]
+
+
+def deployment_environ(environ: Mapping[str, str]) -> dict:
+    """The rendering environment: the addresses the deployment gives its own pods."""
+    settings, sel = choices(environ)
+    if sel.prefill is not None:
+        addrs = {f"KIMI_{p.role.upper()}_ADDRS": ",".join(pod_addresses(lws_name(settings.name, p.role), p.node_count))
+                 for p in (sel.prefill, sel.decode)}
+        return with_defaults(environ, {**addrs, **AUTO_IFACE})
+    if sel.is_multi_node:
+        head = pod_addresses(lws_name(settings.name), sel.nodes)[0]
+        return with_defaults(environ, {"KIMI_HEAD_ADDR": head, **AUTO_IFACE})
+    return dict(environ)
+
+
+def _labels(launch, component: str) -> dict:
+    return {"app.kubernetes.io/name": launch.settings.name, "app.kubernetes.io/component": component,
+            "app.kubernetes.io/part-of": "kimi-serve"}
+
+
+def _meta(launch, name: str, component: str) -> dict:
+    return {"name": name, "labels": _labels(launch, component)}
+
+
+def _cache_claim_spec() -> dict:
+    return {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": CACHE_SIZE}}}
+
+
+def _deployment(launch, proc: Process, cache_claim=None) -> dict:
+    labels = _labels(launch, proc.role)
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(launch, service_name(launch, proc), proc.role),
+            "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": pod_spec(launch, proc, cache_claim)}}}
+
+
+def _lws(launch, name: str, group: List[Process]) -> dict:
+    def template(proc: Process) -> dict:
+        return {"metadata": {"labels": _labels(launch, proc.role)}, "spec": pod_spec(launch, proc, None)}
+
+    spec = {"size": len(group), "restartPolicy": "RecreateGroupOnPodRestart"}
+    if len(group) > 1:
+        spec["leaderTemplate"] = template(group[0])
+    spec["workerTemplate"] = template(group[-1])
+    spec["volumeClaimTemplates"] = [{"metadata": {"name": CACHE_VOLUME}, "spec": _cache_claim_spec()}]
+    return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": _meta(launch, name, group[0].role),
+            "spec": {"replicas": 1, "startupPolicy": "LeaderCreated", "networkConfig": {"subdomainPolicy": "Shared"},
+                     "leaderWorkerTemplate": spec}}
+
+
+def _service(launch, selector: dict, port: int) -> dict:
+    name = f"{launch.settings.name}-api"
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(launch, name, "api"),
+            "spec": {"selector": selector, "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}
+
+
+def _single(launch) -> list:
+    proc = launch.plan.processes[0]
+    claim = f"{launch.settings.name}-cache"
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(launch, claim, "cache"),
+           "spec": _cache_claim_spec()}
+    return [pvc, _deployment(launch, proc, claim), _service(launch, _labels(launch, proc.role), proc.port)]
+
+
+def _multi_node(launch) -> list:
+    procs = list(launch.plan.processes)
+    name = lws_name(launch.settings.name)
+    selector = {LWS_NAME_LABEL: name}
+    if not all(p.serves_http for p in procs):
+        selector[LWS_INDEX_LABEL] = "0"  # only the head serves the API
+    return [_lws(launch, name, procs), _service(launch, selector, procs[0].port)]
+
+
+def _pd_cluster(launch) -> list:
+    pools = (launch.selection.prefill, launch.selection.decode)
+    if any(pool.nodes == 0 for pool in pools):
+        raise KimiError(UNSUPPORTED_COMBINATION, "A pool of 0 nodes shares one node's GPUs with the other pool, which "
+                        "Kubernetes cannot give to two pods. Set KIMI_PREFILL_NODES and KIMI_DECODE_NODES to 1 or "
+                        "more, or render the shared node for Compose: kimi-serve plan --format compose.")
+    objects = []
+    for pool in pools:
+        group = sorted((p for p in launch.plan.processes if p.role == pool.role), key=lambda p: p.rank)
+        objects.append(_lws(launch, lws_name(launch.settings.name, pool.role), group))
+    router = launch.plan.find("router", 0)
+    return objects + [_deployment(launch, router), _service(launch, _labels(launch, "router"), router.port)]
+
+
+_SHAPES = {SINGLE: _single, MULTI_NODE: _multi_node, PD_CLUSTER: _pd_cluster}
+
+
+def render(launch) -> dict:
+    plan = launch.plan
+    header = (f"# Kimi-K2.5 on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.\n"
+              "# Rendered by `kimi-serve plan --format k8s`; apply with `kubectl apply -f`. The Hugging Face token\n"
+              f"# comes from the optional Secret {hf_token_secret(launch)} (key HF_TOKEN).\n")
+    return {FILE: header + dump_all(_SHAPES[shape(launch)](launch))}
