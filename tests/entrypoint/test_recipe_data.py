@@ -1,0 +1,79 @@
+"""The recipe data is validated on load: unknown keys and dangling references are refused."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from entrypoint.recipe import RecipeDataError, load_catalog_from
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+@pytest.fixture()
+def data(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    copy = tmp_path / "recipes"
+    shutil.copytree(RECIPES, copy, ignore=shutil.ignore_patterns(".validated", "__pycache__"))
+    return copy
+
+
+def edit(path: Path, change):
+    doc = yaml.safe_load(path.read_text())
+    change(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_shipped_data_matches_the_reference_facts(data):
+    cat = load_catalog_from(data)
+    assert sorted(cat.recipe.hardware) == sorted(["h100", "h200", "b200", "gb200", "b300", "gb300", "mi300x",
+                                                  "mi325x", "mi350x", "mi355x"])
+    assert len(cat.strategies) == 9
+    reference = yaml.safe_load((RECIPES.parents[1] / "shared/reference/vllm-recipes/taxonomy.yaml").read_text())
+    for hw, profile in cat.hardware.items():
+        ref = reference["hardware_profiles"].get(hw)
+        if ref:  # mi350x is not in the taxonomy snapshot: gfx950 with 8 x 288 GB like mi355x
+            assert (profile.gpu_count, profile.vram_gb) == (ref["gpu_count"], ref["vram_gb"])
+            assert profile.brand == ref["brand"].lower() and profile.generation == ref["generation"]
+    assert cat.hardware["mi350x"].gfx == cat.hardware["mi355x"].gfx == "gfx950"
+    assert (cat.hardware["mi350x"].gpu_count, cat.hardware["mi350x"].vram_gb) == (8, 2304)
+    assert {h for h, p in cat.hardware.items() if p.arch == "arm64"} == {"gb200", "gb300"}
+
+
+@pytest.mark.parametrize("file, change, words", [
+    ("kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(vram_min=1), "vram_min"),
+    ("kimi-k2.5.yaml", lambda d: d["opt_in_features"].append("vision"), "feature 'vision'"),
+    ("kimi-k2.5.yaml", lambda d: d["compatible_strategies"].append("ring"), "strategy 'ring'"),
+    ("kimi-k2.5.yaml", lambda d: d["variants"]["mxfp4"].update(supported_hardware=["mi400x"]), "'mi400x'"),
+    ("kimi-k2.5.yaml", lambda d: d["profiles"]["flydsl"].update(variants=["int8"]), "variant 'int8'"),
+    ("kimi-k2.5.yaml", lambda d: d["features"]["text_only"].update(conflicts_with=["audio"]), "feature 'audio'"),
+    ("hardware.yaml", lambda d: d["hardware"]["mi300x"].pop("gfx"), "gfx"),
+    ("hardware.yaml", lambda d: d["hardware"]["h200"].update(gpus=8), "gpus"),
+    ("strategies/pd_cluster.yaml", lambda d: d.pop("router"), "router"),
+])
+def test_broken_data_is_refused(data, file, change, words):
+    edit(data / file, change)
+    with pytest.raises(RecipeDataError) as info:
+        load_catalog_from(data)
+    assert words in str(info.value)
+
+
+def test_validated_cache_is_reused_and_invalidated_by_content(data, tmp_path):
+    first = load_catalog_from(data)
+    cached = list((tmp_path / "cache" / "kimi-serve").glob("catalog-*.pickle")) + \
+        list((data / ".validated").glob("catalog-*.pickle"))
+    assert len(cached) == 1
+    assert load_catalog_from(data) == first
+    edit(data / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(vram_minimum_gb=700))
+    assert load_catalog_from(data).recipe.variants["default"].vram_minimum_gb == 700
+    edit(data / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(bogus=1))
+    with pytest.raises(RecipeDataError):
+        load_catalog_from(data)
+
+
+def test_corrupt_cache_is_ignored(data):
+    load_catalog_from(data)
+    for path in (data / ".validated").glob("catalog-*.pickle"):
+        path.write_bytes(b"not a pickle")
+    assert load_catalog_from(data).recipe.variants["mxfp4"].tp == 8
