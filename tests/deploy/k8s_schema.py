@@ -1,0 +1,80 @@
+"""Validation of rendered Kubernetes objects, strict about unknown keys.
+
+- LeaderWorkerSet (and DisaggregatedSet) objects: jsonschema over the CRD's openAPIV3Schema from
+  ../shared/reference/k8s/, with `additionalProperties: false` added wherever the schema lists
+  properties (the API server would prune unknown keys silently; we want them to fail); the pod
+  templates inside are also checked as core objects.
+- Core objects: deserialized into the `kubernetes` client's models and serialized back; any key
+  the models do not know is lost on the way, so the round trip must give the input back.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_DIR = ROOT.parent / "shared" / "reference" / "k8s"
+CRDS = {"LeaderWorkerSet": "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+        "DisaggregatedSet": "disaggregatedset.x-k8s.io_disaggregatedsets.yaml"}
+CORE = {"Deployment": "V1Deployment", "StatefulSet": "V1StatefulSet", "Service": "V1Service",
+        "PersistentVolumeClaim": "V1PersistentVolumeClaim", "Secret": "V1Secret"}
+
+
+def _strict(schema):
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out \
+                and not out.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+@functools.lru_cache(maxsize=None)
+def crd_schema(kind: str):
+    crd = yaml.safe_load((CRD_DIR / CRDS[kind]).read_text())
+    version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
+    api_version = f"{crd['spec']['group']}/{version['name']}"
+    return api_version, _strict(version["schema"]["openAPIV3Schema"])
+
+
+def _roundtrip(obj: dict, model: str) -> None:
+    from kubernetes.client import ApiClient
+
+    client = ApiClient()
+    typed = client._ApiClient__deserialize(copy.deepcopy(obj), model)
+    back = client.sanitize_for_serialization(typed)
+    assert back == obj, f"{model}: keys or values the Kubernetes models do not know:\n{obj}\n!=\n{back}"
+
+
+def _pod_templates(obj: dict):
+    lwt = obj["spec"].get("leaderWorkerTemplate")
+    if lwt:
+        yield from (lwt[k] for k in ("leaderTemplate", "workerTemplate") if k in lwt)
+        for claim in lwt.get("volumeClaimTemplates", []):
+            _roundtrip(claim, "V1PersistentVolumeClaim")
+    for role in obj["spec"].get("roles", []):
+        yield from _pod_templates({"spec": role.get("spec", role)})
+
+
+def validate(obj: dict) -> None:
+    kind = obj["kind"]
+    if kind in CRDS:
+        api_version, schema = crd_schema(kind)
+        assert obj["apiVersion"] == api_version
+        jsonschema.validate(obj, schema, cls=jsonschema.Draft7Validator)
+        _roundtrip(obj["metadata"], "V1ObjectMeta")
+        templates = list(_pod_templates(obj))
+        assert templates, f"{kind} without pod templates"
+        for template in templates:
+            _roundtrip(template, "V1PodTemplateSpec")
+        return
+    assert kind in CORE, f"no validation for kind {kind}"
+    _roundtrip(obj, CORE[kind])

@@ -1,0 +1,50 @@
+"""The deployment shapes the deploy tests render: name -> the user's KIMI_* environment."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Dict, Mapping
+
+import yaml
+
+from entrypoint.app import build
+
+COMPOSE: Dict[str, dict] = {
+    "single-h200": {"KIMI_HARDWARE": "h200"},
+    "single-mi355x": {"KIMI_HARDWARE": "mi355x"},
+    "pd-shared-b200": {"KIMI_HARDWARE": "b200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "0",
+                       "KIMI_DECODE_NODES": "0"},
+    "pd-shared-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "0",
+                         "KIMI_DECODE_NODES": "0", "KIMI_NAME": "kimi"},
+}
+
+MULTI_NODE_STRATEGIES = ("multi_node_tp", "multi_node_tp_pp", "multi_node_dep", "multi_node_tep")
+
+K8S: Dict[str, dict] = {
+    "single-h200": {"KIMI_HARDWARE": "h200"},
+    "single-mi300x-features": {"KIMI_HARDWARE": "mi300x", "KIMI_FEATURES": "-spec_decoding", "KIMI_NAME": "kimi"},
+    **{f"{s}-h100x2": {"KIMI_HARDWARE": "h100", "KIMI_STRATEGY": s, "KIMI_NODES": "2"} for s in MULTI_NODE_STRATEGIES},
+    "multi_node_tp-gb200x4": {"KIMI_HARDWARE": "gb200", "KIMI_STRATEGY": "multi_node_tp", "KIMI_NODES": "4"},
+    "pd-h200": {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster"},
+    "pd-h200-2x1": {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "2",
+                    "KIMI_DECODE_NODES": "1", "KIMI_PREFILL_PARALLELISM": "tp"},
+    "pd-mi355x-2x2": {"KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "2",
+                      "KIMI_DECODE_NODES": "2"},
+}
+
+
+def renderer(fmt: str):
+    return importlib.import_module(f"entrypoint.render.{fmt}")
+
+
+def launch_for(fmt: str, environ: Mapping[str, str]):
+    """The launch `kimi-serve plan --format FMT` renders, from the user's environment."""
+    return build(renderer(fmt).deployment_environ(environ))
+
+
+def render(fmt: str, environ: Mapping[str, str]) -> Dict[str, str]:
+    return renderer(fmt).render(launch_for(fmt, environ))
+
+
+def documents(fmt: str, environ: Mapping[str, str]) -> list:
+    return [doc for text in render(fmt, environ).values() for doc in yaml.safe_load_all(text)]

@@ -1,0 +1,179 @@
+"""`kimi-serve plan --format k8s`: every manifest validates, and each shape has what it needs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from entrypoint.errors import KimiError
+from entrypoint.recipe import load_catalog
+from entrypoint.render import deployment, k8s, k8s_pod
+from tests.deploy.k8s_schema import ROOT, validate
+from tests.deploy.shapes import K8S, documents, launch_for
+
+SECRET = "hf_do_not_render_me_123"
+
+
+def _pod_specs(doc: dict):
+    spec = doc["spec"]
+    if doc["kind"] == "Deployment":
+        yield spec["template"]["spec"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        if key in spec.get("leaderWorkerTemplate", {}):
+            yield spec["leaderWorkerTemplate"][key]["spec"]
+
+
+def k8s_launch(environ):
+    return launch_for("k8s", environ)
+
+
+def _by_kind(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+@pytest.mark.parametrize("case", sorted(K8S))
+def test_every_object_validates(case):
+    docs = documents("k8s", K8S[case])
+    assert docs
+    for doc in docs:
+        validate(doc)
+
+
+@pytest.mark.parametrize("case", sorted(K8S))
+def test_pods_read_settings_from_env_and_the_token_from_a_secret(case):
+    environ = {**K8S[case], "HF_TOKEN": SECRET}
+    text = "".join(k8s.render(k8s_launch(environ)).values())
+    assert SECRET not in text
+    brand = load_catalog().hardware[K8S[case]["KIMI_HARDWARE"]].brand
+    for doc in documents("k8s", environ):
+        for pod in _pod_specs(doc):
+            assert pod["enableServiceLinks"] is False  # a Service named kimi would set KIMI_PORT=tcp://...
+            (container,) = pod["containers"]
+            assert "command" not in container and "args" not in container
+            env = {e["name"]: e for e in container["env"]}
+            assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+                "name": k8s_pod.hf_token_secret(k8s_launch(environ)), "key": "HF_TOKEN", "optional": True}}}
+            assert env["KIMI_HARDWARE"]["value"] == K8S[case]["KIMI_HARDWARE"]
+            assert not {"KIMI_NODE_RANK", "KIMI_HEAD_ADDR", "KIMI_IMAGE", "KIMI_NAME"} & set(env)
+            if "KIMI_ROLE" in env and env["KIMI_ROLE"]["value"] == "router":
+                assert "resources" not in container
+                continue
+            gpus = container["resources"]["limits"][deployment.GPU_RESOURCE[brand]]
+            assert int(gpus) >= 1 and container["resources"]["requests"] == container["resources"]["limits"]
+            assert pod["nodeSelector"] == {k8s_pod.PRODUCT_LABEL[brand]: k8s_pod.PRODUCT[K8S[case]["KIMI_HARDWARE"]]}
+            shm = next(v for v in pod["volumes"] if v["name"] == k8s_pod.SHM_VOLUME)
+            assert shm["emptyDir"]["medium"] == "Memory"
+            mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+            assert mounts == {"/dev/shm": k8s_pod.SHM_VOLUME, "/cache": k8s_pod.CACHE_VOLUME}
+
+
+@pytest.mark.parametrize("case", sorted(K8S))
+def test_serving_pods_have_probes_long_enough_for_the_load(case):
+    for doc in documents("k8s", K8S[case]):
+        for pod in _pod_specs(doc):
+            container = pod["containers"][0]
+            if "ports" not in container:
+                continue
+            startup = container["startupProbe"]
+            assert startup["periodSeconds"] * startup["failureThreshold"] >= 3600  # a 600 GB load
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+
+
+def test_single_node_is_a_deployment_with_a_cache_claim_and_a_service():
+    docs = documents("k8s", K8S["single-h200"])
+    assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Deployment", "Service"]
+    pvc, dep, svc = docs
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    pod = dep["spec"]["template"]["spec"]
+    cache = next(v for v in pod["volumes"] if v["name"] == k8s_pod.CACHE_VOLUME)
+    assert cache["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    assert pod["containers"][0]["image"] == "ghcr.io/kimi-serve/kimi-k2.5:h200"
+    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert svc["spec"]["selector"] == dep["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": "http"}]
+
+
+def test_amd_pods_ask_for_amd_gpus():
+    (dep,) = _by_kind(documents("k8s", K8S["single-mi300x-features"]), "Deployment")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"amd.com/gpu": "8"}
+    assert container["image"] == "ghcr.io/kimi-serve/kimi-k2.5:rocm-gfx942"
+    assert {"name": "KIMI_FEATURES", "value": "-spec_decoding"} in container["env"]
+
+
+@pytest.mark.parametrize("case", [c for c in K8S if c.startswith("multi_node")])
+def test_multi_node_is_one_leaderworkerset_recreated_as_a_group(case):
+    environ = K8S[case]
+    lws, svc = documents("k8s", environ)
+    nodes = int(environ["KIMI_NODES"])
+    assert lws["kind"] == "LeaderWorkerSet" and svc["kind"] == "Service"
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    assert lwt["size"] == nodes and lwt["restartPolicy"] == "RecreateGroupOnPodRestart"
+    assert lws["spec"]["replicas"] == 1
+    assert svc["spec"]["selector"][k8s.LWS_NAME_LABEL] == lws["metadata"]["name"]
+    launch = k8s_launch(environ)
+    if not all(p.serves_http for p in launch.plan.processes):
+        assert svc["spec"]["selector"][k8s.LWS_INDEX_LABEL] == "0"
+    env = {e["name"]: e.get("value") for e in lwt["workerTemplate"]["spec"]["containers"][0]["env"]}
+    assert env["KIMI_NODES"] == str(nodes) and env["KIMI_IFACE"] == "auto"
+
+
+def test_pd_cluster_pools_are_leaderworkersets_and_addresses_are_pod_dns_names():
+    docs = documents("k8s", K8S["pd-h200-2x1"])
+    assert [d["kind"] for d in docs] == ["LeaderWorkerSet", "LeaderWorkerSet", "Deployment", "Service"]
+    prefill, decode, router, svc = docs
+    assert prefill["metadata"]["name"] == "kimi-k2-5-prefill" and decode["metadata"]["name"] == "kimi-k2-5-decode"
+    assert prefill["spec"]["leaderWorkerTemplate"]["size"] == 2 and decode["spec"]["leaderWorkerTemplate"]["size"] == 1
+    want = {"KIMI_PREFILL_ADDRS": "kimi-k2-5-prefill-0.kimi-k2-5-prefill,kimi-k2-5-prefill-0-1.kimi-k2-5-prefill",
+            "KIMI_DECODE_ADDRS": "kimi-k2-5-decode-0.kimi-k2-5-decode"}
+    for doc in docs[:3]:
+        for pod in _pod_specs(doc):
+            env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+            assert {k: env[k] for k in want} == want
+    roles = [e["value"] for e in router["spec"]["template"]["spec"]["containers"][0]["env"] if e["name"] == "KIMI_ROLE"]
+    assert roles == ["router"]
+    assert svc["spec"]["selector"] == router["spec"]["template"]["metadata"]["labels"]
+
+
+def test_pd_cluster_addresses_set_by_the_user_win():
+    environ = {**K8S["pd-h200"], "KIMI_PREFILL_ADDRS": "p0.example", "KIMI_DECODE_ADDRS": "d0.example"}
+    launch = k8s_launch(environ)
+    assert launch.settings.prefill_addrs == ("p0.example",) and launch.settings.decode_addrs == ("d0.example",)
+
+
+def test_pd_cluster_on_a_shared_node_is_for_compose():
+    with pytest.raises(KimiError, match="--format compose"):
+        k8s.render(k8s_launch({**K8S["pd-h200"], "KIMI_PREFILL_NODES": "0", "KIMI_DECODE_NODES": "0",
+                               "KIMI_SKIP_MEMORY_CHECK": "1"}))
+
+
+def test_image_and_name_settings():
+    environ = {**K8S["multi_node_tp-h100x2"], "KIMI_IMAGE": "registry.example/kimi:1", "KIMI_NAME": "kimi"}
+    lws, svc = documents("k8s", environ)
+    assert lws["metadata"]["name"] == "kimi" and svc["metadata"]["name"] == "kimi-api"
+    pod = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+    assert pod["containers"][0]["image"] == "registry.example/kimi:1"
+
+
+def test_every_hardware_has_a_product_label():
+    assert set(k8s_pod.PRODUCT) == set(load_catalog().hardware)
+
+
+def test_published_repository_is_the_one_images_are_pushed_to():
+    targets = yaml.safe_load((ROOT / "images" / "targets.yaml").read_text())
+    assert deployment.PUBLISHED_REPOSITORY == f"{targets['registry']}/{targets['image']}"
+    assert {hw.image_target for hw in load_catalog().hardware.values()} <= set(targets["targets"])
+
+
+def test_cli_writes_the_manifests(tmp_path):
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "KIMI_HARDWARE": "h200"}
+    proc = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--format", "k8s", "--output", str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    written = (tmp_path / k8s.FILE).read_text()
+    assert written == k8s.render(k8s_launch({"KIMI_HARDWARE": "h200"}))[k8s.FILE]
