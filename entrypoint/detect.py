@@ -304,16 +304,18 @@ def probe_sysfs(root: str = "/") -> Probe:
 
 def _select(gpus: Sequence[Gpu], spec: Optional[str]) -> List[Gpu]:
     """Apply one *_VISIBLE_DEVICES value (indices into `gpus` or UUIDs); unset = all."""
-    if spec is None or spec.strip().lower() in ("all",):
+    if spec is None or spec.strip().lower() == "all":
         return list(gpus)
     chosen = []
     for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            break  # CUDA_VISIBLE_DEVICES="" hides every GPU
         if item.isdigit():
             if int(item) >= len(gpus):
                 break  # CUDA/HIP stop at the first invalid entry
             chosen.append(gpus[int(item)])
             continue
-        match = [g for g in gpus if g.uuid and (g.uuid == item or g.uuid.endswith(item))]
+        match = [g for g in gpus if g.uuid and (g.uuid.startswith(item) or g.uuid.startswith("GPU-" + item))]
         if not match:
             break
         chosen.append(match[0])

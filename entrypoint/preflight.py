@@ -71,7 +71,7 @@ def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> Check:
         return Check("gpu_count", "ok", f"{need}; {len(seen)} visible")
     found = f"{len(facts.all_gpus)} found on the node" + (
         f", {len(seen)} visible through *_VISIBLE_DEVICES" if len(seen) != len(facts.all_gpus) else "")
-    return Check("gpu_count", "error", f"{need}, but {len(seen)} are usable ({found}). Run it on a node with "
+    return Check("gpu_count", "error", f"{need}, but only {len(seen)} usable ({found}). Run it on a node with "
                  f"{proc.local_gpus} GPUs and give the container all of them (docker run --gpus all; on AMD "
                  "--device /dev/kfd --device /dev/dri), or choose a plan that needs fewer "
                  "(`kimi-serve list`, KIMI_STRATEGY / KIMI_NODES).")
