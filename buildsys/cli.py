@@ -87,6 +87,7 @@ def build(ctx, names, registry, push, overrides, do_smoke, no_cache, json_out):
     started = time.monotonic()
     for i, name in enumerate(chosen, 1):
         log(f"=== [{i}/{len(chosen)}] {name}")
+        res = engine.Result(name)
         try:
             res = engine.build(cli, data, name, registry, ov, nocache=no_cache)
             if do_smoke:
@@ -95,8 +96,7 @@ def build(ctx, names, registry, push, overrides, do_smoke, no_cache, json_out):
                     raise BuildError(f"[{name}] smoke test failed: {'; '.join(problems)}")
             if push:
                 res.digest = engine.push(cli, res.tags)
-        except (BuildError, Exception) as exc:  # noqa: BLE001 - report per target, keep going
-            res = locals().get("res") if isinstance(locals().get("res"), engine.Result) and locals()["res"].target == name else engine.Result(name)
+        except Exception as exc:  # noqa: BLE001 - report per target, keep going, fail at the end
             res.ok, res.error, failed = False, str(exc), True
             log(f"[{name}] FAILED: {exc}")
         results.append(res)

@@ -104,3 +104,27 @@ def test_unserved_hardware_names_the_right_image(built_images, docker_client):
         assert code == 2 and err.startswith("kimi-serve: error:") and hw in err, err
     finally:
         c.remove(force=True)
+
+
+def test_healthcheck_command_sees_vllm_health(built_images, docker_client):
+    """The image's HEALTHCHECK command answers 0 once vllm serves /health (and 1 before/without)."""
+    target = next(n for n, t in DATA.targets.items() if not t.smoke_env and t.arch == "amd64")
+    image = image_of(built_images, target)
+    hc = docker_client.images.get(image).attrs["Config"]["Healthcheck"]["Test"]
+    assert hc[0] == "CMD"
+    c = docker_client.containers.run(image, detach=True, network_mode="none")
+    try:
+        deadline = time.monotonic() + 60
+        while read_standin_record(c.logs().decode()) is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        code = None
+        while time.monotonic() < deadline:
+            code, out = c.exec_run(hc[1:])
+            if code == 0:
+                break
+            time.sleep(1)
+        assert code == 0, out
+        code, _ = c.exec_run(hc[1:], environment={"KIMI_PORT": "8999"})
+        assert code != 0, "healthcheck must fail when nothing answers on KIMI_PORT"
+    finally:
+        c.remove(force=True)
