@@ -1,0 +1,196 @@
+"""`kimi-serve doctor`, `kimi-serve healthcheck` and the start-up preflight, as a user runs them."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+from click.testing import CliRunner
+
+from entrypoint.cli import doctor, healthcheck
+from entrypoint.detect import Probe
+
+from .conftest import TOOLS
+
+NO_NVML = Probe("nvml", (), "disabled in tests")
+
+
+@pytest.fixture(autouse=True)
+def no_nvml(monkeypatch):
+    monkeypatch.setattr("entrypoint.detect.probe_nvml", lambda environ: NO_NVML)
+
+
+def _clean_env(monkeypatch, **env):
+    for key in list(os.environ):
+        if key.startswith(("KIMI_", "LWS_", "SLURM_", "CUDA_", "HIP_", "ROCR_", "HF_")):
+            monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
+def run_doctor(monkeypatch, fake_tools, hw_file, *args, **env):
+    if hw_file:
+        fake_tools.add("nvidia-smi", hw_file)
+    _clean_env(monkeypatch, PATH=str(fake_tools.bindir), **env)
+    return CliRunner().invoke(doctor.command, list(args))
+
+
+def test_doctor_json_on_a_bare_node_detects_and_checks(monkeypatch, fake_tools, tmp_path):
+    result = run_doctor(monkeypatch, fake_tools, TOOLS / "nvidia-smi" / "h200.csv", "--format", "json",
+                        KIMI_CACHE_DIR=str(tmp_path))
+    report = json.loads(result.output)
+    assert report["detection"]["hardware"] == "h200" and report["detection"]["count"] == 8
+    assert report["launch"]["hardware"] == "h200"  # KIMI_HARDWARE unset: auto
+    names = [c["check"] for c in report["checks"]]
+    assert names == ["hardware", "gpu_count", "vram", "shm", "platform", "amd_firmware", "cache"]
+    assert result.exit_code == (0 if report["ok"] else 1)
+
+
+def test_doctor_table_and_exit_1_with_one_gpu(monkeypatch, fake_tools, tmp_path):
+    one = tmp_path / "one.csv"
+    one.write_text((TOOLS / "nvidia-smi" / "h200.csv").read_text().splitlines()[0] + "\n")
+    result = run_doctor(monkeypatch, fake_tools, one, KIMI_HARDWARE="h200", KIMI_CACHE_DIR=str(tmp_path))
+    assert result.exit_code == 1
+    assert "detected: h200: 1 GPU(s) via nvidia-smi" in result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("gpu_count"))
+    assert "error" in row and "needs 8 GPU(s)" in row
+
+
+def test_doctor_reports_a_launch_that_cannot_be_built(monkeypatch, fake_tools):
+    result = run_doctor(monkeypatch, fake_tools, None, "--format", "json")
+    report = json.loads(result.output)
+    assert result.exit_code == 1 and report["checks"][0]["check"] == "launch"
+    assert "no supported GPU was detected" in report["checks"][0]["message"]
+    assert {p["source"]: p["saw"] for p in report["detection"]["probes"]}["nvidia-smi"] == "not installed"
+
+
+def test_doctor_passes_on_a_good_node(monkeypatch, fake_tools, tmp_path):
+    from entrypoint.node_facts import CacheFacts, NodeFacts
+
+    def good(launch, environ):
+        from entrypoint.detect import detect_node
+
+        det = detect_node(environ)
+        return NodeFacts(det, det.gpus, "amd64", 64 * 2**30, frozenset({"/dev/nvidiactl"}),
+                         cache=CacheFacts("/cache", True, "/cache", "xfs", 10**13, None))
+
+    monkeypatch.setattr("entrypoint.preflight.node_facts", good)
+    result = run_doctor(monkeypatch, fake_tools, TOOLS / "nvidia-smi" / "h200.csv", KIMI_HARDWARE="h200")
+    assert result.exit_code == 0, result.output
+
+
+# ---------------------------------------------------------------- healthcheck
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    status = 200
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(self.status if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def health_server():
+    servers = []
+
+    def start(status=200):
+        handler = type("H", (_Health,), {"status": status})
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server.server_address[1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_health(monkeypatch, **env):
+    _clean_env(monkeypatch, **env)
+    return CliRunner().invoke(healthcheck.command, ["--timeout", "2"])
+
+
+def test_healthy(monkeypatch, health_server):
+    port = health_server(200)
+    result = run_health(monkeypatch, KIMI_HARDWARE="h200", KIMI_PORT=str(port))
+    assert result.exit_code == 0 and result.output == f"healthy: single http://127.0.0.1:{port}/health: HTTP 200\n"
+
+
+def test_unhealthy_status(monkeypatch, health_server):
+    port = health_server(503)
+    result = run_health(monkeypatch, KIMI_HARDWARE="h200", KIMI_PORT=str(port))
+    assert result.exit_code == 1 and "HTTP 503" in result.output and len(result.output.splitlines()) == 1
+
+
+def test_nothing_listening(monkeypatch):
+    result = run_health(monkeypatch, KIMI_HARDWARE="h200", KIMI_PORT=str(_free_port()))
+    assert result.exit_code == 1 and result.output.startswith("unhealthy:")
+
+
+def test_router_role_uses_the_router_port(monkeypatch, health_server):
+    port = health_server(200)
+    result = run_health(monkeypatch, KIMI_HARDWARE="h200", KIMI_STRATEGY="pd_cluster", KIMI_ROLE="router",
+                        KIMI_ROUTER_PORT=str(port), KIMI_PREFILL_ADDRS="127.0.0.1", KIMI_DECODE_ADDRS="127.0.0.1",
+                        KIMI_IFACE="lo")
+    assert result.exit_code == 0 and f":{port}/health" in result.output and "router" in result.output
+
+
+def test_bad_settings_are_unhealthy_not_exit_2(monkeypatch):
+    result = run_health(monkeypatch, KIMI_HARDWARE="h20")
+    assert result.exit_code == 1 and result.output.startswith("unhealthy: cannot tell")
+
+
+# ---------------------------------------------------------------- the start itself
+
+
+def _serve(env):
+    return subprocess.run([sys.executable, "-m", "entrypoint"], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_start_fails_preflight_before_loading(fake_tools, tmp_path):
+    one = tmp_path / "one.csv"
+    one.write_text((TOOLS / "nvidia-smi" / "h200.csv").read_text().splitlines()[0] + "\n")
+    fake_tools.add("nvidia-smi", one)
+    fake_tools.add("vllm", "should not run", rc=99)
+    proc = _serve({**fake_tools.env, "HOME": str(tmp_path), "KIMI_HARDWARE": "auto", "KIMI_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 2
+    assert "preflight found" in proc.stderr and "needs 8 GPU(s)" in proc.stderr and "only 1 usable" in proc.stderr
+    assert "hardware h200 (KIMI_HARDWARE=auto)" in proc.stderr
+
+
+def test_start_with_warn_execs_with_the_cache_env(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    record = tmp_path / "record.json"
+    vllm = bindir / "vllm"
+    vllm.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    f"json.dump({{'argv': sys.argv, 'env': dict(os.environ)}}, open({str(record)!r}, 'w'))\n")
+    vllm.chmod(0o755)
+    env = {"PATH": str(bindir), "HOME": "/nonexistent", "KIMI_HARDWARE": "h200", "KIMI_PREFLIGHT": "warn",
+           "KIMI_CACHE_DIR": str(tmp_path / "cache"), "KIMI_LOG_FORMAT": "json", "HF_TOKEN": "hf_secretvalue9"}
+    (tmp_path / "cache").mkdir()
+    proc = _serve(env)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(record.read_text())["env"]
+    assert seen["HF_HOME"] == f"{tmp_path}/cache/huggingface" and seen["HOME"] == f"{tmp_path}/cache/home"
+    assert os.path.isdir(seen["HOME"]) and os.path.isdir(seen["VLLM_CACHE_ROOT"])
+    logs = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert {"hardware", "cache", "preflight.gpu_count"} <= {e["event"] for e in logs}
+    assert "hf_secretvalue9" not in proc.stderr
