@@ -105,18 +105,23 @@ class Targets(Strict):
         return tags
 
 
-def hardware_ids(path: Path = HARDWARE_FILE) -> Optional[set]:
-    """Hardware ids from recipes/hardware.yaml, or None when that file does not exist yet."""
+def hardware_entries(path: Path = HARDWARE_FILE) -> Optional[dict]:
+    """{hardware id: entry} from recipes/hardware.yaml, or None when that file does not exist."""
     if not path.exists():
         return None
     data = yaml.safe_load(path.read_text()) or {}
     if isinstance(data, dict) and "hardware" in data:
         data = data["hardware"]
     if isinstance(data, dict):
-        return set(map(str, data))
+        return {str(k): (v if isinstance(v, dict) else {}) for k, v in data.items()}
     if isinstance(data, list):
-        return {str(item.get("id")) for item in data if isinstance(item, dict) and item.get("id")}
+        return {str(i["id"]): i for i in data if isinstance(i, dict) and i.get("id")}
     return None
+
+
+def hardware_ids(path: Path = HARDWARE_FILE) -> Optional[set]:
+    entries = hardware_entries(path)
+    return None if entries is None else set(entries)
 
 
 class TargetsError(Exception):
@@ -129,13 +134,23 @@ def load(path: Path = TARGETS_FILE, hardware_file: Path = HARDWARE_FILE) -> Targ
         data = Targets.model_validate(raw)
     except (OSError, yaml.YAMLError, ValidationError) as exc:
         raise TargetsError(f"{path}: {exc}") from exc
-    known = hardware_ids(hardware_file)
-    if known is not None:
+    entries = hardware_entries(hardware_file)
+    if entries is not None:
+        known = set(entries)
         for name, t in data.targets.items():
             unknown = sorted(set(t.serves) - known)
             if unknown:
                 raise TargetsError(f"{path}: target {name} serves unknown hardware {unknown}; "
                                    f"{hardware_file.name} knows {sorted(known)}")
+            for hw in t.serves:  # both files must agree on which image serves which hardware
+                want = entries[hw].get("image_target")
+                if want is not None and want != name:
+                    raise TargetsError(f"{path}: target {name} serves {hw}, but {hardware_file.name} "
+                                       f"says {hw} is served by image target {want!r}")
+                arch = entries[hw].get("arch")
+                if arch is not None and arch != t.arch:
+                    raise TargetsError(f"{path}: target {name} is {t.arch}, but {hardware_file.name} "
+                                       f"says {hw} is {arch}")
     return data
 
 

@@ -62,6 +62,22 @@ def test_unknown_hardware_is_rejected_when_recipes_know_the_ids(tmp_path):
         targets.load()
 
 
+def test_image_target_and_arch_must_agree_with_hardware_data(tmp_path):
+    hw = tmp_path / "hardware.yaml"
+    entries = {h: {"image_target": n, "arch": t[1].split("/")[1]} for n, t in ISSUE_TABLE.items() for h in t[3]}
+    hw.write_text(yaml.safe_dump({"hardware": entries}))
+    targets.load(targets.TARGETS_FILE, hw)
+    entries["mi325x"]["image_target"] = "rocm-gfx950"
+    hw.write_text(yaml.safe_dump({"hardware": entries}))
+    with pytest.raises(targets.TargetsError, match="mi325x"):
+        targets.load(targets.TARGETS_FILE, hw)
+    entries["mi325x"]["image_target"] = "rocm-gfx942"
+    entries["gb200"]["arch"] = "amd64"
+    hw.write_text(yaml.safe_dump({"hardware": entries}))
+    with pytest.raises(targets.TargetsError, match="gb200"):
+        targets.load(targets.TARGETS_FILE, hw)
+
+
 def test_matrix_is_one_entry_per_target():
     out = json.loads(run_build_py("matrix").stdout)
     assert [e["target"] for e in out["include"]] == list(ISSUE_TABLE)
