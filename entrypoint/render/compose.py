@@ -12,8 +12,9 @@ from typing import Mapping
 
 from entrypoint.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.plan import Process
-from entrypoint.render.deployment import (HF_TOKEN, LOAD_SECONDS, MULTI_NODE, PD_CLUSTER, choices, container_env,
-                                          hardware, image, service_name, shape, with_defaults)
+from entrypoint.select import Selection
+from entrypoint.render.deployment import (HF_TOKEN, LOAD_SECONDS, choices, container_env,
+                                          hardware, image, service_name, with_defaults)
 from entrypoint.render.yamltext import dump
 
 FILE = "compose.yaml"
@@ -28,25 +29,23 @@ _NVIDIA_ACCESS = {"deploy": {"resources": {"reservations": {"devices": [
 def deployment_environ(environ: Mapping[str, str]) -> dict:
     """The rendering environment: the pools of a one-node PD cluster are reached on loopback."""
     _, sel = choices(environ)
+    _check_one_node(sel)
     if sel.prefill is None:
         return dict(environ)
-    return with_defaults(environ, {f"KIMI_{pool.role.upper()}_ADDRS": ",".join([LOOPBACK] * pool.node_count)
-                                   for pool in (sel.prefill, sel.decode)})
+    return with_defaults(environ, {f"KIMI_{pool.role.upper()}_ADDRS": LOOPBACK for pool in (sel.prefill, sel.decode)})
 
 
-def _check_one_node(launch) -> None:
-    way_out = "Render Kubernetes manifests instead: kimi-serve plan --format k8s."
-    if shape(launch) == MULTI_NODE:
-        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={launch.plan.strategy} with KIMI_NODES="
-                        f"{launch.plan.nodes} spans {launch.plan.nodes} nodes, but a Compose file runs on one node. "
+def _check_one_node(sel: Selection) -> None:
+    way_out = "render Kubernetes manifests instead: kimi-serve plan --format k8s."
+    if sel.is_multi_node:
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sel.strategy} with KIMI_NODES={sel.nodes} spans "
+                        f"{sel.nodes} nodes, but a Compose file runs on one node: " + way_out)
+    pools = (sel.prefill, sel.decode) if sel.prefill is not None else ()
+    if any(pool.nodes > 0 for pool in pools):
+        sizes = ", ".join(f"KIMI_{p.role.upper()}_NODES={p.nodes}" for p in pools)
+        raise KimiError(UNSUPPORTED_COMBINATION, f"This PD cluster ({sizes}) spans several nodes, but a Compose file "
+                        "runs on one node. Set KIMI_PREFILL_NODES=0 KIMI_DECODE_NODES=0 to share one node, or "
                         + way_out)
-    if shape(launch) == PD_CLUSTER:
-        pools = (launch.selection.prefill, launch.selection.decode)
-        if any(pool.nodes > 0 for pool in pools):
-            sizes = ", ".join(f"KIMI_{p.role.upper()}_NODES={p.nodes}" for p in pools)
-            raise KimiError(UNSUPPORTED_COMBINATION, f"This PD cluster ({sizes}) spans several nodes, but a Compose "
-                            "file runs on one node. Set KIMI_PREFILL_NODES=0 KIMI_DECODE_NODES=0 to share one node, "
-                            "or " + way_out[0].lower() + way_out[1:])
 
 
 def _service(launch, proc: Process) -> dict:
@@ -73,7 +72,7 @@ def _header(launch) -> str:
 
 
 def render(launch) -> dict:
-    _check_one_node(launch)
+    _check_one_node(launch.selection)
     services = {service_name(launch, p): _service(launch, p) for p in launch.plan.processes}
     doc = {"services": services, "volumes": {CACHE_VOLUME: {}}}
     return {FILE: _header(launch) + dump(doc)}

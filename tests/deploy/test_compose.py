@@ -1,0 +1,111 @@
+"""`kimi-serve plan --format compose`: the file validates (compose-spec.json, docker-compose
+config) and has one service per process with the brand's GPU access, IPC, cache and health."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+import yaml
+
+from entrypoint.errors import KimiError
+from entrypoint.render import compose
+from tests.conftest import IN_CI
+from tests.deploy.k8s_schema import ROOT
+from tests.deploy.shapes import COMPOSE, launch_for, render
+
+SPEC = ROOT.parent / "shared" / "reference" / "compose-spec.json"
+SECRET = "hf_do_not_render_me_123"
+
+
+def compose_doc(environ) -> dict:
+    return yaml.safe_load(render("compose", environ)[compose.FILE])
+
+
+@pytest.mark.parametrize("case", sorted(COMPOSE))
+def test_file_validates_against_the_compose_spec(case):
+    schema = json.loads(SPEC.read_text())
+    jsonschema.validate(compose_doc(COMPOSE[case]), schema, cls=jsonschema.Draft7Validator)
+
+
+@pytest.mark.parametrize("case", sorted(COMPOSE))
+def test_docker_compose_config_accepts_it(case, tmp_path):
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        if IN_CI:
+            pytest.fail("CI=true but docker-compose is missing (apt-get install docker-compose)")
+        pytest.skip("docker-compose is not installed")
+    (tmp_path / compose.FILE).write_text(render("compose", COMPOSE[case])[compose.FILE])
+    proc = subprocess.run([exe, "-f", str(tmp_path / compose.FILE), "config"], capture_output=True, text=True,
+                          env={**os.environ, "HF_TOKEN": SECRET}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    resolved = yaml.safe_load(proc.stdout)
+    launch = launch_for("compose", COMPOSE[case])
+    assert len(resolved["services"]) == len(launch.plan.processes)
+    for svc in resolved["services"].values():
+        assert svc["environment"]["HF_TOKEN"] == SECRET  # taken from the shell at `up`, never written
+
+
+@pytest.mark.parametrize("case", sorted(COMPOSE))
+def test_one_service_per_process(case):
+    environ = {**COMPOSE[case], "HF_TOKEN": SECRET}
+    text = render("compose", environ)[compose.FILE]
+    assert SECRET not in text
+    doc = yaml.safe_load(text)
+    launch = launch_for("compose", environ)
+    brand = launch.catalog.hardware[launch.plan.hardware].brand
+    name = environ.get("KIMI_NAME", "kimi-k2-5")
+    assert list(doc["volumes"]) == [compose.CACHE_VOLUME]
+    want = [name] if len(launch.plan.processes) == 1 else [f"{name}-{p.role}" for p in launch.plan.processes]
+    assert list(doc["services"]) == want
+    for proc, svc in zip(launch.plan.processes, doc["services"].values()):
+        assert svc["image"] == f"ghcr.io/kimi-serve/kimi-k2.5:{launch.catalog.hardware[launch.plan.hardware].image_target}"
+        assert "command" not in svc and "entrypoint" not in svc
+        env = svc["environment"]
+        assert env["HF_TOKEN"] is None and env["KIMI_HARDWARE"] == environ["KIMI_HARDWARE"]
+        assert env.get("KIMI_ROLE") == (None if proc.role == "single" else proc.role)
+        assert svc["network_mode"] == "host" and svc["restart"] == "unless-stopped"
+        health = svc["healthcheck"]
+        assert health["test"] == ["CMD", "kimi-serve", "healthcheck"] and health["start_period"] == "3600s"
+        if proc.role == "router":
+            assert svc["depends_on"] == want[:-1] and "deploy" not in svc and "devices" not in svc
+            continue
+        assert svc["ipc"] == "host" and svc["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"]
+        if brand == "nvidia":
+            assert svc["deploy"]["resources"]["reservations"]["devices"] == [
+                {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+        else:
+            assert svc["devices"] == ["/dev/kfd", "/dev/dri"] and svc["group_add"] == ["video"]
+            assert svc["security_opt"] == ["seccomp=unconfined"]
+
+
+def test_pd_pools_are_reached_on_loopback_unless_set():
+    doc = compose_doc(COMPOSE["pd-shared-b200"])
+    for svc in doc["services"].values():
+        assert svc["environment"]["KIMI_PREFILL_ADDRS"] == "127.0.0.1"
+        assert svc["environment"]["KIMI_DECODE_ADDRS"] == "127.0.0.1"
+    doc = compose_doc({**COMPOSE["pd-shared-b200"], "KIMI_PREFILL_ADDRS": "10.1.1.1", "KIMI_DECODE_ADDRS": "10.1.1.1"})
+    assert doc["services"]["kimi-k2-5-router"]["environment"]["KIMI_PREFILL_ADDRS"] == "10.1.1.1"
+
+
+@pytest.mark.parametrize("environ", [
+    {"KIMI_HARDWARE": "h100", "KIMI_NODES": "2"},
+    {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster"},
+], ids=["multi-node", "pd-own-nodes"])
+def test_several_nodes_are_not_a_compose_deployment(environ):
+    with pytest.raises(KimiError, match="--format k8s"):
+        render("compose", environ)
+
+
+def test_cli_multi_node_compose_exits_2_pointing_to_k8s():
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "KIMI_HARDWARE": "h100",
+           "KIMI_NODES": "2", "KIMI_HEAD_ADDR": "10.0.0.1", "KIMI_IFACE": "eth0"}
+    proc = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--format", "compose"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--format k8s" in proc.stderr and "Traceback" not in proc.stderr
