@@ -78,6 +78,7 @@ class Targets(Strict):
     registry: str
     source: str
     vllm_version: str
+    default_target: str
     label_prefix: str
     bases: Dict[str, Base]
     targets: Dict[str, Target]
@@ -92,6 +93,8 @@ class Targets(Strict):
 
     @model_validator(mode="after")
     def _refs(self):
+        if self.default_target not in self.targets:
+            raise ValueError(f"default_target {self.default_target!r} is not one of {sorted(self.targets)}")
         for name, t in self.targets.items():
             if t.base not in self.bases:
                 raise ValueError(f"target {name}: base {t.base!r} is not one of {sorted(self.bases)}")

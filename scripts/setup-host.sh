@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install what building and testing the images needs on a Debian machine (as root) and register
+# arm64 emulation: docker.io, qemu-user-static, binfmt-support, debootstrap, docker-registry.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+need=()
+for cmd in dockerd:docker.io qemu-aarch64-static:qemu-user-static update-binfmts:binfmt-support \
+           debootstrap:debootstrap docker-registry:docker-registry curl:curl git:git; do
+  command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd##*:}")
+done
+if ((${#need[@]})); then
+  echo "setup-host: apt-get install ${need[*]}"
+  apt-get update -qq </dev/null
+  apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/null
+fi
+if [[ ! -e /proc/sys/fs/binfmt_misc/status ]]; then
+  mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc || echo "setup-host: warning: cannot mount binfmt_misc" >&2
+fi
+update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+[[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]] || echo "setup-host: warning: qemu-aarch64 not registered; arm64 targets will not build" >&2
