@@ -66,7 +66,7 @@ def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> Check:
     if proc.local_gpus == 0:
         return Check("gpu_count", "skipped", f"the {proc.role} uses no GPU")
     seen = visible_gpus(facts.all_gpus, _exec_env(proc, environ))
-    need = f"this {proc.role} needs {proc.local_gpus} GPU(s) on its node ({_parallel_sizes(proc)})"
+    need = f"the {proc.role} process needs {proc.local_gpus} GPU(s) on its node ({_parallel_sizes(proc)})"
     if len(seen) >= proc.local_gpus:
         return Check("gpu_count", "ok", f"{need}; {len(seen)} visible")
     found = f"{len(facts.all_gpus)} found on the node" + (

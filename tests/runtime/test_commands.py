@@ -161,6 +161,7 @@ def test_bad_settings_are_unhealthy_not_exit_2(monkeypatch):
 
 
 def _serve(env):
+    env = {**env, **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
     return subprocess.run([sys.executable, "-m", "entrypoint"], env=env, capture_output=True, text=True, timeout=60)
 
 

@@ -166,3 +166,14 @@ def test_sysfs_ignores_cpu_nodes_and_broken_nodes(tmp_path):
     broken.mkdir()
     probe = probe_sysfs(str(tmp_path))
     assert len(probe.gpus) == 1 and "ignored 1" in probe.saw
+
+
+def test_recorded_doctor_on_the_h200_machine():
+    """kimi-serve doctor --format json as it ran on the device machine (tests/fixtures/h200/README.md)."""
+    import json
+
+    report = json.loads((FIXTURES / "h200" / "rec" / "doctor.json").read_text())
+    assert report["detection"]["hardware"] == "h200" and report["detection"]["count"] == 1
+    gpu_count = next(c for c in report["checks"] if c["check"] == "gpu_count")
+    assert gpu_count["status"] == "error" and "needs 8 GPU(s)" in gpu_count["message"]
+    assert report["ok"] is False

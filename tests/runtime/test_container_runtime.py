@@ -1,0 +1,114 @@
+"""The runtime in a real container built from the stand-in base (Docker engine needed; slow):
+signal delivery and exit code, an arbitrary non-root UID, preflight, doctor and healthcheck."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.conftest import read_standin_record
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+TARGET = "h200"  # an amd64 target with a single-node default launch
+NO_PREFLIGHT = {"KIMI_PREFLIGHT": "off"}  # the stand-in node has no GPU
+
+
+@pytest.fixture(scope="module")
+def image(built_images):
+    r = built_images.get(TARGET)
+    assert r and r["ok"], f"{TARGET} did not build: {(r or {}).get('error')}\n{built_images['_stderr'][-3000:]}"
+    return r["image_id"]
+
+
+def _start(client, image, args=None, **kw):
+    return client.containers.run(image, args or [], detach=True, network_mode="none", **kw)
+
+
+def _record(container, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        container.reload()
+        record = read_standin_record(container.logs().decode())
+        if record or container.status == "exited":
+            return record
+        time.sleep(0.5)
+    return None
+
+
+def _finish(container, timeout=120):
+    code = container.wait(timeout=timeout)["StatusCode"]
+    out = container.logs(stdout=True, stderr=False).decode()
+    err = container.logs(stdout=False, stderr=True).decode()
+    container.remove(force=True)
+    return code, out, err
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_signal_reaches_vllm_directly_and_its_exit_code_is_the_containers(docker_client, image, signal_name):
+    c = _start(docker_client, image, environment=NO_PREFLIGHT)
+    try:
+        record = _record(c)
+        assert record and record["pid"] == 1, c.logs().decode()[-2000:]
+        code, cmdline = c.exec_run(["cat", "/proc/1/cmdline"])
+        assert b"vllm" in cmdline and b"kimi-serve" not in cmdline  # exec'd: no wrapper left behind
+        c.kill(signal=signal_name)
+        code = c.wait(timeout=30)["StatusCode"]
+        assert code == 0 and "KIMI-STANDIN-SIGTERM" in c.logs().decode()  # the stand-in's own exit code
+    finally:
+        c.remove(force=True)
+
+
+def test_preflight_stops_a_gpu_less_start_with_a_clear_message(docker_client, image):
+    code, _, err = _finish(_start(docker_client, image))
+    assert code == 2 and "preflight found" in err, err[-3000:]
+    assert "gpu_count" in err and "no NVIDIA device" in err and "KIMI_PREFLIGHT=warn" in err
+    assert "KIMI-STANDIN-RECORD" not in err
+
+
+@pytest.mark.parametrize("home", [None, "/"])
+def test_arbitrary_non_root_uid_gets_writable_home_and_caches(docker_client, image, home):
+    env = {"KIMI_PREFLIGHT": "warn", "KIMI_LOG_FORMAT": "json", **({"HOME": home} if home else {})}
+    c = _start(docker_client, image, environment=env, user="1000370000:0")
+    try:
+        record = _record(c)
+        assert record and record["uid"] == 1000370000, c.logs().decode()[-2000:]
+        seen = record["env"]
+        assert (seen["HF_HOME"], seen["VLLM_CACHE_ROOT"]) == ("/cache/huggingface", "/cache/vllm")
+        expected_home = "/cache/home" if home == "/" else "/home/kimi"
+        assert seen["HOME"] == expected_home
+        code, _ = c.exec_run(["sh", "-c", f"test -w {expected_home} && test -d /cache/huggingface"],
+                             user="1000370000:0")
+        assert code == 0
+        logs = [json.loads(line) for line in c.logs(stdout=False, stderr=True).decode().splitlines()
+                if line.startswith("{")]
+        assert {"hardware", "cache", "preflight.gpu_count", "preflight.cache"} <= {e["event"] for e in logs}
+    finally:
+        c.remove(force=True)
+
+
+def test_doctor_in_the_container(docker_client, image):
+    code, out, err = _finish(_start(docker_client, image, ["doctor", "--format", "json"]))
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False, err
+    assert report["detection"]["count"] == 0 and report["launch"]["hardware"] == TARGET
+    status = {c["check"]: c["status"] for c in report["checks"]}
+    assert status["platform"] == "error" and status["gpu_count"] == "error"
+
+
+def test_healthcheck_against_the_standin_health(docker_client, image):
+    c = _start(docker_client, image, environment=NO_PREFLIGHT)
+    try:
+        assert _record(c), c.logs().decode()[-2000:]
+        deadline, code, out = time.monotonic() + 30, None, b""
+        while time.monotonic() < deadline:
+            code, out = c.exec_run(["kimi-serve", "healthcheck"])
+            if code == 0:
+                break
+            time.sleep(0.5)
+        assert code == 0 and out.decode() == "healthy: single http://127.0.0.1:8000/health: HTTP 200\n", out
+        code, out = c.exec_run(["kimi-serve", "healthcheck"], environment={"KIMI_PORT": "8999"})
+        assert code == 1 and out.decode().startswith("unhealthy: single http://127.0.0.1:8999/health")
+    finally:
+        c.remove(force=True)
