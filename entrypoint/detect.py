@@ -428,11 +428,13 @@ def parse_rocm_smi_fw(text: str) -> List[int]:
 
 def mec_firmware(environ: Mapping[str, str], root: str = "/") -> Tuple[List[int], str]:
     """(MEC firmware version of each AMD GPU, where it was read); [] when unreadable."""
-    cards = sorted(Path(root, "sys/class/drm").glob("card*/device/fw_version/mec_fw_version"))
-    values = [_number(int(t, 16) if t.lower().startswith("0x") else t) for t in (_read(c) or "" for c in cards)
-              if re.fullmatch(r"(0x[0-9a-fA-F]+|\d+)", t)]
+    values = []
+    for path in sorted(Path(root, "sys/class/drm").glob("card*/device/fw_version/mec_fw_version")):
+        text = (_read(path) or "").lower()
+        if re.fullmatch(r"0x[0-9a-f]+|\d+", text):
+            values.append(int(text, 0) if text.startswith("0x") else int(text))
     if values:
-        return [int(v) for v in values], "sysfs mec_fw_version"
+        return values, "sysfs mec_fw_version"
     out, why = _run_tool("rocm-smi", ("--showfw", "--json"), environ)
     if out is None:
         return [], f"rocm-smi --showfw: {why}"

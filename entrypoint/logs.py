@@ -14,18 +14,12 @@ from typing import Mapping, Optional, TextIO
 
 from entrypoint.mask import is_secret_name, mask_env, mask_text
 
-LEVELS = ("info", "warning", "error")
-
-
 @dataclass(frozen=True)
 class Entry:
     event: str  # hardware | cluster | preflight.<check> | cache | launch
     message: str
-    level: str = "info"
+    level: str = "info"  # info | warning
     fields: dict = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        return self.message if self.level == "info" else f"{self.level}: {self.message}"
 
 
 class StartLog:

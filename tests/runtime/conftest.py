@@ -3,7 +3,6 @@ NodeFacts built by hand. Nothing here needs a GPU or a network beyond 127.0.0.1.
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
