@@ -1,6 +1,6 @@
 """Validation of rendered Kubernetes objects, strict about unknown keys.
 
-- LeaderWorkerSet (and DisaggregatedSet) objects: jsonschema over the CRD's openAPIV3Schema from
+- LeaderWorkerSet objects: jsonschema over the CRD's openAPIV3Schema from
   ../shared/reference/k8s/, with `additionalProperties: false` added wherever the schema lists
   properties (the API server would prune unknown keys silently; we want them to fail); the pod
   templates inside are also checked as core objects.
@@ -19,10 +19,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT.parent / "shared" / "reference" / "k8s"
-CRDS = {"LeaderWorkerSet": "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
-        "DisaggregatedSet": "disaggregatedset.x-k8s.io_disaggregatedsets.yaml"}
-CORE = {"Deployment": "V1Deployment", "StatefulSet": "V1StatefulSet", "Service": "V1Service",
-        "PersistentVolumeClaim": "V1PersistentVolumeClaim", "Secret": "V1Secret"}
+CRDS = {"LeaderWorkerSet": "leaderworkerset.x-k8s.io_leaderworkersets.yaml"}
+CORE = {"Deployment": "V1Deployment", "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim"}
 
 
 def _strict(schema):
@@ -54,14 +52,12 @@ def _roundtrip(obj: dict, model: str) -> None:
     assert back == obj, f"{model}: keys or values the Kubernetes models do not know:\n{obj}\n!=\n{back}"
 
 
-def _pod_templates(obj: dict):
-    lwt = obj["spec"].get("leaderWorkerTemplate")
-    if lwt:
-        yield from (lwt[k] for k in ("leaderTemplate", "workerTemplate") if k in lwt)
-        for claim in lwt.get("volumeClaimTemplates", []):
-            _roundtrip(claim, "V1PersistentVolumeClaim")
-    for role in obj["spec"].get("roles", []):
-        yield from _pod_templates({"spec": role.get("spec", role)})
+def _lws_parts(obj: dict):
+    """(part, model) of the core objects a LeaderWorkerSet embeds."""
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    yield obj["metadata"], "V1ObjectMeta"
+    yield from ((lwt[k], "V1PodTemplateSpec") for k in ("leaderTemplate", "workerTemplate") if k in lwt)
+    yield from ((claim, "V1PersistentVolumeClaim") for claim in lwt.get("volumeClaimTemplates", []))
 
 
 def validate(obj: dict) -> None:
@@ -70,11 +66,8 @@ def validate(obj: dict) -> None:
         api_version, schema = crd_schema(kind)
         assert obj["apiVersion"] == api_version
         jsonschema.validate(obj, schema, cls=jsonschema.Draft7Validator)
-        _roundtrip(obj["metadata"], "V1ObjectMeta")
-        templates = list(_pod_templates(obj))
-        assert templates, f"{kind} without pod templates"
-        for template in templates:
-            _roundtrip(template, "V1PodTemplateSpec")
+        for part, model in _lws_parts(obj):
+            _roundtrip(part, model)
         return
     assert kind in CORE, f"no validation for kind {kind}"
     _roundtrip(obj, CORE[kind])
