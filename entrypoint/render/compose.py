@@ -12,10 +12,10 @@ from typing import Mapping
 
 from entrypoint.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.plan import Process
-from entrypoint.select import Selection
-from entrypoint.render.deployment import (HF_TOKEN, LOAD_SECONDS, choices, container_env,
-                                          hardware, image, service_name, with_defaults)
+from entrypoint.render.deployment import (HF_TOKEN, LOAD_SECONDS, choices, container_env, hardware, image,
+                                          service_name, with_defaults)
 from entrypoint.render.yamltext import dump
+from entrypoint.select import Selection
 
 FILE = "compose.yaml"
 CACHE_VOLUME = "cache"

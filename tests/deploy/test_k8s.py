@@ -177,3 +177,11 @@ def test_cli_writes_the_manifests(tmp_path):
     assert proc.returncode == 0, proc.stderr
     written = (tmp_path / k8s.FILE).read_text()
     assert written == k8s.render(k8s_launch({"KIMI_HARDWARE": "h200"}))[k8s.FILE]
+
+
+@pytest.mark.parametrize("fmt", ["k8s", "compose"])
+def test_secrets_in_extra_args_are_refused(fmt):
+    environ = {"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": f"--max-model-len 8192 --api-key {SECRET}"}
+    with pytest.raises(KimiError, match="VLLM_API_KEY"):
+        documents(fmt, environ)
+    assert documents(fmt, {**environ, "KIMI_EXTRA_ARGS": "--max-model-len 8192"})
