@@ -185,3 +185,11 @@ def test_secrets_in_extra_args_are_refused(fmt):
     with pytest.raises(KimiError, match="VLLM_API_KEY"):
         documents(fmt, environ)
     assert documents(fmt, {**environ, "KIMI_EXTRA_ARGS": "--max-model-len 8192"})
+
+
+def test_settings_from_a_config_file_are_passed_one_by_one(tmp_path):
+    config = tmp_path / "kimi.toml"
+    config.write_text('features = "-spec_decoding"\n')
+    (dep,) = _by_kind(documents("k8s", {"KIMI_HARDWARE": "h200", "KIMI_CONFIG": str(config)}), "Deployment")
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KIMI_FEATURES"] == "-spec_decoding" and "KIMI_CONFIG" not in env
