@@ -85,9 +85,9 @@ def settings_env(launch) -> dict:
     file) plus the resolved choices that make every container resolve the same plan."""
     s, sel = launch.settings, launch.selection
     if mask_argv(s.vllm_user_args()) != list(s.vllm_user_args()):
-        raise KimiError(INVALID_VALUE, "KIMI_EXTRA_ARGS carries a secret (--api-key, --hf-token, ...), which a rendered "
-                        "file would write down. Remove it, and give the API key to vLLM as VLLM_API_KEY from a "
-                        "secret store (a Kubernetes Secret, the shell that runs Compose).")
+        raise KimiError(INVALID_VALUE, "KIMI_EXTRA_ARGS carries a secret (--api-key, --hf-token, ...), which a "
+                        "rendered file would write down. Remove it, and give the API key to vLLM as VLLM_API_KEY "
+                        "from a secret store (a Kubernetes Secret, the shell that runs Compose).")
     pinned = {"hardware": sel.hardware, "strategy": sel.strategy}
     if shape(launch) == MULTI_NODE:
         pinned["nodes"] = sel.nodes

@@ -69,7 +69,8 @@ def _cache_claim_spec() -> dict:
 
 def _deployment(launch, proc: Process, cache_claim=None) -> dict:
     labels = _labels(launch, proc.role)
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(launch, service_name(launch, proc), proc.role),
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": _meta(launch, service_name(launch, proc), proc.role),
             "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": labels},
                      "template": {"metadata": {"labels": labels}, "spec": pod_spec(launch, proc, cache_claim)}}}
 

@@ -39,7 +39,7 @@ def _env(launch, proc: Process) -> list:
         "name": hf_token_secret(launch), "key": HF_TOKEN, "optional": True}}}]
 
 
-def _probes(proc: Process) -> dict:
+def _probes() -> dict:
     get = {"httpGet": {"path": HEALTH_PATH, "port": "http"}, "timeoutSeconds": 10}
     return {
         "startupProbe": {**get, "periodSeconds": _PERIOD, "failureThreshold": LOAD_SECONDS // _PERIOD},
@@ -54,7 +54,7 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     container = {"name": CONTAINER, "image": image(launch), "env": _env(launch, proc)}
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
-        container.update(_probes(proc))
+        container.update(_probes())
     spec = {"enableServiceLinks": False, "containers": [container]}
     if proc.role == "router":
         return spec

@@ -64,7 +64,8 @@ def test_one_service_per_process(case):
     want = [name] if len(launch.plan.processes) == 1 else [f"{name}-{p.role}" for p in launch.plan.processes]
     assert list(doc["services"]) == want
     for proc, svc in zip(launch.plan.processes, doc["services"].values()):
-        assert svc["image"] == f"ghcr.io/kimi-serve/kimi-k2.5:{launch.catalog.hardware[launch.plan.hardware].image_target}"
+        target = launch.catalog.hardware[launch.plan.hardware].image_target
+        assert svc["image"] == f"ghcr.io/kimi-serve/kimi-k2.5:{target}"
         assert "command" not in svc and "entrypoint" not in svc
         env = svc["environment"]
         assert env["HF_TOKEN"] is None and env["KIMI_HARDWARE"] == environ["KIMI_HARDWARE"]

@@ -97,7 +97,8 @@ def test_pd_cluster_on_one_node_comes_up(built_images, docker_client, tmp_path):
         pools = [argv[i + 1] for i, a in enumerate(argv) if a in ("--prefill", "--decode")]
         assert pools == ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
         for url in pools:
-            reach = router.exec_run(["python3", "-c", f"import urllib.request as u; print(u.urlopen('{url}/health').status)"])
+            probe = f"import urllib.request as u; print(u.urlopen('{url}/health').status)"
+            reach = router.exec_run(["python3", "-c", probe])
             assert reach.exit_code == 0 and reach.output.strip() == b"200", reach.output
     finally:
         down = subprocess.run([*cmd, "down", "-v", "--timeout", "30"], capture_output=True, text=True, timeout=300)
@@ -105,5 +106,6 @@ def test_pd_cluster_on_one_node_comes_up(built_images, docker_client, tmp_path):
     assert _containers(docker_client, project) == {}
     deaths = docker_client.events(since=since, until=int(time.time()) + 1, decode=True,
                                   filters={"label": f"com.docker.compose.project={project}", "event": "die"})
-    codes = {e["Actor"]["Attributes"]["com.docker.compose.service"]: e["Actor"]["Attributes"]["exitCode"] for e in deaths}
+    codes = {e["Actor"]["Attributes"]["com.docker.compose.service"]: e["Actor"]["Attributes"]["exitCode"]
+             for e in deaths}
     assert codes == {service: "0" for service in doc["services"]}  # SIGTERM reached each process
