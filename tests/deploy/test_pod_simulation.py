@@ -16,7 +16,7 @@ from entrypoint.render import k8s
 from tests.deploy.shapes import K8S, documents
 
 NAMESPACE = "serving"
-CASES = sorted(c for c in K8S if not c.startswith("single"))
+CASES = sorted(K8S)
 
 
 def _kimi(args, env):
