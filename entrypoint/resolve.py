@@ -8,7 +8,7 @@ resolved placeholders) are marked where they happen.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from entrypoint import errors as E
 from entrypoint.args import Tagged, dedupe, flag_value, gpus_needed, int_flag, substitute, tag

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 from entrypoint.errors import INVALID_VALUE, KimiError, unknown_value
 

@@ -76,6 +76,9 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
     if batch:
         _run_batch(batch)
         return
+    if fmt in FILE_RENDERERS:
+        _render_files(fmt, output)
+        return
     launch = load_launch()
     if fmt == "json":
         click.echo(json.dumps(_plan_json(launch), indent=2))
@@ -85,6 +88,14 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
         sel = launch.selection
         click.echo(render_plan(launch.plan, [f"Kimi-K2.5 on {sel.hardware}: variant {sel.variant}, strategy "
                                              f"{sel.strategy}, features {','.join(sel.features) or 'none'}"]))
-    else:
-        module = importlib.import_module(FILE_RENDERERS[fmt])
-        _write_files(module.render(launch), output)
+
+
+def _render_files(fmt: str, output: Optional[str]) -> None:
+    """A deployment is built from the rendering environment plus the addresses it gives its own
+    containers (pod DNS names, loopback); never from this machine's network (no cluster wiring)."""
+    import os
+
+    from entrypoint.app import build
+
+    module = importlib.import_module(FILE_RENDERERS[fmt])
+    _write_files(module.render(build(module.deployment_environ(os.environ))), output)

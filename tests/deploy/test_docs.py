@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.deploy.k8s_schema import ROOT
-from tests.deploy.shapes import render, renderer
+from tests.deploy.shapes import render
 
 DOC = ROOT / "docs" / "deploy.md"
 
@@ -39,17 +39,8 @@ def test_documented_command_renders(fmt, env):
     assert render(fmt, env)
 
 
-def _needs_addresses(fmt, env) -> bool:
-    return renderer(fmt).deployment_environ(env) != env
-
-
 @pytest.mark.parametrize("fmt,env", COMMANDS)
-def test_documented_command_runs_through_the_cli(fmt, env, tmp_path, request):
-    if _needs_addresses(fmt, env):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "entrypoint/cli/plan.py must build a file renderer's launch with app.build(render.<fmt>."
-            "deployment_environ(os.environ)), which adds the addresses the deployment gives itself, and not "
-            "through cluster.wire (the rendering machine's interface is not the pods')")))
+def test_documented_command_runs_through_the_cli(fmt, env, tmp_path):
     base = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
     proc = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--format", fmt, "--output", str(tmp_path)],
                           env={**base, **env}, capture_output=True, text=True, timeout=60)
