@@ -21,7 +21,9 @@ Fixtures (all session-scoped, so the expensive ones run once per pytest session)
 - ``local_registry``: an open registry (docker-registry package) on ``127.0.0.1:<free port>``
   started with ``scripts/registry.sh`` and stopped at the end; value ``"127.0.0.1:PORT"``.
 
-Helpers: ``read_standin_record(text)``, ``run_build_py(*args)``.
+Helpers: ``read_standin_record(text)``, ``run_build_py(*args)``, and ``NO_GPU_ENV``: settings to
+add to ``docker run`` of the default launch on this GPU-less machine (preflight warns instead of
+stopping the start).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEST_REGISTRY = "kimi-test.local/kimi"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 RECORD_PREFIX = "KIMI-STANDIN-RECORD "
+NO_GPU_ENV = {"KIMI_PREFLIGHT": "warn"}
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

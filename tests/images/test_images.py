@@ -6,7 +6,7 @@ import time
 import pytest
 
 from buildsys import targets
-from tests.conftest import TEST_REGISTRY, read_standin_record
+from tests.conftest import NO_GPU_ENV, TEST_REGISTRY, read_standin_record
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 DATA = targets.load()
@@ -41,6 +41,7 @@ def test_launch_matches_plan_and_sigterm_reaches_vllm(built_images, docker_clien
     env = DATA.targets[target].smoke_env
     plan_out = docker_client.containers.run(image, ["plan", "--format", "json"], network_mode="none",
                                             platform=platform, remove=True, environment=env)
+    env = {**NO_GPU_ENV, **env}
     plan = json.loads(plan_out)
     c = docker_client.containers.run(image, detach=True, network_mode="none", platform=platform,
                                      stop_signal="SIGTERM", environment=env)
@@ -79,7 +80,8 @@ def test_launch_matches_plan_and_sigterm_reaches_vllm(built_images, docker_clien
 def test_any_uid_can_run_the_default_launch(built_images, docker_client):
     target = next(n for n, t in DATA.targets.items() if not t.smoke_env and t.arch == "amd64")
     image = image_of(built_images, target)
-    c = docker_client.containers.run(image, detach=True, network_mode="none", user="31337:31337")
+    c = docker_client.containers.run(image, detach=True, network_mode="none", user="31337:31337",
+                                     environment=NO_GPU_ENV)
     try:
         deadline = time.monotonic() + 60
         record = None
@@ -112,19 +114,20 @@ def test_healthcheck_command_sees_vllm_health(built_images, docker_client):
     image = image_of(built_images, target)
     hc = docker_client.images.get(image).attrs["Config"]["Healthcheck"]["Test"]
     assert hc[0] == "CMD"
-    c = docker_client.containers.run(image, detach=True, network_mode="none")
+    c = docker_client.containers.run(image, detach=True, network_mode="none", environment=NO_GPU_ENV)
     try:
         deadline = time.monotonic() + 60
         while read_standin_record(c.logs().decode()) is None and time.monotonic() < deadline:
             time.sleep(0.5)
-        code = None
-        while time.monotonic() < deadline:
+        assert read_standin_record(c.logs().decode()), c.logs().decode()[-2000:]
+        code, out = None, b""
+        while time.monotonic() < deadline + 30:
             code, out = c.exec_run(hc[1:])
             if code == 0:
                 break
             time.sleep(1)
         assert code == 0, out
-        code, _ = c.exec_run(hc[1:], environment={"KIMI_PORT": "8999"})
+        code, _ = c.exec_run(hc[1:], environment={**NO_GPU_ENV, "KIMI_PORT": "8999"})
         assert code != 0, "healthcheck must fail when nothing answers on KIMI_PORT"
     finally:
         c.remove(force=True)
