@@ -11,7 +11,8 @@ trap 'scripts/docker-engine.sh stop || true' EXIT
 scripts/docker-engine.sh start
 python3 -m pip install -q -e . docker </dev/null
 target="${1:-$(python3 -c 'from buildsys import targets; print(targets.load().default_target)')}"
-read -r -a overrides <<<"$(python3 build.py standins)"
+arch="$(python3 -c 'import sys; from buildsys import targets; print(targets.load().targets[sys.argv[1]].arch)' "$target")"
+read -r -a overrides <<<"$(python3 build.py standins --arch "$arch")"
 python3 build.py build "$target" --smoke --registry kimi.local "${overrides[@]}"
 image="kimi.local/$(python3 -c 'from buildsys import targets; print(targets.load().image)'):$target"
 echo "== the launch $image makes (kimi-serve print):"

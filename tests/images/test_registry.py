@@ -18,7 +18,14 @@ MANIFEST = "application/vnd.docker.distribution.manifest.v2+json, application/vn
 PUSHED = sorted({t.platform: n for n, t in reversed(list(DATA.targets.items()))}.values())
 
 
-def test_push_tags_labels_digests(built_images, standin_overrides, local_registry, tmp_path):
+def _untag(client, tag):
+    try:
+        client.images.remove(tag, noprune=True)
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+
+
+def test_push_tags_labels_digests(built_images, docker_client, standin_overrides, local_registry, tmp_path):
     registry = f"{local_registry}/kimi"
     out = tmp_path / "push.json"
     proc = run_build_py("build", *PUSHED, "--push", "--registry", registry, *standin_overrides, "--json-out", str(out))
@@ -38,6 +45,8 @@ def test_push_tags_labels_digests(built_images, standin_overrides, local_registr
         assert digests == {results[name]["digest"]}, "every tag names the digest build.py reported"
         manifest = http.get(f"/v2/kimi/{DATA.image}/manifests/{results[name]['digest']}", headers={"Accept": MANIFEST}).json()
         config = http.get(f"/v2/kimi/{DATA.image}/blobs/{manifest['config']['digest']}").json()
+        for tag in results[name]["tags"]:  # leave no registry tags behind in the engine
+            _untag(docker_client, tag)
         assert config["architecture"] == t.arch
         labels = config["config"]["Labels"]
         assert labels[f"{DATA.label_prefix}.target"] == name
@@ -62,6 +71,7 @@ def test_lock_resolves_tags_through_the_registry(docker_client, standin_images, 
         r = httpx.head(f"http://{local_registry}/v2/{repo.split('/', 1)[1]}/manifests/{base.tag}",
                        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
         expected[kind] = r.headers["Docker-Content-Digest"]
+        _untag(docker_client, f"{repo}:{base.tag}")
     path.write_text(raw.replace("docker.io/", f"{local_registry}/"))
     proc = run_build_py("--targets-file", str(path), "lock")
     assert json.loads(proc.stdout) == expected
