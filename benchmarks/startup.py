@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`kimi-serve print` wall time against its floors (run by hand; not a test).
 
-    python benchmarks/startup.py [--runs 15]
+    python benchmarks/startup.py [--runs 15]                  # this checkout
+    python benchmarks/startup.py [--runs 15] --image IMAGE    # inside a built image, arbitrary UID
 
 Each command runs --runs times, interleaved (so machine noise hits all alike); median wall time
 of each, and the ratios:
@@ -13,10 +14,11 @@ of each, and the ratios:
                                                         loaded as the entrypoint loads them (pydantic
                                                         loads its model machinery with the first
                                                         model class)
-- `python -m entrypoint print` (KIMI_HARDWARE=h200)     the real command
-The package is byte-compiled first (as the image does at build), since PYTHONDONTWRITEBYTECODE
-would otherwise make every run recompile it. Targets (issue #2): print <= 1.3 x the dependency
-floor, and < 200 ms.
+- `kimi-serve print` (KIMI_HARDWARE=h200)               the real command
+In a checkout the package is byte-compiled first (the image does it at build), since
+PYTHONDONTWRITEBYTECODE would otherwise make every run recompile it. In an image everything runs
+as the image's `python3 -I` with /opt/kimi/lib first, under an arbitrary UID (which cannot write
+.pyc files). Targets (issue #2): print <= 1.3 x the dependency floor, and < 200 ms.
 """
 
 from __future__ import annotations
@@ -28,13 +30,21 @@ import subprocess
 import sys
 import time
 
-COMMANDS = {
-    "python -c pass": [sys.executable, "-c", "pass"],
-    "import top-level": [sys.executable, "-c", "import pydantic, yaml, click"],
-    "import deps": [sys.executable, "-c",
-                    "import yaml, click\nfrom pydantic import BaseModel\nclass M(BaseModel):\n    x: int = 0"],
-    "kimi-serve print": [sys.executable, "-m", "entrypoint", "print"],
-}
+FLOOR = "import yaml, click\nfrom pydantic import BaseModel\nclass M(BaseModel):\n    x: int = 0"
+
+
+def commands(inside_image: bool) -> dict:
+    if inside_image:
+        py = ["python3", "-I", "-c"]
+        lib = "import sys; sys.path.insert(0, '/opt/kimi/lib')\n"
+        return {"python -c pass": py + ["pass"],
+                "import top-level": py + [lib + "import pydantic, yaml, click"],
+                "import deps": py + [lib + FLOOR],
+                "kimi-serve print": ["kimi-serve", "print"]}
+    return {"python -c pass": [sys.executable, "-c", "pass"],
+            "import top-level": [sys.executable, "-c", "import pydantic, yaml, click"],
+            "import deps": [sys.executable, "-c", FLOOR],
+            "kimi-serve print": [sys.executable, "-m", "entrypoint", "print"]}
 
 
 def once(argv) -> float:
@@ -44,19 +54,18 @@ def once(argv) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=15)
-    runs = parser.parse_args().runs
-    import compileall
-    from pathlib import Path
+def measure(runs: int, inside_image: bool) -> None:
+    cmds = commands(inside_image)
+    if not inside_image:
+        import compileall
+        from pathlib import Path
 
-    compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "entrypoint"), quiet=1)
-    samples = {name: [] for name in COMMANDS}
-    for argv in COMMANDS.values():  # warm the page cache and .pyc files
+        compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "entrypoint"), quiet=1)
+    samples = {name: [] for name in cmds}
+    for argv in cmds.values():  # warm the page cache
         once(argv)
     for _ in range(runs):
-        for name, argv in COMMANDS.items():
+        for name, argv in cmds.items():
             samples[name].append(once(argv))
     med = {name: statistics.median(values) * 1000 for name, values in samples.items()}
     for name, ms in med.items():
@@ -66,6 +75,21 @@ def main() -> None:
     print(f"print / dependency floor = {ratio:.2f} (target <= 1.30)")
     print(f"print / bare python      = {med['kimi-serve print'] / med['python -c pass']:.2f}")
     print(f"print under 200 ms: {'yes' if med['kimi-serve print'] < 200 else 'no'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--image", help="measure inside this built image (docker run, --network none)")
+    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.image:
+        with open(__file__, "rb") as script:
+            subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", "--user", "12345",
+                            "--entrypoint", "python3", opts.image, "-", "--runs", str(opts.runs), "--inside"],
+                           stdin=script, check=True)
+        return
+    measure(opts.runs, opts.inside)
 
 
 if __name__ == "__main__":
