@@ -6,7 +6,6 @@ import json
 import subprocess
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, List, Optional
 
 import docker

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from buildsys import context, targets
-from tests.conftest import ROOT, run_build_py
+from tests.conftest import run_build_py
 
 ISSUE_TABLE = {  # the issue's table: target -> (base kind, platform, default hardware, serves)
     "h100": ("cuda", "linux/amd64", "h100", ["h100"]),
