@@ -6,7 +6,7 @@
   emulation. Cached by a hash of (requirements, platform, python).
 - code/: the entrypoint package and its data (pyproject's [tool.setuptools] packages,
   package-dir and package-data), plus a minimal dist-info.
-- kimi-serve, kimi-serve.py, Dockerfile: from images/.
+- kimi-serve (the launcher), Dockerfile: from images/.
 All files get a fixed mtime, so unchanged inputs hit the build cache.
 """
 
@@ -30,7 +30,7 @@ PIP_PLATFORMS = {
     "linux/amd64": ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"],
     "linux/arm64": ["manylinux2014_aarch64", "manylinux_2_17_aarch64", "manylinux_2_28_aarch64"],
 }
-IMAGE_FILES = ("Dockerfile", "kimi-serve", "kimi-serve.py")
+IMAGE_FILES = ("Dockerfile", "kimi-serve")
 
 
 def pyproject() -> dict:
