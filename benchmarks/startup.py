@@ -7,13 +7,13 @@
 Each command runs --runs times, interleaved (so machine noise hits all alike); median wall time
 of each, and the ratios:
 - `python -c pass`                                      the interpreter alone
-- `python -c 'import pydantic, yaml, click'`            the packages' top-level imports (pydantic's
-                                                        is lazy: it loads almost nothing)
+- `python -c 'import pydantic, yaml, click'`            the dependency-import floor (issue #2)
 - `python -c 'import yaml, click; from pydantic import BaseModel; class M(BaseModel): ...'`
-                                                        the dependency-import floor: the packages
-                                                        loaded as the entrypoint loads them (pydantic
-                                                        loads its model machinery with the first
-                                                        model class)
+                                                        the dependencies with pydantic's model
+                                                        machinery, which it loads only with the first
+                                                        model class (what validating the recipe data
+                                                        costs; a start with unchanged data reads the
+                                                        validated-catalog cache and skips it)
 - `kimi-serve print` (KIMI_HARDWARE=h200)               the real command
 In a checkout the package is byte-compiled first (the image does it at build), since
 PYTHONDONTWRITEBYTECODE would otherwise make every run recompile it. In an image everything runs
@@ -38,12 +38,12 @@ def commands(inside_image: bool) -> dict:
         py = ["python3", "-I", "-c"]
         lib = "import sys; sys.path.insert(0, '/opt/kimi/lib')\n"
         return {"python -c pass": py + ["pass"],
-                "import top-level": py + [lib + "import pydantic, yaml, click"],
-                "import deps": py + [lib + FLOOR],
+                "import deps": py + [lib + "import pydantic, yaml, click"],
+                "import models": py + [lib + FLOOR],
                 "kimi-serve print": ["kimi-serve", "print"]}
     return {"python -c pass": [sys.executable, "-c", "pass"],
-            "import top-level": [sys.executable, "-c", "import pydantic, yaml, click"],
-            "import deps": [sys.executable, "-c", FLOOR],
+            "import deps": [sys.executable, "-c", "import pydantic, yaml, click"],
+            "import models": [sys.executable, "-c", FLOOR],
             "kimi-serve print": [sys.executable, "-m", "entrypoint", "print"]}
 
 
@@ -73,6 +73,7 @@ def measure(runs: int, inside_image: bool) -> None:
               f"max {max(samples[name]) * 1000:.1f}, runs {runs})")
     ratio = med["kimi-serve print"] / med["import deps"]
     print(f"print / dependency floor = {ratio:.2f} (target <= 1.30)")
+    print(f"print / deps with models = {med['kimi-serve print'] / med['import models']:.2f}")
     print(f"print / bare python      = {med['kimi-serve print'] / med['python -c pass']:.2f}")
     print(f"print under 200 ms: {'yes' if med['kimi-serve print'] < 200 else 'no'}")
 

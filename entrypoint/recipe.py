@@ -1,270 +1,33 @@
-"""Pydantic models of the recipe data (recipes/*.yaml) and the loader.
+"""Load the recipe data (recipes/*.yaml), validated by the models of `entrypoint.recipe_schema`.
 
-Every model rejects unknown keys; `Catalog` checks that every feature, variant, strategy and
-hardware id named anywhere exists. Nothing here decides a launch: that is `resolve.py`.
+What callers get is a read-only record tree of the validated data (`entrypoint.record.Record`,
+with the fields of the schema's models; maps stay dicts, lists stay lists):
+`catalog.recipe`, `catalog.hardware[id]`, `catalog.strategies[id]`.
+
+Validation gives the same result for the same bytes, so its result is kept: a cache keyed by a
+digest of every data file and of the schema's source. A start whose data is unchanged reads the
+cache and imports neither pydantic nor yaml; any change to the data or the schema validates
+again. The image fills the cache beside its data at build time (`python -m entrypoint.recipe`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, List, Literal, Optional, Union
+from typing import List, Optional
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from entrypoint.record import Record
 
-try:  # the C loader is several times faster; fall back where libyaml is missing
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _Loader
-
-Args = List[str]
-Env = Dict[str, str]
+Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
+_SCHEMA_SOURCES = (Path(__file__), Path(__file__).with_name("recipe_schema.py"),
+                   Path(__file__).with_name("record.py"))
 
 
-class Strict(BaseModel):
-    # defer_build: a validator is built only when data is validated, not when the class is
-    # defined, so a start-up that reads the validated-catalog cache never pays for it.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-
-# ---------------------------------------------------------------- hardware
-
-
-class Detect(Strict):
-    names: List[str]  # substrings of the product name reported by the driver tools
-    memory_gb: float  # nominal memory of one GPU
-
-
-class Hardware(Strict):
-    brand: Literal["nvidia", "amd"]
-    generation: str  # hopper | blackwell | amd
-    display_name: str
-    description: str = ""
-    gpu_count: int = Field(gt=0)
-    vram_gb: float = Field(gt=0)  # the whole node
-    arch: Literal["amd64", "arm64"]
-    image_target: str  # the project image target that serves it (images/targets.yaml)
-    gfx: Optional[str] = None  # AMD gfx target
-    multi_node_nvlink: bool = False
-    detect: Detect
-
-    @property
-    def gpu_vram_gb(self) -> float:
-        return self.vram_gb / self.gpu_count
-
-    @model_validator(mode="after")
-    def _amd_has_gfx(self):
-        if self.brand == "amd" and not self.gfx:
-            raise ValueError("AMD hardware needs its gfx target (gfx)")
-        return self
-
-
-class HardwareFile(Strict):
-    hardware: Dict[str, Hardware]
-
-
-# ---------------------------------------------------------------- strategies
-
-
-class Role(Strict):
-    vllm_args: Args = []
-    env: Env = {}
-
-
-class Router(Strict):
-    program: str
-    policy: str
-    args: Args = []
-
-
-class Strategy(Strict):
-    name: str
-    deploy_type: Literal["single_node", "multi_node", "pd_cluster"]
-    display_name: str
-    description: str = ""
-    vllm_args: Args = []
-    parallel_flag: str = "--tensor-parallel-size"
-    parallelism: Optional[Literal["tp_pp", "tp_dp"]] = None
-    uses_expert_parallel: bool = False
-    tp_from_variant: bool = False
-    env: Env = {}
-    roles: Dict[Literal["prefill", "decode"], Role] = {}
-    router: Optional[Router] = None
-    multi_node_nvlink_env: List[str] = []
-
-    @model_validator(mode="after")
-    def _pd_has_roles(self):
-        if self.deploy_type == "pd_cluster" and (set(self.roles) != {"prefill", "decode"} or not self.router):
-            raise ValueError("a pd_cluster strategy needs prefill and decode roles and a router")
-        return self
-
-
-# ---------------------------------------------------------------- recipe
-
-
-class ArgsOverride(Strict):
-    extra_args: Args = []
-    extra_env: Env = {}
-
-
-class FeatureOverride(Strict):
-    args: Args = []
-    env: Env = {}
-
-
-class Feature(Strict):
-    description: str
-    args: Args = []
-    env: Env = {}
-    # keyed by hw id > generation > brand > `default`; replaces args (and env when given)
-    hardware_overrides: Dict[str, FeatureOverride] = {}
-    conflicts_with: List[str] = []
-
-
-TpSetting = Union[int, Dict[str, int]]  # a number, or a map keyed by hw id > generation > brand > default
-
-
-class Variant(Strict):
-    model_id: Optional[str] = None
-    precision: str
-    vram_minimum_gb: float = Field(gt=0)
-    description: str = ""
-    supported_hardware: Optional[List[str]] = None
-    supported_generations: Optional[List[str]] = None
-    tp: Optional[TpSetting] = None
-    extra_args: Args = []
-    extra_env: Env = {}
-    hardware_overrides: Dict[str, ArgsOverride] = {}  # keyed by hw id (step 2) or generation (step 5)
-
-
-class PoolDefaults(Strict):
-    nodes: int = Field(1, ge=0)
-    parallelism: Literal["tp", "tep", "dep"] = "dep"
-    tp: Optional[int] = Field(None, gt=0)
-    extra_args: Args = []
-    vllm_args: Args = []
-    env: Env = {}
-    hardware_overrides: Dict[str, ArgsOverride] = {}
-
-
-class StrategyOverride(Strict):
-    tp: Optional[int] = Field(None, gt=0)
-    extra_args: Args = []
-    vllm_args: Args = []
-    env: Env = {}
-    extra_env: Env = {}
-    hardware_overrides: Dict[str, ArgsOverride] = {}
-    prefill: Optional[PoolDefaults] = None
-    decode: Optional[PoolDefaults] = None
-
-
-class RequiredArg(Strict):
-    min: Optional[float] = None
-
-
-class Profile(Strict):
-    description: str
-    hardware: List[str]
-    variants: List[str]
-    strategies: List[str]
-    forbidden_args: List[str] = []
-    args: Args = []
-    env: Env = {}
-    env_when_tp_below: Dict[int, Env] = {}
-    required_args: Dict[str, RequiredArg] = {}
-
-
-class ModelInfo(Strict):
-    model_id: str
-    min_vllm_version: str
-    context_length: int
-    base_args: Args = []
-    base_env: Env = {}
-
-
-class Recipe(Strict):
-    id: str
-    title: str
-    provider: str
-    model: ModelInfo
-    hardware: List[str]
-    features: Dict[str, Feature]
-    opt_in_features: List[str] = []
-    hardware_opt_in_features: Dict[str, List[str]] = {}
-    variants: Dict[str, Variant]
-    compatible_strategies: List[str]
-    hardware_overrides: Dict[str, ArgsOverride] = {}
-    strategy_overrides: Dict[str, StrategyOverride] = {}
-    profiles: Dict[str, Profile] = {}
-
-    def default_features(self, hw: str) -> tuple:
-        skip = set(self.opt_in_features) | set(self.hardware_opt_in_features.get(hw, []))
-        return tuple(f for f in self.features if f not in skip)
-
-
-# ---------------------------------------------------------------- catalog
-
-
-class Catalog(Strict):
-    """The recipe, the hardware profiles and the strategies, cross-checked."""
-
-    recipe: Recipe
-    hardware: Dict[str, Hardware]
-    strategies: Dict[str, Strategy]
-
-    @model_validator(mode="after")
-    def _references_exist(self):
-        r = self.recipe
-        problems: List[str] = []
-
-        def need(kind: str, names, known, where: str):
-            for name in names:
-                if name not in known:
-                    problems.append(f"{where} names {kind} '{name}', which does not exist")
-
-        generations = {h.generation for h in self.hardware.values()} | {"nvidia"}
-        need("hardware", r.hardware, self.hardware, "recipe.hardware")
-        need("strategy", r.compatible_strategies, self.strategies, "recipe.compatible_strategies")
-        need("strategy", r.strategy_overrides, self.strategies, "recipe.strategy_overrides")
-        need("feature", r.opt_in_features, r.features, "recipe.opt_in_features")
-        need("hardware", r.hardware_opt_in_features, self.hardware, "recipe.hardware_opt_in_features")
-        for hw, feats in r.hardware_opt_in_features.items():
-            need("feature", feats, r.features, f"recipe.hardware_opt_in_features.{hw}")
-        need("generation", r.hardware_overrides, generations, "recipe.hardware_overrides")
-        for fid, feat in r.features.items():
-            need("feature", feat.conflicts_with, r.features, f"feature {fid}.conflicts_with")
-            need("hardware, generation or brand", feat.hardware_overrides,
-                 set(self.hardware) | generations | {"amd", "default"}, f"feature {fid}.hardware_overrides")
-        for vid, var in r.variants.items():
-            need("hardware", var.supported_hardware or [], self.hardware, f"variant {vid}.supported_hardware")
-            need("generation", var.supported_generations or [], generations, f"variant {vid}.supported_generations")
-            need("hardware or generation", var.hardware_overrides, set(self.hardware) | generations,
-                 f"variant {vid}.hardware_overrides")
-            if isinstance(var.tp, dict):
-                keys = set(self.hardware) | generations | {"amd", "default"}
-                need("hardware, generation or brand", var.tp, keys, f"variant {vid}.tp")
-        for sid, so in r.strategy_overrides.items():
-            need("hardware or generation", so.hardware_overrides, set(self.hardware) | generations,
-                 f"strategy_overrides.{sid}.hardware_overrides")
-            for role in ("prefill", "decode"):
-                pool = getattr(so, role)
-                if pool is not None:
-                    need("hardware", pool.hardware_overrides, self.hardware,
-                         f"strategy_overrides.{sid}.{role}.hardware_overrides")
-        for pid, prof in r.profiles.items():
-            need("hardware", prof.hardware, self.hardware, f"profile {pid}.hardware")
-            need("variant", prof.variants, r.variants, f"profile {pid}.variants")
-            need("strategy", prof.strategies, self.strategies, f"profile {pid}.strategies")
-        if "default" not in r.variants:
-            problems.append("recipe.variants needs a 'default' variant")
-        for name, strat in self.strategies.items():
-            if strat.name != name:
-                problems.append(f"strategy file {name}.yaml declares name '{strat.name}'")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+class RecipeDataError(Exception):
+    """The recipe data itself is broken (a defect of the image, not of the user's settings)."""
 
 
 def default_recipes_dir() -> Path:
@@ -279,46 +42,37 @@ def default_recipes_dir() -> Path:
     return here / "recipes_data"
 
 
-def _read_yaml(path: Path):
-    with open(path, "rb") as fh:
-        return yaml.load(fh, Loader=_Loader)
-
-
-class RecipeDataError(Exception):
-    """The recipe data itself is broken (a defect of the image, not of the user's settings)."""
-
-
 def _data_files(directory: Path) -> List[Path]:
     return [directory / "kimi-k2.5.yaml", directory / "hardware.yaml",
             *sorted((directory / "strategies").glob("*.yaml"))]
 
 
-def _validate(directory: Path) -> Catalog:
+def _validate(directory: Path) -> Record:
+    import yaml
+    from pydantic import ValidationError
+
+    from entrypoint import recipe_schema as schema
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where libyaml is there
+
+    def read(path: Path):
+        with open(path, "rb") as fh:
+            return yaml.load(fh, Loader=loader)
+
     try:
-        strategies = {
-            p.stem: _read_yaml(p) for p in sorted((directory / "strategies").glob("*.yaml"))
-        }
-        return Catalog(
-            recipe=_read_yaml(directory / "kimi-k2.5.yaml"),
-            hardware=HardwareFile(**_read_yaml(directory / "hardware.yaml")).hardware,
-            strategies=strategies,
+        catalog = schema.Catalog(
+            recipe=read(directory / "kimi-k2.5.yaml"),
+            hardware=schema.HardwareFile(**read(directory / "hardware.yaml")).hardware,
+            strategies={p.stem: read(p) for p in sorted((directory / "strategies").glob("*.yaml"))},
         )
     except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
         raise RecipeDataError(f"recipe data in {directory} is invalid: {exc}") from exc
-
-
-# ---------------------------------------------------------------- validated-catalog cache
-# Validation is the same for the same bytes: the validated Catalog is kept, keyed by a digest of
-# every data file, this module's source and the pydantic version, and reused on the next start.
-# The image fills the cache beside its data at build time (`python -m entrypoint.recipe`).
+    return schema.freeze(catalog)
 
 
 def _digest(directory: Path) -> str:
-    import hashlib
-    import pydantic
-
-    h = hashlib.sha256(pydantic.VERSION.encode())
-    for path in [Path(__file__), *_data_files(directory)]:
+    h = hashlib.sha256()
+    for path in [*_SCHEMA_SOURCES, *_data_files(directory)]:
         h.update(path.name.encode() + b"\0")
         h.update(path.read_bytes())
     return h.hexdigest()[:24]
@@ -329,9 +83,7 @@ def _cache_dirs(directory: Path) -> List[Path]:
     return [directory / ".validated", Path(home) / "kimi-serve"]
 
 
-def load_catalog_from(directory: Path, use_cache: bool = True) -> Catalog:
-    import pickle
-
+def load_catalog_from(directory: Path, use_cache: bool = True) -> Record:
     if not use_cache:
         return _validate(directory)
     try:
@@ -342,9 +94,9 @@ def load_catalog_from(directory: Path, use_cache: bool = True) -> Catalog:
         try:
             with open(cache / name, "rb") as fh:
                 found = pickle.load(fh)
-            if isinstance(found, Catalog):
+            if isinstance(found, Record):
                 return found
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
             continue
     catalog = _validate(directory)
     for cache in _cache_dirs(directory):
@@ -360,12 +112,23 @@ def load_catalog_from(directory: Path, use_cache: bool = True) -> Catalog:
 
 
 @lru_cache(maxsize=4)
-def _load_cached(directory: str) -> Catalog:
+def _load_cached(directory: str) -> Record:
     return load_catalog_from(Path(directory))
 
 
-def load_catalog(directory: Optional[Path] = None) -> Catalog:
+def load_catalog(directory: Optional[Path] = None) -> Record:
     return _load_cached(str(directory or default_recipes_dir()))
+
+
+def gpu_vram_gb(hw: Record) -> float:
+    """Memory of one GPU of a hardware profile."""
+    return hw.vram_gb / hw.gpu_count
+
+
+def default_features(recipe: Record, hw: str) -> tuple:
+    """Every feature in declaration order, less the opt-in ones (everywhere, and on this hardware)."""
+    skip = set(recipe.opt_in_features) | set(recipe.hardware_opt_in_features.get(hw, []))
+    return tuple(f for f in recipe.features if f not in skip)
 
 
 if __name__ == "__main__":  # validate the data and fill the cache beside it (run at image build)

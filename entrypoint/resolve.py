@@ -14,7 +14,8 @@ from entrypoint import errors as E
 from entrypoint.args import Tagged, dedupe, flag_value, gpus_needed, int_flag, substitute, tag
 from entrypoint.errors import KimiError
 from entrypoint.plan import Plan, Pool, Process
-from entrypoint.recipe import Catalog, Hardware
+from entrypoint.recipe import Catalog, gpu_vram_gb
+from entrypoint.record import Record
 from entrypoint.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
@@ -26,7 +27,7 @@ class _Ctx:
     def __init__(self, sel: Selection, cat: Catalog):
         self.sel, self.cat = sel, cat
         self.recipe = cat.recipe
-        self.hw: Hardware = cat.hardware[sel.hardware]
+        self.hw: Record = cat.hardware[sel.hardware]
         self.variant = self.recipe.variants[sel.variant]
         self.strategy = cat.strategies[sel.strategy]
         self.override = self.recipe.strategy_overrides.get(sel.strategy)
@@ -154,7 +155,7 @@ def _single_node_size(ctx: _Ctx) -> int:
     so_tp = ctx.override.tp if ctx.override else None
     if so_tp is not None:
         return so_tp
-    return 1 if var.vram_minimum_gb <= hw.gpu_vram_gb else hw.gpu_count
+    return 1 if var.vram_minimum_gb <= gpu_vram_gb(hw) else hw.gpu_count
 
 
 def _multi_node_flags(ctx: _Ctx, rank: int) -> List[str]:
@@ -342,7 +343,7 @@ def _pd_processes(ctx: _Ctx) -> List[Process]:
 
 
 def _pools(ctx: _Ctx) -> List[Pool]:
-    per_gpu = ctx.hw.gpu_vram_gb
+    per_gpu = gpu_vram_gb(ctx.hw)
     if ctx.strategy.deploy_type == "pd_cluster":
         out = []
         for pool in (ctx.sel.prefill, ctx.sel.decode):

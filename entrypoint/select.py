@@ -10,7 +10,7 @@ from typing import Mapping, Optional
 
 from entrypoint import errors as E
 from entrypoint.errors import KimiError, unknown_value
-from entrypoint.recipe import Catalog
+from entrypoint.recipe import Catalog, default_features
 from entrypoint.settings import Settings
 
 # Placeholders the recipe data uses, and the setting that fills each one.
@@ -147,7 +147,7 @@ def parse_features(spec: Optional[str], defaults: tuple, known) -> tuple:
 
 def _valid_features(settings: Settings, catalog: Catalog, hw: str) -> tuple:
     recipe = catalog.recipe
-    chosen = parse_features(settings.features, recipe.default_features(hw), recipe.features)
+    chosen = parse_features(settings.features, default_features(recipe, hw), recipe.features)
     for fid in chosen:
         for other in recipe.features[fid].conflicts_with:
             if other in chosen:

@@ -21,11 +21,13 @@ def _variant_cell(catalog, hw_id: str, vid: str) -> str:
 
 
 def catalog_summary(catalog) -> dict:
+    from entrypoint.recipe import default_features
+
     r = catalog.recipe
     return {
         "hardware": {h: {"name": catalog.hardware[h].display_name, "brand": catalog.hardware[h].brand,
                          "gpus": catalog.hardware[h].gpu_count, "vram_gb": catalog.hardware[h].vram_gb,
-                         "arch": catalog.hardware[h].arch, "default_features": list(r.default_features(h)),
+                         "arch": catalog.hardware[h].arch, "default_features": list(default_features(r, h)),
                          "variants": {v: _variant_cell(catalog, h, v) for v in r.variants}}
                      for h in r.hardware},
         "variants": {v: {"model": var.model_id or r.model.model_id, "precision": var.precision,

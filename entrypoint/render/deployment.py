@@ -14,7 +14,8 @@ from typing import Mapping, Tuple
 from entrypoint.errors import INVALID_VALUE, KimiError
 from entrypoint.mask import mask_argv
 from entrypoint.plan import Process
-from entrypoint.recipe import Hardware, load_catalog
+from entrypoint.recipe import load_catalog
+from entrypoint.record import Record as Hardware
 from entrypoint.select import Selection, select
 from entrypoint.settings import BY_NAME, FIELDS, Settings, read_settings
 

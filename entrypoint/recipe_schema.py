@@ -1,0 +1,262 @@
+"""Pydantic models of the recipe data (recipes/*.yaml): the schema the data is validated against.
+
+Every model rejects unknown keys; `Catalog` checks that every feature, variant, strategy and
+hardware id named anywhere exists. `entrypoint.recipe` loads the data, validates it with these
+models and hands out read-only records of the result; nothing here decides a launch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from entrypoint.record import Record
+
+Args = List[str]
+Env = Dict[str, str]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------- hardware
+
+
+class Detect(Strict):
+    names: List[str]  # substrings of the product name reported by the driver tools
+    memory_gb: float  # nominal memory of one GPU
+
+
+class Hardware(Strict):
+    brand: Literal["nvidia", "amd"]
+    generation: str  # hopper | blackwell | amd
+    display_name: str
+    description: str = ""
+    gpu_count: int = Field(gt=0)
+    vram_gb: float = Field(gt=0)  # the whole node
+    arch: Literal["amd64", "arm64"]
+    image_target: str  # the project image target that serves it (images/targets.yaml)
+    gfx: Optional[str] = None  # AMD gfx target
+    multi_node_nvlink: bool = False
+    detect: Detect
+
+    @model_validator(mode="after")
+    def _amd_has_gfx(self):
+        if self.brand == "amd" and not self.gfx:
+            raise ValueError("AMD hardware needs its gfx target (gfx)")
+        return self
+
+
+class HardwareFile(Strict):
+    hardware: Dict[str, Hardware]
+
+
+# ---------------------------------------------------------------- strategies
+
+
+class Role(Strict):
+    vllm_args: Args = []
+    env: Env = {}
+
+
+class Router(Strict):
+    program: str
+    policy: str
+    args: Args = []
+
+
+class Strategy(Strict):
+    name: str
+    deploy_type: Literal["single_node", "multi_node", "pd_cluster"]
+    display_name: str
+    description: str = ""
+    vllm_args: Args = []
+    parallel_flag: str = "--tensor-parallel-size"
+    parallelism: Optional[Literal["tp_pp", "tp_dp"]] = None
+    uses_expert_parallel: bool = False
+    tp_from_variant: bool = False
+    env: Env = {}
+    roles: Dict[Literal["prefill", "decode"], Role] = {}
+    router: Optional[Router] = None
+    multi_node_nvlink_env: List[str] = []
+
+    @model_validator(mode="after")
+    def _pd_has_roles(self):
+        if self.deploy_type == "pd_cluster" and (set(self.roles) != {"prefill", "decode"} or not self.router):
+            raise ValueError("a pd_cluster strategy needs prefill and decode roles and a router")
+        return self
+
+
+# ---------------------------------------------------------------- recipe
+
+
+class ArgsOverride(Strict):
+    extra_args: Args = []
+    extra_env: Env = {}
+
+
+class FeatureOverride(Strict):
+    args: Args = []
+    env: Env = {}
+
+
+class Feature(Strict):
+    description: str
+    args: Args = []
+    env: Env = {}
+    # keyed by hw id > generation > brand > `default`; replaces args (and env when given)
+    hardware_overrides: Dict[str, FeatureOverride] = {}
+    conflicts_with: List[str] = []
+
+
+TpSetting = Union[int, Dict[str, int]]  # a number, or a map keyed by hw id > generation > brand > default
+
+
+class Variant(Strict):
+    model_id: Optional[str] = None
+    precision: str
+    vram_minimum_gb: float = Field(gt=0)
+    description: str = ""
+    supported_hardware: Optional[List[str]] = None
+    supported_generations: Optional[List[str]] = None
+    tp: Optional[TpSetting] = None
+    extra_args: Args = []
+    extra_env: Env = {}
+    hardware_overrides: Dict[str, ArgsOverride] = {}  # keyed by hw id (step 2) or generation (step 5)
+
+
+class PoolDefaults(Strict):
+    nodes: int = Field(1, ge=0)
+    parallelism: Literal["tp", "tep", "dep"] = "dep"
+    tp: Optional[int] = Field(None, gt=0)
+    extra_args: Args = []
+    vllm_args: Args = []
+    env: Env = {}
+    hardware_overrides: Dict[str, ArgsOverride] = {}
+
+
+class StrategyOverride(Strict):
+    tp: Optional[int] = Field(None, gt=0)
+    extra_args: Args = []
+    vllm_args: Args = []
+    env: Env = {}
+    extra_env: Env = {}
+    hardware_overrides: Dict[str, ArgsOverride] = {}
+    prefill: Optional[PoolDefaults] = None
+    decode: Optional[PoolDefaults] = None
+
+
+class RequiredArg(Strict):
+    min: Optional[float] = None
+
+
+class Profile(Strict):
+    description: str
+    hardware: List[str]
+    variants: List[str]
+    strategies: List[str]
+    forbidden_args: List[str] = []
+    args: Args = []
+    env: Env = {}
+    env_when_tp_below: Dict[int, Env] = {}
+    required_args: Dict[str, RequiredArg] = {}
+
+
+class ModelInfo(Strict):
+    model_id: str
+    min_vllm_version: str
+    context_length: int
+    base_args: Args = []
+    base_env: Env = {}
+
+
+class Recipe(Strict):
+    id: str
+    title: str
+    provider: str
+    model: ModelInfo
+    hardware: List[str]
+    features: Dict[str, Feature]
+    opt_in_features: List[str] = []
+    hardware_opt_in_features: Dict[str, List[str]] = {}
+    variants: Dict[str, Variant]
+    compatible_strategies: List[str]
+    hardware_overrides: Dict[str, ArgsOverride] = {}
+    strategy_overrides: Dict[str, StrategyOverride] = {}
+    profiles: Dict[str, Profile] = {}
+
+
+# ---------------------------------------------------------------- catalog
+
+
+class Catalog(Strict):
+    """The recipe, the hardware profiles and the strategies, cross-checked."""
+
+    recipe: Recipe
+    hardware: Dict[str, Hardware]
+    strategies: Dict[str, Strategy]
+
+    @model_validator(mode="after")
+    def _references_exist(self):
+        r = self.recipe
+        problems: List[str] = []
+
+        def need(kind: str, names, known, where: str):
+            for name in names:
+                if name not in known:
+                    problems.append(f"{where} names {kind} '{name}', which does not exist")
+
+        generations = {h.generation for h in self.hardware.values()} | {"nvidia"}
+        need("hardware", r.hardware, self.hardware, "recipe.hardware")
+        need("strategy", r.compatible_strategies, self.strategies, "recipe.compatible_strategies")
+        need("strategy", r.strategy_overrides, self.strategies, "recipe.strategy_overrides")
+        need("feature", r.opt_in_features, r.features, "recipe.opt_in_features")
+        need("hardware", r.hardware_opt_in_features, self.hardware, "recipe.hardware_opt_in_features")
+        for hw, feats in r.hardware_opt_in_features.items():
+            need("feature", feats, r.features, f"recipe.hardware_opt_in_features.{hw}")
+        need("generation", r.hardware_overrides, generations, "recipe.hardware_overrides")
+        for fid, feat in r.features.items():
+            need("feature", feat.conflicts_with, r.features, f"feature {fid}.conflicts_with")
+            need("hardware, generation or brand", feat.hardware_overrides,
+                 set(self.hardware) | generations | {"amd", "default"}, f"feature {fid}.hardware_overrides")
+        for vid, var in r.variants.items():
+            need("hardware", var.supported_hardware or [], self.hardware, f"variant {vid}.supported_hardware")
+            need("generation", var.supported_generations or [], generations, f"variant {vid}.supported_generations")
+            need("hardware or generation", var.hardware_overrides, set(self.hardware) | generations,
+                 f"variant {vid}.hardware_overrides")
+            if isinstance(var.tp, dict):
+                keys = set(self.hardware) | generations | {"amd", "default"}
+                need("hardware, generation or brand", var.tp, keys, f"variant {vid}.tp")
+        for sid, so in r.strategy_overrides.items():
+            need("hardware or generation", so.hardware_overrides, set(self.hardware) | generations,
+                 f"strategy_overrides.{sid}.hardware_overrides")
+            for role in ("prefill", "decode"):
+                pool = getattr(so, role)
+                if pool is not None:
+                    need("hardware", pool.hardware_overrides, self.hardware,
+                         f"strategy_overrides.{sid}.{role}.hardware_overrides")
+        for pid, prof in r.profiles.items():
+            need("hardware", prof.hardware, self.hardware, f"profile {pid}.hardware")
+            need("variant", prof.variants, r.variants, f"profile {pid}.variants")
+            need("strategy", prof.strategies, self.strategies, f"profile {pid}.strategies")
+        if "default" not in r.variants:
+            problems.append("recipe.variants needs a 'default' variant")
+        for name, strat in self.strategies.items():
+            if strat.name != name:
+                problems.append(f"strategy file {name}.yaml declares name '{strat.name}'")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def freeze(value: Any) -> Any:
+    """The validated models as read-only records (dicts and lists stay dicts and lists)."""
+    if isinstance(value, BaseModel):
+        return Record(type(value).__name__, {name: freeze(getattr(value, name)) for name in type(value).model_fields})
+    if isinstance(value, dict):
+        return {key: freeze(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [freeze(item) for item in value]
+    return value
