@@ -16,7 +16,7 @@ from entrypoint.errors import KimiError
 from entrypoint.plan import Plan, Pool, Process
 from entrypoint.recipe import Catalog, gpu_vram_gb
 from entrypoint.record import Record
-from entrypoint.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection
+from entrypoint.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
 
@@ -367,9 +367,7 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
             continue
         nodes_needed = math.ceil(need / hw.vram_gb)
         fitting = [v for v, var in ctx.recipe.variants.items()
-                   if var.vram_minimum_gb <= pool.vram_gb and (var.supported_hardware is None or sel.hardware in
-                                                                var.supported_hardware)
-                   and (var.supported_generations is None or hw.generation in var.supported_generations)]
+                   if var.vram_minimum_gb <= pool.vram_gb and not variant_unsupported(ctx.cat, v, sel.hardware)]
         where = (f"the {pool.name} pool's {pool.gpus} x {sel.hardware} GPUs" if pool.name != "deployment" else
                  f"{pool.gpus} x {sel.hardware} GPUs")
         ways = []

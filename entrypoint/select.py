@@ -91,20 +91,27 @@ def _valid_hardware(settings: Settings, catalog: Catalog, detected: Optional[str
     return hw
 
 
-def _valid_variant(settings: Settings, catalog: Catalog, hw: str) -> str:
+def variant_unsupported(catalog: Catalog, vid: str, hw: str) -> Optional[str]:
+    """Why variant `vid` cannot run on hardware `hw` (a message with a way out), or None."""
     recipe, hardware = catalog.recipe, catalog.hardware[hw]
-    vid = settings.variant or "default"
-    if vid not in recipe.variants:
-        raise unknown_value("KIMI_VARIANT", vid, recipe.variants)
     var = recipe.variants[vid]
     if var.supported_hardware is not None and hw not in var.supported_hardware:
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_VARIANT={vid} ({var.precision}) runs only on "
-                        f"{', '.join(var.supported_hardware)}, not on {hw}. Use KIMI_VARIANT=default on {hw}.")
+        return (f"KIMI_VARIANT={vid} ({var.precision}) runs only on {', '.join(var.supported_hardware)}, "
+                f"not on {hw}. Use KIMI_VARIANT=default on {hw}.")
     if var.supported_generations is not None and hardware.generation not in var.supported_generations:
         fits = [h for h in recipe.hardware if catalog.hardware[h].generation in var.supported_generations]
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_VARIANT={vid} ({var.precision}) needs "
-                        f"{' or '.join(var.supported_generations)} GPUs ({', '.join(fits)}); {hw} is "
-                        f"{hardware.generation}. Use KIMI_VARIANT=default on {hw}.")
+        return (f"KIMI_VARIANT={vid} ({var.precision}) needs {' or '.join(var.supported_generations)} GPUs "
+                f"({', '.join(fits)}); {hw} is {hardware.generation}. Use KIMI_VARIANT=default on {hw}.")
+    return None
+
+
+def _valid_variant(settings: Settings, catalog: Catalog, hw: str) -> str:
+    vid = settings.variant or "default"
+    if vid not in catalog.recipe.variants:
+        raise unknown_value("KIMI_VARIANT", vid, catalog.recipe.variants)
+    reason = variant_unsupported(catalog, vid, hw)
+    if reason:
+        raise KimiError(E.UNSUPPORTED_COMBINATION, reason)
     return vid
 
 

@@ -11,11 +11,11 @@ from entrypoint.cli._context import guarded
 
 
 def _variant_cell(catalog, hw_id: str, vid: str) -> str:
+    from entrypoint.select import variant_unsupported
+
+    if variant_unsupported(catalog, vid, hw_id):
+        return "-"
     hw, var = catalog.hardware[hw_id], catalog.recipe.variants[vid]
-    if var.supported_hardware is not None and hw_id not in var.supported_hardware:
-        return "-"
-    if var.supported_generations is not None and hw.generation not in var.supported_generations:
-        return "-"
     nodes = math.ceil(var.vram_minimum_gb / hw.vram_gb)
     return "1 node" if nodes == 1 else f">= {nodes} nodes"
 
