@@ -6,6 +6,7 @@ was), so it receives SIGTERM/SIGINT directly and its exit code is the container'
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Mapping, Tuple
@@ -23,6 +24,11 @@ def split_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> Tup
     return applied, kept
 
 
+def as_applied(proc: Process, environ: Mapping[str, str]) -> Process:
+    """The process with only the env the project applies here (what print and the start log show)."""
+    return dataclasses.replace(proc, env=split_env(proc.env, environ)[0])
+
+
 def exec_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> dict:
     env = dict(environ)
     for key, value in project_env.items():
@@ -34,27 +40,29 @@ def announce(proc: Process, environ: Mapping[str, str], extra_lines=()) -> None:
     from entrypoint.mask import mask_env
     from entrypoint.render.shell import render_process
 
-    applied, kept = split_env(proc.env, environ)
-    shown = Process(role=proc.role, rank=proc.rank, argv=proc.argv, env=applied)
+    _, kept = split_env(proc.env, environ)
     for line in extra_lines:
         print(f"kimi-serve: {line}", file=sys.stderr)
     for key, value in mask_env(kept).items():
         print(f"kimi-serve: keeping {key}={value} as set in the environment (the recipe would set "
               f"{mask_env({key: proc.env[key]})[key]})", file=sys.stderr)
-    print(f"kimi-serve: launching {proc.role} (rank {proc.rank}):\n{render_process(shown)}", file=sys.stderr,
+    print(f"kimi-serve: launching {proc.role} (rank {proc.rank}):\n{render_process(as_applied(proc, environ))}", file=sys.stderr,
           flush=True)
 
 
 @guarded
 def serve(user_args) -> None:
     from entrypoint import cache
+    from entrypoint.cluster import wire
     from entrypoint.logs import log_decisions
+    from entrypoint.preflight import preflight_launch
 
     environ = os.environ
-    launch = load_launch(tuple(user_args), environ)
+    wiring = wire(environ)
+    launch = load_launch(tuple(user_args), wiring=wiring)
     proc = launch.this_process()
-    log = log_decisions(launch, environ)
-    proc, preflight_notes = _preflight(launch, proc, environ)
+    log = log_decisions(launch, environ, wiring=wiring)
+    proc, preflight_notes = preflight_launch(launch, proc, environ)
     for entry in preflight_notes:
         log.emit(entry)
     announce(proc, environ)
@@ -70,11 +78,3 @@ def serve(user_args) -> None:
         print(f"kimi-serve: error: {proc.argv[0]} is not on PATH in this image", file=sys.stderr)
         sys.exit(EXIT_NOT_FOUND)
 
-
-def _preflight(launch, proc: Process, environ):
-    """Node checks before the load (entrypoint.preflight); returns the process to run and log lines."""
-    try:
-        from entrypoint.preflight import preflight_launch
-    except ImportError:
-        return proc, []
-    return preflight_launch(launch, proc, environ)

@@ -47,8 +47,9 @@ class StartLog:
         self.emit(Entry(event, message, "warning", fields))
 
 
-def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] = None) -> StartLog:
-    """Log the start-up decisions made before preflight: settings warnings, hardware, cluster, cache."""
+def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] = None, wiring=None) -> StartLog:
+    """Log the start-up decisions made before preflight: settings warnings, hardware, cluster, cache.
+    `wiring` is the cluster wiring the launch was built with (wired again when not given)."""
     from entrypoint.cache import cache_env
     from entrypoint.cluster import wire
 
@@ -60,7 +61,7 @@ def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] =
     origin = "KIMI_HARDWARE" if settings.hardware else "the image's default"
     log.info("hardware", f"hardware {launch.plan.hardware} ({origin}={configured})",
              hardware=launch.plan.hardware, configured=configured)
-    wiring = wire(environ)
+    wiring = wiring or wire(environ)
     for decision in wiring.decisions:
         log.info("cluster", decision, source=wiring.source)
     if launch.plan.nodes > 1 or launch.selection.prefill is not None:

@@ -44,12 +44,15 @@ def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:
     return detect_hardware_id(environ)
 
 
-def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None):
+def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None, wiring=None):
+    """The launch from the environment after cluster wiring (LWS / Slurm / KIMI_IFACE=auto); pass
+    `wiring` when the caller has wired the environment already (it also logs the decisions)."""
     from entrypoint.app import build
-
     from entrypoint.cluster import wire
 
-    environ = wire(os.environ if environ is None else environ).environ  # LWS / Slurm / KIMI_IFACE=auto
+    if wiring is None:
+        wiring = wire(os.environ if environ is None else environ)
+    environ = wiring.environ
     detected = None
     if environ.get("KIMI_HARDWARE", "").strip().lower() == "auto":
         detected = detected_hardware(environ)

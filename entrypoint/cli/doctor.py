@@ -28,7 +28,7 @@ def diagnose(environ) -> dict:
     report = {"detection": detection.as_dict(), "cluster": {"source": wiring.source, "decisions": list(wiring.decisions)},
               "launch": None, "checks": []}
     try:
-        launch = load_launch((), environ)
+        launch = load_launch((), wiring=wiring)
         proc = launch.this_process()
     except KimiError as err:
         report["checks"].append({"check": "launch", "status": "error", "message": err.message})

@@ -17,8 +17,8 @@ def explain_rows(proc, environ) -> list:
 
     rows = []
     argv = mask_argv(proc.argv)
-    for key, unit in units([(t, "") for t in argv[3:] if proc.argv[0] == "vllm"] or
-                           [(t, "") for t in argv[1:]]):
+    program_words = 3 if proc.argv[0] == "vllm" else 1  # `vllm serve <model>` or `vllm-router`
+    for key, unit in units([(t, "") for t in argv[program_words:]]):
         if key is None:
             continue
         value = " ".join(t for t, _ in unit[1:])

@@ -16,15 +16,12 @@ from entrypoint.cli._context import guarded, load_launch
 @guarded
 def command(fmt: str, vllm_args: tuple) -> None:
     """Print the launch this container would exec (VLLM_ARGS are added as container args would be)."""
-    from entrypoint.launch import split_env
+    from entrypoint.launch import as_applied
     from entrypoint.mask import mask_argv, mask_env
-    from entrypoint.plan import Process
     from entrypoint.render.shell import render_process
 
-    launch = load_launch(vllm_args)
-    proc = launch.this_process()
-    applied, _ = split_env(proc.env, os.environ)
+    proc = as_applied(load_launch(vllm_args).this_process(), os.environ)
     if fmt == "json":
-        click.echo(json.dumps({"argv": mask_argv(proc.argv), "env": mask_env(applied)}, indent=2))
+        click.echo(json.dumps({"argv": mask_argv(proc.argv), "env": mask_env(proc.env)}, indent=2))
     else:
-        click.echo(render_process(Process(role=proc.role, rank=proc.rank, argv=proc.argv, env=applied)))
+        click.echo(render_process(proc))
