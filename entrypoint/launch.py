@@ -77,4 +77,3 @@ def serve(user_args) -> None:
     except FileNotFoundError:
         print(f"kimi-serve: error: {proc.argv[0]} is not on PATH in this image", file=sys.stderr)
         sys.exit(EXIT_NOT_FOUND)
-
