@@ -62,18 +62,15 @@ class VerifyReport:
         }
 
     def to_text(self) -> str:
-        rows = [("CHECK", "STATUS", "LATENCY", "TOKENS", "DETAIL")]
+        from entrypoint.render.table import text_table
+
+        rows = []
         for c in self.checks:
             latency = "-" if c.latency_ms is None else f"{c.latency_ms:.0f} ms"
             tokens = "-" if c.tokens is None else str(c.tokens)
             rows.append((c.name, c.status.upper(), latency, tokens, c.detail))
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        lines = [f"kimi-serve verify {self.url} (model: {self.model or 'unknown'})"]
-        for name, status, latency, tokens, detail in rows:
-            lines.append(
-                f"{name:<{widths[0]}}  {status:<{widths[1]}}  {latency:>{widths[2]}}  "
-                f"{tokens:>{widths[3]}}  {detail}".rstrip()
-            )
+        lines = [f"kimi-serve verify {self.url} (model: {self.model or 'unknown'})",
+                 text_table(("CHECK", "STATUS", "LATENCY", "TOKENS", "DETAIL"), rows, right=(2, 3))]
         counts = {s: sum(c.status == s for c in self.checks) for s in (PASS, FAIL, SKIP)}
         verdict = "OK" if self.ok else "FAILED"
         lines.append(f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped")

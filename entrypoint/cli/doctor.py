@@ -53,10 +53,11 @@ def render_text(report: dict) -> str:
         la = report["launch"]
         lines.append(f"launch: {la['hardware']} {la['variant']} {la['strategy']}, {la['role']} rank {la['rank']} "
                      f"of {la['nodes']} node(s), {la['local_gpus']} GPU(s) on this node")
-    width = max([len(c["check"]) for c in report["checks"]] + [5])
+    from entrypoint.render.table import text_table
+
     lines.append("")
-    lines.append(f"{'CHECK'.ljust(width)}  {'STATUS'.ljust(8)}  DETAIL")
-    lines += [f"{c['check'].ljust(width)}  {c['status'].ljust(8)}  {c['message']}" for c in report["checks"]]
+    lines.append(text_table(("CHECK", "STATUS", "DETAIL"),
+                            [(c["check"], c["status"], c["message"]) for c in report["checks"]]))
     return "\n".join(lines)
 
 

@@ -42,18 +42,13 @@ def catalog_summary(catalog) -> dict:
     }
 
 
-def _table(rows, header) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    fmt = "  ".join(f"{{:{w}}}" for w in widths)
-    return "\n".join([fmt.format(*header)] + [fmt.format(*map(str, r)) for r in rows])
-
-
 @click.command()
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @guarded
 def command(fmt: str) -> None:
     """Hardware, variants, strategies, features and profiles, with the valid combinations."""
     from entrypoint.recipe import load_catalog
+    from entrypoint.render.table import text_table
 
     summary = catalog_summary(load_catalog())
     if fmt == "json":
@@ -61,19 +56,22 @@ def command(fmt: str) -> None:
         return
     variants = list(summary["variants"])
     click.echo("Hardware (cells: nodes a variant needs; - = not supported)")
-    click.echo(_table([[h, d["name"], d["gpus"], f"{d['vram_gb']:g} GB", d["arch"],
-                        *[d["variants"][v] for v in variants], ",".join(d["default_features"])]
-                       for h, d in summary["hardware"].items()],
-                      ["id", "name", "gpus", "vram", "arch", *variants, "default features"]))
+    click.echo(text_table(
+        ["id", "name", "gpus", "vram", "arch", *variants, "default features"],
+        [[h, d["name"], d["gpus"], f"{d['vram_gb']:g} GB", d["arch"], *[d["variants"][v] for v in variants],
+          ",".join(d["default_features"])] for h, d in summary["hardware"].items()]))
     click.echo("\nVariants")
-    click.echo(_table([[v, d["model"], d["precision"], f"{d['vram_minimum_gb']:g} GB"]
-                       for v, d in summary["variants"].items()], ["id", "model", "precision", "needs"]))
+    click.echo(text_table(["id", "model", "precision", "needs"],
+                          [[v, d["model"], d["precision"], f"{d['vram_minimum_gb']:g} GB"]
+                           for v, d in summary["variants"].items()]))
     click.echo("\nStrategies (KIMI_STRATEGY)")
-    click.echo(_table([[s, d["type"], d["name"]] for s, d in summary["strategies"].items()], ["id", "type", "name"]))
+    click.echo(text_table(["id", "type", "name"], [[s, d["type"], d["name"]] for s, d in summary["strategies"].items()]))
     click.echo("\nFeatures (KIMI_FEATURES)")
-    click.echo(_table([[f, d["description"] + (f" (not with {', '.join(d['conflicts_with'])})"
-                                               if d["conflicts_with"] else "")]
-                       for f, d in summary["features"].items()], ["id", "description"]))
+    click.echo(text_table(["id", "description"],
+                          [[f, d["description"] + (f" (not with {', '.join(d['conflicts_with'])})"
+                                                   if d["conflicts_with"] else "")]
+                           for f, d in summary["features"].items()]))
     click.echo("\nProfiles (KIMI_PROFILE)")
-    click.echo(_table([[p, ",".join(d["hardware"]), ",".join(d["variants"]), ",".join(d["strategies"])]
-                       for p, d in summary["profiles"].items()], ["id", "hardware", "variants", "strategies"]))
+    click.echo(text_table(["id", "hardware", "variants", "strategies"],
+                          [[p, ",".join(d["hardware"]), ",".join(d["variants"]), ",".join(d["strategies"])]
+                           for p, d in summary["profiles"].items()]))
