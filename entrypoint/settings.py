@@ -17,7 +17,8 @@ from entrypoint.errors import INVALID_VALUE, KimiError, unknown_value
 @dataclass(frozen=True)
 class Field:
     name: str  # attribute name and TOML key
-    kind: str  # str | int | bool | list | choice
+    # str | int | bool | list | choice | spec (a comma list kept as written: "" = none, unset = default)
+    kind: str
     default: Any
     default_doc: str  # the default as documented (may be a rule, not a value)
     help: str
@@ -36,7 +37,7 @@ FIELDS: tuple = (
     F("variant", "str", "default", "`default`", "Checkpoint variant: default (INT4), nvfp4 (Blackwell), mxfp4 (MI355X)."),
     F("strategy", "str", None, "`single_node_tp`; `multi_node_tp` when KIMI_NODES > 1",
       "Serving strategy id (`kimi-serve list` shows them)."),
-    F("features", "str", None, "the recipe's defaults for the hardware",
+    F("features", "spec", None, "the recipe's defaults for the hardware",
       "Comma list of features; empty = none; `+f` / `-f` add to / remove from the defaults."),
     F("profile", "str", None, "none", "Tuned profile: flydsl, aiter-mxfp4, inferencex."),
     F("nodes", "int", 1, "`1`", "Number of nodes of a multi-node deployment.", "cluster"),
@@ -139,8 +140,8 @@ def _convert(field: Field, raw: Any, where: str) -> Any:
     if field.kind == "list":
         items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
         return tuple(str(i).strip() for i in items if str(i).strip())
-    if isinstance(raw, (list, tuple)) and field.name == "features":
-        return ",".join(str(i) for i in raw)
+    if field.kind == "spec":
+        return ",".join(str(i) for i in raw) if isinstance(raw, (list, tuple)) else str(raw).strip()
     if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
         raise KimiError(INVALID_VALUE, f"{label} must be a string, not {raw!r}.")
     text = str(raw).strip()
@@ -150,7 +151,7 @@ def _convert(field: Field, raw: Any, where: str) -> Any:
         if text.lower() not in field.choices:
             raise unknown_value(field.env, text, field.choices)
         return text.lower()
-    return text if (text or field.name == "features") else None
+    return text or None
 
 
 def _read_file(path: str) -> dict:
