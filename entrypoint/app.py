@@ -1,18 +1,21 @@
-"""The composition root: environment + container args -> settings -> selection -> plan.
+"""The one composition root: environment + container args + the node -> the launch.
 
-Commands call `build()`; it is the only place that ties the pure core to its inputs.
+Every command, the exec path and every renderer get their launch from here; nothing else ties
+the pure core (entrypoint.core) to its inputs (the environment, cluster wiring, detection).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from entrypoint.plan import Plan, Process
-from entrypoint.recipe import Catalog, load_catalog
-from entrypoint.resolve import resolve, this_process
-from entrypoint.select import Selection, select
-from entrypoint.settings import Settings, read_settings
+from entrypoint.core.plan import Plan, Process
+from entrypoint.core.recipe import Catalog, load_catalog
+from entrypoint.core.resolve import resolve, this_process
+from entrypoint.core.select import Selection, select
+from entrypoint.core.settings import Settings, read_settings
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,100 @@ class Launch:
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
           catalog: Optional[Catalog] = None) -> Launch:
+    """The pure part: settings -> selection -> plan, for an already wired environment."""
     settings = read_settings(environ, user_args)
     catalog = catalog or load_catalog()
     selection = select(settings, catalog, detected_hardware)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=resolve(selection, catalog))
+
+
+def choices(environ: Mapping[str, str]):
+    """The settings and selection a deployment is made of, before any address is known."""
+    settings = read_settings(environ)
+    return settings, select(settings, load_catalog())
+
+
+def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:
+    """The hardware id the node detection found, or None. Only asked when KIMI_HARDWARE=auto."""
+    from entrypoint.node.detect import detect_hardware_id
+
+    return detect_hardware_id(environ)
+
+
+def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None, wiring=None) -> Launch:
+    """The launch from the environment after cluster wiring (LWS / Slurm / KIMI_IFACE=auto); pass
+    `wiring` when the caller has wired the environment already (it also logs the decisions)."""
+    from entrypoint.node.cluster import wire
+
+    if wiring is None:
+        wiring = wire(os.environ if environ is None else environ)
+    environ = wiring.environ
+    detected = None
+    if environ.get("KIMI_HARDWARE", "").strip().lower() == "auto":
+        detected = detected_hardware(environ)
+    return build(environ, tuple(user_args), detected_hardware=detected)
+
+
+def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:
+    """The launch a renderer (compose, k8s) draws: the environment plus the addresses the
+    deployment gives its own containers."""
+    environ = os.environ if environ is None else environ
+    return build(render_module.deployment_environ(environ, *choices(environ)))
+
+
+@dataclass(frozen=True)
+class ServiceExpectations:
+    url: str
+    served_model_name: str
+    features: frozenset
+
+
+def service_expectations(environ: Optional[Mapping[str, str]] = None) -> ServiceExpectations:
+    """What a client of this configuration should find: URL, served model name, features."""
+    launch = load_launch((), environ)
+    proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
+        launch.plan.find("router", 0)
+    port = proc.port or 8000
+    host = launch.settings.host or "127.0.0.1"
+    if proc.role == "router":
+        host = launch.settings.router_host
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return ServiceExpectations(url=f"http://{host}:{port}", served_model_name=launch.plan.served_model_name,
+                               features=frozenset(launch.plan.features))
+
+
+def announce(proc: Process, environ: Mapping[str, str]) -> None:
+    from entrypoint.core.mask import mask_env
+    from entrypoint.node.exec import as_applied, split_env
+    from entrypoint.render.shell import render_process
+
+    _, kept = split_env(proc.env, environ)
+    for key, value in mask_env(kept).items():
+        print(f"kimi-serve: keeping {key}={value} as set in the environment (the recipe would set "
+              f"{mask_env({key: proc.env[key]})[key]})", file=sys.stderr)
+    print(f"kimi-serve: launching {proc.role} (rank {proc.rank}):\n{render_process(as_applied(proc, environ))}",
+          file=sys.stderr, flush=True)
+
+
+def start(user_args) -> None:
+    """The container's start: wire, build, log, preflight, announce, then exec (never returns
+    unless KIMI_DRY_RUN=1)."""
+    from entrypoint.node.cluster import wire
+    from entrypoint.node.exec import exec_process
+    from entrypoint.node.logs import log_decisions
+    from entrypoint.node.preflight import preflight_launch
+
+    environ = os.environ
+    wiring = wire(environ)
+    launch = load_launch(tuple(user_args), wiring=wiring)
+    proc = launch.this_process()
+    log = log_decisions(launch, environ, wiring=wiring)
+    proc, preflight_notes = preflight_launch(launch, proc, environ)
+    for entry in preflight_notes:
+        log.emit(entry)
+    announce(proc, environ)
+    if launch.settings.dry_run:
+        print("kimi-serve: KIMI_DRY_RUN=1, not starting it", file=sys.stderr)
+        return
+    exec_process(proc, environ, launch.settings.cache_dir)

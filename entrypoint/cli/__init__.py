@@ -51,6 +51,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
         print(f"kimi-serve {__version__}")
         return
-    from entrypoint.launch import serve
+    from entrypoint.app import start
+    from entrypoint.cli._context import guarded
 
-    serve(args)
+    guarded(start)(args)

@@ -10,16 +10,16 @@ import sys
 
 import click
 
-from entrypoint.errors import KimiError
+from entrypoint.core.errors import KimiError
 
 EXIT_PROBLEMS = 1
 
 
 def diagnose(environ) -> dict:
-    from entrypoint.cli._context import load_launch
-    from entrypoint.cluster import wire
-    from entrypoint.detect import detect_node
-    from entrypoint.preflight import node_facts, run_checks
+    from entrypoint.app import load_launch
+    from entrypoint.node.cluster import wire
+    from entrypoint.node.detect import detect_node
+    from entrypoint.node.preflight import node_facts, run_checks
 
     if not (environ.get("KIMI_HARDWARE") or environ.get("KIMI_IMAGE_HARDWARE")):
         environ = {**environ, "KIMI_HARDWARE": "auto"}  # a bare node: check what it has
@@ -53,7 +53,7 @@ def render_text(report: dict) -> str:
         la = report["launch"]
         lines.append(f"launch: {la['hardware']} {la['variant']} {la['strategy']}, {la['role']} rank {la['rank']} "
                      f"of {la['nodes']} node(s), {la['local_gpus']} GPU(s) on this node")
-    from entrypoint.render.table import text_table
+    from entrypoint.core.table import text_table
 
     lines.append("")
     lines.append(text_table(("CHECK", "STATUS", "DETAIL"),

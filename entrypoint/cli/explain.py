@@ -7,13 +7,14 @@ import os
 
 import click
 
-from entrypoint.cli._context import guarded, load_launch
+from entrypoint.app import load_launch
+from entrypoint.cli._context import guarded
 
 
 def explain_rows(proc, environ) -> list:
     """(kind, name, value, source) for every flag and env var of one process."""
-    from entrypoint.args import units
-    from entrypoint.mask import mask_argv, mask_env
+    from entrypoint.core.args import units
+    from entrypoint.core.mask import mask_argv, mask_env
 
     rows = []
     argv = mask_argv(proc.argv)

@@ -9,7 +9,7 @@ import urllib.request
 
 import click
 
-from entrypoint.errors import KimiError
+from entrypoint.core.errors import KimiError
 
 EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1
 DEFAULT_PORT = 8000  # vLLM's default when the plan emits no --port
@@ -35,7 +35,7 @@ def probe(url: str, timeout: float) -> tuple:
 @click.option("--timeout", type=float, default=5.0, show_default=True, help="Seconds to wait for the answer.")
 def command(timeout: float) -> None:
     """Query /health of the server this container runs (the router's port for the router role)."""
-    from entrypoint.cli._context import load_launch
+    from entrypoint.app import load_launch
 
     try:
         proc = load_launch(()).this_process()

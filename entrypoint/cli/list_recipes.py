@@ -11,7 +11,7 @@ from entrypoint.cli._context import guarded
 
 
 def _variant_cell(catalog, hw_id: str, vid: str) -> str:
-    from entrypoint.select import variant_unsupported
+    from entrypoint.core.select import variant_unsupported
 
     if variant_unsupported(catalog, vid, hw_id):
         return "-"
@@ -21,7 +21,7 @@ def _variant_cell(catalog, hw_id: str, vid: str) -> str:
 
 
 def catalog_summary(catalog) -> dict:
-    from entrypoint.recipe import default_features
+    from entrypoint.core.recipe import default_features
 
     r = catalog.recipe
     return {
@@ -47,8 +47,8 @@ def catalog_summary(catalog) -> dict:
 @guarded
 def command(fmt: str) -> None:
     """Hardware, variants, strategies, features and profiles, with the valid combinations."""
-    from entrypoint.recipe import load_catalog
-    from entrypoint.render.table import text_table
+    from entrypoint.core.recipe import load_catalog
+    from entrypoint.core.table import text_table
 
     summary = catalog_summary(load_catalog())
     if fmt == "json":

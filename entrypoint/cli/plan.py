@@ -10,15 +10,16 @@ from typing import Optional
 
 import click
 
-from entrypoint.cli._context import guarded, load_launch
-from entrypoint.errors import INVALID_VALUE, KimiError
+from entrypoint.app import load_launch
+from entrypoint.cli._context import guarded
+from entrypoint.core.errors import INVALID_VALUE, KimiError
 
 # Deployment renderers: format -> module exposing `render(launch) -> {filename: text}`.
 FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.render.k8s"}
 
 
 def _plan_json(launch) -> dict:
-    from entrypoint.mask import mask_argv, mask_env
+    from entrypoint.core.mask import mask_argv, mask_env
 
     return {"processes": [{"role": p.role, "rank": p.rank, "argv": mask_argv(p.argv), "env": mask_env(p.env)}
                           for p in launch.plan.processes]}
@@ -93,9 +94,7 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
 def _render_files(fmt: str, output: Optional[str]) -> None:
     """A deployment is built from the rendering environment plus the addresses it gives its own
     containers (pod DNS names, loopback); never from this machine's network (no cluster wiring)."""
-    import os
-
-    from entrypoint.app import build
+    from entrypoint.app import deployment_launch
 
     module = importlib.import_module(FILE_RENDERERS[fmt])
-    _write_files(module.render(build(module.deployment_environ(os.environ))), output)
+    _write_files(module.render(deployment_launch(module)), output)

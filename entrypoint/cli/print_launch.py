@@ -7,7 +7,8 @@ import os
 
 import click
 
-from entrypoint.cli._context import guarded, load_launch
+from entrypoint.app import load_launch
+from entrypoint.cli._context import guarded
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -16,8 +17,8 @@ from entrypoint.cli._context import guarded, load_launch
 @guarded
 def command(fmt: str, vllm_args: tuple) -> None:
     """Print the launch this container would exec (VLLM_ARGS are added as container args would be)."""
-    from entrypoint.launch import as_applied
-    from entrypoint.mask import mask_argv, mask_env
+    from entrypoint.node.exec import as_applied
+    from entrypoint.core.mask import mask_argv, mask_env
     from entrypoint.render.shell import render_process
 
     proc = as_applied(load_launch(vllm_args).this_process(), os.environ)

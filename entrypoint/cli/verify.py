@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from entrypoint.errors import EXIT_USAGE, KimiError, unknown_value
-from entrypoint.verify import FEATURES, run_verify
+from entrypoint.core.errors import EXIT_USAGE, KimiError, unknown_value
+from entrypoint.verify.checks import FEATURES, run_verify
 
 
 def parse_features(text: str) -> frozenset[str]:
@@ -23,7 +23,7 @@ def parse_features(text: str) -> frozenset[str]:
 def _settings(url: str | None, expect_model: str | None, features: str | None):
     """URL, expected served name and features: the options, else the configured service."""
     if url is None or expect_model is None or features is None:
-        from entrypoint.cli._context import service_expectations
+        from entrypoint.app import service_expectations
 
         expected = service_expectations()
         url = url or expected.url

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from entrypoint.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.plan import Process
-from entrypoint.render.deployment import (HF_TOKEN, LOAD_SECONDS, choices, container_env, hardware, image,
+from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.plan import Process
+from entrypoint.render.deployment import (HF_TOKEN, LOAD_SECONDS, container_env, hardware, image,
                                           service_name, with_defaults)
 from entrypoint.render.yamltext import dump
-from entrypoint.select import Selection
+from entrypoint.core.select import Selection
+from entrypoint.core.settings import Settings
 
 FILE = "compose.yaml"
 CACHE_VOLUME = "cache"
@@ -26,9 +27,8 @@ _NVIDIA_ACCESS = {"deploy": {"resources": {"reservations": {"devices": [
     {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}}
 
 
-def deployment_environ(environ: Mapping[str, str]) -> dict:
+def deployment_environ(environ: Mapping[str, str], settings: Settings, sel: Selection) -> dict:
     """The rendering environment: the pools of a one-node PD cluster are reached on loopback."""
-    _, sel = choices(environ)
     _check_one_node(sel)
     if sel.prefill is None:
         return dict(environ)

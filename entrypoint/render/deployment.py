@@ -9,15 +9,13 @@ a command line.
 
 from __future__ import annotations
 
-from typing import Mapping, Tuple
+from typing import Mapping
 
-from entrypoint.errors import INVALID_VALUE, KimiError
-from entrypoint.mask import mask_argv
-from entrypoint.plan import Process
-from entrypoint.recipe import load_catalog
-from entrypoint.record import Record as Hardware
-from entrypoint.select import Selection, select
-from entrypoint.settings import BY_NAME, FIELDS, Settings, read_settings
+from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.mask import mask_argv
+from entrypoint.core.plan import Process
+from entrypoint.core.record import Record as Hardware
+from entrypoint.core.settings import BY_NAME, FIELDS
 
 # The project's published images: `<PUBLISHED_REPOSITORY>:<hardware image_target>` is the default
 # KIMI_IMAGE (the registry and image name of images/targets.yaml). The one place this default lives.
@@ -36,12 +34,6 @@ SINGLE, MULTI_NODE, PD_CLUSTER = "single", "multi_node", "pd_cluster"
 # head from the cluster runtime).
 _NOT_PASSED = {"image", "name", "config", "image_target", "image_hardware", "image_serves", "role", "node_rank",
                "head_addr"}
-
-
-def choices(environ: Mapping[str, str]) -> Tuple[Settings, Selection]:
-    """The settings and choices a deployment is made of, before any address is known."""
-    settings = read_settings(environ)
-    return settings, select(settings, load_catalog())
 
 
 def with_defaults(environ: Mapping[str, str], defaults: Mapping[str, str]) -> dict:

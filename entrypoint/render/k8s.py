@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import List, Mapping
 
-from entrypoint.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.plan import Process
-from entrypoint.render.deployment import (MULTI_NODE, PD_CLUSTER, SINGLE, choices, service_name, shape,
+from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.plan import Process
+from entrypoint.render.deployment import (MULTI_NODE, PD_CLUSTER, SINGLE, service_name, shape,
                                           with_defaults)
 from entrypoint.render.k8s_pod import CACHE_VOLUME, hf_token_secret, pod_spec
 from entrypoint.render.yamltext import dump_all
@@ -41,9 +41,8 @@ def pod_addresses(lws: str, size: int) -> List[str]:
     return [f"{lws}-0.{lws}"] + [f"{lws}-0-{i}.{lws}" for i in range(1, size)]
 
 
-def deployment_environ(environ: Mapping[str, str]) -> dict:
+def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
     """The rendering environment: the addresses the deployment gives its own pods."""
-    settings, sel = choices(environ)
     if sel.prefill is not None:
         addrs = {f"KIMI_{p.role.upper()}_ADDRS": ",".join(pod_addresses(lws_name(settings.name, p.role), p.node_count))
                  for p in (sel.prefill, sel.decode)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from entrypoint.plan import Process
+from entrypoint.core.plan import Process
 from entrypoint.render.deployment import (GPU_RESOURCE, HEALTH_PATH, HF_TOKEN, LOAD_SECONDS, container_env,
                                           hardware, image)
 

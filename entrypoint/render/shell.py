@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 from typing import Iterable, List
 
-from entrypoint.args import units
-from entrypoint.mask import mask_argv, mask_env
-from entrypoint.plan import Plan, Process
+from entrypoint.core.args import units
+from entrypoint.core.mask import mask_argv, mask_env
+from entrypoint.core.plan import Plan, Process
 
 
 def _argv_lines(argv: List[str]) -> List[str]:

@@ -7,7 +7,7 @@ from typing import Dict, Mapping
 
 import yaml
 
-from entrypoint.app import build
+from entrypoint.app import deployment_launch
 
 COMPOSE: Dict[str, dict] = {
     "single-h200": {"KIMI_HARDWARE": "h200"},
@@ -39,7 +39,7 @@ def renderer(fmt: str):
 
 def launch_for(fmt: str, environ: Mapping[str, str]):
     """The launch `kimi-serve plan --format FMT` renders, from the user's environment."""
-    return build(renderer(fmt).deployment_environ(environ))
+    return deployment_launch(renderer(fmt), environ)
 
 
 def render(fmt: str, environ: Mapping[str, str]) -> Dict[str, str]:

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-from entrypoint.errors import KimiError
+from entrypoint.core.errors import KimiError
 from entrypoint.render import compose
 from tests.conftest import IN_CI
 from tests.deploy.k8s_schema import ROOT

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from entrypoint.cluster import default_route_iface
+from entrypoint.app import choices
+from entrypoint.node.cluster import default_route_iface
 from entrypoint.render import k8s
 from tests.deploy.shapes import K8S, documents
 
@@ -56,7 +57,7 @@ def test_each_pod_launches_its_process_of_the_plan(case):
     if iface is None:
         pytest.skip("no default route here: pods resolve KIMI_IFACE=auto from theirs")
     environ = K8S[case]
-    render_env = k8s.deployment_environ(environ)
+    render_env = k8s.deployment_environ(environ, *choices(environ))
     # The plan as the pods see it: the interface `auto` finds, and the head address LWS gives.
     plan_env = {**render_env, "KIMI_IFACE": iface}
     if "KIMI_HEAD_ADDR" in render_env:

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from entrypoint.app import build
-from entrypoint.errors import KimiError
+from entrypoint.core.errors import KimiError
 
 from golden_data import GOLDEN, golden_cases
 

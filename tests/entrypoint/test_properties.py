@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from entrypoint.app import build
-from entrypoint.errors import KimiError
-from entrypoint.recipe import load_catalog
+from entrypoint.core.errors import KimiError
+from entrypoint.core.recipe import load_catalog
 
 CODES = {"unknown_value", "unsupported_combination", "conflicting_features", "insufficient_memory",
          "missing_setting", "invalid_value"}

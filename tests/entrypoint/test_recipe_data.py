@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from entrypoint.recipe import RecipeDataError, load_catalog_from
+from entrypoint.core.recipe import RecipeDataError, load_catalog_from
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 

@@ -4,7 +4,7 @@ profiles and user arguments. Expected values are written out from the rules, not
 import pytest
 
 from entrypoint.app import build
-from entrypoint.errors import KimiError
+from entrypoint.core.errors import KimiError
 
 CLUSTER = {"KIMI_HEAD_ADDR": "10.0.0.1", "KIMI_IFACE": "ib0"}
 SPEC = '{"model":"lightseekorg/kimi-k2.5-eagle3-mla","method":"eagle3","num_speculative_tokens":3}'

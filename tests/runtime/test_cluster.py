@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from entrypoint.app import build
-from entrypoint.cli._context import load_launch
-from entrypoint.cluster import default_route_iface, expand_nodelist, iface_for, resolve_iface, wire
+from entrypoint.app import load_launch
+from entrypoint.node.cluster import default_route_iface, expand_nodelist, iface_for, resolve_iface, wire
 
 from .conftest import route_file
 
@@ -97,14 +97,14 @@ def test_iface_not_found_is_said(tmp_path):
 def test_load_launch_applies_lws(monkeypatch):
     # The real /proc/net/route of this machine names some interface, or none: either way the
     # LWS values reach the plan.
-    monkeypatch.setattr("entrypoint.cluster.default_route_iface", lambda proc_root="/proc": "eth9")
+    monkeypatch.setattr("entrypoint.node.cluster.default_route_iface", lambda proc_root="/proc": "eth9")
     launch = load_launch((), LWS)
     assert launch.plan.nodes == 2 and launch.this_process().role == "worker"
     assert launch.settings.head_addr == "10.0.0.1" and launch.settings.iface == "eth9"
 
 
 def test_pd_side_channel_host_is_the_nodes_own_address(monkeypatch):
-    monkeypatch.setattr("entrypoint.cluster.default_route_iface", lambda proc_root="/proc": "eth9")
+    monkeypatch.setattr("entrypoint.node.cluster.default_route_iface", lambda proc_root="/proc": "eth9")
     env = {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_ROLE": "prefill", "KIMI_NODE_RANK": "1",
            "KIMI_PREFILL_NODES": "2", "KIMI_PREFILL_ADDRS": "10.0.0.1,10.0.0.3", "KIMI_DECODE_ADDRS": "10.0.0.2"}
     proc = load_launch((), env).this_process()

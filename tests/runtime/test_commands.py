@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from entrypoint.cli import doctor, healthcheck
-from entrypoint.detect import Probe
+from entrypoint.node.detect import Probe
 
 from .conftest import TOOLS
 
@@ -23,7 +23,7 @@ NO_NVML = Probe("nvml", (), "disabled in tests")
 
 @pytest.fixture(autouse=True)
 def no_nvml(monkeypatch):
-    monkeypatch.setattr("entrypoint.detect.probe_nvml", lambda environ: NO_NVML)
+    monkeypatch.setattr("entrypoint.node.detect.probe_nvml", lambda environ: NO_NVML)
 
 
 def _clean_env(monkeypatch, **env):
@@ -71,16 +71,16 @@ def test_doctor_reports_a_launch_that_cannot_be_built(monkeypatch, fake_tools):
 
 
 def test_doctor_passes_on_a_good_node(monkeypatch, fake_tools, tmp_path):
-    from entrypoint.node_facts import CacheFacts, NodeFacts
+    from entrypoint.node.facts import CacheFacts, NodeFacts
 
     def good(launch, environ):
-        from entrypoint.detect import detect_node
+        from entrypoint.node.detect import detect_node
 
         det = detect_node(environ)
         return NodeFacts(det, det.gpus, "amd64", 64 * 2**30, frozenset({"/dev/nvidiactl"}),
                          cache=CacheFacts("/cache", True, "/cache", "xfs", 10**13, None))
 
-    monkeypatch.setattr("entrypoint.preflight.node_facts", good)
+    monkeypatch.setattr("entrypoint.node.preflight.node_facts", good)
     result = run_doctor(monkeypatch, fake_tools, TOOLS / "nvidia-smi" / "h200.csv", KIMI_HARDWARE="h200")
     assert result.exit_code == 0, result.output
 

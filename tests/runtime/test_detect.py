@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.detect import (Gpu, detect, mec_firmware, parse_nvidia_smi, probe_sysfs, visible_gpus)
-from entrypoint.recipe import load_catalog
+from entrypoint.node.detect import (Gpu, detect, mec_firmware, parse_nvidia_smi, probe_sysfs, visible_gpus)
+from entrypoint.core.recipe import load_catalog
 
 from .conftest import AMD_IDS, FIXTURES, NVIDIA_IDS, TOOLS, make_kfd_tree
 

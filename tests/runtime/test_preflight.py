@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from entrypoint.app import build
-from entrypoint.detect import Detection, Gpu
-from entrypoint.errors import PREFLIGHT_FAILED, KimiError
-from entrypoint.node_facts import CacheFacts, NodeFacts
-from entrypoint.preflight import GIB, preflight_launch, run_checks
+from entrypoint.node.detect import Detection, Gpu
+from entrypoint.core.errors import PREFLIGHT_FAILED, KimiError
+from entrypoint.node.facts import CacheFacts, NodeFacts
+from entrypoint.node.preflight import GIB, preflight_launch, run_checks
 
 NVIDIA_DEVICES = frozenset({"/dev/nvidiactl", "/dev/nvidia0"})
 AMD_DEVICES = frozenset({"/dev/kfd", "/dev/dri"})

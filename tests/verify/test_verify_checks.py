@@ -4,7 +4,7 @@ import time
 
 from standin_server import MODEL_PATH, SERVED_NAME
 
-from entrypoint.verify import FAIL, PASS, SKIP, run_verify
+from entrypoint.verify.checks import FAIL, PASS, SKIP, run_verify
 
 ALL_CHECKS = [
     "health", "models", "chat_thinking", "chat_instant",

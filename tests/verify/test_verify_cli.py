@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from standin_server import SERVED_NAME
 
 from entrypoint.cli.verify import command
-from entrypoint.errors import MISSING_SETTING, KimiError
+from entrypoint.core.errors import MISSING_SETTING, KimiError
 
 
 def invoke(*args: str):
@@ -56,9 +56,9 @@ def test_refused_connection_exits_1_without_a_traceback(closed_port_url):
 
 
 def fake_context(monkeypatch, service_expectations) -> None:
-    module = types.ModuleType("entrypoint.cli._context")
+    module = types.ModuleType("entrypoint.app")
     module.service_expectations = service_expectations
-    monkeypatch.setitem(sys.modules, "entrypoint.cli._context", module)
+    monkeypatch.setitem(sys.modules, "entrypoint.app", module)
 
 
 def test_unset_options_come_from_the_configured_service(standin, monkeypatch):

@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from entrypoint.verify import (
+from entrypoint.verify.checks import (
     FAIL, PASS, SKIP, Check, CheckFailed, VerifyReport, says_nine_point_nine, looks_like_path,
     run_tool_call, solid_png,
 )

@@ -11,11 +11,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional, Tuple
 
-from entrypoint.detect import visible_gpus
-from entrypoint.errors import PREFLIGHT_FAILED, KimiError
-from entrypoint.logs import Entry
-from entrypoint.node_facts import NodeFacts, gather
-from entrypoint.plan import Process
+from entrypoint.node.detect import visible_gpus
+from entrypoint.node.exec import exec_env
+from entrypoint.core.errors import PREFLIGHT_FAILED, KimiError
+from entrypoint.node.logs import Entry
+from entrypoint.node.facts import NodeFacts, gather
+from entrypoint.core.plan import Process
 
 GB = 1000 ** 3
 GIB = 1024 ** 3
@@ -33,10 +34,6 @@ class Check:
 
     def as_dict(self) -> dict:
         return {"check": self.name, "status": self.status, "message": self.message}
-
-
-def _exec_env(proc: Process, environ: Mapping[str, str]) -> dict:
-    return {**proc.env, **environ}
 
 
 def _parallel_sizes(proc: Process) -> str:
@@ -65,7 +62,7 @@ def check_hardware(launch, proc, facts: NodeFacts, environ) -> Check:
 def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> Check:
     if proc.local_gpus == 0:
         return Check("gpu_count", "skipped", f"the {proc.role} uses no GPU")
-    seen = visible_gpus(facts.all_gpus, _exec_env(proc, environ))
+    seen = visible_gpus(facts.all_gpus, exec_env(proc.env, environ))
     need = f"the {proc.role} process needs {proc.local_gpus} GPU(s) on its node ({_parallel_sizes(proc)})"
     if len(seen) >= proc.local_gpus:
         return Check("gpu_count", "ok", f"{need}; {len(seen)} visible")
@@ -78,7 +75,7 @@ def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> Check:
 
 
 def check_vram(launch, proc, facts: NodeFacts, environ) -> Check:
-    gpus = visible_gpus(facts.all_gpus, _exec_env(proc, environ)) or facts.detection.gpus
+    gpus = visible_gpus(facts.all_gpus, exec_env(proc.env, environ)) or facts.detection.gpus
     if not gpus or proc.local_gpus == 0:
         return Check("vram", "skipped", "no GPU memory to measure" if proc.local_gpus else "the router uses no GPU")
     per_gpu = min(g.memory_bytes for g in gpus) / GIB

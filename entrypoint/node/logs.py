@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, TextIO
 
-from entrypoint.mask import is_secret_name, mask_env, mask_text
+from entrypoint.core.mask import is_secret_name, mask_env, mask_text
 
 @dataclass(frozen=True)
 class Entry:
@@ -50,8 +50,8 @@ class StartLog:
 def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] = None, wiring=None) -> StartLog:
     """Log the start-up decisions made before preflight: settings warnings, hardware, cluster, cache.
     `wiring` is the cluster wiring the launch was built with (wired again when not given)."""
-    from entrypoint.cache import cache_env
-    from entrypoint.cluster import wire
+    from entrypoint.node.cache import cache_env
+    from entrypoint.node.cluster import wire
 
     settings = launch.settings
     log = StartLog(settings.log_format, environ, stream)

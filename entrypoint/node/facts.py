@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from entrypoint import cache
-from entrypoint.detect import Detection, detect_node, mec_firmware
+from entrypoint.node import cache
+from entrypoint.node.detect import Detection, detect_node, mec_firmware
 
 ARCH_NAMES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 DEVICE_NODES = ("/dev/kfd", "/dev/dri", "/dev/nvidiactl", "/dev/nvidia0")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Tuple
 
-from entrypoint import errors as E
-from entrypoint.args import Tagged, dedupe, flag_value, gpus_needed, int_flag, substitute, tag
-from entrypoint.errors import KimiError
-from entrypoint.plan import Plan, Pool, Process
-from entrypoint.recipe import Catalog, gpu_vram_gb
-from entrypoint.record import Record
-from entrypoint.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported
+from entrypoint.core import errors as E
+from entrypoint.core.args import Tagged, dedupe, flag_value, gpus_needed, int_flag, substitute, tag
+from entrypoint.core.errors import KimiError
+from entrypoint.core.plan import Plan, Pool, Process
+from entrypoint.core.recipe import Catalog, gpu_vram_gb
+from entrypoint.core.record import Record
+from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
 

@@ -1,13 +1,13 @@
-"""Load the recipe data (recipes/*.yaml), validated by the models of `entrypoint.recipe_schema`.
+"""Load the recipe data (recipes/*.yaml), validated by the models of `entrypoint.core.recipe_schema`.
 
-What callers get is a read-only record tree of the validated data (`entrypoint.record.Record`,
+What callers get is a read-only record tree of the validated data (`entrypoint.core.record.Record`,
 with the fields of the schema's models; maps stay dicts, lists stay lists):
 `catalog.recipe`, `catalog.hardware[id]`, `catalog.strategies[id]`.
 
 Validation gives the same result for the same bytes, so its result is kept: a cache keyed by a
 digest of every data file and of the schema's source. A start whose data is unchanged reads the
 cache and imports neither pydantic nor yaml; any change to the data or the schema validates
-again. The image fills the cache beside its data at build time (`python -m entrypoint.recipe`).
+again. The image fills the cache beside its data at build time (`python -m entrypoint.core.recipe`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional
 
-from entrypoint.record import Record
+from entrypoint.core.record import Record
 
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
 _SCHEMA_SOURCES = (Path(__file__), Path(__file__).with_name("recipe_schema.py"),
@@ -35,7 +35,7 @@ def default_recipes_dir() -> Path:
     override = os.environ.get("KIMI_RECIPES_DIR")
     if override:
         return Path(override)
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the entrypoint package
     checkout = here.parent / "recipes"
     if (checkout / "kimi-k2.5.yaml").is_file():
         return checkout
@@ -51,7 +51,7 @@ def _validate(directory: Path) -> Record:
     import yaml
     from pydantic import ValidationError
 
-    from entrypoint import recipe_schema as schema
+    from entrypoint.core import recipe_schema as schema
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where libyaml is there
 

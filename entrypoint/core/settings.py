@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from entrypoint.errors import INVALID_VALUE, KimiError, unknown_value
+from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
 
 @dataclass(frozen=True)
 class Field:

@@ -1,7 +1,7 @@
 """Pydantic models of the recipe data (recipes/*.yaml): the schema the data is validated against.
 
 Every model rejects unknown keys; `Catalog` checks that every feature, variant, strategy and
-hardware id named anywhere exists. `entrypoint.recipe` loads the data, validates it with these
+hardware id named anywhere exists. `entrypoint.core.recipe` loads the data, validates it with these
 models and hands out read-only records of the result; nothing here decides a launch.
 """
 
@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from entrypoint.record import Record
+from entrypoint.core.record import Record
 
 Args = List[str]
 Env = Dict[str, str]

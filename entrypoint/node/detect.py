@@ -378,7 +378,7 @@ def identify(probe: Probe, environ: Mapping[str, str], catalog) -> Detection:
 
 def detect(environ: Mapping[str, str], root: str = "/", catalog=None, use_nvml: bool = True) -> Detection:
     """Run the probes in order; the first that finds GPUs decides."""
-    from entrypoint.recipe import load_catalog
+    from entrypoint.core.recipe import load_catalog
 
     catalog = catalog or load_catalog()
     probes = [lambda: probe_nvml(environ)] if use_nvml else []
@@ -406,7 +406,7 @@ def detect_node(environ: Mapping[str, str], root: str = "/") -> Detection:
 
 
 def detect_hardware_id(environ: Mapping[str, str]) -> Optional[str]:
-    """For KIMI_HARDWARE=auto (entrypoint.cli._context)."""
+    """For KIMI_HARDWARE=auto (entrypoint.app)."""
     return detect_node(environ).hardware
 
 

@@ -62,7 +62,7 @@ class VerifyReport:
         }
 
     def to_text(self) -> str:
-        from entrypoint.render.table import text_table
+        from entrypoint.core.table import text_table
 
         rows = []
         for c in self.checks:

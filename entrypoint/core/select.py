@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from entrypoint import errors as E
-from entrypoint.errors import KimiError, unknown_value
-from entrypoint.recipe import Catalog, default_features
-from entrypoint.settings import Settings
+from entrypoint.core import errors as E
+from entrypoint.core.errors import KimiError, unknown_value
+from entrypoint.core.recipe import Catalog, default_features
+from entrypoint.core.settings import Settings
 
 # Placeholders the recipe data uses, and the setting that fills each one.
 PLACEHOLDER_SETTINGS = {

@@ -1,0 +1,48 @@
+"""The edge: turn this container's Process into an exec of vLLM (or vllm-router). No shell, ever.
+
+After `os.execvpe` the launched program *is* this process (PID 1 in a container when kimi-serve
+was), so it receives SIGTERM/SIGINT directly and its exit code is the container's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Mapping, NoReturn, Tuple
+
+from entrypoint.core.plan import Process
+
+EXIT_NOT_FOUND = 127
+
+
+def split_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> Tuple[dict, dict]:
+    """(what the project applies, what the user already set and is kept as the user set it)."""
+    applied = {k: v for k, v in project_env.items() if k not in environ}
+    kept = {k: environ[k] for k in project_env if k in environ}
+    return applied, kept
+
+
+def as_applied(proc: Process, environ: Mapping[str, str]) -> Process:
+    """The process with only the env the project applies here (what print and the start log show)."""
+    return dataclasses.replace(proc, env=split_env(proc.env, environ)[0])
+
+
+def exec_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> dict:
+    """The environment the process runs with: the user's, plus what the project applies."""
+    env = dict(environ)
+    env.update(split_env(project_env, environ)[0])
+    return env
+
+
+def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str) -> NoReturn:
+    from entrypoint.node import cache
+
+    env = exec_env(proc.env, environ)
+    env.update(cache.cache_env(cache_dir, environ))  # HF/vLLM caches, a writable HOME
+    cache.prepare(cache_dir, env)
+    try:
+        os.execvpe(proc.argv[0], list(proc.argv), env)
+    except FileNotFoundError:
+        print(f"kimi-serve: error: {proc.argv[0]} is not on PATH in this image", file=sys.stderr)
+        sys.exit(EXIT_NOT_FOUND)
