@@ -39,7 +39,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_REGISTRY = "kimi-test.local/kimi"
+# Tag namespace of the images the tests build; KIMI_TEST_REGISTRY keeps parallel checkouts apart.
+TEST_REGISTRY = os.environ.get("KIMI_TEST_REGISTRY", "kimi-test.local/kimi")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 RECORD_PREFIX = "KIMI-STANDIN-RECORD "
 NO_GPU_ENV = {"KIMI_PREFLIGHT": "warn"}
