@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from entrypoint.core.record import Record
+from entrypoint.core.settings import BY_NAME
 
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
 _SCHEMA_SOURCES = (Path(__file__), Path(__file__).with_name("recipe_schema.py"),
@@ -32,7 +33,7 @@ class RecipeDataError(Exception):
 
 def default_recipes_dir() -> Path:
     """recipes/ of a source checkout, else the copy shipped inside the package."""
-    override = os.environ.get("KIMI_RECIPES_DIR")
+    override = os.environ.get(BY_NAME["recipes_dir"].env)
     if override:
         return Path(override)
     here = Path(__file__).resolve().parent.parent  # the entrypoint package

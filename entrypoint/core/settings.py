@@ -1,8 +1,11 @@
-"""The one settings model: every KIMI_* setting, declared once with its type, default and help.
+"""The one settings model: every variable the entrypoint reads, declared once with its type,
+default and help: the KIMI_* settings, and the variables others set that it reads (a
+LeaderWorkerSet's LWS_*, Slurm's SLURM_*, the GPU visibility and hub variables).
 
 Precedence (lowest to highest): built-in defaults < the TOML file named by KIMI_CONFIG (keys in
-lower case without the prefix) < the environment. Container arguments are vLLM arguments and
-come after KIMI_EXTRA_ARGS. The README's settings table is generated from `FIELDS`.
+lower case without the prefix; KIMI_* settings only) < the environment. Container arguments are
+vLLM arguments and come after KIMI_EXTRA_ARGS. The README's tables are generated from `FIELDS`.
+`{hardware}` and `{variants}` in a help text are filled from the recipe data when documented.
 """
 
 from __future__ import annotations
@@ -10,9 +13,13 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
+
+PYTHON_TYPES = {"str": Optional[str], "int": Optional[int], "bool": bool, "list": tuple, "choice": Optional[str],
+                "spec": Optional[str]}
+
 
 @dataclass(frozen=True)
 class Field:
@@ -22,41 +29,44 @@ class Field:
     default: Any
     default_doc: str  # the default as documented (may be a rule, not a value)
     help: str
-    group: str = "launch"
     choices: tuple = ()
+    # A variable someone else sets (a scheduler, the GPU runtime, the hub): its own name, who sets
+    # it; read from the environment only, never from the KIMI_CONFIG file.
+    external: Optional[str] = None
+    owner: str = ""
 
     @property
     def env(self) -> str:
-        return "KIMI_" + self.name.upper()
+        return self.external or "KIMI_" + self.name.upper()
 
 
 F = Field
 FIELDS: tuple = (
     F("hardware", "str", None, "the image's own target; `auto` = detect",
-      "Hardware id: h100, h200, b200, gb200, b300, gb300, mi300x, mi325x, mi350x, mi355x, or `auto`."),
-    F("variant", "str", "default", "`default`", "Checkpoint variant: default (INT4), nvfp4 (Blackwell), mxfp4 (MI355X)."),
+      "Hardware id: {hardware}, or `auto`."),
+    F("variant", "str", "default", "`default`", "Checkpoint variant: {variants}."),
     F("strategy", "str", None, "`single_node_tp`; `multi_node_tp` when KIMI_NODES > 1",
       "Serving strategy id (`kimi-serve list` shows them)."),
     F("features", "spec", None, "the recipe's defaults for the hardware",
       "Comma list of features; empty = none; `+f` / `-f` add to / remove from the defaults."),
-    F("profile", "str", None, "none", "Tuned profile: flydsl, aiter-mxfp4, inferencex."),
-    F("nodes", "int", 1, "`1`", "Number of nodes of a multi-node deployment.", "cluster"),
-    F("node_rank", "int", 0, "`0`", "This node's rank (multi-node) or its index in its pool (prefill/decode).", "cluster"),
-    F("head_addr", "str", None, "required when KIMI_NODES > 1", "Rendezvous address of rank 0 (`$HEAD_IP`).", "cluster"),
+    F("profile", "str", None, "none", "Tuned profile: {profiles}."),
+    F("nodes", "int", 1, "`1`", "Number of nodes of a multi-node deployment."),
+    F("node_rank", "int", 0, "`0`", "This node's rank (multi-node) or its index in its pool (prefill/decode)."),
+    F("head_addr", "str", None, "required when KIMI_NODES > 1", "Rendezvous address of rank 0 (`$HEAD_IP`)."),
     F("iface", "str", None, "required where the strategy needs it",
-      "Network interface for GLOO/NCCL (`$IFACE_NAME`).", "cluster"),
+      "Network interface for GLOO/NCCL (`$IFACE_NAME`)."),
     F("role", "choice", None, "required to launch a pd_cluster process",
-      "Which pd_cluster process this container runs.", "pd", ("prefill", "decode", "router")),
-    F("prefill_nodes", "int", None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node.", "pd"),
-    F("decode_nodes", "int", None, "the recipe's pools", "Decode pool size in nodes; 0 = the two pools share one node.", "pd"),
-    F("prefill_parallelism", "choice", None, "the recipe's", "Prefill pool parallelism.", "pd", ("tp", "tep", "dep")),
-    F("decode_parallelism", "choice", None, "the recipe's", "Decode pool parallelism.", "pd", ("tp", "tep", "dep")),
-    F("prefill_addrs", "list", (), "required for pd_cluster", "Comma list of prefill node addresses (`$PREFILL_NODE_i`).", "pd"),
-    F("decode_addrs", "list", (), "required for pd_cluster", "Comma list of decode node addresses (`$DECODE_NODE_i`).", "pd"),
-    F("prefill_dp_rpc_port", "int", 29550, "`29550`", "DP RPC port of the prefill pool.", "pd"),
-    F("decode_dp_rpc_port", "int", 29560, "`29560`", "DP RPC port of the decode pool.", "pd"),
-    F("router_host", "str", "0.0.0.0", "`0.0.0.0`", "Router bind address.", "pd"),
-    F("router_port", "int", 8000, "`8000`", "Router port.", "pd"),
+      "Which pd_cluster process this container runs.", ("prefill", "decode", "router")),
+    F("prefill_nodes", "int", None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node."),
+    F("decode_nodes", "int", None, "the recipe's pools", "Decode pool size in nodes; 0 = the two pools share one node."),
+    F("prefill_parallelism", "choice", None, "the recipe's", "Prefill pool parallelism.", ("tp", "tep", "dep")),
+    F("decode_parallelism", "choice", None, "the recipe's", "Decode pool parallelism.", ("tp", "tep", "dep")),
+    F("prefill_addrs", "list", (), "required for pd_cluster", "Comma list of prefill node addresses (`$PREFILL_NODE_i`)."),
+    F("decode_addrs", "list", (), "required for pd_cluster", "Comma list of decode node addresses (`$DECODE_NODE_i`)."),
+    F("prefill_dp_rpc_port", "int", 29550, "`29550`", "DP RPC port of the prefill pool."),
+    F("decode_dp_rpc_port", "int", 29560, "`29560`", "DP RPC port of the decode pool."),
+    F("router_host", "str", "0.0.0.0", "`0.0.0.0`", "Router bind address."),
+    F("router_port", "int", 8000, "`8000`", "Router port."),
     F("model", "str", None, "the variant's model id", "A local path or another repo id to load instead."),
     F("served_model_name", "str", None, "the variant's model id (also when KIMI_MODEL is a path)",
       "Name clients use; `--served-model-name` is emitted only when it differs from the model argument."),
@@ -66,38 +76,72 @@ FIELDS: tuple = (
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("dry_run", "bool", False, "`0`", "1 = print the launch and exit 0."),
     F("preflight", "choice", "on", "`on`", "Node checks before exec: on, warn (errors become warnings), off.",
-      "runtime", ("on", "warn", "off")),
-    F("log_format", "choice", "text", "`text`", "Start-up log format: text or json.", "runtime", ("text", "json")),
-    F("cache_dir", "str", "/cache", "`/cache`", "Mount point for the Hugging Face and vLLM caches.", "runtime"),
-    F("image", "str", None, "the project's published image for the target", "Image that rendered deployments run.", "deploy"),
-    F("name", "str", "kimi-k2-5", "`kimi-k2-5`", "Name of a rendered deployment.", "deploy"),
-    F("image_target", "str", None, "baked in at build", "The image's build target (set by the image).", "image"),
-    F("image_hardware", "str", None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image).", "image"),
-    F("image_serves", "list", (), "baked in at build", "Hardware ids the image serves (set by the image).", "image"),
-    F("config", "str", None, "none", "Path of a TOML file with the same keys in lower case, without the prefix.", "file"),
+      ("on", "warn", "off")),
+    F("log_format", "choice", "text", "`text`", "Start-up log format: text or json.", ("text", "json")),
+    F("cache_dir", "str", "/cache", "`/cache`", "Mount point for the Hugging Face and vLLM caches."),
+    F("image", "str", None, "the project's published image for the target", "Image that rendered deployments run."),
+    F("name", "str", "kimi-k2-5", "`kimi-k2-5`", "Name of a rendered deployment."),
+    F("image_target", "str", None, "baked in at build", "The image's build target (set by the image)."),
+    F("image_hardware", "str", None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image)."),
+    F("image_serves", "list", (), "baked in at build", "Hardware ids the image serves (set by the image)."),
+    F("config", "str", None, "none", "Path of a TOML file with the same keys in lower case, without the prefix."),
+    F("recipes_dir", "str", None, "the recipe data of the checkout or the package",
+      "A directory of recipe data (kimi-k2.5.yaml, hardware.yaml, strategies/) to use instead; for maintainers."),
+    # Variables others set, read by the cluster wiring, detection and preflight (env only).
+    F("lws_leader_address", "str", None, "-", "Address of the group's leader pod: KIMI_HEAD_ADDR when unset.",
+      external="LWS_LEADER_ADDRESS", owner="LeaderWorkerSet"),
+    F("lws_group_size", "int", None, "-", "Pods in the group: KIMI_NODES when unset.",
+      external="LWS_GROUP_SIZE", owner="LeaderWorkerSet"),
+    F("lws_worker_index", "int", None, "-", "This pod's index in its group: KIMI_NODE_RANK when unset.",
+      external="LWS_WORKER_INDEX", owner="LeaderWorkerSet"),
+    F("slurm_nnodes", "int", None, "-", "Nodes of the job step: KIMI_NODES when unset.",
+      external="SLURM_NNODES", owner="Slurm"),
+    F("slurm_job_num_nodes", "int", None, "-", "Nodes of the job (when SLURM_NNODES is absent).",
+      external="SLURM_JOB_NUM_NODES", owner="Slurm"),
+    F("slurm_nodeid", "int", None, "-", "This node's index in the job: KIMI_NODE_RANK when unset.",
+      external="SLURM_NODEID", owner="Slurm"),
+    F("slurm_job_nodelist", "str", None, "-", "The job's compact host list; its first host is KIMI_HEAD_ADDR.",
+      external="SLURM_JOB_NODELIST", owner="Slurm"),
+    F("slurm_nodelist", "str", None, "-", "The host list (when SLURM_JOB_NODELIST is absent).",
+      external="SLURM_NODELIST", owner="Slurm"),
+    F("cuda_visible_devices", "str", None, "-", "GPUs the process may use (NVIDIA; AMD when HIP_VISIBLE_DEVICES is unset).",
+      external="CUDA_VISIBLE_DEVICES", owner="GPU runtime"),
+    F("hip_visible_devices", "str", None, "-", "GPUs the process may use (AMD).",
+      external="HIP_VISIBLE_DEVICES", owner="GPU runtime"),
+    F("rocr_visible_devices", "str", None, "-", "GPUs the ROCm runtime exposes (AMD), applied first.",
+      external="ROCR_VISIBLE_DEVICES", owner="GPU runtime"),
+    F("hf_hub_offline", "bool", False, "`0`", "1 = no hub access: the weights must be in the cache already.",
+      external="HF_HUB_OFFLINE", owner="Hugging Face Hub"),
+    F("vllm_use_modelscope", "bool", False, "`0`", "1 = vLLM loads from ModelScope: its cache holds the weights.",
+      external="VLLM_USE_MODELSCOPE", owner="vLLM"),
 )
 del F
 
 BY_NAME = {f.name: f for f in FIELDS}
 BY_ENV = {f.env: f for f in FIELDS}
+KIMI_FIELDS = tuple(f for f in FIELDS if not f.external)
+EXTERNAL_FIELDS = tuple(f for f in FIELDS if f.external)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
+def parse_bool(text: Any) -> Optional[bool]:
+    """The one reading of a yes/no value: 1/true/yes/on, 0/false/no/off/empty; None otherwise."""
+    if isinstance(text, bool):
+        return text
+    word = str(text).strip().lower()
+    return True if word in _TRUE else False if word in _FALSE else None
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Typed settings; attribute names are the field names. `origin` says where each came from."""
+    """Typed settings: one attribute per field of FIELDS (added below, typed by the field's kind).
+    `origin` says where each value came from."""
 
     values: Mapping[str, Any]
     origin: Mapping[str, str]  # field name -> "default" | "file" | "env"
     user_args: tuple = ()  # container arguments (vLLM args)
     warnings: tuple = ()
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.values[name]
-        except KeyError:
-            raise AttributeError(name) from None
 
     def is_set(self, name: str) -> bool:
         return self.origin.get(name, "default") != "default"
@@ -111,6 +155,16 @@ class Settings:
             raise KimiError(INVALID_VALUE, f"KIMI_EXTRA_ARGS cannot be split like a shell line ({exc}): {extra!r}. "
                             "Check its quotes.") from None
         return tuple(parts) + tuple(self.user_args)
+
+
+def _attribute(name: str) -> property:
+    return property(lambda self: self.values[name], doc=BY_NAME[name].help)
+
+
+for _field in FIELDS:
+    setattr(Settings, _field.name, _attribute(_field.name))
+    Settings.__annotations__[_field.name] = PYTHON_TYPES[_field.kind]
+del _field
 
 
 def _convert(field: Field, raw: Any, where: str) -> Any:
@@ -129,13 +183,9 @@ def _convert(field: Field, raw: Any, where: str) -> Any:
             raise KimiError(INVALID_VALUE, f"{label} must be a whole number, not {raw!r}.{hint}")
         return int(text)
     if field.kind == "bool":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
+        value = parse_bool(raw)
+        if value is not None:
+            return value
         raise KimiError(INVALID_VALUE, f"{label} must be 1 or 0 (true/false), not {raw!r}.")
     if field.kind == "list":
         items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
@@ -166,10 +216,11 @@ def _read_file(path: str) -> dict:
         raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path}: cannot read it ({exc.strerror}).") from None
     except _toml.TOMLDecodeError as exc:
         raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not valid TOML: {exc}.") from None
-    unknown = [k for k in data if k not in BY_NAME or k == "config"]
+    keys = [f.name for f in KIMI_FIELDS if f.name != "config"]
+    unknown = [k for k in data if k not in keys]
     if unknown:
         key = unknown[0]
-        raise unknown_value(f"key in KIMI_CONFIG file {path}", key, [f.name for f in FIELDS if f.name != "config"],
+        raise unknown_value(f"key in KIMI_CONFIG file {path}", key, keys,
                             "Keys are the KIMI_* names in lower case without the prefix.")
     return data
 
@@ -184,6 +235,10 @@ def read_settings(environ: Mapping[str, str], user_args: tuple = ()) -> Settings
         for key, raw in _read_file(config_path).items():
             values[key] = _convert(BY_NAME[key], raw, "file")
             origin[key] = "file"
+    for field in EXTERNAL_FIELDS:
+        if field.env in environ:
+            values[field.name] = _convert(field, environ[field.env], "env")
+            origin[field.name] = "env"
     for env_name, raw in environ.items():
         if not env_name.startswith("KIMI_"):
             continue
@@ -203,8 +258,14 @@ def read_settings(environ: Mapping[str, str], user_args: tuple = ()) -> Settings
 def _did_you_mean(env_name: str) -> str:
     import difflib
 
-    close = difflib.get_close_matches(env_name, list(BY_ENV), n=1)
+    close = difflib.get_close_matches(env_name, [f.env for f in KIMI_FIELDS], n=1)
     return f" (did you mean {close[0]}?)" if close else ""
+
+
+def env_flag(environ: Mapping[str, str], name: str) -> bool:
+    """A declared yes/no variable of the environment (e.g. HF_HUB_OFFLINE), read like the settings."""
+    field = BY_ENV[name]
+    return _convert(field, environ[name], "env") if name in environ else field.default
 
 
 def _check_ranges(s: Settings) -> None:

@@ -15,7 +15,7 @@ from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.mask import mask_argv
 from entrypoint.core.plan import Process
 from entrypoint.core.record import Record as Hardware
-from entrypoint.core.settings import BY_NAME, FIELDS
+from entrypoint.core.settings import BY_NAME, KIMI_FIELDS
 
 # The project's published images: `<PUBLISHED_REPOSITORY>:<hardware image_target>` is the default
 # KIMI_IMAGE (the registry and image name of images/targets.yaml). The one place this default lives.
@@ -32,8 +32,8 @@ SINGLE, MULTI_NODE, PD_CLUSTER = "single", "multi_node", "pd_cluster"
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
 # head from the cluster runtime).
-_NOT_PASSED = {"image", "name", "config", "image_target", "image_hardware", "image_serves", "role", "node_rank",
-               "head_addr"}
+_NOT_PASSED = {"image", "name", "config", "recipes_dir", "image_target", "image_hardware", "image_serves", "role",
+               "node_rank", "head_addr"}
 
 
 def with_defaults(environ: Mapping[str, str], defaults: Mapping[str, str]) -> dict:
@@ -87,7 +87,7 @@ def settings_env(launch) -> dict:
     if shape(launch) == PD_CLUSTER:
         pinned.update(prefill_nodes=sel.prefill.nodes, decode_nodes=sel.decode.nodes)
     env = {}
-    for field in FIELDS:
+    for field in KIMI_FIELDS:
         if field.name in _NOT_PASSED:
             continue
         if field.name in pinned:
