@@ -262,10 +262,16 @@ def _did_you_mean(env_name: str) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+def read_external(environ: Mapping[str, str]) -> dict:
+    """The variables others set (LWS_*, SLURM_*, ...) that are present, typed: {env name: value}."""
+    return {f.env: _convert(f, environ[f.env], "env") for f in EXTERNAL_FIELDS if environ.get(f.env, "").strip()}
+
+
 def env_flag(environ: Mapping[str, str], name: str) -> bool:
-    """A declared yes/no variable of the environment (e.g. HF_HUB_OFFLINE), read like the settings."""
-    field = BY_ENV[name]
-    return _convert(field, environ[name], "env") if name in environ else field.default
+    """A declared yes/no variable others set (e.g. HF_HUB_OFFLINE), read with the one boolean parser;
+    a value it cannot read counts as the default (the variable's owner decides what else it means)."""
+    value = parse_bool(environ.get(name, ""))
+    return BY_ENV[name].default if value is None else value
 
 
 def _check_ranges(s: Settings) -> None:

@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional
 
-_TRUE = ("1", "true", "yes", "on")
+from entrypoint.core.settings import env_flag
 
 
 def uses_modelscope(environ: Mapping[str, str]) -> bool:
-    return environ.get("VLLM_USE_MODELSCOPE", "").strip().lower() in _TRUE
+    return env_flag(environ, "VLLM_USE_MODELSCOPE")
 
 
 def cache_env(cache_dir: str, environ: Mapping[str, str]) -> dict:

@@ -14,6 +14,8 @@ import struct
 from dataclasses import dataclass
 from typing import List, Mapping, Optional, Tuple
 
+from entrypoint.core.settings import read_external
+
 LWS = (("LWS_LEADER_ADDRESS", "KIMI_HEAD_ADDR"), ("LWS_GROUP_SIZE", "KIMI_NODES"), ("LWS_WORKER_INDEX", "KIMI_NODE_RANK"))
 
 
@@ -65,12 +67,14 @@ def expand_nodelist(text: str) -> List[str]:
 
 
 def _scheduler_values(environ: Mapping[str, str]) -> Tuple[str, dict]:
-    if environ.get("LWS_LEADER_ADDRESS"):
-        return "LeaderWorkerSet", {kimi: environ[lws] for lws, kimi in LWS if environ.get(lws)}
-    nodes = environ.get("SLURM_NNODES") or environ.get("SLURM_JOB_NUM_NODES")
-    if nodes and environ.get("SLURM_NODEID") is not None:
-        values = {"KIMI_NODES": nodes, "KIMI_NODE_RANK": environ["SLURM_NODEID"]}
-        hosts = expand_nodelist(environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST", ""))
+    """(scheduler, {KIMI_* name: value}) from the declared LWS_* / SLURM_* variables."""
+    ext = read_external(environ)
+    if ext.get("LWS_LEADER_ADDRESS"):
+        return "LeaderWorkerSet", {kimi: str(ext[lws]) for lws, kimi in LWS if lws in ext}
+    nodes = ext.get("SLURM_NNODES", ext.get("SLURM_JOB_NUM_NODES"))
+    if nodes is not None and "SLURM_NODEID" in ext:
+        values = {"KIMI_NODES": str(nodes), "KIMI_NODE_RANK": str(ext["SLURM_NODEID"])}
+        hosts = expand_nodelist(ext.get("SLURM_JOB_NODELIST") or ext.get("SLURM_NODELIST") or "")
         if hosts:
             values["KIMI_HEAD_ADDR"] = hosts[0]
         return "Slurm", values

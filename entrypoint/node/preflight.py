@@ -14,6 +14,7 @@ from typing import Callable, List, Mapping, Optional, Tuple
 from entrypoint.node.detect import visible_gpus
 from entrypoint.node.exec import exec_env
 from entrypoint.core.errors import PREFLIGHT_FAILED, KimiError
+from entrypoint.core.settings import env_flag
 from entrypoint.node.logs import Entry
 from entrypoint.node.facts import NodeFacts, gather
 from entrypoint.core.plan import Process
@@ -137,10 +138,6 @@ def check_amd_firmware(launch, proc, facts: NodeFacts, environ) -> Check:
                  fixed)
 
 
-def _offline(environ) -> bool:
-    return environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def check_cache(launch, proc, facts: NodeFacts, environ) -> Check:
     c = facts.cache
     if proc.local_gpus == 0 or c is None:
@@ -157,7 +154,7 @@ def check_cache(launch, proc, facts: NodeFacts, environ) -> Check:
     if c.weights_dir:
         return Check("cache", status, "; ".join(notes + [f"weights present in {c.weights_dir}"]))
     model = launch.plan.model
-    if _offline(environ):
+    if env_flag(environ, "HF_HUB_OFFLINE"):
         return Check("cache", "error", f"HF_HUB_OFFLINE is set but the weights of {model} are not in {c.path}: "
                      "download them first (huggingface-cli download into the cache) or unset HF_HUB_OFFLINE.")
     need = launch.plan.vram_minimum_gb * GB
