@@ -44,7 +44,7 @@ def default_recipes_dir() -> Path:
 
 
 def _data_files(directory: Path) -> List[Path]:
-    return [directory / "kimi-k2.5.yaml", directory / "hardware.yaml",
+    return [directory / "kimi-k2.5.yaml", directory / "hardware.yaml", directory / "serving.yaml",
             *sorted((directory / "strategies").glob("*.yaml"))]
 
 
@@ -61,10 +61,12 @@ def _validate(directory: Path) -> Record:
             return yaml.load(fh, Loader=loader)
 
     try:
+        hardware = schema.HardwareFile(**read(directory / "hardware.yaml"))
         catalog = schema.Catalog(
             recipe=read(directory / "kimi-k2.5.yaml"),
-            hardware=schema.HardwareFile(**read(directory / "hardware.yaml")).hardware,
+            hardware=hardware.hardware, brands=hardware.brands, architectures=hardware.architectures,
             strategies={p.stem: read(p) for p in sorted((directory / "strategies").glob("*.yaml"))},
+            serving=read(directory / "serving.yaml"),
         )
     except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
         raise RecipeDataError(f"recipe data in {directory} is invalid: {exc}") from exc

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from entrypoint.core.record import Record
+from entrypoint.core.record import FrozenDict, Record
 
 Args = List[str]
 Env = Dict[str, str]
@@ -24,13 +24,27 @@ class Strict(BaseModel):
 # ---------------------------------------------------------------- hardware
 
 
+class Brand(Strict):
+    devices: List[str]  # any one present in the container = the GPUs are there
+    device_hint: str  # how to give a container the GPUs
+    k8s_resource: str  # the device plugin's extended resource
+    k8s_product_label: str  # the node label that names the GPU product
+    compose: Dict[str, Any]  # what a Compose service adds to reach the GPUs
+
+
+class Firmware(Strict):
+    component: Literal["mec"]  # the firmware detection reads (node/detect.py)
+    minimum: int = Field(gt=0)
+    below_env: Env  # set on a node whose firmware is below the minimum
+
+
 class Detect(Strict):
     names: List[str]  # substrings of the product name reported by the driver tools
     memory_gb: float  # nominal memory of one GPU
 
 
 class Hardware(Strict):
-    brand: Literal["nvidia", "amd"]
+    brand: str  # a key of `brands`
     generation: str  # hopper | blackwell | amd
     display_name: str
     description: str = ""
@@ -38,9 +52,11 @@ class Hardware(Strict):
     vram_gb: float = Field(gt=0)  # the whole node
     arch: Literal["amd64", "arm64"]
     image_target: str  # the project image target that serves it (images/targets.yaml)
+    k8s_product: str  # the value of the brand's GPU product node label
     gfx: Optional[str] = None  # AMD gfx target
     multi_node_nvlink: bool = False
     detect: Detect
+    firmware: Optional[Firmware] = None
 
     @model_validator(mode="after")
     def _amd_has_gfx(self):
@@ -50,7 +66,37 @@ class Hardware(Strict):
 
 
 class HardwareFile(Strict):
+    architectures: Dict[str, Literal["amd64", "arm64"]]
+    brands: Dict[str, Brand]
     hardware: Dict[str, Hardware]
+
+    @model_validator(mode="after")
+    def _brands_exist(self):
+        unknown = {hid: hw.brand for hid, hw in self.hardware.items() if hw.brand not in self.brands}
+        if unknown:
+            raise ValueError(f"hardware names brands that `brands` does not declare: {unknown}")
+        return self
+
+
+# ---------------------------------------------------------------- serving
+
+
+class ImageRepo(Strict):
+    registry: str  # the published images: <registry>/<name>:<tag>
+    name: str
+
+
+class Health(Strict):
+    path: str
+    interval_s: int = Field(gt=0)
+    timeout_s: int = Field(gt=0)
+    retries: int = Field(gt=0)
+    start_period_s: int = Field(gt=0)
+
+
+class Serving(Strict):
+    image: ImageRepo
+    health: Health
 
 
 # ---------------------------------------------------------------- strategies
@@ -196,7 +242,10 @@ class Catalog(Strict):
 
     recipe: Recipe
     hardware: Dict[str, Hardware]
+    brands: Dict[str, Brand]
+    architectures: Dict[str, str]
     strategies: Dict[str, Strategy]
+    serving: Serving
 
     @model_validator(mode="after")
     def _references_exist(self):
@@ -252,11 +301,12 @@ class Catalog(Strict):
 
 
 def freeze(value: Any) -> Any:
-    """The validated models as read-only records (dicts and lists stay dicts and lists)."""
+    """The validated models as read-only records, all the way down: mappings become FrozenDicts
+    and lists tuples, so no caller can change the catalog every later caller shares."""
     if isinstance(value, BaseModel):
         return Record(type(value).__name__, {name: freeze(getattr(value, name)) for name in type(value).model_fields})
     if isinstance(value, dict):
-        return {key: freeze(item) for key, item in value.items()}
+        return FrozenDict({key: freeze(item) for key, item in value.items()})
     if isinstance(value, list):
-        return [freeze(item) for item in value]
+        return tuple(freeze(item) for item in value)
     return value

@@ -5,6 +5,21 @@ from __future__ import annotations
 from typing import Any, Dict
 
 
+class FrozenDict(dict):
+    """A dict that refuses every change (the catalog's mappings); pickles as itself."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("the recipe catalog is read-only")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only  # type: ignore
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (FrozenDict, (dict(self),))
+
+
 class Record:
     """One validated model's fields as read-only attributes; equal when kind and fields are."""
 

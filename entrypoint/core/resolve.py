@@ -280,7 +280,7 @@ def _plain_processes(ctx: _Ctx) -> List[Process]:
         else:
             flags = [strat.parallel_flag, str(_single_node_size(ctx))]
             role = "single"
-        strategy_args = tag("strategy", strat.vllm_args + flags)
+        strategy_args = tag("strategy", [*strat.vllm_args, *flags])
         args, env, origin = _compose_vllm(ctx, strategy_args, env_layers, None, own_port=True)
         procs.append(_finish(ctx, role, rank, _vllm_program(sel), args, env, origin))
     return procs
@@ -290,7 +290,7 @@ def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> Process:
     sel, strat = ctx.sel, ctx.strategy
     role_data = strat.roles[pool.role]
     defaults = getattr(ctx.override, pool.role, None) if ctx.override else None
-    strategy_args = tag("strategy", role_data.vllm_args + _pool_flags(ctx, pool, defaults, k))
+    strategy_args = tag("strategy", [*role_data.vllm_args, *_pool_flags(ctx, pool, defaults, k)])
     placement = {"CUDA_VISIBLE_DEVICES": _visible_devices(ctx, pool)}
     if pool.nodes >= 2:
         placement.update({"GLOO_SOCKET_IFNAME": "$IFACE_NAME", "NCCL_SOCKET_IFNAME": "$IFACE_NAME"})
