@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from buildsys import context, engine, log, smoke as smoke_mod, standin, targets as targets_mod
-from buildsys.engine import BuildError, mb, table
+from buildsys.engine import BuildError, mb
+from entrypoint.core.table import text_table
 from buildsys.targets import TargetsError
 
 
@@ -53,14 +54,15 @@ def list_(ctx, registry, fmt):
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(table([[r["target"], r["platform"], r["hardware"], ",".join(r["serves"]), r["base"], " ".join(r["tags"])]
-                      for r in rows], ["target", "platform", "default", "serves", "base", "tags"]))
+    click.echo(text_table(["target", "platform", "default", "serves", "base", "tags"],
+                          [[r["target"], r["platform"], r["hardware"], ",".join(r["serves"]), r["base"], " ".join(r["tags"])]
+                           for r in rows]))
 
 
 def _summary(results, title):
     rows = [[r.target, "ok" if r.ok else "FAILED", r.image_id[7:19], f"{r.seconds:.1f}s", mb(r.size), mb(r.added),
              r.digest[:19] or "-", r.tags[0] if r.tags else "-"] for r in results]
-    log(f"\n{title}\n" + table(rows, ["target", "result", "image", "time", "size", "added", "digest", "tag"]))
+    log(f"\n{title}\n" + text_table(["target", "result", "image", "time", "size", "added", "digest", "tag"], rows))
 
 
 @main.command()
@@ -128,8 +130,8 @@ def smoke(ctx, names, registry):
             problems = [f"{type(exc).__name__}: {exc}"]
         if problems:
             bad[name] = problems
-    log("\n" + table([[n, "FAILED" if n in bad else "ok", "; ".join(bad.get(n, []))[:100]] for n in chosen],
-                     ["target", "smoke", "problems"]))
+    log("\n" + text_table(["target", "smoke", "problems"],
+                          [[n, "FAILED" if n in bad else "ok", "; ".join(bad.get(n, []))[:100]] for n in chosen]))
     if bad:
         raise click.ClickException(f"smoke failed for {', '.join(bad)}")
 

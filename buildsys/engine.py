@@ -253,11 +253,3 @@ def run(cli, image: str, command: List[str], platform: str, **kwargs):
 
 def mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
-
-
-def table(rows: List[List[str]], headers: List[str]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    lines = [fmt.format(*headers), fmt.format(*("-" * w for w in widths))]
-    lines += [fmt.format(*map(str, r)) for r in rows]
-    return "\n".join(lines)

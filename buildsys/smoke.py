@@ -6,17 +6,10 @@ import json
 from typing import List
 
 from buildsys import engine, log
-from buildsys.targets import Targets
+from buildsys.targets import RECIPES_DIR, Targets
+from entrypoint.core.recipe import load_catalog_from
 
-MIN_START_PERIOD_NS = 10 * 60 * 10**9
-
-
-def duration_ns(text: str) -> int:
-    units = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
-    for suffix in ("ms", "s", "m", "h"):
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
-            return int(text[: -len(suffix)]) * units[suffix]
-    raise ValueError(text)
+NS = 10**9
 
 
 def check(cli, data: Targets, target: str, image: str) -> List[str]:
@@ -39,7 +32,11 @@ def check(cli, data: Targets, target: str, image: str) -> List[str]:
     expect(cfg.get("User", "") in ("", "0", "root"), f"runs as the base's root user by default, any UID works (User={cfg.get('User')!r})")
     hc = cfg.get("Healthcheck") or {}
     expect(hc.get("Test") == ["CMD", "kimi-serve", "healthcheck"], f"HEALTHCHECK runs kimi-serve healthcheck (got {hc.get('Test')})")
-    expect((hc.get("StartPeriod") or 0) >= MIN_START_PERIOD_NS, "HEALTHCHECK start period >= 10m")
+    h = load_catalog_from(RECIPES_DIR).serving.health
+    want = {"Interval": h.interval_s * NS, "Timeout": h.timeout_s * NS, "StartPeriod": h.start_period_s * NS,
+            "Retries": h.retries}
+    got = {k: hc.get(k) for k in want}
+    expect(got == want, f"HEALTHCHECK timings are recipes/serving.yaml's (got {got})")
     expect(attrs.get("Architecture") == t.arch, f"architecture {t.arch} (got {attrs.get('Architecture')})")
     expect(lab.get(f"{p}.target") == target and lab.get(f"{p}.serves") == ",".join(t.serves)
            and lab.get(f"{p}.hardware") == t.hardware, "labels name the target and the hardware it serves")

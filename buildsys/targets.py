@@ -1,4 +1,6 @@
-"""images/targets.yaml: pydantic models (unknown keys rejected) and the loader with cross-checks."""
+"""images/targets.yaml: pydantic models (unknown keys rejected) and the loader with cross-checks
+against the recipe data (read through the entrypoint's own loader: hardware served, the published
+repository of recipes/serving.yaml)."""
 
 from __future__ import annotations
 
@@ -7,17 +9,15 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import ValidationError, field_validator, model_validator
 
 from buildsys import ROOT
+from entrypoint.core.recipe import RecipeDataError, load_catalog_from
+from entrypoint.core.recipe_schema import Strict
 
 TARGETS_FILE = ROOT / "images" / "targets.yaml"
-HARDWARE_FILE = ROOT / "recipes" / "hardware.yaml"
+RECIPES_DIR = ROOT / "recipes"
 MIN_VLLM = (0, 19, 1)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Base(Strict):
@@ -108,52 +108,33 @@ class Targets(Strict):
         return tags
 
 
-def hardware_entries(path: Path = HARDWARE_FILE) -> Optional[dict]:
-    """{hardware id: entry} from recipes/hardware.yaml, or None when that file does not exist."""
-    if not path.exists():
-        return None
-    data = yaml.safe_load(path.read_text()) or {}
-    if isinstance(data, dict) and "hardware" in data:
-        data = data["hardware"]
-    if isinstance(data, dict):
-        return {str(k): (v if isinstance(v, dict) else {}) for k, v in data.items()}
-    if isinstance(data, list):
-        return {str(i["id"]): i for i in data if isinstance(i, dict) and i.get("id")}
-    return None
-
-
-def hardware_ids(path: Path = HARDWARE_FILE) -> Optional[set]:
-    entries = hardware_entries(path)
-    return None if entries is None else set(entries)
-
-
 class TargetsError(Exception):
     pass
 
 
-def load(path: Path = TARGETS_FILE, hardware_file: Path = HARDWARE_FILE) -> Targets:
+def load(path: Path = TARGETS_FILE, recipes_dir: Path = RECIPES_DIR) -> Targets:
+    """targets.yaml validated, with the published repository (recipes/serving.yaml) filled in and
+    every target checked against the hardware it serves (recipes/hardware.yaml)."""
     try:
+        catalog = load_catalog_from(Path(recipes_dir))
         raw = yaml.safe_load(Path(path).read_text())
+        if isinstance(raw, dict):
+            raw = {**raw, "image": catalog.serving.image.name, "registry": catalog.serving.image.registry}
         data = Targets.model_validate(raw)
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
+    except (OSError, yaml.YAMLError, ValidationError, RecipeDataError) as exc:
         raise TargetsError(f"{path}: {exc}") from exc
-    entries = hardware_entries(hardware_file)
-    if entries is not None:
-        known = set(entries)
-        for name, t in data.targets.items():
-            unknown = sorted(set(t.serves) - known)
-            if unknown:
-                raise TargetsError(f"{path}: target {name} serves unknown hardware {unknown}; "
-                                   f"{hardware_file.name} knows {sorted(known)}")
-            for hw in t.serves:  # both files must agree on which image serves which hardware
-                want = entries[hw].get("image_target")
-                if want is not None and want != name:
-                    raise TargetsError(f"{path}: target {name} serves {hw}, but {hardware_file.name} "
-                                       f"says {hw} is served by image target {want!r}")
-                arch = entries[hw].get("arch")
-                if arch is not None and arch != t.arch:
-                    raise TargetsError(f"{path}: target {name} is {t.arch}, but {hardware_file.name} "
-                                       f"says {hw} is {arch}")
+    for name, t in data.targets.items():
+        unknown = sorted(set(t.serves) - set(catalog.hardware))
+        if unknown:
+            raise TargetsError(f"{path}: target {name} serves unknown hardware {unknown}; "
+                               f"the recipe data knows {sorted(catalog.hardware)}")
+        for hw_id in t.serves:  # both files must agree on which image serves which hardware
+            hw = catalog.hardware[hw_id]
+            if hw.image_target != name:
+                raise TargetsError(f"{path}: target {name} serves {hw_id}, but the recipe data says {hw_id} is "
+                                   f"served by image target {hw.image_target!r}")
+            if hw.arch != t.arch:
+                raise TargetsError(f"{path}: target {name} is {t.arch}, but the recipe data says {hw_id} is {hw.arch}")
     return data
 
 

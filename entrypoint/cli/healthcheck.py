@@ -15,8 +15,8 @@ EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1
 DEFAULT_PORT = 8000  # vLLM's default when the plan emits no --port
 
 
-def health_url(proc) -> str:
-    return f"http://127.0.0.1:{proc.port or DEFAULT_PORT}/health"
+def health_url(proc, path: str) -> str:
+    return f"http://127.0.0.1:{proc.port or DEFAULT_PORT}{path}"
 
 
 def probe(url: str, timeout: float) -> tuple:
@@ -38,14 +38,15 @@ def command(timeout: float) -> None:
     from entrypoint.app import load_launch
 
     try:
-        proc = load_launch(()).this_process()
+        launch = load_launch(())
+        proc = launch.this_process()
     except KimiError as err:
         click.echo(f"unhealthy: cannot tell which server to ask: {err.message}")
         sys.exit(EXIT_UNHEALTHY)
     if not proc.serves_http:
         click.echo(f"healthy: the {proc.role} (rank {proc.rank}) serves no HTTP; nothing to ask")
         sys.exit(EXIT_HEALTHY)
-    url = health_url(proc)
+    url = health_url(proc, launch.catalog.serving.health.path)
     healthy, what = probe(url, timeout)
     click.echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} {url}: {what}")
     sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)

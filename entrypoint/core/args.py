@@ -76,9 +76,5 @@ def gpus_needed(argv: Sequence[str]) -> int:
     return max(1, world // max(1, nnodes))
 
 
-def placeholders_in(text: str) -> List[str]:
-    return _PLACEHOLDER.findall(text)
-
-
 def substitute(text: str, lookup: Callable[[str], str]) -> str:
     return _PLACEHOLDER.sub(lambda m: lookup(m.group(1)), text)

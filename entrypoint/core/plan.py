@@ -8,9 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-ROLES = ("single", "head", "worker", "prefill", "decode", "router")
-
-
 @dataclass(frozen=True)
 class Process:
     """One program to run on one node."""
@@ -41,13 +38,19 @@ class Pool:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Choice:
+    """What a deployment is: the choices a Selection makes and its Plan carries."""
+
     hardware: str
     variant: str
     strategy: str
     features: tuple
     profile: Optional[str]
     nodes: int
+
+
+@dataclass(frozen=True)
+class Plan(Choice):
     model: str  # the model argument given to vLLM
     served_model_name: str  # the name clients use
     vram_minimum_gb: float

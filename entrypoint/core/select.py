@@ -10,6 +10,7 @@ from typing import Mapping, Optional
 
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError, unknown_value
+from entrypoint.core.plan import Choice
 from entrypoint.core.recipe import Catalog, default_features
 from entrypoint.core.settings import Settings
 
@@ -40,13 +41,7 @@ class PoolChoice:
 
 
 @dataclass(frozen=True)
-class Selection:
-    hardware: str
-    variant: str
-    strategy: str
-    features: tuple
-    profile: Optional[str]
-    nodes: int
+class Selection(Choice):
     node_rank: int
     role: Optional[str]
     prefill: Optional[PoolChoice]

@@ -443,3 +443,7 @@ def mec_firmware(environ: Mapping[str, str], root: str = "/") -> Tuple[List[int]
     except (ValueError, TypeError):
         return [], "rocm-smi --showfw: unreadable output"
     return found, "rocm-smi --showfw" if found else "rocm-smi --showfw: no MEC version in its output"
+
+
+# firmware component (recipes/hardware.yaml `firmware.component`) -> its reader
+FIRMWARE_READERS = {"mec": mec_firmware}

@@ -6,13 +6,10 @@ import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from entrypoint.node import cache
-from entrypoint.node.detect import Detection, detect_node, mec_firmware
-
-ARCH_NAMES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-DEVICE_NODES = ("/dev/kfd", "/dev/dri", "/dev/nvidiactl", "/dev/nvidia0")
+from entrypoint.node.detect import FIRMWARE_READERS, Detection, detect_node
 
 
 @dataclass(frozen=True)
@@ -29,11 +26,11 @@ class CacheFacts:
 class NodeFacts:
     detection: Detection
     all_gpus: tuple  # every GPU the winning probe saw, before visibility variables
-    arch: str  # amd64 | arm64 | what platform.machine() says
+    arch: str  # the image platform's name (recipes/hardware.yaml `architectures`) or what the kernel says
     shm_bytes: Optional[int]
-    devices: frozenset  # the DEVICE_NODES present
-    mec_firmware: tuple = ()
-    mec_source: str = ""
+    devices: frozenset  # the GPU device nodes present (of those the brands in the data name)
+    firmware: tuple = ()  # versions of the firmware the hardware's rule names, one per GPU
+    firmware_source: str = ""
     cache: Optional[CacheFacts] = None
 
 
@@ -77,17 +74,19 @@ def cache_facts(cache_dir: str, model: str, environ: Mapping[str, str], proc_roo
                       str(weights) if weights else None)
 
 
-def gather(environ: Mapping[str, str], cache_dir: str, model: str, gfx: Optional[str] = None,
-           root: str = "/", proc_root: str = "/proc") -> NodeFacts:
+def gather(environ: Mapping[str, str], cache_dir: str, model: str, architectures: Mapping[str, str],
+           device_nodes: Sequence[str], firmware: Optional[str] = None, root: str = "/",
+           proc_root: str = "/proc") -> NodeFacts:
     detection = detect_node(environ, root)
     winner = [p for p in detection.probes if p.source == detection.source]
-    firmware, source = mec_firmware(environ, root) if gfx else ([], "")
+    versions, source = FIRMWARE_READERS[firmware](environ, root) if firmware else ([], "")
+    machine = platform.machine()
     return NodeFacts(
         detection=detection,
         all_gpus=winner[0].gpus if winner else (),
-        arch=ARCH_NAMES.get(platform.machine().lower(), platform.machine()),
+        arch=architectures.get(machine.lower(), machine),
         shm_bytes=_statvfs(os.path.join(root, "dev/shm"))[0],
-        devices=frozenset(d for d in DEVICE_NODES if os.path.exists(os.path.join(root, d.lstrip("/")))),
-        mec_firmware=tuple(firmware), mec_source=source,
+        devices=frozenset(d for d in device_nodes if os.path.exists(os.path.join(root, d.lstrip("/")))),
+        firmware=tuple(versions), firmware_source=source,
         cache=cache_facts(cache_dir, model, environ, proc_root),
     )

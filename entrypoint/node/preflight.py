@@ -22,8 +22,6 @@ from entrypoint.core.plan import Process
 GB = 1000 ** 3
 GIB = 1024 ** 3
 SHM_MINIMUM_BYTES = 1 * GIB
-MEC_FIRMWARE_MINIMUM = 177
-STATUSES = ("ok", "fixed", "warning", "error", "skipped")
 
 
 @dataclass(frozen=True)
@@ -109,33 +107,34 @@ def check_platform(launch, proc, facts: NodeFacts, environ) -> Check:
                      f"{hw.arch}: run the {hw.arch} image (tag for target {hw.image_target}).")
     if proc.local_gpus == 0:
         return Check("platform", "ok", f"{facts.arch}; the {proc.role} needs no GPU device")
-    if hw.brand == "amd" and "/dev/kfd" not in facts.devices:
-        return Check("platform", "error", f"{launch.plan.hardware} is an AMD GPU but /dev/kfd is missing: run with "
-                     "--device /dev/kfd --device /dev/dri --group-add video (and --security-opt seccomp=unconfined).")
-    if hw.brand == "nvidia" and not {"/dev/nvidiactl", "/dev/nvidia0"} & facts.devices:
-        return Check("platform", "error", f"{launch.plan.hardware} is an NVIDIA GPU but no NVIDIA device is in the "
-                     "container: run with --gpus all (NVIDIA Container Toolkit) or --runtime=nvidia.")
+    brand = launch.catalog.brands[hw.brand]
+    if not set(brand.devices) & facts.devices:
+        return Check("platform", "error", f"{launch.plan.hardware} is an {hw.brand} GPU but none of "
+                     f"{', '.join(brand.devices)} is in the container: {brand.device_hint}.")
     return Check("platform", "ok", f"{facts.arch} image, {hw.brand} devices present")
 
 
-def check_amd_firmware(launch, proc, facts: NodeFacts, environ) -> Check:
-    hw = launch.catalog.hardware[launch.plan.hardware]
-    if hw.gfx != "gfx950" or proc.local_gpus == 0:
-        return Check("amd_firmware", "skipped", "only MI350X/MI355X (gfx950) need it")
-    if not facts.mec_firmware:
-        return Check("amd_firmware", "warning", f"MEC firmware version unreadable ({facts.mec_source}); if it is "
-                     f"below {MEC_FIRMWARE_MINIMUM}, set HSA_NO_SCRATCH_RECLAIM=1.")
-    oldest = min(facts.mec_firmware)
-    if oldest >= MEC_FIRMWARE_MINIMUM:
-        return Check("amd_firmware", "ok", f"MEC firmware {oldest} ({facts.mec_source})")
-    if "HSA_NO_SCRATCH_RECLAIM" in environ or "HSA_NO_SCRATCH_RECLAIM" in proc.env:
-        return Check("amd_firmware", "ok", f"MEC firmware {oldest} < {MEC_FIRMWARE_MINIMUM}; "
-                     "HSA_NO_SCRATCH_RECLAIM is already set")
-    fixed = dataclasses.replace(proc, env={**proc.env, "HSA_NO_SCRATCH_RECLAIM": "1"},
-                                provenance={**proc.provenance, "HSA_NO_SCRATCH_RECLAIM": "preflight"})
-    return Check("amd_firmware", "fixed", f"MEC firmware {oldest} < {MEC_FIRMWARE_MINIMUM} ({facts.mec_source}): "
-                 "setting HSA_NO_SCRATCH_RECLAIM=1 as the recipe guide advises; a firmware update removes the need.",
-                 fixed)
+def check_firmware(launch, proc, facts: NodeFacts, environ) -> Check:
+    """The hardware's firmware rule (recipes/hardware.yaml `firmware`): below its minimum, the
+    rule's variables are set (unless the user set them), as the recipe guide advises."""
+    rule = launch.catalog.hardware[launch.plan.hardware].firmware
+    if rule is None or proc.local_gpus == 0:
+        return Check("firmware", "skipped", f"{launch.plan.hardware} has no firmware rule" if rule is None
+                     else f"the {proc.role} uses no GPU")
+    name, fix = f"{rule.component.upper()} firmware", " ".join(f"{k}={v}" for k, v in rule.below_env.items())
+    if not facts.firmware:
+        return Check("firmware", "warning", f"{name} version unreadable ({facts.firmware_source}); if it is "
+                     f"below {rule.minimum}, set {fix}.")
+    oldest = min(facts.firmware)
+    if oldest >= rule.minimum:
+        return Check("firmware", "ok", f"{name} {oldest} ({facts.firmware_source})")
+    if all(k in environ or k in proc.env for k in rule.below_env):
+        return Check("firmware", "ok", f"{name} {oldest} < {rule.minimum}; {', '.join(rule.below_env)} already set")
+    added = {k: v for k, v in rule.below_env.items() if k not in environ}
+    fixed = dataclasses.replace(proc, env={**proc.env, **added},
+                                provenance={**proc.provenance, **{k: "preflight" for k in added}})
+    return Check("firmware", "fixed", f"{name} {oldest} < {rule.minimum} ({facts.firmware_source}): setting {fix} "
+                 "as the recipe guide advises; a firmware update removes the need.", fixed)
 
 
 def check_cache(launch, proc, facts: NodeFacts, environ) -> Check:
@@ -166,15 +165,17 @@ def check_cache(launch, proc, facts: NodeFacts, environ) -> Check:
 
 
 CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_shm, check_platform,
-                                check_amd_firmware, check_cache)
+                                check_firmware, check_cache)
 
 
 # ---------------------------------------------------------------- running them
 
 
 def node_facts(launch, environ: Mapping[str, str]) -> NodeFacts:
-    hw = launch.catalog.hardware[launch.plan.hardware]
-    return gather(environ, launch.settings.cache_dir, launch.plan.model, gfx=hw.gfx)
+    hw, catalog = launch.catalog.hardware[launch.plan.hardware], launch.catalog
+    devices = sorted({d for b in catalog.brands.values() for d in b.devices})
+    return gather(environ, launch.settings.cache_dir, launch.plan.model, architectures=catalog.architectures,
+                  device_nodes=devices, firmware=hw.firmware.component if hw.firmware else None)
 
 
 def run_checks(launch, proc: Process, environ: Mapping[str, str], facts: NodeFacts) -> Tuple[Process, List[Check]]:

@@ -12,7 +12,7 @@ from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import (HF_TOKEN, LOAD_SECONDS, container_env, hardware, image,
+from entrypoint.render.deployment import (HF_TOKEN, brand, container_env, health, image,
                                           service_name, with_defaults)
 from entrypoint.render.yamltext import dump
 from entrypoint.core.select import Selection
@@ -21,10 +21,6 @@ from entrypoint.core.settings import Settings
 FILE = "compose.yaml"
 CACHE_VOLUME = "cache"
 LOOPBACK = "127.0.0.1"
-_AMD_ACCESS = {"devices": ["/dev/kfd", "/dev/dri"], "group_add": ["video"], "cap_add": ["SYS_PTRACE"],
-               "security_opt": ["seccomp=unconfined"]}
-_NVIDIA_ACCESS = {"deploy": {"resources": {"reservations": {"devices": [
-    {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}}
 
 
 def deployment_environ(environ: Mapping[str, str], settings: Settings, sel: Selection) -> dict:
@@ -54,11 +50,12 @@ def _service(launch, proc: Process) -> dict:
     if proc.role != "router":
         svc["ipc"] = "host"  # vLLM's tensor-parallel workers share memory through /dev/shm
         svc["volumes"] = [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"]
-        svc.update(_AMD_ACCESS if hardware(launch).brand == "amd" else _NVIDIA_ACCESS)
+        svc.update(brand(launch).compose)  # the GPU brand's devices (recipes/hardware.yaml)
     else:
         svc["depends_on"] = [service_name(launch, p) for p in launch.plan.processes if p.role != "router"]
-    svc["healthcheck"] = {"test": ["CMD", "kimi-serve", "healthcheck"], "interval": "30s", "timeout": "10s",
-                          "retries": 3, "start_period": f"{LOAD_SECONDS}s"}
+    h = health(launch)
+    svc["healthcheck"] = {"test": ["CMD", "kimi-serve", "healthcheck"], "interval": f"{h.interval_s}s",
+                          "timeout": f"{h.timeout_s}s", "retries": h.retries, "start_period": f"{h.start_period_s}s"}
     return svc
 
 

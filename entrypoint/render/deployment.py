@@ -1,6 +1,6 @@
 """What the compose and k8s renderers share: the image, the shape of the deployment, the
-settings each container gets as environment, GPU resources by brand, health-check timing and
-the Hugging Face token.
+settings each container gets as environment, the GPU brand's facts, health-check timing (all
+from the recipe data) and the Hugging Face token.
 
 Containers run the project's image, whose ENTRYPOINT (`kimi-serve`) resolves its own launch from
 KIMI_* variables; so a rendered service or pod carries the user's settings as environment, never
@@ -17,16 +17,7 @@ from entrypoint.core.plan import Process
 from entrypoint.core.record import Record as Hardware
 from entrypoint.core.settings import BY_NAME, KIMI_FIELDS
 
-# The project's published images: `<PUBLISHED_REPOSITORY>:<hardware image_target>` is the default
-# KIMI_IMAGE (the registry and image name of images/targets.yaml). The one place this default lives.
-PUBLISHED_REPOSITORY = "ghcr.io/kimi-serve/kimi-k2.5"
-
 HF_TOKEN = "HF_TOKEN"  # passed from a secret store, never written into a rendered file
-GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
-HEALTH_PATH = "/health"
-# Loading ~600 GB of weights (download on first start) takes many minutes: failures before this
-# many seconds have passed do not count against a container.
-LOAD_SECONDS = 3600
 SINGLE, MULTI_NODE, PD_CLUSTER = "single", "multi_node", "pd_cluster"
 
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config
@@ -56,8 +47,20 @@ def hardware(launch) -> Hardware:
     return launch.catalog.hardware[launch.plan.hardware]
 
 
+def brand(launch) -> Hardware:
+    """The GPU brand's facts (devices, Kubernetes resource and label, Compose access)."""
+    return launch.catalog.brands[hardware(launch).brand]
+
+
+def health(launch) -> Hardware:
+    """Health endpoint and timings (recipes/serving.yaml)."""
+    return launch.catalog.serving.health
+
+
 def image(launch) -> str:
-    return launch.settings.image or f"{PUBLISHED_REPOSITORY}:{hardware(launch).image_target}"
+    """KIMI_IMAGE, else the published image of this hardware's target (recipes/serving.yaml)."""
+    repo = launch.catalog.serving.image
+    return launch.settings.image or f"{repo.registry.rstrip('/')}/{repo.name}:{hardware(launch).image_target}"
 
 
 def service_name(launch, proc: Process) -> str:

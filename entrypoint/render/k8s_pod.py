@@ -1,10 +1,8 @@
 """The pod of one process on Kubernetes: the project's image with the deployment's KIMI_* env,
-the node's GPUs, the GPU product node selector, /dev/shm in memory, the cache and /health probes.
+the node's GPUs, the GPU product node selector, /dev/shm in memory, the cache and health probes.
 
-Node selector labels (one value per hardware id, as the labelling daemons write them):
-NVIDIA GPU Feature Discovery sets `nvidia.com/gpu.product` (the product name, spaces as '-');
-the AMD GPU Operator's node labeller sets `amd.com/gpu.product-name` (spaces as '_'). Check
-yours with `kubectl get nodes -L nvidia.com/gpu.product -L amd.com/gpu.product-name`.
+GPU resource names, product labels and their values per hardware live in recipes/hardware.yaml
+(`brands`, `k8s_product`); probe timings in recipes/serving.yaml.
 """
 
 from __future__ import annotations
@@ -12,20 +10,11 @@ from __future__ import annotations
 from typing import Optional
 
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import (GPU_RESOURCE, HEALTH_PATH, HF_TOKEN, LOAD_SECONDS, container_env,
-                                          hardware, image)
+from entrypoint.render.deployment import HF_TOKEN, brand, container_env, hardware, health, image
 
-PRODUCT_LABEL = {"nvidia": "nvidia.com/gpu.product", "amd": "amd.com/gpu.product-name"}
-PRODUCT = {
-    "h100": "NVIDIA-H100-80GB-HBM3", "h200": "NVIDIA-H200", "b200": "NVIDIA-B200", "gb200": "NVIDIA-GB200",
-    "b300": "NVIDIA-B300-SXM6-AC", "gb300": "NVIDIA-GB300",
-    "mi300x": "AMD_Instinct_MI300X", "mi325x": "AMD_Instinct_MI325X", "mi350x": "AMD_Instinct_MI350X",
-    "mi355x": "AMD_Instinct_MI355X",
-}
 CACHE_VOLUME = "cache"
 SHM_VOLUME = "dshm"
 CONTAINER = "kimi-serve"
-_PERIOD = 30
 
 
 def hf_token_secret(launch) -> str:
@@ -39,12 +28,13 @@ def _env(launch, proc: Process) -> list:
         "name": hf_token_secret(launch), "key": HF_TOKEN, "optional": True}}}]
 
 
-def _probes() -> dict:
-    get = {"httpGet": {"path": HEALTH_PATH, "port": "http"}, "timeoutSeconds": 10}
+def _probes(launch) -> dict:
+    h = health(launch)
+    get = {"httpGet": {"path": h.path, "port": "http"}, "timeoutSeconds": h.timeout_s}
     return {
-        "startupProbe": {**get, "periodSeconds": _PERIOD, "failureThreshold": LOAD_SECONDS // _PERIOD},
-        "readinessProbe": {**get, "periodSeconds": 10, "failureThreshold": 3},
-        "livenessProbe": {**get, "periodSeconds": _PERIOD, "failureThreshold": 5},
+        "startupProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": -(-h.start_period_s // h.interval_s)},
+        "readinessProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": h.retries},
+        "livenessProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": h.retries},
     }
 
 
@@ -54,16 +44,16 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     container = {"name": CONTAINER, "image": image(launch), "env": _env(launch, proc)}
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
-        container.update(_probes())
+        container.update(_probes(launch))
     spec = {"enableServiceLinks": False, "containers": [container]}
     if proc.role == "router":
         return spec
-    hw = hardware(launch)
-    gpus = {GPU_RESOURCE[hw.brand]: str(proc.local_gpus)}
+    gpu = brand(launch)
+    gpus = {gpu.k8s_resource: str(proc.local_gpus)}
     container["resources"] = {"limits": gpus, "requests": dict(gpus)}
     container["volumeMounts"] = [{"name": CACHE_VOLUME, "mountPath": launch.settings.cache_dir},
                                  {"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-    spec["nodeSelector"] = {PRODUCT_LABEL[hw.brand]: PRODUCT[launch.plan.hardware]}
+    spec["nodeSelector"] = {gpu.k8s_product_label: hardware(launch).k8s_product}
     spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
     if cache_claim:
         spec["volumes"].append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": cache_claim}})

@@ -6,10 +6,17 @@ from typing import Iterable
 
 import yaml
 
+from entrypoint.core.record import FrozenDict
+
 
 class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data) -> bool:
         return True
+
+
+# Recipe data is read-only (FrozenDict, tuples): written like the dicts and lists it was.
+_Dumper.add_representer(FrozenDict, _Dumper.represent_dict)
+_Dumper.add_representer(tuple, _Dumper.represent_list)
 
 
 def dump(doc) -> str:

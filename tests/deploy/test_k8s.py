@@ -43,6 +43,15 @@ def test_every_object_validates(case):
         validate(doc)
 
 
+# How the device plugins and node labellers name GPUs (NVIDIA k8s-device-plugin and GPU Feature
+# Discovery; AMD k8s-device-plugin and GPU Operator node labeller), written out by hand.
+GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+PRODUCT_LABEL = {"nvidia": "nvidia.com/gpu.product", "amd": "amd.com/gpu.product-name"}
+PRODUCT = {"h100": "NVIDIA-H100-80GB-HBM3", "h200": "NVIDIA-H200", "b200": "NVIDIA-B200", "gb200": "NVIDIA-GB200",
+           "b300": "NVIDIA-B300-SXM6-AC", "gb300": "NVIDIA-GB300", "mi300x": "AMD_Instinct_MI300X",
+           "mi325x": "AMD_Instinct_MI325X", "mi350x": "AMD_Instinct_MI350X", "mi355x": "AMD_Instinct_MI355X"}
+
+
 @pytest.mark.parametrize("case", sorted(K8S))
 def test_pods_read_settings_from_env_and_the_token_from_a_secret(case):
     environ = {**K8S[case], "HF_TOKEN": SECRET}
@@ -62,9 +71,9 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret(case):
             if "KIMI_ROLE" in env and env["KIMI_ROLE"]["value"] == "router":
                 assert "resources" not in container
                 continue
-            gpus = container["resources"]["limits"][deployment.GPU_RESOURCE[brand]]
+            gpus = container["resources"]["limits"][GPU_RESOURCE[brand]]
             assert int(gpus) >= 1 and container["resources"]["requests"] == container["resources"]["limits"]
-            assert pod["nodeSelector"] == {k8s_pod.PRODUCT_LABEL[brand]: k8s_pod.PRODUCT[K8S[case]["KIMI_HARDWARE"]]}
+            assert pod["nodeSelector"] == {PRODUCT_LABEL[brand]: PRODUCT[K8S[case]["KIMI_HARDWARE"]]}
             shm = next(v for v in pod["volumes"] if v["name"] == k8s_pod.SHM_VOLUME)
             assert shm["emptyDir"]["medium"] == "Memory"
             mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
@@ -160,13 +169,10 @@ def test_image_and_name_settings():
     assert pod["containers"][0]["image"] == "registry.example/kimi:1"
 
 
-def test_every_hardware_has_a_product_label():
-    assert set(k8s_pod.PRODUCT) == set(load_catalog().hardware)
-
-
-def test_published_repository_is_the_one_images_are_pushed_to():
+def test_default_image_is_the_published_one_of_the_target():
+    launch = k8s_launch({"KIMI_HARDWARE": "mi300x"})
+    assert deployment.image(launch) == "ghcr.io/kimi-serve/kimi-k2.5:rocm-gfx942"
     targets = yaml.safe_load((ROOT / "images" / "targets.yaml").read_text())
-    assert deployment.PUBLISHED_REPOSITORY == f"{targets['registry']}/{targets['image']}"
     assert {hw.image_target for hw in load_catalog().hardware.values()} <= set(targets["targets"])
 
 

@@ -53,29 +53,32 @@ def test_bad_data_is_rejected(tmp_path, mutate, needle):
         targets.load(_write(tmp_path, mutate))
 
 
-def test_unknown_hardware_is_rejected_when_recipes_know_the_ids(tmp_path):
-    hw = tmp_path / "hardware.yaml"
-    hw.write_text(yaml.safe_dump({"hardware": {h: {} for h in ["h100", "h200"]}}))
-    with pytest.raises(targets.TargetsError, match="unknown hardware"):
-        targets.load(targets.TARGETS_FILE, hw)
-    if targets.HARDWARE_FILE.exists():  # the real recipe data knows every id we serve
-        targets.load()
+def _recipes(tmp_path, mutate):
+    """A copy of the recipe data whose hardware.yaml `mutate` changed."""
+    copy = tmp_path / "recipes"
+    shutil.copytree(targets.RECIPES_DIR, copy, ignore=shutil.ignore_patterns(".validated"))
+    raw = yaml.safe_load((copy / "hardware.yaml").read_text())
+    mutate(raw["hardware"])
+    (copy / "hardware.yaml").write_text(yaml.safe_dump(raw))
+    return copy
 
 
-def test_image_target_and_arch_must_agree_with_hardware_data(tmp_path):
-    hw = tmp_path / "hardware.yaml"
-    entries = {h: {"image_target": n, "arch": t[1].split("/")[1]} for n, t in ISSUE_TABLE.items() for h in t[3]}
-    hw.write_text(yaml.safe_dump({"hardware": entries}))
-    targets.load(targets.TARGETS_FILE, hw)
-    entries["mi325x"]["image_target"] = "rocm-gfx950"
-    hw.write_text(yaml.safe_dump({"hardware": entries}))
-    with pytest.raises(targets.TargetsError, match="mi325x"):
-        targets.load(targets.TARGETS_FILE, hw)
-    entries["mi325x"]["image_target"] = "rocm-gfx942"
-    entries["gb200"]["arch"] = "amd64"
-    hw.write_text(yaml.safe_dump({"hardware": entries}))
-    with pytest.raises(targets.TargetsError, match="gb200"):
-        targets.load(targets.TARGETS_FILE, hw)
+def test_unknown_hardware_is_rejected(tmp_path):
+    targets.load()  # the real recipe data knows every id we serve
+    with pytest.raises(targets.TargetsError, match="unknown hardware.*tpu9"):
+        targets.load(_write(tmp_path, lambda r: r["targets"]["h200"]["serves"].append("tpu9")))
+
+
+@pytest.mark.parametrize("hw_id, key, value", [("mi325x", "image_target", "rocm-gfx950"), ("gb200", "arch", "amd64")])
+def test_image_target_and_arch_must_agree_with_hardware_data(tmp_path, hw_id, key, value):
+    with pytest.raises(targets.TargetsError, match=hw_id):
+        targets.load(targets.TARGETS_FILE, _recipes(tmp_path, lambda hw: hw[hw_id].update({key: value})))
+
+
+def test_published_repository_comes_from_the_recipe_data():
+    data = targets.load()
+    assert (data.registry, data.image) == ("ghcr.io/kimi-serve", "kimi-k2.5")
+    assert "registry" not in yaml.safe_load(targets.TARGETS_FILE.read_text())
 
 
 def test_matrix_is_one_entry_per_target():
@@ -121,3 +124,16 @@ def test_context_holds_code_and_platform_wheels():
     sos = [p.name for p in (ctx / "deps" / "pydantic_core").glob("*.so")]
     assert sos and all("cpython-312-aarch64" in s for s in sos)
     assert context.size(ctx / "deps") + context.size(ctx / "code") < 40e6
+
+
+def test_dockerfile_healthcheck_says_what_the_serving_data_says():
+    """HEALTHCHECK flags cannot take build args, so the Dockerfile spells the timings out; they must
+    be recipes/serving.yaml's (the same as the Compose and Kubernetes renderings)."""
+    import re
+
+    text = (targets.ROOT / "images" / "Dockerfile").read_text()
+    flags = dict(re.findall(r"--(interval|timeout|start-period|retries)=(\w+)", text.split("HEALTHCHECK", 1)[1].split("\n")[0]))
+    health = yaml.safe_load((targets.RECIPES_DIR / "serving.yaml").read_text())["health"]
+    assert flags == {"interval": f"{health['interval_s']}s", "timeout": f"{health['timeout_s']}s",
+                     "start-period": f"{health['start_period_s']}s", "retries": str(health["retries"])}
+    assert health["start_period_s"] >= 1800  # a 600 GB load is not over in minutes

@@ -101,20 +101,20 @@ def test_detected_hardware_differs_from_configured():
 
 def test_old_mec_firmware_on_gfx950_sets_hsa_no_scratch_reclaim():
     env = {"KIMI_HARDWARE": "mi355x"}
-    results, proc = statuses(env, facts("mi355x", mec_firmware=(175, 177), mec_source="rocm-smi --showfw"))
-    assert results["amd_firmware"].status == "fixed" and "175" in results["amd_firmware"].message
+    results, proc = statuses(env, facts("mi355x", firmware=(175, 177), firmware_source="rocm-smi --showfw"))
+    assert results["firmware"].status == "fixed" and "175" in results["firmware"].message
     assert proc.env["HSA_NO_SCRATCH_RECLAIM"] == "1"
     launch, original = launch_for(env)
     assert "HSA_NO_SCRATCH_RECLAIM" not in original.env  # the plan itself stays the recipe's
 
 
 def test_new_mec_firmware_or_other_gpus_change_nothing():
-    results, proc = statuses({"KIMI_HARDWARE": "mi355x"}, facts("mi355x", mec_firmware=(177,), mec_source="x"))
-    assert results["amd_firmware"].status == "ok" and "HSA_NO_SCRATCH_RECLAIM" not in proc.env
-    results, _ = statuses({"KIMI_HARDWARE": "mi300x"}, facts("mi300x", mec_firmware=(100,)))
-    assert results["amd_firmware"].status == "skipped"
-    results, _ = statuses({"KIMI_HARDWARE": "mi355x"}, facts("mi355x", mec_source="rocm-smi --showfw: not installed"))
-    assert results["amd_firmware"].status == "warning"
+    results, proc = statuses({"KIMI_HARDWARE": "mi355x"}, facts("mi355x", firmware=(177,), firmware_source="x"))
+    assert results["firmware"].status == "ok" and "HSA_NO_SCRATCH_RECLAIM" not in proc.env
+    results, _ = statuses({"KIMI_HARDWARE": "mi300x"}, facts("mi300x", firmware=(100,)))
+    assert results["firmware"].status == "skipped"
+    results, _ = statuses({"KIMI_HARDWARE": "mi355x"}, facts("mi355x", firmware_source="rocm-smi --showfw: not installed"))
+    assert results["firmware"].status == "warning"
 
 
 def test_cache_not_writable():
@@ -169,7 +169,7 @@ def test_warn_logs_errors_as_warnings_and_goes_on():
 
 def test_warn_still_applies_fixes():
     launch, proc = launch_for({"KIMI_HARDWARE": "mi355x", "KIMI_PREFLIGHT": "warn"})
-    out, _ = preflight_launch(launch, proc, {}, facts("mi355x", mec_firmware=(170,)))
+    out, _ = preflight_launch(launch, proc, {}, facts("mi355x", firmware=(170,)))
     assert out.env["HSA_NO_SCRATCH_RECLAIM"] == "1"
 
 
