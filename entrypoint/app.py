@@ -15,7 +15,7 @@ from entrypoint.core.plan import Plan, Process
 from entrypoint.core.recipe import Catalog, load_catalog
 from entrypoint.core.resolve import resolve, this_process
 from entrypoint.core.select import Selection, select
-from entrypoint.core.settings import Settings, read_settings
+from entrypoint.core.settings import BY_NAME, Settings, read_settings
 
 
 @dataclass(frozen=True)
@@ -29,13 +29,21 @@ class Launch:
         return this_process(self.plan, self.selection)
 
 
-def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
-          catalog: Optional[Catalog] = None) -> Launch:
-    """The pure part: settings -> selection -> plan, for an already wired environment."""
-    settings = read_settings(environ, user_args)
+def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None) -> Launch:
+    """The pure part: settings -> selection -> plan."""
     catalog = catalog or load_catalog()
     selection = select(settings, catalog, detected_hardware)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=resolve(selection, catalog))
+
+
+def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
+          catalog: Optional[Catalog] = None) -> Launch:
+    """The launch of an already wired environment (no detection, no cluster wiring)."""
+    return compose(read_settings(environ, user_args), detected_hardware, catalog)
+
+
+def wants_detection(settings: Settings) -> bool:
+    return (settings.hardware or "").lower() == "auto"
 
 
 def choices(environ: Mapping[str, str]):
@@ -58,11 +66,9 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
 
     if wiring is None:
         wiring = wire(os.environ if environ is None else environ)
-    environ = wiring.environ
-    detected = None
-    if environ.get("KIMI_HARDWARE", "").strip().lower() == "auto":
-        detected = detected_hardware(environ)
-    return build(environ, tuple(user_args), detected_hardware=detected)
+    settings = read_settings(wiring.environ, tuple(user_args))
+    detected = detected_hardware(wiring.environ) if wants_detection(settings) else None
+    return compose(settings, detected)
 
 
 def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:
@@ -105,6 +111,38 @@ def announce(proc: Process, environ: Mapping[str, str]) -> None:
               f"{mask_env({key: proc.env[key]})[key]})", file=sys.stderr)
     print(f"kimi-serve: launching {proc.role} (rank {proc.rank}):\n{render_process(as_applied(proc, environ))}",
           file=sys.stderr, flush=True)
+
+
+def diagnose(environ: Mapping[str, str]) -> dict:
+    """`kimi-serve doctor`'s report: detection, cluster wiring, the launch and every node check
+    (whatever KIMI_PREFLIGHT says). A node with no hardware configured is checked as `auto`."""
+    from entrypoint.core.errors import KimiError
+    from entrypoint.node.cluster import wire
+    from entrypoint.node.detect import detect_node
+    from entrypoint.node.preflight import node_facts, run_checks
+
+    try:
+        settings = read_settings(environ)
+        if not (settings.hardware or settings.image_hardware):
+            environ = {**environ, BY_NAME["hardware"].env: "auto"}  # a bare node: check what it has
+    except KimiError:
+        pass  # reported below, as the launch's error
+    detection = detect_node(environ)
+    wiring = wire(environ)
+    report = {"detection": detection.as_dict(), "cluster": {"source": wiring.source, "decisions": list(wiring.decisions)},
+              "launch": None, "checks": []}
+    try:
+        launch = load_launch((), wiring=wiring)
+        proc = launch.this_process()
+    except KimiError as err:
+        report["checks"].append({"check": "launch", "status": "error", "message": err.message})
+        return report
+    report["launch"] = {"hardware": launch.plan.hardware, "variant": launch.plan.variant,
+                        "strategy": launch.plan.strategy, "nodes": launch.plan.nodes, "role": proc.role,
+                        "rank": proc.rank, "local_gpus": proc.local_gpus, "port": proc.port}
+    proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))
+    report["checks"] = [r.as_dict() for r in results]
+    return report
 
 
 def start(user_args) -> None:

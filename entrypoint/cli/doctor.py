@@ -10,35 +10,7 @@ import sys
 
 import click
 
-from entrypoint.core.errors import KimiError
-
 EXIT_PROBLEMS = 1
-
-
-def diagnose(environ) -> dict:
-    from entrypoint.app import load_launch
-    from entrypoint.node.cluster import wire
-    from entrypoint.node.detect import detect_node
-    from entrypoint.node.preflight import node_facts, run_checks
-
-    if not (environ.get("KIMI_HARDWARE") or environ.get("KIMI_IMAGE_HARDWARE")):
-        environ = {**environ, "KIMI_HARDWARE": "auto"}  # a bare node: check what it has
-    detection = detect_node(environ)
-    wiring = wire(environ)
-    report = {"detection": detection.as_dict(), "cluster": {"source": wiring.source, "decisions": list(wiring.decisions)},
-              "launch": None, "checks": []}
-    try:
-        launch = load_launch((), wiring=wiring)
-        proc = launch.this_process()
-    except KimiError as err:
-        report["checks"].append({"check": "launch", "status": "error", "message": err.message})
-        return report
-    report["launch"] = {"hardware": launch.plan.hardware, "variant": launch.plan.variant,
-                        "strategy": launch.plan.strategy, "nodes": launch.plan.nodes, "role": proc.role,
-                        "rank": proc.rank, "local_gpus": proc.local_gpus, "port": proc.port}
-    proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))
-    report["checks"] = [r.as_dict() for r in results]
-    return report
 
 
 def render_text(report: dict) -> str:
@@ -65,6 +37,8 @@ def render_text(report: dict) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def command(fmt: str) -> None:
     """Detect the hardware, run every node check, print a report; exit 1 on any error."""
+    from entrypoint.app import diagnose
+
     report = diagnose(os.environ)
     report["ok"] = not any(c["status"] == "error" for c in report["checks"])
     click.echo(json.dumps(report, indent=2) if fmt == "json" else render_text(report))

@@ -7,17 +7,14 @@ import sys
 
 import click
 
-from entrypoint.core.errors import EXIT_USAGE, KimiError, unknown_value
+from entrypoint.core import select
+from entrypoint.core.errors import EXIT_USAGE, KimiError
 from entrypoint.verify.checks import FEATURES, run_verify
 
 
 def parse_features(text: str) -> frozenset[str]:
-    """A comma list of feature ids ("" for none)."""
-    features = frozenset(part.strip() for part in text.split(",") if part.strip())
-    for feature in sorted(features):
-        if feature not in FEATURES:
-            raise unknown_value("--features", feature, FEATURES)
-    return features
+    """A comma list of feature ids ("" for none), read like KIMI_FEATURES."""
+    return frozenset(select.parse_features(text, (), FEATURES, label="--features"))
 
 
 def _settings(url: str | None, expect_model: str | None, features: str | None):

@@ -127,7 +127,7 @@ def _valid_strategy(settings: Settings, catalog: Catalog) -> str:
     return sid
 
 
-def parse_features(spec: Optional[str], defaults: tuple, known) -> tuple:
+def parse_features(spec: Optional[str], defaults: tuple, known, label: str = "KIMI_FEATURES entry") -> tuple:
     """None = defaults; "" = none; plain entries form the list; +f / -f edit it (defaults if no plain entry)."""
     if spec is None:
         return defaults
@@ -139,7 +139,7 @@ def parse_features(spec: Optional[str], defaults: tuple, known) -> tuple:
     for entry in entries:
         name = entry[1:].strip() if entry[0] in "+-" else entry
         if name not in known:
-            raise unknown_value("KIMI_FEATURES entry", name, known)
+            raise unknown_value(label, name, known)
         if entry[0] == "+" and name not in chosen:
             chosen.append(name)
         elif entry[0] == "-" and name in chosen:

@@ -13,6 +13,7 @@ from typing import Callable, List, Mapping, Optional, Tuple
 
 from entrypoint.node.detect import visible_gpus
 from entrypoint.node.exec import exec_env
+from entrypoint.core.check import Check
 from entrypoint.core.errors import PREFLIGHT_FAILED, KimiError
 from entrypoint.core.settings import env_flag
 from entrypoint.node.logs import Entry
@@ -25,14 +26,8 @@ SHM_MINIMUM_BYTES = 1 * GIB
 
 
 @dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # one of STATUSES
-    message: str
-    process: Optional[Process] = None  # a corrected process ("fixed")
-
-    def as_dict(self) -> dict:
-        return {"check": self.name, "status": self.status, "message": self.message}
+class NodeCheck(Check):
+    process: Optional[Process] = None  # a corrected process (status "fixed")
 
 
 def _parallel_sizes(proc: Process) -> str:
@@ -45,104 +40,104 @@ def _parallel_sizes(proc: Process) -> str:
 # ---------------------------------------------------------------- checks
 
 
-def check_hardware(launch, proc, facts: NodeFacts, environ) -> Check:
+def check_hardware(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     det, configured = facts.detection, launch.plan.hardware
     if det.hardware is None:
-        return Check("hardware", "warning", f"configured {configured}; detection found no known GPU model "
+        return NodeCheck("hardware", "warning", f"configured {configured}; detection found no known GPU model "
                      f"({det.summary() if det.gpus else det.reason}). Run `kimi-serve doctor` on the node.")
     if det.hardware == configured:
-        return Check("hardware", "ok", f"configured {configured}, detected {det.hardware}: {det.summary()}")
+        return NodeCheck("hardware", "ok", f"configured {configured}, detected {det.hardware}: {det.summary()}")
     brands = launch.catalog.hardware[configured].brand, launch.catalog.hardware[det.hardware].brand
     status = "warning" if brands[0] == brands[1] else "error"
-    return Check("hardware", status, f"configured {configured} but this node has {det.hardware} ({det.summary()}). "
+    return NodeCheck("hardware", status, f"configured {configured} but this node has {det.hardware} ({det.summary()}). "
                  f"Set KIMI_HARDWARE={det.hardware} (or auto) and run the image built for it.")
 
 
-def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> Check:
+def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     if proc.local_gpus == 0:
-        return Check("gpu_count", "skipped", f"the {proc.role} uses no GPU")
+        return NodeCheck("gpu_count", "skipped", f"the {proc.role} uses no GPU")
     seen = visible_gpus(facts.all_gpus, exec_env(proc.env, environ))
     need = f"the {proc.role} process needs {proc.local_gpus} GPU(s) on its node ({_parallel_sizes(proc)})"
     if len(seen) >= proc.local_gpus:
-        return Check("gpu_count", "ok", f"{need}; {len(seen)} visible")
+        return NodeCheck("gpu_count", "ok", f"{need}; {len(seen)} visible")
     found = f"{len(facts.all_gpus)} found on the node" + (
         f", {len(seen)} visible through *_VISIBLE_DEVICES" if len(seen) != len(facts.all_gpus) else "")
-    return Check("gpu_count", "error", f"{need}, but only {len(seen)} usable ({found}). Run it on a node with "
+    return NodeCheck("gpu_count", "error", f"{need}, but only {len(seen)} usable ({found}). Run it on a node with "
                  f"{proc.local_gpus} GPUs and give the container all of them (docker run --gpus all; on AMD "
                  "--device /dev/kfd --device /dev/dri), or choose a plan that needs fewer "
                  "(`kimi-serve list`, KIMI_STRATEGY / KIMI_NODES).")
 
 
-def check_vram(launch, proc, facts: NodeFacts, environ) -> Check:
+def check_vram(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     gpus = visible_gpus(facts.all_gpus, exec_env(proc.env, environ)) or facts.detection.gpus
     if not gpus or proc.local_gpus == 0:
-        return Check("vram", "skipped", "no GPU memory to measure" if proc.local_gpus else "the router uses no GPU")
+        return NodeCheck("vram", "skipped", "no GPU memory to measure" if proc.local_gpus else "the router uses no GPU")
     per_gpu = min(g.memory_bytes for g in gpus) / GIB
     minimum = launch.plan.vram_minimum_gb
     short = [(p.name, p.gpus * per_gpu) for p in launch.plan.pools if p.gpus * per_gpu < minimum]
     pools = ", ".join(f"{p.name} {p.gpus} x {per_gpu:.0f} GiB = {p.gpus * per_gpu:.0f} GiB" for p in launch.plan.pools)
     if not short:
-        return Check("vram", "ok", f"{pools}; the {launch.plan.variant} variant needs {minimum:.0f} GB")
+        return NodeCheck("vram", "ok", f"{pools}; the {launch.plan.variant} variant needs {minimum:.0f} GB")
     status = "warning" if launch.settings.skip_memory_check else "error"
-    return Check("vram", status, f"{pools}: below the {minimum:.0f} GB the {launch.plan.variant} variant needs "
+    return NodeCheck("vram", status, f"{pools}: below the {minimum:.0f} GB the {launch.plan.variant} variant needs "
                  f"(the GPUs detected have {per_gpu:.0f} GiB each). Use more GPUs or nodes, a smaller variant, or "
                  "KIMI_SKIP_MEMORY_CHECK=1 if you know it fits.")
 
 
-def check_shm(launch, proc, facts: NodeFacts, environ) -> Check:
+def check_shm(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     if facts.shm_bytes is None:
-        return Check("shm", "warning", "/dev/shm is missing: NCCL/RCCL need it. Run with --ipc=host or --shm-size=16g.")
+        return NodeCheck("shm", "warning", "/dev/shm is missing: NCCL/RCCL need it. Run with --ipc=host or --shm-size=16g.")
     size = f"/dev/shm is {facts.shm_bytes / GIB:.2f} GiB"
     if facts.shm_bytes >= SHM_MINIMUM_BYTES or (proc.local_gpus <= 1 and launch.plan.nodes == 1):
-        return Check("shm", "ok", size)
-    return Check("shm", "error", f"{size}, too small for NCCL/RCCL between {proc.local_gpus} GPUs (at least "
+        return NodeCheck("shm", "ok", size)
+    return NodeCheck("shm", "error", f"{size}, too small for NCCL/RCCL between {proc.local_gpus} GPUs (at least "
                  f"{SHM_MINIMUM_BYTES // GIB} GiB). Run the container with --ipc=host or --shm-size=16g "
                  "(Kubernetes: an emptyDir with medium: Memory on /dev/shm).")
 
 
-def check_platform(launch, proc, facts: NodeFacts, environ) -> Check:
+def check_platform(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     hw = launch.catalog.hardware[launch.plan.hardware]
     if facts.arch != hw.arch:
-        return Check("platform", "error", f"this image runs as {facts.arch}, but {launch.plan.hardware} nodes are "
+        return NodeCheck("platform", "error", f"this image runs as {facts.arch}, but {launch.plan.hardware} nodes are "
                      f"{hw.arch}: run the {hw.arch} image (tag for target {hw.image_target}).")
     if proc.local_gpus == 0:
-        return Check("platform", "ok", f"{facts.arch}; the {proc.role} needs no GPU device")
+        return NodeCheck("platform", "ok", f"{facts.arch}; the {proc.role} needs no GPU device")
     brand = launch.catalog.brands[hw.brand]
     if not set(brand.devices) & facts.devices:
-        return Check("platform", "error", f"{launch.plan.hardware} is an {hw.brand} GPU but none of "
+        return NodeCheck("platform", "error", f"{launch.plan.hardware} is an {hw.brand} GPU but none of "
                      f"{', '.join(brand.devices)} is in the container: {brand.device_hint}.")
-    return Check("platform", "ok", f"{facts.arch} image, {hw.brand} devices present")
+    return NodeCheck("platform", "ok", f"{facts.arch} image, {hw.brand} devices present")
 
 
-def check_firmware(launch, proc, facts: NodeFacts, environ) -> Check:
+def check_firmware(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     """The hardware's firmware rule (recipes/hardware.yaml `firmware`): below its minimum, the
     rule's variables are set (unless the user set them), as the recipe guide advises."""
     rule = launch.catalog.hardware[launch.plan.hardware].firmware
     if rule is None or proc.local_gpus == 0:
-        return Check("firmware", "skipped", f"{launch.plan.hardware} has no firmware rule" if rule is None
+        return NodeCheck("firmware", "skipped", f"{launch.plan.hardware} has no firmware rule" if rule is None
                      else f"the {proc.role} uses no GPU")
     name, fix = f"{rule.component.upper()} firmware", " ".join(f"{k}={v}" for k, v in rule.below_env.items())
     if not facts.firmware:
-        return Check("firmware", "warning", f"{name} version unreadable ({facts.firmware_source}); if it is "
+        return NodeCheck("firmware", "warning", f"{name} version unreadable ({facts.firmware_source}); if it is "
                      f"below {rule.minimum}, set {fix}.")
     oldest = min(facts.firmware)
     if oldest >= rule.minimum:
-        return Check("firmware", "ok", f"{name} {oldest} ({facts.firmware_source})")
+        return NodeCheck("firmware", "ok", f"{name} {oldest} ({facts.firmware_source})")
     if all(k in environ or k in proc.env for k in rule.below_env):
-        return Check("firmware", "ok", f"{name} {oldest} < {rule.minimum}; {', '.join(rule.below_env)} already set")
+        return NodeCheck("firmware", "ok", f"{name} {oldest} < {rule.minimum}; {', '.join(rule.below_env)} already set")
     added = {k: v for k, v in rule.below_env.items() if k not in environ}
     fixed = dataclasses.replace(proc, env={**proc.env, **added},
                                 provenance={**proc.provenance, **{k: "preflight" for k in added}})
-    return Check("firmware", "fixed", f"{name} {oldest} < {rule.minimum} ({facts.firmware_source}): setting {fix} "
+    return NodeCheck("firmware", "fixed", f"{name} {oldest} < {rule.minimum} ({facts.firmware_source}): setting {fix} "
                  "as the recipe guide advises; a firmware update removes the need.", fixed)
 
 
-def check_cache(launch, proc, facts: NodeFacts, environ) -> Check:
+def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     c = facts.cache
     if proc.local_gpus == 0 or c is None:
-        return Check("cache", "skipped", "the router loads no weights")
+        return NodeCheck("cache", "skipped", "the router loads no weights")
     if not c.writable:
-        return Check("cache", "error", f"{c.path} is not writable by this user: mount a writable volume there "
+        return NodeCheck("cache", "error", f"{c.path} is not writable by this user: mount a writable volume there "
                      f"(-v kimi-cache:{c.path}; on OpenShift give the volume the pod's group) or set KIMI_CACHE_DIR.")
     notes = [f"{c.path} on {c.mount_point} ({c.fs_type or 'unknown fs'})"]
     status = "ok"
@@ -151,16 +146,16 @@ def check_cache(launch, proc, facts: NodeFacts, environ) -> Check:
         notes.append(f"inside the container's own layer: weights and compiled graphs are lost with the container; "
                      f"mount a volume at {c.path}")
     if c.weights_dir:
-        return Check("cache", status, "; ".join(notes + [f"weights present in {c.weights_dir}"]))
+        return NodeCheck("cache", status, "; ".join(notes + [f"weights present in {c.weights_dir}"]))
     model = launch.plan.model
     if env_flag(environ, "HF_HUB_OFFLINE"):
-        return Check("cache", "error", f"HF_HUB_OFFLINE is set but the weights of {model} are not in {c.path}: "
+        return NodeCheck("cache", "error", f"HF_HUB_OFFLINE is set but the weights of {model} are not in {c.path}: "
                      "download them first (huggingface-cli download into the cache) or unset HF_HUB_OFFLINE.")
     need = launch.plan.vram_minimum_gb * GB
     if c.free_bytes is not None and c.free_bytes < need:
-        return Check("cache", "error", "; ".join(notes) + f": {c.free_bytes / GB:.0f} GB free, the {model} checkpoint "
+        return NodeCheck("cache", "error", "; ".join(notes) + f": {c.free_bytes / GB:.0f} GB free, the {model} checkpoint "
                      f"needs up to {need / GB:.0f} GB. Mount a larger volume, or pre-load the weights.")
-    return Check("cache", status, "; ".join(notes + [f"weights not downloaded yet, {c.free_bytes / GB:.0f} GB free"
+    return NodeCheck("cache", status, "; ".join(notes + [f"weights not downloaded yet, {c.free_bytes / GB:.0f} GB free"
                                                      if c.free_bytes is not None else "weights not downloaded yet"]))
 
 
@@ -178,7 +173,7 @@ def node_facts(launch, environ: Mapping[str, str]) -> NodeFacts:
                   device_nodes=devices, firmware=hw.firmware.component if hw.firmware else None)
 
 
-def run_checks(launch, proc: Process, environ: Mapping[str, str], facts: NodeFacts) -> Tuple[Process, List[Check]]:
+def run_checks(launch, proc: Process, environ: Mapping[str, str], facts: NodeFacts) -> Tuple[Process, List[NodeCheck]]:
     results = []
     for check in CHECKS:
         result = check(launch, proc, facts, environ)
