@@ -100,6 +100,13 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
                                features=frozenset(launch.plan.features))
 
 
+def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
+    """This container's process with only the env the project applies here (what `print` shows)."""
+    from entrypoint.node.exec import as_applied
+
+    return as_applied(load_launch(tuple(user_args), environ).this_process(), environ)
+
+
 def announce(proc: Process, environ: Mapping[str, str]) -> None:
     from entrypoint.core.mask import mask_env
     from entrypoint.node.exec import as_applied, split_env

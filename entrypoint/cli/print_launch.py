@@ -7,7 +7,6 @@ import os
 
 import click
 
-from entrypoint.app import load_launch
 from entrypoint.cli._context import guarded
 
 
@@ -17,11 +16,11 @@ from entrypoint.cli._context import guarded
 @guarded
 def command(fmt: str, vllm_args: tuple) -> None:
     """Print the launch this container would exec (VLLM_ARGS are added as container args would be)."""
-    from entrypoint.node.exec import as_applied
+    from entrypoint.app import applied_process
     from entrypoint.core.mask import mask_argv, mask_env
     from entrypoint.render.shell import render_process
 
-    proc = as_applied(load_launch(vllm_args).this_process(), os.environ)
+    proc = applied_process(vllm_args, os.environ)
     if fmt == "json":
         click.echo(json.dumps({"argv": mask_argv(proc.argv), "env": mask_env(proc.env)}, indent=2))
     else:
