@@ -256,7 +256,7 @@ def probe_rocm_smi(environ: Mapping[str, str]) -> Probe:
 
 
 def _gfx_name(value) -> Optional[str]:
-    """'gfx942', 'GFX942', 90402 (KFD gfx_target_version) -> 'gfx942'."""
+    """'gfxNNN', 'GFXNNN', a KFD gfx_target_version (90402 = major 9, minor 4, stepping 2) -> 'gfxNNN'."""
     if value is None:
         return None
     text = str(value).strip().lower()
@@ -340,7 +340,7 @@ def _name_tokens(name: str) -> set:
 
 def match_hardware(gpu: Gpu, catalog) -> Tuple[Optional[str], str]:
     """Hardware id for one GPU from the profiles' detect data: name first, memory to choose among
-    several (MI300X vs MI325X), gfx + memory when the probe gives no name (sysfs)."""
+    several (two products whose names share a token), gfx + memory when the probe gives no name (sysfs)."""
     profiles = {hid: hw for hid, hw in catalog.hardware.items() if hw.brand == gpu.brand}
     tokens = _name_tokens(gpu.name)
     by_name = [hid for hid, hw in profiles.items() if any(n.lower() in tokens for n in hw.detect.names)]
