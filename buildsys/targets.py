@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Literal, Optional
 
 import yaml
 from pydantic import ValidationError, field_validator, model_validator
@@ -48,19 +48,12 @@ class Base(Strict):
 
 class Target(Strict):
     base: str
-    platform: str
+    platform: Literal["linux/amd64", "linux/arm64"]
     hardware: str
     serves: List[str]
     # Settings the smoke and container tests add to the image's defaults, for targets whose
     # defaults alone need more (e.g. a multi-node deployment needs its head address).
     smoke_env: Dict[str, str] = {}
-
-    @field_validator("platform")
-    @classmethod
-    def _platform(cls, v):
-        if v not in ("linux/amd64", "linux/arm64"):
-            raise ValueError(f"platform {v!r} is not linux/amd64 or linux/arm64")
-        return v
 
     @model_validator(mode="after")
     def _serves_default(self):

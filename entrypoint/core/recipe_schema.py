@@ -121,7 +121,6 @@ class Strategy(Strict):
     vllm_args: Args = []
     parallel_flag: str = "--tensor-parallel-size"
     parallelism: Optional[Literal["tp_pp", "tp_dp"]] = None
-    uses_expert_parallel: bool = False
     tp_from_variant: bool = False
     env: Env = {}
     roles: Dict[Literal["prefill", "decode"], Role] = {}
