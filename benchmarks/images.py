@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Image size and rebuild benchmark (run by hand; needs a Docker engine and the stand-in bases).
 
-    python benchmarks/images.py [--runs 3] [--targets all|h200,...]
+    python benchmarks/images.py [--runs 3] [--targets all|TARGET,...]   (targets of images/targets.yaml)
 
 Works on a copy of the tracked tree (so editing an entrypoint file never touches the real
 checkout) with its own build-context cache. Reports, as medians over --runs:

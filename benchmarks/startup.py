@@ -14,7 +14,7 @@ of each, and the ratios:
                                                         model class (what validating the recipe data
                                                         costs; a start with unchanged data reads the
                                                         validated-catalog cache and skips it)
-- `kimi-serve print` (KIMI_HARDWARE=h200)               the real command
+- `kimi-serve print` (the image's hardware, or --hardware) the real command
 In a checkout the package is byte-compiled first (the image does it at build), since
 PYTHONDONTWRITEBYTECODE would otherwise make every run recompile it. In an image everything runs
 as the image's `python3 -I` with /opt/kimi/lib first, under an arbitrary UID (which cannot write
@@ -47,8 +47,20 @@ def commands(inside_image: bool) -> dict:
             "kimi-serve print": [sys.executable, "-m", "entrypoint", "print"]}
 
 
+HARDWARE = {}  # KIMI_HARDWARE for a run in a checkout (an image knows its own)
+
+
+def default_hardware() -> str:
+    """The hardware of images/targets.yaml's default target (what scripts/demo.sh builds)."""
+    import yaml
+    from pathlib import Path
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[1] / "images" / "targets.yaml").read_text())
+    return data["targets"][data["default_target"]]["hardware"]
+
+
 def once(argv) -> float:
-    env = {**os.environ, "KIMI_HARDWARE": "h200"}
+    env = {**os.environ, **HARDWARE}
     start = time.perf_counter()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
     return time.perf_counter() - start
@@ -82,8 +94,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--image", help="measure inside this built image (docker run, --network none)")
+    parser.add_argument("--hardware", help="KIMI_HARDWARE in a checkout (default: the default target's)")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if not (opts.image or opts.inside):
+        HARDWARE["KIMI_HARDWARE"] = opts.hardware or default_hardware()
     if opts.image:
         with open(__file__, "rb") as script:
             subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", "--user", "12345",

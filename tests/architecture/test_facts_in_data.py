@@ -14,7 +14,7 @@ import yaml
 from entrypoint.core.recipe import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = [p for d in ("entrypoint", "buildsys") for p in (ROOT / d).rglob("*.py")] + [ROOT / "build.py"]
+CODE = [p for d in ("entrypoint", "buildsys", "benchmarks") for p in (ROOT / d).rglob("*.py")] + [ROOT / "build.py"]
 
 
 def _hardware_words() -> set:
