@@ -25,6 +25,7 @@ class Strict(BaseModel):
 
 
 class Brand(Strict):
+    name: str  # as people write it
     devices: List[str]  # any one present in the container = the GPUs are there
     device_hint: str  # how to give a container the GPUs
     k8s_resource: str  # the device plugin's extended resource

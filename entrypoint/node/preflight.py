@@ -104,8 +104,8 @@ def check_platform(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
         return NodeCheck("platform", "ok", f"{facts.arch}; the {proc.role} needs no GPU device")
     brand = launch.catalog.brands[hw.brand]
     if not set(brand.devices) & facts.devices:
-        return NodeCheck("platform", "error", f"{launch.plan.hardware} is an {hw.brand} GPU but none of "
-                     f"{', '.join(brand.devices)} is in the container: {brand.device_hint}.")
+        return NodeCheck("platform", "error", f"{launch.plan.hardware} is an {brand.name} GPU but no {brand.name} "
+                     f"device ({', '.join(brand.devices)}) is in the container: {brand.device_hint}.")
     return NodeCheck("platform", "ok", f"{facts.arch} image, {hw.brand} devices present")
 
 
