@@ -1,0 +1,102 @@
+"""Pydantic models of recipes/platforms.yaml: the cloud container platforms' contracts and offerings.
+
+Every model rejects unknown keys; the file's offerings must name hardware of recipes/hardware.yaml
+(checked by `entrypoint.core.platforms.load_platforms`). Nothing here decides a launch.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Literal, Optional
+
+from pydantic import Field, model_validator
+
+from entrypoint.core.recipe_schema import Strict
+
+SETTINGS_A_PLATFORM_FIXES = ("port", "host", "model")
+
+
+class Detect(Strict):
+    args: List[str] = []  # container arguments the platform passes (consumed, never given to vLLM)
+    env: List[str] = []  # variables only this platform sets (any one of them is enough)
+
+
+class Binding(Strict):
+    env: List[str] = []  # platform variables carrying the value, first set wins
+    value: Optional[str] = None  # the contract's value when none is set
+    binding: Literal["contract", "default"]
+
+
+class Route(Strict):
+    path: str = Field(pattern=r"^/")  # the route the renderers give and the server must answer
+    env: Optional[str] = None  # the platform variable that names it at run time
+
+
+class Cluster(Strict):
+    nodes_env: str
+    rank_env: str
+    head_list_env: str  # whitespace/newline separated node addresses, rank 0 first
+
+
+class Offering(Strict):
+    instance_type: Optional[str] = None  # SageMaker, Azure ML
+    machine_type: Optional[str] = None  # Vertex AI
+    accelerator_type: Optional[str] = None
+    accelerator_count: Optional[int] = Field(default=None, gt=0)
+    accelerators: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9-]+:\d+$")  # SkyPilot NAME:COUNT
+
+    def label(self) -> str:
+        return self.instance_type or self.machine_type or self.accelerators or ""
+
+
+class Platform(Strict):
+    display_name: str
+    detect: Detect
+    contract: Dict[Literal["port", "host", "model"], Binding] = {}
+    routes: Dict[Literal["health", "predict"], Route]
+    model_dir: Optional[str] = None
+    model_dir_env: Optional[str] = None
+    flag_prefix: Optional[str] = None
+    flag_prefix_skip: List[str] = []
+    cluster: Optional[Cluster] = None
+    offerings: Dict[str, Offering]
+
+    def variables(self) -> List[str]:
+        """Every platform variable the entrypoint reads for this platform."""
+        names = list(self.detect.env) + [e for b in self.contract.values() for e in b.env]
+        names += [r.env for r in self.routes.values() if r.env]
+        names += [self.model_dir_env] if self.model_dir_env else []
+        if self.cluster:
+            names += [self.cluster.nodes_env, self.cluster.rank_env, self.cluster.head_list_env]
+        return list(dict.fromkeys(names))
+
+
+class ObjectStore(Strict):
+    display_name: str
+    endpoint_env: List[str] = []
+    region_env: List[str] = []
+    default_region: Optional[str] = None
+    key_env: List[str] = []  # the id and secret of a signed request (empty: none)
+    session_env: Optional[str] = None
+    other_credentials_env: List[str] = []
+    metadata_disabled_env: Optional[str] = None
+    metadata_url: str
+    default_endpoint: str
+
+
+class ObjectStorage(Strict):
+    load_format: str
+    schemes: Dict[str, ObjectStore]
+
+
+class PlatformsFile(Strict):
+    served_routes: List[str]
+    object_storage: ObjectStorage
+    platforms: Dict[str, Platform]
+
+    @model_validator(mode="after")
+    def _routes_served(self):
+        for pid, platform in self.platforms.items():
+            for kind, route in platform.routes.items():
+                if route.path not in self.served_routes:
+                    raise ValueError(f"platform {pid}: {kind} route {route.path} is not one the server answers")
+        return self
