@@ -43,6 +43,7 @@ class Offering(Strict):
     accelerator_type: Optional[str] = None
     accelerator_count: Optional[int] = Field(default=None, gt=0)
     accelerators: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9-]+:\d+$")  # SkyPilot NAME:COUNT
+    local_storage_gb: Optional[int] = Field(default=None, gt=0)  # instance storage the platform mounts
 
     def label(self) -> str:
         return self.instance_type or self.machine_type or self.accelerators or ""
@@ -58,6 +59,8 @@ class Platform(Strict):
     flag_prefix: Optional[str] = None
     flag_prefix_skip: List[str] = []
     cluster: Optional[Cluster] = None
+    max_volume_gb: Optional[int] = Field(default=None, gt=0)
+    shared_memory_mb: Optional[int] = Field(default=None, gt=0)
     offerings: Dict[str, Offering]
 
     def variables(self) -> List[str]:
