@@ -2,7 +2,8 @@
 
 The task runs the project's image on nodes with the hardware's accelerators; a multi-node plan
 is SkyPilot's `num_nodes`, whose rank and addresses the container maps onto KIMI_NODE_RANK /
-KIMI_HEAD_ADDR itself (SKYPILOT_* variables, docs/cloud.md). HF_TOKEN is a SkyPilot secret.
+KIMI_HEAD_ADDR itself (SKYPILOT_* variables, docs/cloud.md). HF_TOKEN is declared without a value:
+SkyPilot then requires it at launch (`--env HF_TOKEN`), so no token is ever written down.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def task(launch) -> dict:
     return {"name": launch.settings.name,
             "resources": {"accelerators": offer.accelerators, "image_id": f"docker:{image(launch)}",
                           "disk_size": checkpoint_gb(launch) * DISK_HEADROOM, "ports": serving_port(launch)},
-            "num_nodes": launch.plan.nodes, "envs": env, "secrets": {HF_TOKEN: None}, "run": RUN}
+            "num_nodes": launch.plan.nodes, "envs": {**env, HF_TOKEN: None}, "run": RUN}
 
 
 def deployment_environ(environ, settings, sel) -> dict:
