@@ -7,8 +7,8 @@ The environment is the project's image with its inference routes (liveness and r
 
 from __future__ import annotations
 
-from entrypoint.render.deployment import (HEALTH_PATH, LOAD_SECONDS, image, one_instance, platform_env,
-                                          platform_offering, serving_port)
+from entrypoint.render.deployment import (health, image, one_instance, platform_env, platform_offering,
+                                          serving_port)
 from entrypoint.render.yamltext import dump
 
 PID = "azureml"
@@ -21,8 +21,9 @@ FILES = ("azureml-endpoint.yml", "azureml-deployment.yml")
 def documents(launch) -> tuple:
     found, offer = platform_offering(launch, PID)
     one_instance(launch, PID, found.display_name)
-    name, port = launch.settings.name, serving_port(launch)
-    routes = {"liveness_route": {"port": port, "path": HEALTH_PATH},
+    name, port, timing = launch.settings.name, serving_port(launch), health(launch)
+    probe = {"period": timing.interval_s, "timeout": timing.timeout_s}
+    routes = {"liveness_route": {"port": port, "path": timing.path},
               "readiness_route": {"port": port, "path": found.routes["health"].path},
               "scoring_route": {"port": port, "path": found.routes["predict"].path}}
     endpoint = {"$schema": ENDPOINT_SCHEMA, "name": name, "auth_mode": "key"}
@@ -32,9 +33,10 @@ def documents(launch) -> tuple:
         "environment_variables": platform_env(launch, PID),
         "instance_type": offer.instance_type, "instance_count": 1,
         "request_settings": {"request_timeout_ms": REQUEST_TIMEOUT_MS},
-        "liveness_probe": {"initial_delay": LOAD_SECONDS, "period": 30, "timeout": 10, "failure_threshold": 3},
-        "readiness_probe": {"initial_delay": 60, "period": 30, "timeout": 10,
-                            "failure_threshold": LOAD_SECONDS // 30},
+        # Liveness starts after the load may have ended; readiness gates traffic from the start.
+        "liveness_probe": {"initial_delay": timing.start_period_s, **probe, "failure_threshold": timing.retries},
+        "readiness_probe": {"initial_delay": timing.interval_s, **probe,
+                            "failure_threshold": timing.start_period_s // timing.interval_s},
     }
     return endpoint, deployment
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.render.deployment import (LOAD_SECONDS, checkpoint_gb, image, one_instance, platform_env,
+from entrypoint.render.deployment import (checkpoint_gb, health, image, one_instance, platform_env,
                                           platform_offering)
 
 PID = "sagemaker"
@@ -22,9 +22,10 @@ VARIANT = "AllTraffic"
 
 def _variant(launch, found, offer) -> dict:
     name = launch.settings.name
+    load_s = health(launch).start_period_s
     variant = {"VariantName": VARIANT, "ModelName": name, "InstanceType": offer.instance_type,
-               "InitialInstanceCount": 1, "ContainerStartupHealthCheckTimeoutInSeconds": LOAD_SECONDS,
-               "ModelDataDownloadTimeoutInSeconds": LOAD_SECONDS}
+               "InitialInstanceCount": 1, "ContainerStartupHealthCheckTimeoutInSeconds": load_s,
+               "ModelDataDownloadTimeoutInSeconds": load_s}
     need = checkpoint_gb(launch)
     if offer.local_storage_gb and offer.local_storage_gb >= need:
         return variant  # instance storage holds the weights; SageMaker takes no volume size for it

@@ -10,29 +10,27 @@ from __future__ import annotations
 
 import json
 
-from entrypoint.render.deployment import (HEALTH_PATH, LOAD_SECONDS, image, one_instance, platform_env,
-                                          platform_offering)
+from entrypoint.render.deployment import health, image, one_instance, platform_env, platform_offering
 
 PID = "vertex"
-PROBE_PERIOD_S = 30
 FILES = ("vertex-model-upload.json", "vertex-deploy-model.json")
 
 
-def _probe(path: str, port: int, failures: int) -> dict:
-    return {"httpGet": {"path": path, "port": port}, "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": 10,
-            "failureThreshold": failures}
+def _probe(timing, port: int, failures: int) -> dict:
+    return {"httpGet": {"path": timing.path, "port": port}, "periodSeconds": timing.interval_s,
+            "timeoutSeconds": timing.timeout_s, "failureThreshold": failures}
 
 
 def requests(launch) -> tuple:
     found, offer = platform_offering(launch, PID)
     one_instance(launch, PID, found.display_name)
-    port = int(found.contract["port"].value)
+    port, timing = int(found.contract["port"].value), health(launch)
     env = {**platform_env(launch, PID)}
     spec = {"imageUri": image(launch), "env": [{"name": k, "value": v} for k, v in env.items()],
             "ports": [{"containerPort": port}], "healthRoute": found.routes["health"].path,
             "predictRoute": found.routes["predict"].path, "sharedMemorySizeMb": str(found.shared_memory_mb),
-            "startupProbe": _probe(HEALTH_PATH, port, LOAD_SECONDS // PROBE_PERIOD_S),
-            "healthProbe": _probe(HEALTH_PATH, port, 3)}
+            "startupProbe": _probe(timing, port, timing.start_period_s // timing.interval_s),
+            "healthProbe": _probe(timing, port, timing.retries)}
     upload = {"model": {"displayName": launch.settings.name, "containerSpec": spec}}
     machine = {"machineType": offer.machine_type, "acceleratorType": offer.accelerator_type,
                "acceleratorCount": offer.accelerator_count}

@@ -11,7 +11,7 @@ import pytest
 from entrypoint.core.platforms import load_platforms, model_source, offering
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog
-from entrypoint.core.settings import PLATFORM_VARIABLES
+from entrypoint.core.settings import EXTERNAL_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,17 +28,18 @@ def test_offerings_name_known_hardware_with_the_gpu_count_the_recipe_uses():
 
 
 def test_every_platform_variable_the_entrypoint_reads_is_declared_in_settings():
-    declared = {v.env for v in PLATFORM_VARIABLES}
+    declared = {f.env for f in EXTERNAL_FIELDS}
     data = load_platforms()
     read = {name for p in data.platforms.values() for name in p.variables()}
-    read |= {p.flag_prefix for p in data.platforms.values() if p.flag_prefix}
+    read |= {f"{p.flag_prefix}<NAME>" for p in data.platforms.values() if p.flag_prefix}
     for store in data.object_storage.schemes.values():
         read |= set(store.endpoint_env + store.region_env + store.key_env + store.other_credentials_env)
         read |= {n for n in (store.session_env, store.metadata_disabled_env) if n}
-    assert read - declared == set(), "declare these in entrypoint/core/settings.py PLATFORM_VARIABLES"
-    # a declared platform variable nobody reads is dead
-    read |= {f"{p.flag_prefix}MODEL" for p in data.platforms.values() if p.flag_prefix}
-    assert declared - read == set()
+    assert read - declared == set(), "declare these in entrypoint/core/settings.py FIELDS (external=...)"
+    owners = {f.env: f.owner for f in EXTERNAL_FIELDS}
+    assert {owners[name] for name in read} <= {"SageMaker", "Vertex AI", "Azure ML", "SkyPilot", "you (S3)",
+                                               "you / the platform (S3)", "EKS / the platform (S3)",
+                                               "ECS / the platform (S3)", "the platform (S3)", "you (GCS)"}
 
 
 def test_a_hardware_with_no_offering_is_a_clear_error_listing_what_is_offered():
@@ -52,7 +53,7 @@ def test_no_platform_fact_is_a_literal_in_python():
     data = load_platforms()
     facts = {o.label() for p in data.platforms.values() for o in p.offerings.values()}
     facts |= {o.accelerator_type for p in data.platforms.values() for o in p.offerings.values() if o.accelerator_type}
-    facts |= {v.env for v in PLATFORM_VARIABLES if v.kind != "prefix"}
+    facts |= {name for p in data.platforms.values() for name in p.variables()}
     sources = [p for p in (ROOT / "entrypoint").rglob("*.py") if p.name != "settings.py"]
     for path in sources:
         text = path.read_text()
