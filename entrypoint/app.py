@@ -197,6 +197,13 @@ def start(user_args) -> None:
     exec_process(proc, environ, launch.settings.cache_dir)
 
 
+def recorded_port() -> Optional[int]:
+    """The port this container's start recorded (it saw arguments a later command does not)."""
+    from entrypoint.node.platform import recorded_port as recorded
+
+    return recorded()
+
+
 def platform_entries(platform) -> list:
     from entrypoint.node.logs import Entry
 

@@ -46,7 +46,7 @@ def command(timeout: float) -> None:
     if not proc.serves_http:
         click.echo(f"healthy: the {proc.role} (rank {proc.rank}) serves no HTTP; nothing to ask")
         sys.exit(EXIT_HEALTHY)
-    from entrypoint.node.platform import recorded_port
+    from entrypoint.app import recorded_port
 
     # The start may have had arguments this command does not see (SageMaker's `serve`): the port it
     # recorded wins over the one the environment alone gives.

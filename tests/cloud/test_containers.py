@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.conftest import TEST_REGISTRY, read_standin_record, run_build_py
+from tests.conftest import TEST_REGISTRY, run_build_py, wait_standin_record
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 TARGET = "h200"
@@ -36,17 +36,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _wait_record(container, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        container.reload()
-        record = read_standin_record(container.logs().decode())
-        if record or container.status == "exited":
-            return record
-        time.sleep(0.5)
-    return None
 
 
 def _get(container, port: int, path: str, timeout=30) -> int:
@@ -78,7 +67,7 @@ def test_sagemaker_docker_run_image_serve(docker_client, image, tmp_path):
     c = _run(docker_client, image, ["serve"], {"SM_VLLM_MAX_MODEL_LEN": "4096"},
              volumes={str(model): {"bind": "/opt/ml/model", "mode": "ro"}}, network_mode="none")
     try:
-        record = _wait_record(c)
+        record = wait_standin_record(c)
         assert record, c.logs().decode()[-3000:]
         argv = record["argv"]
         assert argv[:3] == ["vllm", "serve", "/opt/ml/model"] and "serve" not in argv[3:]
@@ -96,7 +85,7 @@ def test_vertex_aip_variables(docker_client, image):
            "AIP_PREDICT_ROUTE": "/v1/chat/completions"}
     c = _run(docker_client, image, [], env, network_mode="none")
     try:
-        record = _wait_record(c)
+        record = wait_standin_record(c)
         assert record, c.logs().decode()[-3000:]
         argv = record["argv"]
         assert argv[2] == "moonshotai/Kimi-K2.5" and argv[argv.index("--port") + 1] == "7080"
