@@ -1,19 +1,19 @@
 """Pydantic models of recipes/platforms.yaml: the cloud container platforms' contracts and offerings.
 
-Every model rejects unknown keys; the file's offerings must name hardware of recipes/hardware.yaml
-(checked by `entrypoint.core.platforms.load_platforms`). Nothing here decides a launch.
+Every model rejects unknown keys; `recipe_schema.Catalog` checks that offerings name known
+hardware. The loader (`entrypoint.core.recipe`) validates it with the rest of the recipe data and
+caches the result. Nothing here decides a launch.
 """
 
 from __future__ import annotations
 
 from typing import Dict, List, Literal, Optional
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from entrypoint.core.recipe_schema import Strict
 
-SETTINGS_A_PLATFORM_FIXES = ("port", "host", "model")
-
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 class Detect(Strict):
     args: List[str] = []  # container arguments the platform passes (consumed, never given to vLLM)
@@ -45,9 +45,6 @@ class Offering(Strict):
     accelerators: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9-]+:\d+$")  # SkyPilot NAME:COUNT
     local_storage_gb: Optional[int] = Field(default=None, gt=0)  # instance storage the platform mounts
 
-    def label(self) -> str:
-        return self.instance_type or self.machine_type or self.accelerators or ""
-
 
 class Platform(Strict):
     display_name: str
@@ -62,15 +59,6 @@ class Platform(Strict):
     max_volume_gb: Optional[int] = Field(default=None, gt=0)
     shared_memory_mb: Optional[int] = Field(default=None, gt=0)
     offerings: Dict[str, Offering]
-
-    def variables(self) -> List[str]:
-        """Every platform variable the entrypoint reads for this platform."""
-        names = list(self.detect.env) + [e for b in self.contract.values() for e in b.env]
-        names += [r.env for r in self.routes.values() if r.env]
-        names += [self.model_dir_env] if self.model_dir_env else []
-        if self.cluster:
-            names += [self.cluster.nodes_env, self.cluster.rank_env, self.cluster.head_list_env]
-        return list(dict.fromkeys(names))
 
 
 class ObjectStore(Strict):

@@ -1,39 +1,35 @@
-"""The cloud platforms' data (recipes/platforms.yaml), validated, and the questions asked of it:
-which platform ids exist, what a platform offers for a hardware, what kind of source a model is.
-
-Pure apart from reading the data file once.
+"""The cloud platforms' data (recipes/platforms.yaml, validated and cached with the recipe data) and
+the questions asked of it: which platform ids exist, what a platform offers for a hardware, what
+kind of source a model is. Pure.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import Optional
 
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError, unknown_value
-from entrypoint.core.recipe import RecipeDataError, default_recipes_dir
+from entrypoint.core.recipe import load_catalog
 
-FILE = "platforms.yaml"
-
-
-@lru_cache(maxsize=2)
-def _load(path: str):
-    import yaml
-    from pydantic import ValidationError
-
-    from entrypoint.core.platform_schema import PlatformsFile
-
-    try:
-        with open(path, "rb") as fh:
-            return PlatformsFile(**yaml.safe_load(fh))
-    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
-        raise RecipeDataError(f"platform data {path} is invalid: {exc}") from exc
+def load_platforms():
+    """The validated platform data (part of the cached catalog: no pydantic or yaml at start)."""
+    return load_catalog().platforms
 
 
-def load_platforms(directory: Optional[Path] = None):
-    return _load(str((directory or default_recipes_dir()) / FILE))
+def label(offer) -> str:
+    """What an offering asks the platform for, in its own words."""
+    return offer.instance_type or offer.machine_type or offer.accelerators or ""
+
+
+def variables(found) -> list:
+    """Every platform variable the entrypoint reads for platform `found`."""
+    names = list(found.detect.env) + [e for b in found.contract.values() for e in b.env]
+    names += [r.env for r in found.routes.values() if r.env]
+    names += [found.model_dir_env] if found.model_dir_env else []
+    if found.cluster:
+        names += [found.cluster.nodes_env, found.cluster.rank_env, found.cluster.head_list_env]
+    return list(dict.fromkeys(names))
 
 
 def platform(pid: str, setting: str = "KIMI_PLATFORM"):
@@ -48,7 +44,7 @@ def offering(pid: str, hardware: str):
     found = platform(pid)
     if hardware in found.offerings:
         return found.offerings[hardware]
-    offered = ", ".join(f"{hw} ({o.label()})" for hw, o in found.offerings.items())
+    offered = ", ".join(f"{hw} ({label(o)})" for hw, o in found.offerings.items())
     raise KimiError(E.UNSUPPORTED_COMBINATION, f"{found.display_name} has no offering for {hardware} in the "
                     f"project's platform data. It offers: {offered}. Set KIMI_HARDWARE to one of those, or deploy "
                     f"{hardware} another way (kimi-serve plan --format k8s).")

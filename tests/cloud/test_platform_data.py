@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.core.platforms import load_platforms, model_source, offering
+from entrypoint.core.platforms import label, load_platforms, model_source, offering, variables
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog
 from entrypoint.core.settings import EXTERNAL_FIELDS
@@ -30,7 +30,7 @@ def test_offerings_name_known_hardware_with_the_gpu_count_the_recipe_uses():
 def test_every_platform_variable_the_entrypoint_reads_is_declared_in_settings():
     declared = {f.env for f in EXTERNAL_FIELDS}
     data = load_platforms()
-    read = {name for p in data.platforms.values() for name in p.variables()}
+    read = {name for p in data.platforms.values() for name in variables(p)}
     read |= {f"{p.flag_prefix}<NAME>" for p in data.platforms.values() if p.flag_prefix}
     for store in data.object_storage.schemes.values():
         read |= set(store.endpoint_env + store.region_env + store.key_env + store.other_credentials_env)
@@ -51,9 +51,9 @@ def test_a_hardware_with_no_offering_is_a_clear_error_listing_what_is_offered():
 
 def test_no_platform_fact_is_a_literal_in_python():
     data = load_platforms()
-    facts = {o.label() for p in data.platforms.values() for o in p.offerings.values()}
+    facts = {label(o) for p in data.platforms.values() for o in p.offerings.values()}
     facts |= {o.accelerator_type for p in data.platforms.values() for o in p.offerings.values() if o.accelerator_type}
-    facts |= {name for p in data.platforms.values() for name in p.variables()}
+    facts |= {name for p in data.platforms.values() for name in variables(p)}
     sources = [p for p in (ROOT / "entrypoint").rglob("*.py") if p.name != "settings.py"]
     for path in sources:
         text = path.read_text()
