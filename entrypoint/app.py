@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from typing import Mapping, Optional
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Optional
 
 from entrypoint.core.plan import Plan, Process
 from entrypoint.core.recipe import Catalog, load_catalog
@@ -24,6 +24,7 @@ class Launch:
     catalog: Catalog
     selection: Selection
     plan: Plan
+    platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
 
     def this_process(self) -> Process:
         return this_process(self.plan, self.selection)
@@ -59,16 +60,27 @@ def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:
     return detect_hardware_id(environ)
 
 
-def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None, wiring=None) -> Launch:
-    """The launch from the environment after cluster wiring (LWS / Slurm / KIMI_IFACE=auto); pass
-    `wiring` when the caller has wired the environment already (it also logs the decisions)."""
+def wire_platform(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None):
+    """The cloud platform's contract applied to the environment and the container arguments."""
+    from entrypoint.node.platform import apply_platform
+
+    return apply_platform(os.environ if environ is None else environ, tuple(user_args))
+
+
+def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None, wiring=None,
+                platform=None) -> Launch:
+    """The launch from the environment after the platform's contract and cluster wiring (LWS /
+    Slurm / KIMI_IFACE=auto); pass `platform` / `wiring` when the caller has applied them already
+    (it also logs the decisions)."""
     from entrypoint.node.cluster import wire
 
+    if platform is None:
+        platform = wire_platform(user_args, environ)
     if wiring is None:
-        wiring = wire(os.environ if environ is None else environ)
-    settings = read_settings(wiring.environ, tuple(user_args))
+        wiring = wire(platform.environ)
+    settings = read_settings(wiring.environ, platform.args)
     detected = detected_hardware(wiring.environ) if wants_detection(settings) else None
-    return compose(settings, detected)
+    return replace(compose(settings, detected), platform=platform)
 
 
 def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:
@@ -135,11 +147,15 @@ def diagnose(environ: Mapping[str, str]) -> dict:
     except KimiError:
         pass  # reported below, as the launch's error
     detection = detect_node(environ)
-    wiring = wire(environ)
-    report = {"detection": detection.as_dict(), "cluster": {"source": wiring.source, "decisions": list(wiring.decisions)},
+    report = {"detection": detection.as_dict(), "platform": None, "cluster": {"source": "", "decisions": []},
               "launch": None, "checks": []}
     try:
-        launch = load_launch((), wiring=wiring)
+        platform = wire_platform((), environ)
+        report["platform"] = platform.as_dict()
+        environ = platform.environ
+        wiring = wire(environ)
+        report["cluster"] = {"source": wiring.source, "decisions": list(wiring.decisions)}
+        launch = load_launch((), wiring=wiring, platform=platform)
         proc = launch.this_process()
     except KimiError as err:
         report["checks"].append({"check": "launch", "status": "error", "message": err.message})
@@ -160,11 +176,16 @@ def start(user_args) -> None:
     from entrypoint.node.logs import log_decisions
     from entrypoint.node.preflight import preflight_launch
 
-    environ = os.environ
+    from entrypoint.node.platform import record_launch
+
+    platform = wire_platform(tuple(user_args))
+    environ = platform.environ
     wiring = wire(environ)
-    launch = load_launch(tuple(user_args), wiring=wiring)
+    launch = load_launch(tuple(user_args), wiring=wiring, platform=platform)
     proc = launch.this_process()
     log = log_decisions(launch, environ, wiring=wiring)
+    for entry in platform_entries(platform):
+        log.emit(entry)
     proc, preflight_notes = preflight_launch(launch, proc, environ)
     for entry in preflight_notes:
         log.emit(entry)
@@ -172,4 +193,22 @@ def start(user_args) -> None:
     if launch.settings.dry_run:
         print("kimi-serve: KIMI_DRY_RUN=1, not starting it", file=sys.stderr)
         return
+    record_launch(proc, platform)
     exec_process(proc, environ, launch.settings.cache_dir)
+
+
+def recorded_port() -> Optional[int]:
+    """The port this container's start recorded (it saw arguments a later command does not)."""
+    from entrypoint.node.platform import recorded_port as recorded
+
+    return recorded()
+
+
+def platform_entries(platform) -> list:
+    from entrypoint.node.logs import Entry
+
+    if not platform.platform:
+        return []
+    head = Entry("platform", f"platform {platform.platform} ({platform.display_name}), chosen by {platform.reason}",
+                 "info", {"platform": platform.platform})
+    return [head] + [Entry("platform", f"platform: {line}") for line in platform.decisions]

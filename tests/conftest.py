@@ -21,7 +21,7 @@ Fixtures (all session-scoped, so the expensive ones run once per pytest session)
 - ``local_registry``: an open registry (docker-registry package) on ``127.0.0.1:<free port>``
   started with ``scripts/registry.sh`` and stopped at the end; value ``"127.0.0.1:PORT"``.
 
-Helpers: ``read_standin_record(text)``, ``run_build_py(*args)``, and ``NO_GPU_ENV``: settings to
+Helpers: ``read_standin_record(text)``, ``wait_standin_record(container)``, ``run_build_py(*args)``, and ``NO_GPU_ENV``: settings to
 add to ``docker run`` of the default launch on this GPU-less machine (preflight warns instead of
 stopping the start).
 """
@@ -60,6 +60,20 @@ def read_standin_record(text: str):
     for line in text.splitlines():
         if line.startswith(RECORD_PREFIX):
             return json.loads(line[len(RECORD_PREFIX):])
+    return None
+
+
+def wait_standin_record(container, timeout=60):
+    """Wait until a container's stand-in vLLM has printed its record (None if it exited first)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        container.reload()
+        record = read_standin_record(container.logs().decode())
+        if record or container.status == "exited":
+            return record
+        time.sleep(0.5)
     return None
 
 

@@ -19,6 +19,11 @@ def render_text(report: dict) -> str:
              f"({det['reason']})"]
     lines += [f"  probe {p['source']}: {p['saw']}" for p in det["probes"]]
     lines += [f"  GPU {g['index']}: {g['name'] or g['gfx']} {g['memory_gib']} GiB" for g in det["gpus"]]
+    plat = report.get("platform")
+    if plat:
+        lines.append(f"platform: {plat['platform'] or 'none'} ({plat['name'] or plat['reason']}"
+                     + (f", chosen by {plat['reason']})" if plat["platform"] else ")"))
+        lines += [f"  {d}" for d in plat["decisions"]]
     for decision in report["cluster"]["decisions"]:
         lines.append(f"cluster: {decision}")
     if report["launch"]:

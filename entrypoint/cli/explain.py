@@ -43,13 +43,18 @@ def command(fmt: str, all_processes: bool) -> None:
     launch = load_launch()
     procs = launch.plan.processes if all_processes else (launch.this_process(),)
     sel = launch.selection
+    platform = launch.platform.as_dict() if launch.platform else None
     if fmt == "json":
-        click.echo(json.dumps([{"role": p.role, "rank": p.rank,
+        click.echo(json.dumps([{"role": p.role, "rank": p.rank, "platform": platform,
                                 "items": [dict(zip(("kind", "name", "value", "source"), r))
                                           for r in explain_rows(p, os.environ)]} for p in procs], indent=2))
         return
     click.echo(f"Kimi-K2.5 on {sel.hardware}: variant {sel.variant} (model {sel.model}), strategy {sel.strategy}, "
                f"features {','.join(sel.features) or 'none'}, profile {sel.profile or 'none'}")
+    if platform and platform["platform"]:
+        click.echo(f"platform contract: {platform['platform']} ({platform['name']}), chosen by {platform['reason']}")
+        for line in platform["decisions"]:
+            click.echo(f"  {line}")
     for proc in procs:
         click.echo(f"\n{proc.role} rank {proc.rank}: {' '.join(proc.argv[:3])}")
         rows = explain_rows(proc, os.environ)

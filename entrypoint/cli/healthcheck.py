@@ -15,8 +15,8 @@ EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1
 DEFAULT_PORT = 8000  # vLLM's default when the plan emits no --port
 
 
-def health_url(proc, path: str) -> str:
-    return f"http://127.0.0.1:{proc.port or DEFAULT_PORT}{path}"
+def health_url(proc, path: str, port=None) -> str:
+    return f"http://127.0.0.1:{port or proc.port or DEFAULT_PORT}{path}"
 
 
 def probe(url: str, timeout: float) -> tuple:
@@ -46,7 +46,11 @@ def command(timeout: float) -> None:
     if not proc.serves_http:
         click.echo(f"healthy: the {proc.role} (rank {proc.rank}) serves no HTTP; nothing to ask")
         sys.exit(EXIT_HEALTHY)
-    url = health_url(proc, launch.catalog.serving.health.path)
+    from entrypoint.app import recorded_port
+
+    # The start may have had arguments this command does not see (SageMaker's `serve`): the port it
+    # recorded wins over the one the environment alone gives.
+    url = health_url(proc, launch.catalog.serving.health.path, recorded_port())
     healthy, what = probe(url, timeout)
     click.echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} {url}: {what}")
     sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)

@@ -15,7 +15,9 @@ from entrypoint.cli._context import guarded
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 
 # Deployment renderers: format -> module exposing `render(launch) -> {filename: text}`.
-FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.render.k8s"}
+FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.render.k8s",
+                  "sagemaker": "entrypoint.render.sagemaker", "vertex": "entrypoint.render.vertex",
+                  "azureml": "entrypoint.render.azureml", "skypilot": "entrypoint.render.skypilot"}
 
 
 def _plan_json(launch) -> dict:
@@ -70,7 +72,7 @@ def _write_files(files: dict, output: Optional[str]) -> None:
               show_default=True)
 @click.option("--batch", "batch", metavar="FILE",
               help="JSON lines of KIMI_* objects ('-' = stdin); prints one JSON line per input line.")
-@click.option("--output", "output", metavar="DIR", help="Write the rendered files (compose, k8s) into DIR.")
+@click.option("--output", "output", metavar="DIR", help="Write the rendered files (compose, k8s, sagemaker, vertex, azureml, skypilot) into DIR.")
 @guarded
 def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
     """Print every process of the deployment: head and workers, prefill, decode and router."""

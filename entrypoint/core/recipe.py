@@ -24,7 +24,7 @@ from entrypoint.core.settings import BY_NAME
 
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
 _SCHEMA_SOURCES = (Path(__file__), Path(__file__).with_name("recipe_schema.py"),
-                   Path(__file__).with_name("record.py"))
+                   Path(__file__).with_name("platform_schema.py"), Path(__file__).with_name("record.py"))
 
 
 class RecipeDataError(Exception):
@@ -45,7 +45,7 @@ def default_recipes_dir() -> Path:
 
 def _data_files(directory: Path) -> List[Path]:
     return [directory / "kimi-k2.5.yaml", directory / "hardware.yaml", directory / "serving.yaml",
-            *sorted((directory / "strategies").glob("*.yaml"))]
+            directory / "platforms.yaml", *sorted((directory / "strategies").glob("*.yaml"))]
 
 
 def _validate(directory: Path) -> Record:
@@ -67,6 +67,7 @@ def _validate(directory: Path) -> Record:
             hardware=hardware.hardware, brands=hardware.brands, architectures=hardware.architectures,
             strategies={p.stem: read(p) for p in sorted((directory / "strategies").glob("*.yaml"))},
             serving=read(directory / "serving.yaml"),
+            platforms=read(directory / "platforms.yaml"),
         )
     except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
         raise RecipeDataError(f"recipe data in {directory} is invalid: {exc}") from exc

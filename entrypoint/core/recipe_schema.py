@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from entrypoint.core.platform_schema import PlatformsFile
 from entrypoint.core.record import FrozenDict, Record
 
 Args = List[str]
@@ -246,6 +247,7 @@ class Catalog(Strict):
     architectures: Dict[str, str]
     strategies: Dict[str, Strategy]
     serving: Serving
+    platforms: PlatformsFile  # cloud container platforms (recipes/platforms.yaml)
 
     @model_validator(mode="after")
     def _references_exist(self):
@@ -295,6 +297,8 @@ class Catalog(Strict):
         for name, strat in self.strategies.items():
             if strat.name != name:
                 problems.append(f"strategy file {name}.yaml declares name '{strat.name}'")
+        for pid, found in self.platforms.platforms.items():
+            need("hardware", found.offerings, self.hardware, f"platform {pid}'s offerings")
         if problems:
             raise ValueError("; ".join(problems))
         return self

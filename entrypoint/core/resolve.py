@@ -112,6 +112,7 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
         args += tag(f"profile:{sel.profile}", ctx.profile.args)
     if sel.served_model_name != sel.model:
         args += tag("settings", ["--served-model-name", sel.served_model_name])
+    args += tag("settings (model source)", sel.load_args)
     if sel.host:
         args += tag("settings", ["--host", sel.host])
     if sel.port is not None and own_port:

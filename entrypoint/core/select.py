@@ -53,6 +53,7 @@ class Selection(Choice):
     user_args: tuple
     skip_memory_check: bool
     values: Mapping[str, str]  # placeholder name -> value (PREFILL_NODE_1, HEAD_IP, ...)
+    load_args: tuple = ()  # how vLLM loads the model's source (object storage: --load-format ...)
 
     @property
     def is_multi_node(self) -> bool:
@@ -229,14 +230,34 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={settings.node_rank} but the deployment has {nodes} "
                         f"node(s): ranks run from 0 to {nodes - 1}.")
     model_id = catalog.recipe.variants[vid].model_id or catalog.recipe.model.model_id
+    model = settings.model or model_id
+    user_args = settings.vllm_user_args()
     return Selection(
         hardware=hw, variant=vid, strategy=sid, features=features, profile=pid,
         nodes=nodes, node_rank=settings.node_rank, role=settings.role,
         prefill=prefill, decode=decode,
-        model=settings.model or model_id,
+        model=model,
         served_model_name=settings.served_model_name or model_id,
         host=settings.host, port=settings.port,
-        user_args=settings.vllm_user_args(),
+        user_args=user_args,
         skip_memory_check=settings.skip_memory_check,
         values=_placeholder_values(settings),
+        load_args=_load_args(model, user_args),
     )
+
+
+def _load_args(model: str, user_args: tuple) -> tuple:
+    """A model in object storage (s3://, gs://) is streamed by vLLM's object-storage loader."""
+    if "://" not in model:
+        return ()
+    from entrypoint.core.args import flag_value
+    from entrypoint.core.platforms import load_platforms, model_source
+
+    model_source(model)  # a scheme vLLM cannot stream from is an error here
+    wanted = load_platforms().object_storage.load_format
+    given = flag_value(user_args, "--load-format")
+    if given is not None and given != wanted:
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_MODEL={model} is in object storage, which vLLM loads only "
+                        f"with --load-format {wanted}, but the arguments give --load-format {given}. Remove it, or "
+                        "load from a local path.")
+    return ("--load-format", wanted)

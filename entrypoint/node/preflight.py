@@ -148,6 +148,8 @@ def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     if c.weights_dir:
         return NodeCheck("cache", status, "; ".join(notes + [f"weights present in {c.weights_dir}"]))
     model = launch.plan.model
+    if "://" in model:
+        return NodeCheck("cache", status, "; ".join(notes + [f"weights stream from {model} (nothing to download here)"]))
     if env_flag(environ, "HF_HUB_OFFLINE"):
         return NodeCheck("cache", "error", f"HF_HUB_OFFLINE is set but the weights of {model} are not in {c.path}: "
                      "download them first (huggingface-cli download into the cache) or unset HF_HUB_OFFLINE.")
@@ -159,8 +161,21 @@ def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
                                                      if c.free_bytes is not None else "weights not downloaded yet"]))
 
 
+def check_model_source(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
+    from entrypoint.core.platforms import model_source
+
+    model = launch.plan.model
+    if proc.local_gpus == 0 or not model_source(model).is_object_store:
+        return NodeCheck("model_source", "skipped", "the model is not in object storage" if proc.local_gpus
+                         else "the router loads no weights")
+    from entrypoint.node.objectstore import check
+
+    found = check(model, environ, on_platform=bool(launch.settings.platform))
+    return NodeCheck("model_source", found.status, found.message)
+
+
 CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_shm, check_platform,
-                                check_firmware, check_cache)
+                                check_firmware, check_cache, check_model_source)
 
 
 # ---------------------------------------------------------------- running them

@@ -106,3 +106,41 @@ def container_env(launch, proc: Process) -> dict:
         env[BY_NAME["role"].env] = proc.role
     return env
 
+
+
+# ---------------------------------------------------------------- cloud container platforms
+
+
+def platform_offering(launch, pid: str):
+    """(platform data, what it offers for this hardware): a clear error when it offers nothing."""
+    from entrypoint.core.platforms import offering, platform
+
+    return platform(pid), offering(pid, launch.plan.hardware)
+
+
+def one_instance(launch, pid: str, display_name: str) -> None:
+    """Managed endpoints run one copy of the model per instance: a plan of one node."""
+    if shape(launch) != SINGLE:
+        from entrypoint.core.errors import UNSUPPORTED_COMBINATION
+
+        raise KimiError(UNSUPPORTED_COMBINATION, f"{display_name} runs each copy of the model on one instance, but "
+                        f"this plan ({launch.plan.strategy}, {len(launch.plan.processes)} processes) spans several "
+                        f"nodes or processes. Choose a one-node plan (KIMI_NODES=1 on hardware that holds the model: "
+                        f"`kimi-serve list`), or render SkyPilot (--format skypilot) or Kubernetes (--format k8s).")
+
+
+def platform_env(launch, pid: str) -> dict:
+    """The settings every container gets, plus the platform it runs on (no detection needed)."""
+    from entrypoint.core.settings import BY_NAME as _BY_NAME
+
+    return {**settings_env(launch), _BY_NAME["platform"].env: pid}
+
+
+def checkpoint_gb(launch) -> int:
+    """Disk the weights need when they are downloaded to the instance (the variant's minimum)."""
+    return int(launch.plan.vram_minimum_gb + 0.999)
+
+
+def serving_port(launch) -> int:
+    proc = launch.plan.processes[0]
+    return proc.port or 8000

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.conftest import read_standin_record
+from tests.conftest import wait_standin_record
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 TARGET = "h200"  # an amd64 target with a single-node default launch
@@ -27,14 +27,7 @@ def _start(client, image, args=None, **kw):
 
 
 def _record(container, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        container.reload()
-        record = read_standin_record(container.logs().decode())
-        if record or container.status == "exited":
-            return record
-        time.sleep(0.5)
-    return None
+    return wait_standin_record(container, timeout)
 
 
 def _finish(container, timeout=120):
