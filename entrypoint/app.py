@@ -212,3 +212,20 @@ def platform_entries(platform) -> list:
     head = Entry("platform", f"platform {platform.platform} ({platform.display_name}), chosen by {platform.reason}",
                  "info", {"platform": platform.platform})
     return [head] + [Entry("platform", f"platform: {line}") for line in platform.decisions]
+def weights(environ: Optional[Mapping[str, str]] = None):
+    """What `kimi-serve download` works on: the launch's hub repositories, the recipe's rules of
+    which files vLLM reads, the hub cache the launch uses and the start-up log."""
+    from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+    from entrypoint.core.weights import sources
+    from entrypoint.node.cache import uses_modelscope
+    from entrypoint.node.hub_cache import hub_dir
+    from entrypoint.node.logs import StartLog
+
+    environ = os.environ if environ is None else environ
+    if uses_modelscope(environ):
+        raise KimiError(UNSUPPORTED_COMBINATION, "kimi-serve download fetches from the Hugging Face Hub; with "
+                        "VLLM_USE_MODELSCOPE=true use `modelscope download --model <id> --cache_dir "
+                        "$KIMI_CACHE_DIR/modelscope` (or let vLLM fetch at start).")
+    launch = load_launch((), environ)
+    log = StartLog(launch.settings.log_format, environ)
+    return (sources(launch.plan), launch.catalog.recipe.model.files, hub_dir(launch.settings.cache_dir, environ), log)

@@ -68,6 +68,8 @@ FIELDS: tuple = (
     F("router_host", "str", "0.0.0.0", "`0.0.0.0`", "Router bind address."),
     F("router_port", "int", 8000, "`8000`", "Router port."),
     F("model", "str", None, "the variant's model id", "A local path or another repo id to load instead."),
+    F("model_revision", "str", None, "the repo's default branch (not emitted)",
+      "Branch, tag or commit of the model repo: `--revision` of the launch and what `kimi-serve download` fetches."),
     F("served_model_name", "str", None, "the variant's model id (also when KIMI_MODEL is a path)",
       "Name clients use; `--served-model-name` is emitted only when it differs from the model argument."),
     F("host", "str", None, "vLLM's default (not emitted)", "API bind address."),
