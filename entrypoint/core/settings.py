@@ -117,6 +117,10 @@ FIELDS: tuple = (
       external="ROCR_VISIBLE_DEVICES", owner="GPU runtime"),
     F("hf_hub_offline", "bool", False, "`0`", "1 = no hub access: the weights must be in the cache already.",
       external="HF_HUB_OFFLINE", owner="Hugging Face Hub"),
+    F("hf_token", "str", None, "none", "Token for gated or private repos (`kimi-serve download`, vLLM); masked in every output.",
+      external="HF_TOKEN", owner="Hugging Face Hub"),
+    F("hf_endpoint", "str", None, "`https://huggingface.co`", "The hub `kimi-serve download` and vLLM fetch from (a mirror).",
+      external="HF_ENDPOINT", owner="Hugging Face Hub"),
     F("vllm_use_modelscope", "bool", False, "`0`", "1 = vLLM loads from ModelScope: its cache holds the weights.",
       external="VLLM_USE_MODELSCOPE", owner="vLLM"),
     # Cloud container platforms (recipes/platforms.yaml, docs/cloud.md) and object storage.

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Tuple
 
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, KimiError
+from entrypoint.core.settings import env_flag
 from entrypoint.core.weights import Source, exact_pattern, select_files
 from entrypoint.node.hub_cache import Entry, LocalState, local_state, repo_dir
 from entrypoint.node.progress import Progress, human_bytes
@@ -28,11 +29,10 @@ from entrypoint.node.progress import Progress, human_bytes
 RETRIES = 5
 BACKOFF_S = 2.0
 BACKOFF_MAX_S = 60.0
-_TRUE = ("1", "true", "yes", "on")
 
 
 def offline(environ: Mapping[str, str]) -> bool:
-    return any(environ.get(k, "").strip().lower() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return env_flag(environ, "HF_HUB_OFFLINE")
 
 
 # ---------------------------------------------------------------- errors
@@ -135,7 +135,7 @@ def _clean_stale_partials(hub: Path, source: Source, log) -> None:
     from filelock import FileLock, Timeout
 
     repo = repo_dir(hub, source.repo_id)
-    freed = 0
+    freed, count = 0, 0
     for part in (repo / "blobs").glob("*.incomplete"):
         etag = part.name.split(".", 1)[0]
         lock = FileLock(str(hub / ".locks" / repo.name / f"{etag}.lock"))
@@ -146,14 +146,14 @@ def _clean_stale_partials(hub: Path, source: Source, log) -> None:
         try:
             size = part.stat().st_size
             part.unlink()
-            freed += size
+            freed, count = freed + size, count + 1
         except OSError:
             pass
         finally:
             lock.release()
-    if freed:
-        log.info("download.cleanup", f"removed {human_bytes(freed)} of partial files a stopped download left in "
-                 f"{repo}", bytes=freed)
+    if count:
+        log.info("download.cleanup", f"removed {count} partial file(s) ({human_bytes(freed)}) a stopped download "
+                 f"left in {repo}", files=count, bytes=freed)
 
 
 def check_space(hub: Path, need: int, what: str) -> None:

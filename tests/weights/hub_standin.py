@@ -79,6 +79,7 @@ class Repo:
 class Behaviour:
     token: str = "hf_standin_secret_token"
     reset_once: set = field(default_factory=set)  # paths whose first GET is cut by a TCP reset
+    unavailable_once: set = field(default_factory=set)  # paths whose first GET answers 503
     hold: set = field(default_factory=set)  # paths whose GET never finishes (until released)
     bytes_per_s: Optional[float] = None  # throttle file bodies
     released: threading.Event = field(default_factory=threading.Event)
@@ -105,8 +106,8 @@ class Hub:
         self.server.shutdown()
         self.server.server_close()
 
-    def gets(self, path: str) -> int:
-        return sum(n for (method, _, p), n in self.requests.items() if method == "GET" and p == path)
+    def gets(self, path: str, repo: str = "moonshotai/Kimi-K2.5") -> int:
+        return sum(n for (method, r, p), n in self.requests.items() if method == "GET" and p == path and r == repo)
 
     def count(self, method: str, repo: str, path: str) -> None:
         with self._lock:
@@ -195,6 +196,9 @@ class Hub:
                            "Content-Type": "application/octet-stream"}
                 if repo.is_lfs(path):
                     headers.update({"X-Linked-Etag": f'"{etag}"', "X-Linked-Size": str(len(data))})
+                if path in hub.behaviour.unavailable_once and not head:
+                    hub.behaviour.unavailable_once.discard(path)
+                    return self._error(503, "ServiceUnavailable", "overloaded, retry later")
                 start, status = 0, 200
                 rng = self.headers.get("Range")
                 if rng and rng.startswith("bytes=") and not head:
