@@ -212,20 +212,50 @@ def platform_entries(platform) -> list:
     head = Entry("platform", f"platform {platform.platform} ({platform.display_name}), chosen by {platform.reason}",
                  "info", {"platform": platform.platform})
     return [head] + [Entry("platform", f"platform: {line}") for line in platform.decisions]
-def weights(environ: Optional[Mapping[str, str]] = None):
-    """What `kimi-serve download` works on: the launch's hub repositories, the recipe's rules of
-    which files vLLM reads, the hub cache the launch uses and the start-up log."""
+
+
+def _weights(environ: Mapping[str, str]):
+    """The launch's hub repositories, the recipe's rules of which files vLLM reads, the hub
+    cache the launch uses and the start-up log."""
     from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
     from entrypoint.core.weights import sources
     from entrypoint.node.cache import uses_modelscope
     from entrypoint.node.hub_cache import hub_dir
     from entrypoint.node.logs import StartLog
 
-    environ = os.environ if environ is None else environ
     if uses_modelscope(environ):
         raise KimiError(UNSUPPORTED_COMBINATION, "kimi-serve download fetches from the Hugging Face Hub; with "
                         "VLLM_USE_MODELSCOPE=true use `modelscope download --model <id> --cache_dir "
                         "$KIMI_CACHE_DIR/modelscope` (or let vLLM fetch at start).")
     launch = load_launch((), environ)
     log = StartLog(launch.settings.log_format, environ)
-    return (sources(launch.plan), launch.catalog.recipe.model.files, hub_dir(launch.settings.cache_dir, environ), log)
+    return sources(launch.plan), launch.catalog.recipe.model.files, hub_dir(launch.settings.cache_dir, environ), log
+
+
+def download_weights(verify: bool = False, repair: bool = False, workers: int = 8,
+                     environ: Optional[Mapping[str, str]] = None) -> int:
+    """`kimi-serve download [--verify [--repair]]`: the exit status (1: --verify found bad files)."""
+    from entrypoint.node.weights import download
+
+    environ = dict(os.environ if environ is None else environ)
+    found, rules, hub, log = _weights(environ)
+    if not found:
+        log.info("download.skip", "the model is a local path: nothing to download")
+        return 0
+    if verify:
+        from entrypoint.node.weights_verify import verify as check
+
+        problems = check(found, rules, hub, environ, log, repair=repair, workers=min(workers, 8))
+        for p in problems:
+            log.warning("verify.problem", f"{p.repo_id}: {p.path}: {p.reason}", **p.as_dict())
+        if problems and not repair:
+            log.warning("verify.failed", f"{len(problems)} file(s) failed verification: run `kimi-serve download "
+                        "--verify --repair` to fetch them again", problems=len(problems))
+            return 1
+        if not problems:
+            log.info("verify.ok", f"every file of {', '.join(s.label for s in found)} matches the hub's hashes")
+            return 0
+    for state in download(found, rules, hub, environ, log, max_workers=workers):
+        log.info("download.complete", f"{state.source.purpose} {state.source.label}: {len(state.expected)} files "
+                 f"complete in {hub}", repo=state.source.repo_id, commit=state.commit)
+    return 0
