@@ -8,15 +8,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from hub_standin import Hub, Repo
+from hub_standin import DRAFT_ID, Hub, draft_repo  # noqa: F401 - re-exported for the tests
 
 KIMI = str(Path(sys.executable).with_name("kimi-serve"))
-DRAFT_ID = "lightseekorg/kimi-k2.5-eagle3-mla"  # the Eagle3 draft model the recipe's spec_decoding names
-
-
-def draft_repo() -> Repo:
-    return Repo(DRAFT_ID, {"config.json": b'{"architectures": ["Eagle3"]}', "model.safetensors": os.urandom(40_000),
-                           "README.md": b"# eagle3\n", "training_args.bin": b"x" * 100})
 
 
 class Env:

@@ -241,6 +241,14 @@ class Hub:
         return Handler
 
 
+DRAFT_ID = "lightseekorg/kimi-k2.5-eagle3-mla"  # the Eagle3 draft model the recipe's spec_decoding names
+
+
+def draft_repo() -> Repo:
+    return Repo(DRAFT_ID, {"config.json": b'{"architectures": ["Eagle3"]}', "model.safetensors": bytes(range(256)) * 160,
+                           "README.md": b"# eagle3\n", "training_args.bin": b"x" * 100})
+
+
 LAYOUT = Path(__file__).resolve().parent.parent / "data" / "hub" / "kimi-k2.5-files.txt"
 # Traps beyond the real layout: an `original/` copy vLLM ignores, a JSON file below the top.
 EXTRA_NOT_READ = ("original/model.safetensors", "docs/benchmarks.json")
