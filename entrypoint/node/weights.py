@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Tuple
 
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, KimiError
+from entrypoint.core.mask import is_secret_name, mask_text
 from entrypoint.core.settings import env_flag
 from entrypoint.core.weights import Source, exact_pattern, select_files
 from entrypoint.node.hub_cache import Entry, LocalState, local_state, repo_dir
@@ -92,17 +93,19 @@ def _retrying(what: str, fn, source: Source, environ, log, sleep=time.sleep):
                 raise known from None
             if not transient(exc) or attempt > RETRIES:
                 raise KimiError(INVALID_VALUE, f"{what} {source.label} failed after {attempt} attempt(s): "
-                                f"{type(exc).__name__}: {_one_line(exc)}. Run `kimi-serve download` again: "
-                                "completed files are kept.") from None
-            log.warning("download.retry", f"{what} {source.label}: {type(exc).__name__}: {_one_line(exc)}; "
+                                f"{type(exc).__name__}: {_one_line(exc, environ)}. Run `kimi-serve download` "
+                                "again: completed files are kept.") from None
+            log.warning("download.retry", f"{what} {source.label}: {type(exc).__name__}: {_one_line(exc, environ)}; "
                         f"retry {attempt} of {RETRIES} in {delay:.0f}s", attempt=attempt, delay_s=delay)
             sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX_S)
     raise AssertionError("unreachable")
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+def _one_line(exc: BaseException, environ: Mapping[str, str]) -> str:
+    """The error in one bounded line, with every secret-named variable's value masked."""
+    secrets = [v for k, v in environ.items() if is_secret_name(k) and v]
+    text = mask_text(" ".join(str(exc).split()), secrets)
     return text[:300] + ("..." if len(text) > 300 else "")
 
 
@@ -157,8 +160,12 @@ def _clean_stale_partials(hub: Path, source: Source, log) -> None:
 
 
 def check_space(hub: Path, need: int, what: str) -> None:
-    hub.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(hub).free
+    try:
+        hub.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(hub).free
+    except OSError as exc:
+        raise KimiError(INVALID_VALUE, f"cannot use the cache {hub}: {exc.strerror}. Mount a writable volume at "
+                        "KIMI_CACHE_DIR (on OpenShift give it the pod's group).") from None
     if need > free:
         raise KimiError(INVALID_VALUE, f"{what} needs {human_bytes(need)} more in {hub}, which has "
                         f"{human_bytes(free)} free. Mount a larger volume at KIMI_CACHE_DIR (the checkpoint is "

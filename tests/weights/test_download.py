@@ -233,3 +233,11 @@ def test_preflight_knows_complete_partial_and_missing_weights(env, hub, repos):
     partial = _cache_check(env)
     assert partial["status"] == "warning" and "1 of" in partial["message"] and "kimi-serve download" in partial["message"]
     assert _cache_check(env, HF_HUB_OFFLINE="1")["status"] == "error"
+
+
+def test_an_unwritable_cache_is_one_clear_error(env, hub, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache should be")
+    result = env.run("download", KIMI_CACHE_DIR=str(blocker))
+    out = _clean(result)
+    assert result.returncode == 2 and "cannot use the cache" in out
