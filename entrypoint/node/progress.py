@@ -44,7 +44,7 @@ class Progress:
         if tty if tty is not None else stream.isatty():
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc=what, file=stream, dynamic_ncols=True)
+            self._bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc=what, file=stream)
 
     def add(self, n: int) -> None:
         with self._lock:

@@ -28,6 +28,9 @@ class Env:
             env.pop(key, None)
         return subprocess.run([*wrap, KIMI, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
+    def popen_argv(self, *args) -> list:
+        return [KIMI, *args]
+
     def popen(self, *args, **extra) -> subprocess.Popen:
         return subprocess.Popen([KIMI, *args], env={**self.vars, **extra}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)

@@ -241,3 +241,36 @@ def test_an_unwritable_cache_is_one_clear_error(env, hub, tmp_path):
     result = env.run("download", KIMI_CACHE_DIR=str(blocker))
     out = _clean(result)
     assert result.returncode == 2 and "cannot use the cache" in out
+
+
+def test_a_terminal_gets_a_progress_bar(env, hub, repos):
+    import pty
+    import select
+
+    main, wanted, _ = repos
+    import fcntl
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a terminal has a size
+    proc = subprocess.Popen([*env.popen_argv("download")], env=env.vars, stdin=follower, stdout=follower,
+                            stderr=follower, close_fds=True)
+    os.close(follower)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([leader], [], [], 60)
+        if not ready:
+            break
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "download:" in screen and "100%" in screen and "|" in screen  # tqdm's bar, not the periodic lines
+    assert env.fetched(main) == wanted
