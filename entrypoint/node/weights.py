@@ -18,13 +18,13 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Dict, List, Mapping, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, KimiError
 from entrypoint.core.mask import is_secret_name, mask_text
 from entrypoint.core.settings import env_flag
 from entrypoint.core.weights import Source, exact_pattern, select_files
-from entrypoint.node.hub_cache import Entry, LocalState, local_state, repo_dir
+from entrypoint.node.hub_cache import Entry, LocalState, local_state, read_tree, repo_dir
 from entrypoint.node.progress import Progress, human_bytes
 
 RETRIES = 5
@@ -112,9 +112,10 @@ def _one_line(exc: BaseException, environ: Mapping[str, str]) -> str:
 # ---------------------------------------------------------------- listing
 
 
-def listing(source: Source, rules, environ, log) -> Tuple[str, Dict[str, Entry]]:
-    """The commit the revision names and the files vLLM reads of it, from the hub (one repo_info
-    and one recursive tree call)."""
+def listing(source: Source, rules, environ, log, cached_in: Optional[Path] = None) -> Tuple[str, Dict[str, Entry]]:
+    """The commit the revision names (one repo_info call) and the files vLLM reads of it: one
+    recursive tree call, or the listing of that commit cached in `cached_in` (a commit's listing
+    never changes)."""
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoFile
 
@@ -122,8 +123,11 @@ def listing(source: Source, rules, environ, log) -> Tuple[str, Dict[str, Entry]]
 
     def ask():
         commit = api.repo_info(source.repo_id, revision=source.revision).sha
-        files = {f.path: Entry(int(f.size), f.blob_id, f.lfs.sha256 if f.lfs else None)
-                 for f in api.list_repo_tree(source.repo_id, recursive=True, revision=commit) if isinstance(f, RepoFile)}
+        files = read_tree(repo_dir(cached_in, source.repo_id), commit) if cached_in else None
+        if files is None:
+            files = {f.path: Entry(int(f.size), f.blob_id, f.lfs.sha256 if f.lfs else None)
+                     for f in api.list_repo_tree(source.repo_id, recursive=True, revision=commit)
+                     if isinstance(f, RepoFile)}
         return commit, files
 
     commit, files = _retrying("listing", ask, source, environ, log)
@@ -193,7 +197,7 @@ def download(sources: List[Source], rules, hub: Path, environ: Mapping[str, str]
         signal.signal(sig, handler)
     plans = []
     for source in sources:
-        commit, expected = listing(source, rules, environ, log)
+        commit, expected = listing(source, rules, environ, log, cached_in=hub)
         _clean_stale_partials(hub, source, log)
         state = local_state(hub, source, rules, expected, commit)
         plans.append(state)
