@@ -45,7 +45,7 @@ def drop_one_shard(hub_cache: Path, repo, shard: str) -> None:
     link.unlink()
 
 
-def one_run(hub: Hub, repo, wanted, workdir: Path) -> dict:
+def one_run(hub: Hub, repo, wanted, workdir: Path, hf_first: bool) -> dict:
     base_env = {"PATH": os.environ.get("PATH", ""), "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1",
                 "HF_HUB_DISABLE_UPDATE_CHECK": "1", "HOME": str(workdir)}
     kimi_cache = workdir / "kimi"
@@ -56,8 +56,8 @@ def one_run(hub: Hub, repo, wanted, workdir: Path) -> dict:
     hf += [arg for path in wanted for arg in ("--include", path)]
     shard = next(p for p in wanted if p.endswith(".safetensors"))
     out = {}
-    for name, argv, env, cache in (("kimi", kimi, kimi_env, kimi_cache / "huggingface" / "hub"),
-                                   ("hf", hf, base_env, hf_cache)):
+    tools = [("kimi", kimi, kimi_env, kimi_cache / "huggingface" / "hub"), ("hf", hf, base_env, hf_cache)]
+    for name, argv, env, cache in tools[::-1] if hf_first else tools:  # alternate: no order bias
         out[f"{name}_full"] = timed(argv, env)
         out[f"{name}_noop"] = timed(argv, env)
         drop_one_shard(cache, repo, shard)
@@ -78,7 +78,7 @@ def main() -> None:
         for i in range(args.runs):
             workdir = Path(tempfile.mkdtemp(prefix="kimi-dl-bench-"))
             try:
-                runs.append(one_run(hub, repo, wanted, workdir))
+                runs.append(one_run(hub, repo, wanted, workdir, hf_first=i % 2 == 1))
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
     med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}

@@ -57,11 +57,19 @@ class Repo:
     def is_lfs(self, path: str) -> bool:
         return path.endswith(".safetensors") or len(self.files[path]) > 10_000
 
-    def etag(self, path: str) -> str:
-        data = self.files[path]
-        return hashlib.sha256(data).hexdigest() if self.is_lfs(path) else git_blob_sha1(data)
-
     def tree(self) -> list:
+        """The recursive listing (computed once: the hub does not hash files per request)."""
+        if getattr(self, "_tree", None) is None:
+            self._tree = self._listing()
+        return self._tree
+
+    def etag(self, path: str) -> str:
+        return self.tree_by_path()[path]["lfs"]["oid"] if self.is_lfs(path) else self.tree_by_path()[path]["oid"]
+
+    def tree_by_path(self) -> dict:
+        return {e["path"]: e for e in self.tree() if e["type"] == "file"}
+
+    def _listing(self) -> list:
         entries, dirs = [], set()
         for path, data in sorted(self.files.items()):
             parts = path.split("/")[:-1]
