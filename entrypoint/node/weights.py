@@ -82,21 +82,21 @@ def _endpoint(environ: Mapping[str, str]) -> str:
     return (environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
 
 
-def _retrying(what: str, fn, source: Source, environ, log, sleep=time.sleep):
+def _retrying(what: str, fn, source: Source, environ, log, retries: int = RETRIES, sleep=time.sleep):
     delay = BACKOFF_S
-    for attempt in range(1, RETRIES + 2):
+    for attempt in range(1, retries + 2):
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - every failure becomes a message, never a traceback
             known = user_error(exc, source, environ)
             if known is not None:
                 raise known from None
-            if not transient(exc) or attempt > RETRIES:
+            if not transient(exc) or attempt > retries:
                 raise KimiError(INVALID_VALUE, f"{what} {source.label} failed after {attempt} attempt(s): "
                                 f"{type(exc).__name__}: {_one_line(exc, environ)}. Run `kimi-serve download` "
                                 "again: completed files are kept.") from None
             log.warning("download.retry", f"{what} {source.label}: {type(exc).__name__}: {_one_line(exc, environ)}; "
-                        f"retry {attempt} of {RETRIES} in {delay:.0f}s", attempt=attempt, delay_s=delay)
+                        f"retry {attempt} of {retries} in {delay:.0f}s", attempt=attempt, delay_s=delay)
             sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX_S)
     raise AssertionError("unreachable")
@@ -112,7 +112,8 @@ def _one_line(exc: BaseException, environ: Mapping[str, str]) -> str:
 # ---------------------------------------------------------------- listing
 
 
-def listing(source: Source, rules, environ, log, cached_in: Optional[Path] = None) -> Tuple[str, Dict[str, Entry]]:
+def listing(source: Source, rules, environ, log, cached_in: Optional[Path] = None,
+            retries: int = RETRIES) -> Tuple[str, Dict[str, Entry]]:
     """The commit the revision names (one repo_info call) and the files vLLM reads of it: one
     recursive tree call, or the listing of that commit cached in `cached_in` (a commit's listing
     never changes)."""
@@ -130,7 +131,7 @@ def listing(source: Source, rules, environ, log, cached_in: Optional[Path] = Non
                      if isinstance(f, RepoFile)}
         return commit, files
 
-    commit, files = _retrying("listing", ask, source, environ, log)
+    commit, files = _retrying("listing", ask, source, environ, log, retries)
     return commit, {p: files[p] for p in select_files(files, rules, source.weights)}
 
 
@@ -247,10 +248,13 @@ def _write_ref(hub: Path, source: Source, commit: str) -> None:
     if source.revision == commit:
         return
     ref = repo_dir(hub, source.repo_id) / "refs" / source.revision
-    ref.parent.mkdir(parents=True, exist_ok=True)
-    tmp = ref.with_name(ref.name + ".tmp")
-    tmp.write_text(commit)
-    os.replace(tmp, ref)
+    try:
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ref.with_name(ref.name + ".tmp")
+        tmp.write_text(commit)
+        os.replace(tmp, ref)
+    except OSError:
+        pass  # written even after a failed fetch (preflight then sees a partial snapshot); never hide that failure
 
 
 def _offline_state(sources: List[Source], rules, hub: Path) -> List[LocalState]:

@@ -65,7 +65,7 @@ def _check_file(repo: Path, state: LocalState, path: str, progress: Progress) ->
 def _state(source: Source, rules, hub: Path, environ: Mapping[str, str], log) -> LocalState:
     if not offline(environ):
         try:
-            commit, expected = listing(source, rules, environ, log)
+            commit, expected = listing(source, rules, environ, log, retries=1)  # else the cached copy
             return local_state(hub, source, rules, expected, commit)
         except KimiError as err:
             log.warning("verify.offline", f"the hub's listing of {source.label} is out of reach ({err.message}); "

@@ -285,3 +285,11 @@ def test_a_terminal_gets_a_progress_bar(env, hub, repos):
     screen = b"".join(chunks).decode(errors="replace")
     assert "download:" in screen and "100%" in screen and "|" in screen  # tqdm's bar, not the periodic lines
     assert env.fetched(main) == wanted
+
+
+def test_verify_falls_back_to_the_cached_listing_when_the_hub_is_gone(env, hub, repos):
+    assert env.run("download").returncode == 0
+    result = env.run("download", "--verify", HF_ENDPOINT="http://127.0.0.1:9")  # online, but nothing listens
+    out = _clean(result)
+    assert result.returncode == 0, out
+    assert "using the listing cached at download time" in out
