@@ -27,6 +27,9 @@ sys.path.insert(0, str(ROOT / "tests" / "weights"))
 
 from hub_standin import Hub, kimi_like_repo  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from startup import default_hardware  # noqa: E402
+
 BIN = Path(sys.executable).parent
 
 
@@ -45,11 +48,12 @@ def drop_one_shard(hub_cache: Path, repo, shard: str) -> None:
     link.unlink()
 
 
-def one_run(hub: Hub, repo, wanted, workdir: Path, hf_first: bool) -> dict:
+def one_run(hub: Hub, repo, wanted, workdir: Path, hf_first: bool, hardware: str) -> dict:
     base_env = {"PATH": os.environ.get("PATH", ""), "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1",
                 "HF_HUB_DISABLE_UPDATE_CHECK": "1", "HOME": str(workdir)}
     kimi_cache = workdir / "kimi"
-    kimi_env = {**base_env, "KIMI_HARDWARE": "h200", "KIMI_FEATURES": "-spec_decoding", "KIMI_CACHE_DIR": str(kimi_cache)}
+    kimi_env = {**base_env, "KIMI_HARDWARE": hardware, "KIMI_FEATURES": "-spec_decoding",
+                "KIMI_CACHE_DIR": str(kimi_cache)}
     kimi = [str(BIN / "kimi-serve"), "download"]
     hf_cache = workdir / "hf"
     hf = [str(BIN / "hf"), "download", repo.repo_id, "--cache-dir", str(hf_cache), "--quiet"]
@@ -70,7 +74,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--shard-mb", type=int, default=32)
+    parser.add_argument("--hardware", help="KIMI_HARDWARE (default: the default image target's, as startup.py)")
     args = parser.parse_args()
+    hardware = args.hardware or default_hardware()
     repo, wanted = kimi_like_repo(shards=args.shards, shard_bytes=args.shard_mb * 1024 * 1024)
     total = sum(len(repo.files[p]) for p in wanted)
     runs = []
@@ -78,7 +84,7 @@ def main() -> None:
         for i in range(args.runs):
             workdir = Path(tempfile.mkdtemp(prefix="kimi-dl-bench-"))
             try:
-                runs.append(one_run(hub, repo, wanted, workdir, hf_first=i % 2 == 1))
+                runs.append(one_run(hub, repo, wanted, workdir, hf_first=i % 2 == 1, hardware=hardware))
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
     med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}

@@ -76,6 +76,8 @@ FIELDS: tuple = (
     F("port", "int", None, "vLLM's default, 8000 (not emitted)", "API port (single node and multi-node head)."),
     F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
+    F("download", "bool", False, "`0`; `1` in the cloud renderings",
+      "1 = the start runs `kimi-serve download` before preflight (platforms with one container and no init step)."),
     F("dry_run", "bool", False, "`0`", "1 = print the launch and exit 0."),
     F("preflight", "choice", "on", "`on`", "Node checks before exec: on, warn (errors become warnings), off.",
       ("on", "warn", "off")),

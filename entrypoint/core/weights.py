@@ -33,7 +33,8 @@ class Source:
 
 
 def is_local_path(model: str) -> bool:
-    return model.startswith(("/", ".", "~"))
+    """A path or an object-storage URI (s3://, gs://): not a hub repository."""
+    return model.startswith(("/", ".", "~")) or "://" in model
 
 
 def _vllm_argv(plan: Plan) -> Sequence[str]:
