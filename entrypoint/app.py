@@ -269,20 +269,3 @@ def download_weights(verify: bool = False, repair: bool = False, workers: int = 
             return 0
     fetch_weights(launch, environ, log, workers)
     return 0
-    if verify:
-        from entrypoint.node.weights_verify import verify as check
-
-        problems = check(found, rules, hub, environ, log, repair=repair, workers=min(workers, 8))
-        for p in problems:
-            log.warning("verify.problem", f"{p.repo_id}: {p.path}: {p.reason}", **p.as_dict())
-        if problems and not repair:
-            log.warning("verify.failed", f"{len(problems)} file(s) failed verification: run `kimi-serve download "
-                        "--verify --repair` to fetch them again", problems=len(problems))
-            return 1
-        if not problems:
-            log.info("verify.ok", f"every file of {', '.join(s.label for s in found)} matches the hub's hashes")
-            return 0
-    for state in download(found, rules, hub, environ, log, max_workers=workers):
-        log.info("download.complete", f"{state.source.purpose} {state.source.label}: {len(state.expected)} files "
-                 f"complete in {hub}", repo=state.source.repo_id, commit=state.commit)
-    return 0
