@@ -211,12 +211,21 @@ class Profile(Strict):
     required_args: Dict[str, RequiredArg] = {}
 
 
+class ModelFiles(Strict):
+    """What vLLM reads from a checkpoint repo, as patterns on the files at the repo's top: the
+    first `weights` pattern that matches any (as vLLM picks it), and every `top_level` match."""
+
+    weights: List[str]
+    top_level: List[str] = []
+
+
 class ModelInfo(Strict):
     model_id: str
     min_vllm_version: str
     context_length: int
     base_args: Args = []
     base_env: Env = {}
+    files: ModelFiles
 
 
 class Recipe(Strict):

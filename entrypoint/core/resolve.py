@@ -110,6 +110,8 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
     args += feat_args
     if ctx.profile is not None:
         args += tag(f"profile:{sel.profile}", ctx.profile.args)
+    if sel.revision:
+        args += tag("settings", ["--revision", sel.revision])
     if sel.served_model_name != sel.model:
         args += tag("settings", ["--served-model-name", sel.served_model_name])
     args += tag("settings (model source)", sel.load_args)

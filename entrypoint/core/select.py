@@ -54,6 +54,7 @@ class Selection(Choice):
     skip_memory_check: bool
     values: Mapping[str, str]  # placeholder name -> value (PREFILL_NODE_1, HEAD_IP, ...)
     load_args: tuple = ()  # how vLLM loads the model's source (object storage: --load-format ...)
+    revision: Optional[str] = None  # KIMI_MODEL_REVISION: vLLM's --revision
 
     @property
     def is_multi_node(self) -> bool:
@@ -243,6 +244,7 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         skip_memory_check=settings.skip_memory_check,
         values=_placeholder_values(settings),
         load_args=_load_args(model, user_args),
+        revision=settings.model_revision,
     )
 
 

@@ -145,14 +145,21 @@ def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
         status = "warning"
         notes.append(f"inside the container's own layer: weights and compiled graphs are lost with the container; "
                      f"mount a volume at {c.path}")
+    offline = env_flag(environ, "HF_HUB_OFFLINE")
+    weights = weights_check(launch, environ, offline)
+    if weights is not None and weights[0] != "none":
+        level, text = weights
+        worst = {"ok": 0, "warning": 1, "error": 2}
+        return NodeCheck("cache", max(status, level, key=worst.get), "; ".join(notes + [text]))
     if c.weights_dir:
         return NodeCheck("cache", status, "; ".join(notes + [f"weights present in {c.weights_dir}"]))
     model = launch.plan.model
     if "://" in model:
         return NodeCheck("cache", status, "; ".join(notes + [f"weights stream from {model} (nothing to download here)"]))
-    if env_flag(environ, "HF_HUB_OFFLINE"):
+    if offline:
         return NodeCheck("cache", "error", f"HF_HUB_OFFLINE is set but the weights of {model} are not in {c.path}: "
-                     "download them first (huggingface-cli download into the cache) or unset HF_HUB_OFFLINE.")
+                         "run `kimi-serve download` where the hub is reachable and move the cache here, or unset "
+                         "HF_HUB_OFFLINE.")
     need = launch.plan.vram_minimum_gb * GB
     if c.free_bytes is not None and c.free_bytes < need:
         return NodeCheck("cache", "error", "; ".join(notes) + f": {c.free_bytes / GB:.0f} GB free, the {model} checkpoint "
@@ -172,6 +179,36 @@ def check_model_source(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 
     found = check(model, environ, on_platform=bool(launch.settings.platform))
     return NodeCheck("model_source", found.status, found.message)
+
+
+def weights_check(launch, environ, offline: bool) -> Optional[Tuple[str, str]]:
+    """(level, text) for the hub repositories the launch reads, from the cache alone: "ok"
+    complete, "warning" partial (an "error" when offline), "none" nothing there; None when this
+    cannot tell (a local model path, ModelScope)."""
+    from entrypoint.core.weights import sources
+    from entrypoint.node.cache import uses_modelscope
+    from entrypoint.node.hub_cache import any_weights, hub_dir, local_state
+
+    found = sources(launch.plan)
+    if not found or uses_modelscope(environ):
+        return None
+    hub = hub_dir(launch.settings.cache_dir, environ)
+    rules = launch.catalog.recipe.model.files
+    states = [local_state(hub, s, rules) for s in found]
+    if all(st.complete for st in states):
+        return "ok", "weights complete: " + ", ".join(f"{st.source.label} ({len(st.expected)} files)" for st in states)
+    unknown = [st for st in states if st.expected is None and any_weights(hub, st.source)]
+    if unknown and all(st.complete or st in unknown for st in states):
+        return "ok", (f"weights present in {hub} (completeness unknown: no hub listing cached; "
+                      "`kimi-serve download` checks and completes them)")
+    started = [st for st in states if st.present or st.partial_bytes or st in unknown]
+    if not started:
+        return "none", ""
+    gaps = ", ".join(f"{st.source.label}: {len(st.missing)} of {len(st.expected)} files missing" if st.expected
+                     else f"{st.source.label}: not downloaded" for st in states if not st.complete and st not in unknown)
+    way = ("run `kimi-serve download` where the hub is reachable and move the cache here, or unset HF_HUB_OFFLINE"
+           if offline else "run `kimi-serve download` to finish it before the start (vLLM would fetch the rest itself)")
+    return ("error" if offline else "warning"), f"weights incomplete in {hub} ({gaps}): {way}"
 
 
 CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_shm, check_platform,

@@ -51,6 +51,7 @@ def _service(launch, proc: Process) -> dict:
         svc["ipc"] = "host"  # vLLM's tensor-parallel workers share memory through /dev/shm
         svc["volumes"] = [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"]
         svc.update(brand(launch).compose)  # the GPU brand's devices (recipes/hardware.yaml)
+        svc["depends_on"] = {download_name(launch): {"condition": "service_completed_successfully"}}
     else:
         svc["depends_on"] = [service_name(launch, p) for p in launch.plan.processes if p.role != "router"]
     h = health(launch)
@@ -59,17 +60,33 @@ def _service(launch, proc: Process) -> dict:
     return svc
 
 
+def download_name(launch) -> str:
+    return f"{launch.settings.name}-download"
+
+
+def _download(launch) -> dict:
+    """The one-shot service that fills the cache (`kimi-serve download`) before vLLM starts."""
+    proc = next(p for p in launch.plan.processes if p.role != "router")
+    return {"image": image(launch), "command": ["download"],
+            "environment": {**container_env(launch, proc), HF_TOKEN: None}, "network_mode": "host",
+            "volumes": [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"], "restart": "no"}
+
+
 def _header(launch) -> str:
     plan = launch.plan
     lines = [f"Kimi-K2.5 on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.",
              "Rendered by `kimi-serve plan --format compose`; start it with `docker compose up -d`",
-             "(HF_TOKEN is taken from the shell that runs it). Host network; endpoints on this node:"]
+             "(HF_TOKEN is taken from the shell that runs it). The one-shot service "
+             f"{download_name(launch)} fills the cache",
+             "volume first (`kimi-serve download`; resumable); the vLLM services start once it has exited 0.",
+             "Host network; endpoints on this node:"]
     lines += [f"  {service_name(launch, p)}: http://<this node>:{p.port}" for p in plan.processes]
     return "".join(f"# {line}\n" for line in lines)
 
 
 def render(launch) -> dict:
     _check_one_node(launch.selection)
-    services = {service_name(launch, p): _service(launch, p) for p in launch.plan.processes}
+    services = {download_name(launch): _download(launch),
+                **{service_name(launch, p): _service(launch, p) for p in launch.plan.processes}}
     doc = {"services": services, "volumes": {CACHE_VOLUME: {}}}
     return {FILE: _header(launch) + dump(doc)}

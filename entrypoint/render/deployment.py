@@ -133,7 +133,9 @@ def platform_env(launch, pid: str) -> dict:
     """The settings every container gets, plus the platform it runs on (no detection needed)."""
     from entrypoint.core.settings import BY_NAME as _BY_NAME
 
-    return {**settings_env(launch), _BY_NAME["platform"].env: pid}
+    # One container and no init step: the start itself fetches the weights first (resumable,
+    # with progress; nothing to fetch when the platform or object storage holds the model).
+    return {**settings_env(launch), _BY_NAME["platform"].env: pid, _BY_NAME["download"].env: "1"}
 
 
 def checkpoint_gb(launch) -> int:

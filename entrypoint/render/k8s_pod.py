@@ -15,6 +15,7 @@ from entrypoint.render.deployment import HF_TOKEN, brand, container_env, hardwar
 CACHE_VOLUME = "cache"
 SHM_VOLUME = "dshm"
 CONTAINER = "kimi-serve"
+DOWNLOAD_CONTAINER = "download"
 
 
 def hf_token_secret(launch) -> str:
@@ -53,6 +54,10 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     container["resources"] = {"limits": gpus, "requests": dict(gpus)}
     container["volumeMounts"] = [{"name": CACHE_VOLUME, "mountPath": launch.settings.cache_dir},
                                  {"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    # The weights first: `kimi-serve download` into this pod's cache (resumable; a restarted pod
+    # fetches only what is missing), so the vLLM container starts on complete, verified-size files.
+    spec["initContainers"] = [{"name": DOWNLOAD_CONTAINER, "image": container["image"], "args": ["download"],
+                               "env": container["env"], "volumeMounts": container["volumeMounts"][:1]}]
     spec["nodeSelector"] = {gpu.k8s_product_label: hardware(launch).k8s_product}
     spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
     if cache_claim:

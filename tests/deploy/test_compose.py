@@ -46,7 +46,7 @@ def test_docker_compose_config_accepts_it(case, tmp_path):
     assert proc.returncode == 0, proc.stderr
     resolved = yaml.safe_load(proc.stdout)
     launch = launch_for("compose", COMPOSE[case])
-    assert len(resolved["services"]) == len(launch.plan.processes)
+    assert len(resolved["services"]) == len(launch.plan.processes) + 1  # + the one-shot download
     for svc in resolved["services"].values():
         assert svc["environment"]["HF_TOKEN"] == SECRET  # taken from the shell at `up`, never written
 
@@ -62,7 +62,11 @@ def test_one_service_per_process(case):
     name = environ.get("KIMI_NAME", "kimi-k2-5")
     assert list(doc["volumes"]) == [compose.CACHE_VOLUME]
     want = [name] if len(launch.plan.processes) == 1 else [f"{name}-{p.role}" for p in launch.plan.processes]
-    assert list(doc["services"]) == want
+    assert list(doc["services"]) == [f"{name}-download"] + want
+    download = doc["services"].pop(f"{name}-download")
+    assert download["command"] == ["download"] and download["restart"] == "no"
+    assert download["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"] and download["environment"]["HF_TOKEN"] is None
+    assert "deploy" not in download and "devices" not in download  # fetching needs no GPU
     for proc, svc in zip(launch.plan.processes, doc["services"].values()):
         target = launch.catalog.hardware[launch.plan.hardware].image_target
         assert svc["image"] == f"ghcr.io/kimi-serve/kimi-k2.5:{target}"
@@ -77,6 +81,7 @@ def test_one_service_per_process(case):
             assert svc["depends_on"] == want[:-1] and "deploy" not in svc and "devices" not in svc
             continue
         assert svc["ipc"] == "host" and svc["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"]
+        assert svc["depends_on"] == {f"{name}-download": {"condition": "service_completed_successfully"}}
         if brand == "nvidia":
             assert svc["deploy"]["resources"]["reservations"]["devices"] == [
                 {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]

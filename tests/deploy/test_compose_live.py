@@ -1,7 +1,9 @@
 """A rendered one-node PD compose file comes up for real on the Docker engine, with the
-project's image built on the stand-in vLLM base: every service starts and launches its process
-of the plan, the router reaches both pools on loopback, healthchecks turn healthy, and
-`docker-compose down` stops everything with the stand-ins' clean exit."""
+project's image built on the stand-in vLLM base: the one-shot download service fetches the
+weights from the Hub stand-in (tests/weights/hub_standin.py, on the host's loopback, which the
+host-network containers share) into the cache volume and exits 0, then every service starts
+and launches its process of the plan, the router reaches both pools on loopback, healthchecks
+turn healthy, and `docker-compose down` stops everything with the stand-ins' clean exit."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import yaml
 from entrypoint.render import compose
 from tests.conftest import IN_CI, read_standin_record
 from tests.deploy.shapes import COMPOSE, launch_for
+from tests.weights.hub_standin import Hub, draft_repo, kimi_like_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -56,7 +59,8 @@ def _wait_healthy(client, project: str, services) -> dict:
     while True:
         containers = _containers(client, project)
         states = {s: (c.attrs["State"].get("Health") or {}).get("Status") for s, c in containers.items()}
-        if set(containers) == set(services) and all(v == "healthy" for v in states.values()):
+        states = {s: v for s, v in states.items() if s in services}
+        if set(services) <= set(containers) and all(v == "healthy" for v in states.values()):
             return containers
         if time.monotonic() > deadline:
             logs = {s: c.logs().decode(errors="replace")[-2000:] for s, c in containers.items()}
@@ -74,9 +78,18 @@ def test_pd_cluster_on_one_node_comes_up(built_images, docker_client, tmp_path):
     environ = {**COMPOSE["pd-shared-b200"], "KIMI_IMAGE": built["tags"][0], "KIMI_PREFLIGHT": "off"}
     launch = launch_for("compose", environ)
     doc = yaml.safe_load(compose.render(launch)[compose.FILE])
+    download = doc["services"].pop(compose.download_name(launch))
     for svc in doc["services"].values():
         svc.pop("deploy", None)  # this machine has no GPUs, and the stand-in vllm needs none
         svc["healthcheck"]["interval"] = "2s"  # ask early; the rendered start period is kept
+    with Hub([kimi_like_repo()[0], draft_repo()]) as hub:
+        download["environment"]["HF_ENDPOINT"] = hub.url
+        doc["services"] = {compose.download_name(launch): download, **doc["services"]}
+        _up_and_down(exe, docker_client, project, doc, launch, tmp_path)
+    assert hub.bodies_done, "the download service fetched nothing"
+
+
+def _up_and_down(exe, docker_client, project, doc, launch, tmp_path):
     path = tmp_path / compose.FILE
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     cmd = [exe, "-p", project, "-f", str(path)]
@@ -85,7 +98,8 @@ def test_pd_cluster_on_one_node_comes_up(built_images, docker_client, tmp_path):
     up = subprocess.run([*cmd, "up", "-d"], capture_output=True, text=True, timeout=300)
     try:
         assert up.returncode == 0, up.stderr
-        containers = _wait_healthy(docker_client, project, doc["services"])
+        serving = [s for s in doc["services"] if s != compose.download_name(launch)]
+        containers = _wait_healthy(docker_client, project, serving)
         by_name = {f"{launch.settings.name}-{p.role}": p for p in launch.plan.processes}
         for service, proc in by_name.items():
             record = read_standin_record(containers[service].logs().decode(errors="replace"))

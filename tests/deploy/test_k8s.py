@@ -69,8 +69,12 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret(case):
             assert env["KIMI_HARDWARE"]["value"] == K8S[case]["KIMI_HARDWARE"]
             assert not {"KIMI_NODE_RANK", "KIMI_HEAD_ADDR", "KIMI_IMAGE", "KIMI_NAME"} & set(env)
             if "KIMI_ROLE" in env and env["KIMI_ROLE"]["value"] == "router":
-                assert "resources" not in container
+                assert "resources" not in container and "initContainers" not in pod
                 continue
+            (init,) = pod["initContainers"]  # the weights first, into this pod's cache
+            assert init["args"] == ["download"] and init["image"] == container["image"]
+            assert init["env"] == container["env"] and "resources" not in init
+            assert init["volumeMounts"] == [{"name": k8s_pod.CACHE_VOLUME, "mountPath": "/cache"}]
             gpus = container["resources"]["limits"][GPU_RESOURCE[brand]]
             assert int(gpus) >= 1 and container["resources"]["requests"] == container["resources"]["limits"]
             assert pod["nodeSelector"] == {PRODUCT_LABEL[brand]: PRODUCT[K8S[case]["KIMI_HARDWARE"]]}
