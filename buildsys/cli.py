@@ -16,6 +16,12 @@ from buildsys.targets import TargetsError
 
 
 def _load(ctx) -> targets_mod.Targets:
+    """The targets data, loaded on first use (`vllm-spec` writes data the loader checks for)."""
+    if "targets" not in ctx.obj:
+        try:
+            ctx.obj["targets"] = targets_mod.load(ctx.obj["targets_file"])
+        except TargetsError as exc:
+            raise click.ClickException(str(exc))
     return ctx.obj["targets"]
 
 
@@ -49,10 +55,6 @@ def main(ctx, targets_file):
     """Build, smoke-test, push and describe the kimi-serve images (one per hardware target)."""
     ctx.ensure_object(dict)
     ctx.obj["targets_file"] = targets_file
-    try:
-        ctx.obj["targets"] = targets_mod.load(targets_file)
-    except TargetsError as exc:
-        raise click.ClickException(str(exc))
 
 
 @main.command("list")

@@ -128,6 +128,11 @@ def main():
     forced = _force_cpu_platform_if_needed()
     parser = _serve_parser()
     options, positionals = [], []
+    # Every string the parser really accepts, by action: vLLM 0.33's EnableDisableAction keeps
+    # `--no-enable-x` registered but out of `option_strings` (hidden from help).
+    registered = {}
+    for string, action in parser._option_string_actions.items():
+        registered.setdefault(id(action), []).append(string)
     for action in parser._actions:
         nargs = action.nargs
         entry = {
@@ -144,7 +149,13 @@ def main():
         if not action.option_strings:
             positionals.append(entry)
             continue
-        entry["options"] = list(action.option_strings)
+        strings = list(action.option_strings)
+        entry["options"] = strings + sorted(set(registered.get(id(action), ())) - set(strings))
+        if isinstance(action, argparse.BooleanOptionalAction):
+            negative = getattr(action, "negative_option_strings", None)
+            if negative is None:  # argparse's own: the --no- forms
+                negative = [o for o in entry["options"] if o.startswith("--no-")]
+            entry["negative"] = sorted(set(negative) & set(entry["options"]))
         if SECRET_DEST.search(action.dest) and action.nargs != 0:
             entry["secret"] = True
         options.append(entry)

@@ -21,7 +21,8 @@ def explain_rows(proc, environ) -> list:
     for key, unit in display_units(argv):
         if key is None:
             continue
-        value = " ".join(t for t, _ in unit[1:])
+        first = unit[0][0]
+        value = " ".join(([first.split("=", 1)[1]] if "=" in first else []) + [t for t, _ in unit[1:]])
         rows.append(("flag", key, value, proc.provenance.get(key, "strategy")))
     env = mask_env(proc.env)
     for key, value in env.items():

@@ -43,6 +43,7 @@ class Option:
     choices: Optional[tuple] = None
     choice_key: Optional[str] = None  # how vLLM normalises a value before its choices check
     secret: bool = False
+    negative: tuple = ()  # the strings of a boolean pair that set it False (`--no-x`, `--disable-x`)
 
     @property
     def takes_value(self) -> bool:
@@ -120,7 +121,8 @@ def load_spec(version: str) -> Spec:
     for o in raw["options"]:
         opt = Option(dest=o["dest"], strings=tuple(o["options"]), kind=o["kind"], nargs=o["nargs"],
                      choices=tuple(o["choices"]) if o.get("choices") is not None else None,
-                     choice_key=o.get("choice_key"), secret=bool(o.get("secret")))
+                     choice_key=o.get("choice_key"), secret=bool(o.get("secret")),
+                     negative=tuple(o.get("negative", ())))
         for s in opt.strings:
             options[s] = opt
     prov = raw.get("provenance", {})
@@ -207,7 +209,7 @@ def parse(tokens: Tagged, spec: Spec, strict: bool = True) -> List[Unit]:
         if dotted or (eq and opt.takes_value):
             if dotted and not eq:
                 if i + 1 >= len(tokens) and strict:
-                    raise _error(f"{name} needs a value", source)
+                    raise _error(f"{name} needs a value in vLLM {spec.version}", source)
                 unit = tokens[i:i + 2]
             else:
                 unit = tokens[i:i + 1]
@@ -231,7 +233,7 @@ def parse(tokens: Tagged, spec: Spec, strict: bool = True) -> List[Unit]:
             if got < needed and strict:
                 nxt = tokens[j][0] if j < len(tokens) else None
                 tail = (f"; {nxt!r} looks like an option, not a value" if nxt is not None else "")
-                raise _error(f"{name} needs a value{tail}", source)
+                raise _error(f"{name} needs a value in vLLM {spec.version}{tail}", source)
         unit = tokens[i:j]
         out.append(Unit(tokens=unit, option=opt, values=tuple(t for t, _ in unit[1:])))
         i = j
@@ -277,7 +279,7 @@ def values(argv: Sequence[str], spec: Spec) -> Dict[str, object]:
         if opt is None or unit.dotted:
             continue
         if opt.kind == "boolean_optional":
-            out[opt.dest] = not unit.tokens[0][0].startswith("--no-")
+            out[opt.dest] = _canonical(unit.tokens[0][0], spec) not in opt.negative
         elif opt.kind == "store_false":
             out[opt.dest] = False
         elif not opt.takes_value:
@@ -290,6 +292,17 @@ def values(argv: Sequence[str], spec: Spec) -> Dict[str, object]:
         else:
             out[opt.dest] = unit.values[0] if unit.values else ""
     return out
+
+
+def _canonical(token: str, spec: Spec) -> str:
+    """The option string a token spells (`--no_enable_x` -> `--no-enable-x`, abbreviations expanded)."""
+    name = token.split("=", 1)[0]
+    if name.startswith("--"):
+        name = _NAME.sub(lambda m: m.group(0).replace("_", "-"), name, count=1)
+    if name in spec.options:
+        return name
+    hits = [s for s in spec.options if s.startswith(name)]
+    return hits[0] if len(hits) == 1 else name
 
 
 def int_value(found: Dict[str, object], dest: str, default: int) -> int:
