@@ -40,9 +40,20 @@ def _metadata_shim(python: str, tmp: Path) -> dict:
     env = dict(os.environ)
     if dist != "vllm":
         info = tmp / f"vllm-{version}.dist-info"
-        info.mkdir()
+        info.mkdir(parents=True, exist_ok=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp), env.get("PYTHONPATH")]))
+    return env
+
+
+_SHIM_DIR = Path(tempfile.gettempdir()) / "kimi-vllm-metadata-shim"
+
+
+def extract_env(python: str) -> dict:
+    """The environment to run `python` with so that vLLM finds itself as `vllm` (the shim stays
+    in the temporary directory; it is the same for every run)."""
+    env = _metadata_shim(python, _SHIM_DIR)
+    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     return env
 
 

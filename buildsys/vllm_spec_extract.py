@@ -99,7 +99,7 @@ def check(argvs):
     import io
 
     from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.entrypoints.openai.cli_args import validate_parsed_serve_args
+    from vllm.entrypoints.cli.serve import ServeSubcommand
 
     _force_cpu_platform_if_needed()
     parser = _serve_parser()
@@ -110,7 +110,7 @@ def check(argvs):
             with contextlib.redirect_stderr(err):
                 args = parser.parse_args(list(argv[1:]))  # argv[0] is "serve"
                 args.model = getattr(args, "model_tag", None) or args.model
-                validate_parsed_serve_args(args)
+                ServeSubcommand().validate(args)  # vLLM's post-parse validation of `serve`
                 AsyncEngineArgs.from_cli_args(args)
             results.append({"ok": True, "error": ""})
         except SystemExit:
