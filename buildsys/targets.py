@@ -179,47 +179,37 @@ def load(path: Path = TARGETS_FILE, recipes_dir: Path = RECIPES_DIR) -> Targets:
     return data
 
 
-def save_digests(digests: Dict[str, str], path: Path = TARGETS_FILE,
-                 release_digests: Optional[Dict[str, Dict[str, str]]] = None) -> None:
-    """Write base digests into targets.yaml in place, keeping comments and layout."""
-    lines = Path(path).read_text().splitlines(keepends=True)
-    current = None
-    in_bases = False
+def _entries(lines: List[str], section: str):
+    """(index, key of the enclosing `  key:` entry, line) for the lines of a top-level section."""
+    inside, key = False, None
     for i, line in enumerate(lines):
-        if re.match(r"^bases:\s*$", line):
-            in_bases = True
+        if re.match(rf"^{section}:\s*$", line):
+            inside = True
             continue
-        if in_bases and re.match(r"^\S", line):
-            in_bases = False
-        if not in_bases:
+        if inside and re.match(r"^\S", line):
+            inside = False
+        if not inside:
             continue
         m = re.match(r"^  ([A-Za-z0-9_.-]+):", line)
         if m:
-            current = m.group(1)
+            key = m.group(1)
             continue
-        m = re.match(r"^(    digest:)\s*\S*(.*)$", line.rstrip("\n"))
-        if m and current in digests:
-            lines[i] = f"{m.group(1)} {digests[current]}{m.group(2)}\n"
-    _save_release_digests(lines, release_digests or {})
-    Path(path).write_text("".join(lines))
-    load(path)  # still valid
+        yield i, key, line.rstrip("\n")
 
 
-def _save_release_digests(lines: List[str], release_digests: Dict[str, Dict[str, str]]) -> None:
-    """The same for other_releases entries (`    kind: {tag: ..., digest: ...}` under `  version:`)."""
-    section, version = False, None
-    for i, line in enumerate(lines):
-        if re.match(r"^other_releases:\s*$", line):
-            section = True
-            continue
-        if section and re.match(r"^\S", line):
-            section = False
-        if not section:
-            continue
-        m = re.match(r"^  ([0-9][0-9A-Za-z.]*):", line)
-        if m:
-            version = m.group(1).strip('"')
-            continue
-        m = re.match(r"^(    ([A-Za-z0-9_.-]+): \{tag: [^,}]+, digest: )[^}]*(\}.*)$", line.rstrip("\n"))
+def save_digests(digests: Dict[str, str], path: Path = TARGETS_FILE,
+                 release_digests: Optional[Dict[str, Dict[str, str]]] = None) -> None:
+    """Write base digests into targets.yaml in place, keeping comments and layout: `bases`
+    entries (`    digest: ...`) and `other_releases` ones (`    kind: {tag: ..., digest: ...}`)."""
+    lines = Path(path).read_text().splitlines(keepends=True)
+    for i, kind, line in list(_entries(lines, "bases")):
+        m = re.match(r"^(    digest:)\s*\S*(.*)$", line)
+        if m and kind in digests:
+            lines[i] = f"{m.group(1)} {digests[kind]}{m.group(2)}\n"
+    release_digests = release_digests or {}
+    for i, version, line in list(_entries(lines, "other_releases")):
+        m = re.match(r"^(    ([A-Za-z0-9_.-]+): \{tag: [^,}]+, digest: )[^}]*(\}.*)$", line)
         if m and m.group(2) in release_digests.get(version, {}):
             lines[i] = f"{m.group(1)}{release_digests[version][m.group(2)]}{m.group(3)}\n"
+    Path(path).write_text("".join(lines))
+    load(path)  # still valid
