@@ -57,3 +57,21 @@ def display_units(argv: Sequence[str]) -> List[Tuple[Optional[str], Tagged]]:
 
 def substitute(text: str, lookup: Callable[[str], str]) -> str:
     return _PLACEHOLDER.sub(lambda m: lookup(m.group(1)), text)
+
+
+def flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
+    """The value vLLM's grammar (the newest checked-in release) gives the destination of `flag` in
+    `argv`, whatever the spelling used (`-tp`, `--x_y`, `--x=v`): "" for a flag without a value, the
+    values joined by spaces for a list option, None when absent."""
+    from entrypoint.core.vllm_cli import load_spec, newest_version, values
+
+    spec = load_spec(newest_version())
+    option = spec.lookup(flag)[0]
+    if option is None:
+        return None
+    found = values(list(argv), spec).get(option.dest)
+    if found is None or found is False:
+        return None
+    if found is True:
+        return ""
+    return " ".join(found) if isinstance(found, list) else str(found)
