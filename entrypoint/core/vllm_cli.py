@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError
@@ -158,12 +158,6 @@ class Unit:
     dotted: bool = False  # `--opt.key value`: one key of a JSON option
 
     @property
-    def key(self) -> Optional[str]:
-        if self.option is None:
-            return None
-        return self.option.dest + (".%s" % self.tokens[0][0] if self.dotted else "")
-
-    @property
     def source(self) -> str:
         return self.tokens[0][1]
 
@@ -261,6 +255,10 @@ def dedupe(tokens: Tagged, spec: Spec) -> Tagged:
     list option's new list replaces the old one whole. Repeatable options (`append`) and
     `--opt.key` settings accumulate; positionals are kept."""
     units = parse(tokens, spec)
+    for unit in units:  # the model is vLLM's one positional and it is not among these args
+        if unit.option is None:
+            raise _error(f"{unit.tokens[0][0]!r} is neither an option of `vllm serve` nor the value of one in vLLM "
+                         f"{spec.version} (vLLM would stop: unrecognized arguments)", unit.source)
     last: Dict[str, int] = {}
     for idx, unit in enumerate(units):
         if unit.option is not None and not unit.option.accumulates and not unit.dotted:
@@ -342,8 +340,3 @@ def secret_positions(argv: Sequence[str], spec: Optional[Spec] = None) -> List[i
             hidden += list(range(i + 1, i + n))
         i += n
     return hidden
-
-
-def secret_dests(spec: Optional[Spec] = None) -> Iterable[str]:
-    spec = spec or secret_spec()
-    return sorted({o.dest for o in spec.options.values() if o.secret})

@@ -106,6 +106,7 @@ def test_rendered_files_refuse_secrets_in_every_spelling(fmt, extra):
     ("--max-model-len", ["needs a value"]),
     ("--served-model-name --enforce-eager", ["looks like an option"]),
     ("--data-parallel", ["ambiguous"]),
+    ("--enforce-eager stray", ["'stray'", "unrecognized arguments"]),
 ])
 def test_bad_vllm_args_exit_2_before_the_launch(extra, words):
     out = run(["print"], {"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": extra})
