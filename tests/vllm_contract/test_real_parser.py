@@ -19,7 +19,7 @@ from buildsys import vllm_spec
 from entrypoint.app import build
 from entrypoint.core.args import tag
 from entrypoint.core.errors import KimiError
-from entrypoint.core.vllm_cli import dedupe, load_spec, parse
+from entrypoint.core.vllm_cli import dedupe, load_spec
 
 from tests.vllm_contract.sweep import configurations
 
