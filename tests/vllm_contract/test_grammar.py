@@ -183,3 +183,8 @@ def test_supported_versions_are_checked_in():
         spec = load_spec(version)
         assert spec.version == version and spec.options["-tp"].dest == "tensor_parallel_size"
         assert {o.dest for o in spec.options.values() if o.secret} >= {"api_key", "hf_token"}
+
+
+def test_preflight_names_the_effective_tp_in_any_spelling():
+    out = run(["doctor"], {"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "-tp 4", "KIMI_SKIP_MEMORY_CHECK": "1"})
+    assert "needs 4 GPU(s) on its node (TP 4)" in out.stdout + out.stderr
