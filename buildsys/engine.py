@@ -102,7 +102,7 @@ def labels(data: Targets, target: str, base: str, base_digest: str, src: dict) -
 def build_args(data: Targets, target: str, base: str) -> Dict[str, str]:
     t = data.targets[target]
     return {"BASE_IMAGE": base, "KIMI_IMAGE_TARGET": target, "KIMI_IMAGE_HARDWARE": t.hardware,
-            "KIMI_IMAGE_SERVES": ",".join(t.serves)}
+            "KIMI_IMAGE_SERVES": ",".join(t.serves), "KIMI_VLLM_VERSION": data.vllm_version}
 
 
 @dataclass

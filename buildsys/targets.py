@@ -46,11 +46,19 @@ class Base(Strict):
         return f"{self.name}:{self.tag}@{self.digest}" if self.digest else f"{self.name}:{self.tag}"
 
 
+class ReleaseBase(Strict):
+    tag: str
+    digest: Optional[str] = None
+
+    _digest = field_validator("digest")(Base._digest.__func__)
+
+
 class Target(Strict):
     base: str
     platform: Literal["linux/amd64", "linux/arm64"]
     hardware: str
     serves: List[str]
+    vllm: Optional[List[str]] = None  # releases it builds on; None = every release its base kind has
     # Settings the smoke and container tests add to the image's defaults, for targets whose
     # defaults alone need more (e.g. a multi-node deployment needs its head address).
     smoke_env: Dict[str, str] = {}
@@ -74,7 +82,9 @@ class Targets(Strict):
     default_target: str
     label_prefix: str
     bases: Dict[str, Base]
+    other_releases: Dict[str, Dict[str, ReleaseBase]] = {}
     targets: Dict[str, Target]
+    default_release: bool = True  # False on a copy for one of other_releases (see for_release)
 
     @field_validator("vllm_version")
     @classmethod
@@ -91,10 +101,42 @@ class Targets(Strict):
         for name, t in self.targets.items():
             if t.base not in self.bases:
                 raise ValueError(f"target {name}: base {t.base!r} is not one of {sorted(self.bases)}")
+            unknown = sorted(set(t.vllm or ()) - set(self.releases))
+            if unknown:
+                raise ValueError(f"target {name}: vllm {unknown} is not one of {self.releases}")
+        for version, kinds in self.other_releases.items():
+            self._vllm(version)
+            for kind in kinds:
+                if kind not in self.bases:
+                    raise ValueError(f"other_releases {version}: base {kind!r} is not one of {sorted(self.bases)}")
         return self
+
+    @property
+    def releases(self) -> List[str]:
+        """vLLM releases images can be built on, the default first."""
+        return [self.vllm_version] + [v for v in self.other_releases if v != self.vllm_version]
+
+    def target_releases(self, target: str) -> List[str]:
+        t = self.targets[target]
+        if t.vllm is not None:
+            return list(t.vllm)
+        return [v for v in self.releases if v == self.vllm_version or t.base in self.other_releases.get(v, {})]
+
+    def for_release(self, version: str) -> "Targets":
+        """This data as if `version` were the default: its base tags, its version in tags and labels."""
+        if version == self.vllm_version and self.default_release:
+            return self
+        if version not in self.other_releases:
+            raise ValueError(f"vLLM {version} is not a release of this data file: {', '.join(self.releases)}")
+        bases = {kind: self.bases[kind].model_copy(update=rb.model_dump()) for kind, rb in self.other_releases[version].items()}
+        targets = {n: t for n, t in self.targets.items() if version in self.target_releases(n)}
+        return self.model_copy(update={"vllm_version": version, "bases": bases, "targets": targets,
+                                       "default_release": False})
 
     def tags(self, target: str, registry: Optional[str] = None, sha: Optional[str] = None) -> List[str]:
         repo = f"{(registry or self.registry).rstrip('/')}/{self.image}"
+        if not self.default_release:  # an older release: only tags that carry its version
+            return [f"{repo}:{self.vllm_version}-{target}"] + ([f"{repo}:{sha}-{self.vllm_version}-{target}"] if sha else [])
         tags = [f"{repo}:{self.vllm_version}-{target}", f"{repo}:{target}"]
         if sha:
             tags.append(f"{repo}:{sha}-{target}")
@@ -116,6 +158,12 @@ def load(path: Path = TARGETS_FILE, recipes_dir: Path = RECIPES_DIR) -> Targets:
         data = Targets.model_validate(raw)
     except (OSError, yaml.YAMLError, ValidationError, RecipeDataError) as exc:
         raise TargetsError(f"{path}: {exc}") from exc
+    specs = Path(recipes_dir) / "vllm"
+    if specs.is_dir():  # every release an image carries has its grammar checked in (build.py vllm-spec)
+        missing = [v for v in data.releases if not (specs / f"{v}.json").is_file()]
+        if missing:
+            raise TargetsError(f"{path}: no vLLM grammar for {', '.join(missing)} in {specs} "
+                               "(run `python build.py vllm-spec --python <venv with that vLLM>/bin/python`)")
     for name, t in data.targets.items():
         unknown = sorted(set(t.serves) - set(catalog.hardware))
         if unknown:
@@ -131,25 +179,37 @@ def load(path: Path = TARGETS_FILE, recipes_dir: Path = RECIPES_DIR) -> Targets:
     return data
 
 
-def save_digests(digests: Dict[str, str], path: Path = TARGETS_FILE) -> None:
-    """Write base digests into targets.yaml in place, keeping comments and layout."""
-    lines = Path(path).read_text().splitlines(keepends=True)
-    current = None
-    in_bases = False
+def _entries(lines: List[str], section: str):
+    """(index, key of the enclosing `  key:` entry, line) for the lines of a top-level section."""
+    inside, key = False, None
     for i, line in enumerate(lines):
-        if re.match(r"^bases:\s*$", line):
-            in_bases = True
+        if re.match(rf"^{section}:\s*$", line):
+            inside = True
             continue
-        if in_bases and re.match(r"^\S", line):
-            in_bases = False
-        if not in_bases:
+        if inside and re.match(r"^\S", line):
+            inside = False
+        if not inside:
             continue
         m = re.match(r"^  ([A-Za-z0-9_.-]+):", line)
         if m:
-            current = m.group(1)
+            key = m.group(1)
             continue
-        m = re.match(r"^(    digest:)\s*\S*(.*)$", line.rstrip("\n"))
-        if m and current in digests:
-            lines[i] = f"{m.group(1)} {digests[current]}{m.group(2)}\n"
+        yield i, key, line.rstrip("\n")
+
+
+def save_digests(digests: Dict[str, str], path: Path = TARGETS_FILE,
+                 release_digests: Optional[Dict[str, Dict[str, str]]] = None) -> None:
+    """Write base digests into targets.yaml in place, keeping comments and layout: `bases`
+    entries (`    digest: ...`) and `other_releases` ones (`    kind: {tag: ..., digest: ...}`)."""
+    lines = Path(path).read_text().splitlines(keepends=True)
+    for i, kind, line in list(_entries(lines, "bases")):
+        m = re.match(r"^(    digest:)\s*\S*(.*)$", line)
+        if m and kind in digests:
+            lines[i] = f"{m.group(1)} {digests[kind]}{m.group(2)}\n"
+    release_digests = release_digests or {}
+    for i, version, line in list(_entries(lines, "other_releases")):
+        m = re.match(r"^(    ([A-Za-z0-9_.-]+): \{tag: [^,}]+, digest: )[^}]*(\}.*)$", line)
+        if m and m.group(2) in release_digests.get(version, {}):
+            lines[i] = f"{m.group(1)}{release_digests[version][m.group(2)]}{m.group(3)}\n"
     Path(path).write_text("".join(lines))
     load(path)  # still valid

@@ -30,10 +30,11 @@ class Launch:
         return this_process(self.plan, self.selection)
 
 
-def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None) -> Launch:
+def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
+            detected_vllm: Optional[str] = None) -> Launch:
     """The pure part: settings -> selection -> plan."""
     catalog = catalog or load_catalog()
-    selection = select(settings, catalog, detected_hardware)
+    selection = select(settings, catalog, detected_hardware, detected_vllm)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=resolve(selection, catalog))
 
 
@@ -80,7 +81,12 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
         wiring = wire(platform.environ)
     settings = read_settings(wiring.environ, platform.args)
     detected = detected_hardware(wiring.environ) if wants_detection(settings) else None
-    return replace(compose(settings, detected), platform=platform)
+    vllm = None
+    if not settings.vllm_version:
+        from entrypoint.node.detect import installed_vllm_version
+
+        vllm = installed_vllm_version()
+    return replace(compose(settings, detected, detected_vllm=vllm), platform=platform)
 
 
 def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:

@@ -13,16 +13,16 @@ from entrypoint.cli._context import guarded
 
 def explain_rows(proc, environ) -> list:
     """(kind, name, value, source) for every flag and env var of one process."""
-    from entrypoint.core.args import units
+    from entrypoint.core.args import display_units
     from entrypoint.core.mask import mask_argv, mask_env
 
     rows = []
     argv = mask_argv(proc.argv)
-    program_words = 3 if proc.argv[0] == "vllm" else 1  # `vllm serve <model>` or `vllm-router`
-    for key, unit in units([(t, "") for t in argv[program_words:]]):
+    for key, unit in display_units(argv):
         if key is None:
             continue
-        value = " ".join(t for t, _ in unit[1:])
+        first = unit[0][0]
+        value = " ".join(([first.split("=", 1)[1]] if "=" in first else []) + [t for t, _ in unit[1:]])
         rows.append(("flag", key, value, proc.provenance.get(key, "strategy")))
     env = mask_env(proc.env)
     for key, value in env.items():

@@ -1,4 +1,4 @@
-"""vLLM argument lists: the last-wins dedupe, placeholder resolution and a few read-only queries.
+"""Argument lists: tagging, display grouping and placeholder resolution (vLLM's grammar: vllm_cli).
 
 Args travel as (token, source) pairs so that `explain` can say where each flag came from.
 """
@@ -22,8 +22,9 @@ def _flag_key(token: str) -> str:
 
 
 def units(tokens: Tagged) -> List[Tuple[Optional[str], Tagged]]:
-    """Group tokens: a flag followed by a token not starting with '-' is one unit; a lone flag is a
-    unit; anything else is positional (key None)."""
+    """Group tokens for display, without a grammar (the router's argv): a flag followed by a token
+    not starting with '-' is one unit; a lone flag is a unit; anything else is positional (key
+    None). vLLM's own argv is grouped by its grammar: `display_units`."""
     out = []
     i = 0
     while i < len(tokens):
@@ -40,41 +41,37 @@ def units(tokens: Tagged) -> List[Tuple[Optional[str], Tagged]]:
     return out
 
 
-def dedupe(tokens: Tagged) -> Tagged:
-    """Keep only the last unit of each flag, in its position; positionals are kept."""
-    grouped = units(tokens)
-    last = {key: idx for idx, (key, _) in enumerate(grouped) if key is not None}
-    return [pair for idx, (key, unit) in enumerate(grouped) if key is None or last[key] == idx for pair in unit]
+def display_units(argv: Sequence[str]) -> List[Tuple[Optional[str], Tagged]]:
+    """(flag as written, tokens) of a process's argv after its program words: `vllm serve <model>`
+    by vLLM's grammar (a list option keeps all its values), anything else by `units`."""
+    if list(argv[:2]) != ["vllm", "serve"]:
+        return units([(t, "") for t in argv[1:]])
+    from entrypoint.core.vllm_cli import parse, secret_spec
 
-
-def flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
-    """The value of the last occurrence of `flag` (``--flag v`` or ``--flag=v``); "" for a lone flag."""
-    found = None
-    for i, tok in enumerate(argv):
-        if tok == flag:
-            found = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") else ""
-        elif tok.startswith(flag + "="):
-            found = tok.split("=", 1)[1]
-    return found
-
-
-def int_flag(argv: Sequence[str], flag: str, default: int) -> int:
-    value = flag_value(argv, flag)
-    try:
-        return int(value) if value else default
-    except ValueError:
-        return default
-
-
-def gpus_needed(argv: Sequence[str]) -> int:
-    """GPUs one vLLM process needs visible on its node: TP x PP x local DP, split over --nnodes."""
-    tp = int_flag(argv, "--tensor-parallel-size", 1)
-    pp = int_flag(argv, "--pipeline-parallel-size", 1)
-    dp_local = int_flag(argv, "--data-parallel-size-local", 0) or int_flag(argv, "--data-parallel-size", 1)
-    nnodes = int_flag(argv, "--nnodes", 1)
-    world = tp * pp * dp_local
-    return max(1, world // max(1, nnodes))
+    out: List[Tuple[Optional[str], Tagged]] = []
+    for unit in parse([(t, "") for t in argv[3:]], secret_spec(), strict=False):
+        first = unit.tokens[0][0]
+        out.append((_flag_key(first) if unit.option is not None or first.startswith("-") else None, unit.tokens))
+    return out
 
 
 def substitute(text: str, lookup: Callable[[str], str]) -> str:
     return _PLACEHOLDER.sub(lambda m: lookup(m.group(1)), text)
+
+
+def flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
+    """The value vLLM's grammar (the newest checked-in release) gives the destination of `flag` in
+    `argv`, whatever the spelling used (`-tp`, `--x_y`, `--x=v`): "" for a flag without a value, the
+    values joined by spaces for a list option, None when absent."""
+    from entrypoint.core.vllm_cli import load_spec, newest_version, values
+
+    spec = load_spec(newest_version())
+    option = spec.lookup(flag)[0]
+    if option is None:
+        return None
+    found = values(list(argv), spec).get(option.dest)
+    if found is None or found is False:
+        return None
+    if found is True:
+        return ""
+    return " ".join(found) if isinstance(found, list) else str(found)

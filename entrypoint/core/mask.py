@@ -7,7 +7,6 @@ from typing import Mapping, Sequence
 
 MASK = "****"
 _SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
-_SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
 
 
 def is_secret_name(name: str) -> bool:
@@ -19,21 +18,15 @@ def mask_env(env: Mapping[str, str]) -> dict:
 
 
 def mask_argv(argv: Sequence[str]) -> list:
-    out = []
-    hide_next = False
-    for tok in argv:
-        if hide_next and not tok.startswith("-"):
-            out.append(MASK)
-            hide_next = False
-            continue
-        hide_next = False
-        flag, eq, _ = tok.partition("=")
-        if flag in _SECRET_FLAGS:
-            if eq:
-                out.append(f"{flag}={MASK}")
-                continue
-            hide_next = True
-        out.append(tok)
+    """argv with the value of every option vLLM marks as a credential (`--api-key`, `--hf-token`,
+    in every spelling vLLM accepts: `_` for `-`, `--opt=value`, abbreviations, several values)
+    replaced by the mask. The options come from vLLM's own grammar (entrypoint.core.vllm_cli)."""
+    from entrypoint.core.vllm_cli import secret_positions
+
+    out = list(argv)
+    for i in secret_positions(argv):
+        tok = out[i]
+        out[i] = f"{tok.split('=', 1)[0]}={MASK}" if tok.startswith("-") and "=" in tok else MASK
     return out
 
 

@@ -7,9 +7,9 @@ models and hands out read-only records of the result; nothing here decides a lau
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Annotated, Any, Dict, List, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from entrypoint.core.platform_schema import PlatformsFile
 from entrypoint.core.record import FrozenDict, Record
@@ -149,8 +149,12 @@ class FeatureOverride(Strict):
     env: Env = {}
 
 
+VllmVersion = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")]
+
+
 class Feature(Strict):
     description: str
+    min_vllm: Optional[VllmVersion] = None  # the oldest vLLM release that accepts its args
     args: Args = []
     env: Env = {}
     # keyed by hw id > generation > brand > `default`; replaces args (and env when given)
@@ -201,6 +205,7 @@ class RequiredArg(Strict):
 
 class Profile(Strict):
     description: str
+    min_vllm: Optional[VllmVersion] = None  # the oldest vLLM release that accepts its args
     hardware: List[str]
     variants: List[str]
     strategies: List[str]
@@ -217,6 +222,15 @@ class ModelFiles(Strict):
 
     weights: List[str]
     top_level: List[str] = []
+
+
+class RemovedEnv(Strict):
+    """An environment variable the recipe sets that vLLM dropped in a later release."""
+
+    removed_in: VllmVersion  # the first release whose vllm.envs no longer has it
+    replacement_args: Args = []  # what to pass instead from that release on ([] = nothing is needed)
+    why: str  # what vLLM does instead, in a sentence
+    source: str  # where in vLLM's source/release notes this was read (file + version)
 
 
 class ModelInfo(Strict):
@@ -242,6 +256,7 @@ class Recipe(Strict):
     hardware_overrides: Dict[str, ArgsOverride] = {}
     strategy_overrides: Dict[str, StrategyOverride] = {}
     profiles: Dict[str, Profile] = {}
+    vllm_env_removed: Dict[str, RemovedEnv] = {}
 
 
 # ---------------------------------------------------------------- catalog

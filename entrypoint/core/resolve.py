@@ -11,12 +11,13 @@ import math
 from typing import Dict, List, Tuple
 
 from entrypoint.core import errors as E
-from entrypoint.core.args import Tagged, dedupe, flag_value, gpus_needed, int_flag, substitute, tag
+from entrypoint.core.args import Tagged, substitute, tag
 from entrypoint.core.errors import KimiError
 from entrypoint.core.plan import Plan, Pool, Process
 from entrypoint.core.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.record import Record
-from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported
+from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported, version_key
+from entrypoint.core.vllm_cli import dedupe, int_value, spec_for, values
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
 
@@ -32,6 +33,12 @@ class _Ctx:
         self.strategy = cat.strategies[sel.strategy]
         self.override = self.recipe.strategy_overrides.get(sel.strategy)
         self.profile = self.recipe.profiles[sel.profile] if sel.profile else None
+        self.spec = spec_for(sel.vllm_version)  # vLLM's own grammar for the version launched
+
+    def removed_env(self) -> Dict[str, Record]:
+        """Recipe env vars this vLLM version no longer has, with what replaces each."""
+        version = version_key(self.sel.vllm_version)
+        return {k: r for k, r in self.recipe.vllm_env_removed.items() if version >= version_key(r.removed_in)}
 
     def by_generation(self, mapping):
         """Generation key first, then `nvidia` for NVIDIA hardware."""
@@ -110,6 +117,9 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
     args += feat_args
     if ctx.profile is not None:
         args += tag(f"profile:{sel.profile}", ctx.profile.args)
+    removed = ctx.removed_env()
+    for name, rule in removed.items():
+        args += tag(f"vllm {sel.vllm_version}: replaces {name}", rule.replacement_args)
     if sel.revision:
         args += tag("settings", ["--revision", sel.revision])
     if sel.served_model_name != sel.model:
@@ -120,7 +130,7 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
     if sel.port is not None and own_port:
         args += tag("settings", ["--port", str(sel.port)])
     args += tag("user", sel.user_args)
-    args = dedupe(args)
+    args = dedupe(args, ctx.spec)
 
     layers: EnvLayers = [("base", recipe.model.base_env), ("variant", var.extra_env)]
     if exact_var is not None:
@@ -130,7 +140,7 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
     layers += feat_env
     if ctx.profile is not None:
         layers.append((f"profile:{sel.profile}", ctx.profile.env))
-        tp = int_flag([a for a, _ in args], "--tensor-parallel-size", 1)
+        tp = int_value(values([a for a, _ in args], ctx.spec), "tensor_parallel_size", 1)
         for limit, extra in sorted(ctx.profile.env_when_tp_below.items()):
             if tp < limit:
                 layers.append((f"profile:{sel.profile} (TP {tp} < {limit})", extra))
@@ -138,6 +148,8 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
     origin: Dict[str, str] = {}
     for source, layer in layers:
         for key, value in layer.items():
+            if key in removed:
+                continue
             env[key] = value
             origin[key] = source
     return args, env, origin
@@ -259,11 +271,30 @@ def _finish(ctx: _Ctx, role: str, rank: int, program: List[str], args: Tagged, e
     for key, source in env_origin.items():
         if key in final_env:
             provenance[key] = source
-    serves = "--headless" not in argv
-    port = int_flag(argv, "--port", 8000) if serves else None
-    gpus = 0 if role == "router" else gpus_needed(argv)
+    if role == "router":
+        found = {}
+        serves, gpus = True, 0
+        port = int(ctx.sel.values.get("ROUTER_PORT", "8000"))
+    else:
+        found = values(argv[len(program):], ctx.spec)
+        serves = not found.get("headless")
+        gpus = gpus_needed(found)
+        port = int_value(found, "port", 8000) if serves else None
     return Process(role=role, rank=rank, argv=argv, env=final_env, provenance=provenance,
                    local_gpus=gpus, port=port, serves_http=serves)
+
+
+def world_size(found: Dict[str, object]) -> int:
+    """GPUs one vLLM deployment spans: TP x PP x DP, from vLLM's effective arguments."""
+    return (int_value(found, "tensor_parallel_size", 1) * int_value(found, "pipeline_parallel_size", 1)
+            * int_value(found, "data_parallel_size", 1))
+
+
+def gpus_needed(found: Dict[str, object]) -> int:
+    """GPUs one vLLM process needs visible on its node: TP x PP x local DP, split over --nnodes."""
+    tp, pp = int_value(found, "tensor_parallel_size", 1), int_value(found, "pipeline_parallel_size", 1)
+    dp_local = int_value(found, "data_parallel_size_local", 0) or int_value(found, "data_parallel_size", 1)
+    return max(1, tp * pp * dp_local // max(1, int_value(found, "nnodes", 1)))
 
 
 def _vllm_program(sel: Selection) -> List[str]:
@@ -318,7 +349,7 @@ def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, Pr
     for role in ("prefill", "decode"):
         pool = pools[role]
         defaults = getattr(ctx.override, role, None) if ctx.override else None
-        port = flag_value(heads[role].argv, "--port") or "8000"
+        port = heads[role].port or 8000
         count = pool.node_count if pool.parallelism == "dep" else 1
         for i in range(1, count + 1):
             argv += [f"--{role}", f"http://${role.upper()}_NODE_{i}:{port}"]
@@ -345,21 +376,21 @@ def _pd_processes(ctx: _Ctx) -> List[Process]:
 # ---------------------------------------------------------------- memory (deliberate difference 2)
 
 
-def _pools(ctx: _Ctx) -> List[Pool]:
+def _pools(ctx: _Ctx, processes: List[Process]) -> List[Pool]:
+    """The GPUs each copy of the model spans, read from the launch's effective vLLM arguments
+    (TP x PP x DP of the first process of each pool), so `-tp 2` in the user's args is what is
+    checked, not the recipe's layout."""
     per_gpu = gpu_vram_gb(ctx.hw)
-    if ctx.strategy.deploy_type == "pd_cluster":
-        out = []
-        for pool in (ctx.sel.prefill, ctx.sel.decode):
-            gpus = pool.node_count * _pool_gpus_per_node(ctx, pool)
-            out.append(Pool(name=pool.role, nodes=pool.nodes, gpus=gpus, vram_gb=gpus * per_gpu))
-        return out
-    if ctx.sel.is_multi_node:
-        gpus = ctx.hw.gpu_count * ctx.sel.nodes
-    elif ctx.strategy.tp_from_variant:
-        gpus = _single_node_size(ctx)
-    else:
-        gpus = ctx.hw.gpu_count
-    return [Pool(name="deployment", nodes=ctx.sel.nodes, gpus=gpus, vram_gb=gpus * per_gpu)]
+    out = []
+    names = ("prefill", "decode") if ctx.strategy.deploy_type == "pd_cluster" else ("single", "head")
+    for proc in processes:
+        if proc.role in names and proc.rank == 0:
+            gpus = world_size(values(proc.argv[3:], ctx.spec))
+            pool = getattr(ctx.sel, proc.role, None) if proc.role in ("prefill", "decode") else None
+            out.append(Pool(name=proc.role if pool is not None else "deployment",
+                            nodes=pool.nodes if pool is not None else ctx.sel.nodes, gpus=gpus,
+                            vram_gb=gpus * per_gpu))
+    return out
 
 
 def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
@@ -374,6 +405,10 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
         where = (f"the {pool.name} pool's {pool.gpus} x {sel.hardware} GPUs" if pool.name != "deployment" else
                  f"{pool.gpus} x {sel.hardware} GPUs")
         ways = []
+        node_gpus = hw.gpu_count * max(1, pool.nodes)
+        if pool.gpus < node_gpus:
+            ways.append(f"span all {node_gpus} GPUs (the vLLM args give TP x PP x DP = {pool.gpus}: drop or raise "
+                        "--tensor-parallel-size / --pipeline-parallel-size / --data-parallel-size)")
         if pool.name == "deployment":
             ways.append(f"KIMI_NODES={nodes_needed} with a multi-node strategy (e.g. KIMI_STRATEGY=multi_node_tp, "
                         f"{nodes_needed * hw.vram_gb:.0f} GB)")
@@ -397,20 +432,21 @@ def _check_profile_args(ctx: _Ctx, processes: List[Process]) -> None:
     for proc in processes:
         if proc.role == "router":
             continue
+        found = values(proc.argv[3:], ctx.spec)
         for flag in prof.forbidden_args:
-            if flag_value(proc.argv, flag) is not None:
+            if ctx.spec.lookup(flag)[0].dest in found:
                 raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_PROFILE={pid} does not support {flag} "
                                 f"({prof.description}). Remove it from the vLLM args or drop the profile.")
         for flag, rule in prof.required_args.items():
-            value = flag_value(proc.argv, flag)
+            value = found.get(ctx.spec.lookup(flag)[0].dest)
             example = f"KIMI_EXTRA_ARGS='{flag} {int(rule.min) if rule.min is not None else '...'}'"
             if not value:
                 raise KimiError(E.MISSING_SETTING, f"KIMI_PROFILE={pid} needs {flag}"
                                 + (f" >= {rule.min:g}" if rule.min is not None else "")
                                 + f" among the vLLM args, e.g. {example} or as a container argument.")
             try:
-                number = float(value)
-            except ValueError:
+                number = float(value)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
                 number = None
             if rule.min is not None and (number is None or number < rule.min):
                 raise KimiError(E.INVALID_VALUE, f"KIMI_PROFILE={pid} needs {flag} >= {rule.min:g}, got {value}. "
@@ -419,13 +455,13 @@ def _check_profile_args(ctx: _Ctx, processes: List[Process]) -> None:
 
 def resolve(sel: Selection, cat: Catalog) -> Plan:
     ctx = _Ctx(sel, cat)
-    pools = _pools(ctx)
-    if not sel.skip_memory_check:
-        _check_memory(ctx, pools)
     if ctx.strategy.deploy_type == "pd_cluster":
         processes = _pd_processes(ctx)
     else:
         processes = _plain_processes(ctx)
+    pools = _pools(ctx, processes)
+    if not sel.skip_memory_check:
+        _check_memory(ctx, pools)
     _check_profile_args(ctx, processes)
     return Plan(hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
                 profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,

@@ -52,6 +52,7 @@ class Selection(Choice):
     port: Optional[int]
     user_args: tuple
     skip_memory_check: bool
+    vllm_version: str
     values: Mapping[str, str]  # placeholder name -> value (PREFILL_NODE_1, HEAD_IP, ...)
     load_args: tuple = ()  # how vLLM loads the model's source (object storage: --load-format ...)
     revision: Optional[str] = None  # KIMI_MODEL_REVISION: vLLM's --revision
@@ -177,6 +178,39 @@ def _valid_profile(settings: Settings, catalog: Catalog, hw: str, vid: str, sid:
     return pid
 
 
+def version_key(version: str) -> tuple:
+    return tuple(int(x) for x in version.split("."))
+
+
+def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional[str], known) -> str:
+    """KIMI_VLLM_VERSION, else the installed vLLM's (`detected`), else the newest supported."""
+    import re
+
+    raw = settings.vllm_version or detected or known[-1]
+    source = "KIMI_VLLM_VERSION" if settings.vllm_version else ("the installed vLLM" if detected else "")
+    match = re.match(r"^v?(\d+\.\d+\.\d+)", raw.strip())
+    if not match:
+        raise KimiError(E.INVALID_VALUE, f"{source or 'KIMI_VLLM_VERSION'}={raw!r} is not a vLLM release like "
+                        f"{known[-1]}. Supported: {', '.join(known)}.")
+    version = match.group(1)
+    floor = catalog.recipe.model.min_vllm_version
+    if version_key(version) < version_key(floor):
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"{source}={version}: the Kimi-K2.5 recipe needs vLLM >= {floor}. "
+                        f"Use an image built on vLLM {', '.join(known)} (tags <vllm>-<target>).")
+    return version
+
+
+def _check_version_needs(catalog: Catalog, version: str, pid: Optional[str], features: tuple) -> None:
+    recipe = catalog.recipe
+    needs = [(f"KIMI_PROFILE={pid}", recipe.profiles[pid].min_vllm)] if pid else []
+    needs += [(f"feature {fid}", recipe.features[fid].min_vllm) for fid in features]
+    for what, minimum in needs:
+        if minimum and version_key(version) < version_key(minimum):
+            raise KimiError(E.UNSUPPORTED_COMBINATION, f"{what} needs vLLM >= {minimum}, but the launch is for vLLM "
+                            f"{version} (KIMI_VLLM_VERSION, or the image's vLLM). Run an image built on vLLM >= "
+                            f"{minimum} (the default tags), or drop {what.split('=')[0] if '=' in what else what}.")
+
+
 def _pool(settings: Settings, catalog: Catalog, role: str) -> PoolChoice:
     defaults = getattr(catalog.recipe.strategy_overrides.get("pd_cluster"), role, None)
     nodes = settings.values[f"{role}_nodes"]
@@ -209,12 +243,17 @@ def _placeholder_values(settings: Settings) -> dict:
     return {k: v for k, v in values.items() if v}
 
 
-def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str] = None) -> Selection:
+def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str] = None,
+           detected_vllm: Optional[str] = None) -> Selection:
+    from entrypoint.core.vllm_cli import available_versions
+
     hw = _valid_hardware(settings, catalog, detected_hardware)
+    vllm_version = _valid_vllm_version(settings, catalog, detected_vllm, available_versions())
     vid = _valid_variant(settings, catalog, hw)
     sid = _valid_strategy(settings, catalog)
     features = _valid_features(settings, catalog, hw)
     pid = _valid_profile(settings, catalog, hw, vid, sid)
+    _check_version_needs(catalog, vllm_version, pid, features)
     strat = catalog.strategies[sid]
     is_pd = strat.deploy_type == "pd_cluster"
     nodes = settings.nodes if strat.deploy_type == "multi_node" else 1
@@ -231,6 +270,12 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={settings.node_rank} but the deployment has {nodes} "
                         f"node(s): ranks run from 0 to {nodes - 1}.")
     model_id = catalog.recipe.variants[vid].model_id or catalog.recipe.model.model_id
+    for name in ("model", "served_model_name", "host"):
+        value = settings.values[name]
+        if value and value.startswith("-"):
+            raise KimiError(E.INVALID_VALUE, f"KIMI_{name.upper()}={value!r} starts with '-': vLLM would read it as "
+                            f"an option, not as a value. Give a {name.replace('_', ' ')} that does not start with '-' "
+                            "(a local path can be written ./-name).")
     model = settings.model or model_id
     user_args = settings.vllm_user_args()
     return Selection(
@@ -242,22 +287,23 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         host=settings.host, port=settings.port,
         user_args=user_args,
         skip_memory_check=settings.skip_memory_check,
+        vllm_version=vllm_version,
         values=_placeholder_values(settings),
-        load_args=_load_args(model, user_args),
+        load_args=_load_args(model, user_args, vllm_version),
         revision=settings.model_revision,
     )
 
 
-def _load_args(model: str, user_args: tuple) -> tuple:
+def _load_args(model: str, user_args: tuple, vllm_version: str) -> tuple:
     """A model in object storage (s3://, gs://) is streamed by vLLM's object-storage loader."""
     if "://" not in model:
         return ()
-    from entrypoint.core.args import flag_value
     from entrypoint.core.platforms import load_platforms, model_source
+    from entrypoint.core.vllm_cli import spec_for, values
 
     model_source(model)  # a scheme vLLM cannot stream from is an error here
     wanted = load_platforms().object_storage.load_format
-    given = flag_value(user_args, "--load-format")
+    given = values(user_args, spec_for(vllm_version)).get("load_format")
     if given is not None and given != wanted:
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_MODEL={model} is in object storage, which vLLM loads only "
                         f"with --load-format {wanted}, but the arguments give --load-format {given}. Remove it, or "

@@ -74,6 +74,9 @@ FIELDS: tuple = (
       "Name clients use; `--served-model-name` is emitted only when it differs from the model argument."),
     F("host", "str", None, "vLLM's default (not emitted)", "API bind address."),
     F("port", "int", None, "vLLM's default, 8000 (not emitted)", "API port (single node and multi-node head)."),
+    F("vllm_version", "str", None, "the image's vLLM (baked in at build); else the installed vLLM's; else the newest "
+      "supported", "vLLM release the launch is for (e.g. 0.19.1): flags, choices and env are checked against its "
+      "grammar (recipes/vllm/); set it for `print`/`plan` of another image."),
     F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",

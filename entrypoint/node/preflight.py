@@ -31,9 +31,10 @@ class NodeCheck(Check):
 
 
 def _parallel_sizes(proc: Process) -> str:
+    from entrypoint.core.args import flag_value  # vLLM's grammar: -tp 4, --tensor_parallel_size=4, ...
+
     flags = {"--tensor-parallel-size": "TP", "--pipeline-parallel-size": "PP", "--data-parallel-size-local": "DP local"}
-    argv = list(proc.argv)
-    parts = [f"{label} {argv[i + 1]}" for i, tok in enumerate(argv[:-1]) for flag, label in flags.items() if tok == flag]
+    parts = [f"{label} {value}" for flag, label in flags.items() if (value := flag_value(proc.argv, flag))]
     return " x ".join(parts) or f"{proc.local_gpus} GPUs"
 
 

@@ -5,21 +5,22 @@ from __future__ import annotations
 import shlex
 from typing import Iterable, List
 
-from entrypoint.core.args import units
+from entrypoint.core.args import display_units
 from entrypoint.core.mask import mask_argv, mask_env
 from entrypoint.core.plan import Plan, Process
 
 
 def _argv_lines(argv: List[str]) -> List[str]:
-    """Program and positionals on the first line, then one flag (with its value) per line."""
-    head: List[str] = []
+    """Program and positionals on the first line, then one flag (with its values) per line."""
+    words = 3 if list(argv[:2]) == ["vllm", "serve"] else 1
+    head: List[str] = [" ".join(shlex.quote(t) for t in argv[:words])]
     rest: List[str] = []
-    for key, unit in units([(t, "") for t in argv]):
-        words = " ".join(shlex.quote(t) for t, _ in unit)
+    for key, unit in display_units(argv):
+        text = " ".join(shlex.quote(t) for t, _ in unit)
         if key is None and not rest:
-            head.append(words)
+            head.append(text)
         else:
-            rest.append(words)
+            rest.append(text)
     return [" ".join(head)] + rest
 
 

@@ -12,12 +12,15 @@ from entrypoint.core.errors import KimiError
 from golden_data import GOLDEN, golden_cases
 
 CASES = golden_cases()
+# The site renders the recipe for its vLLM floor (model.min_vllm_version): on newer vLLM the plan
+# drops what vLLM removed (recipe vllm_env_removed; test_golden_on_the_newest_vllm).
+FLOOR = {"KIMI_VLLM_VERSION": "0.19.1"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_golden_case(case, catalog):
     try:
-        got = build(case["settings"], catalog=catalog).plan.as_dict()
+        got = build({**case["settings"], **FLOOR}, catalog=catalog).plan.as_dict()
     except KimiError as err:
         got = {"error": err.code}
     assert got == case["expect"]
@@ -28,7 +31,7 @@ def test_golden_case(case, catalog):
 
 def test_golden_through_the_batch_cli(tmp_path):
     """`plan --batch` renders every golden case in one process, one JSON line each, errors included."""
-    lines = [json.dumps(c["settings"]) for c in CASES]
+    lines = [json.dumps({**c["settings"], **FLOOR}) for c in CASES]
     src = tmp_path / "cases.jsonl"
     src.write_text("\n".join(lines) + "\n")
     out = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--batch", str(src)],
@@ -45,3 +48,21 @@ def test_golden_through_the_batch_cli(tmp_path):
 
 def test_golden_file_is_the_shared_one():
     assert GOLDEN.is_file(), "tests read the golden launches from ../shared/golden"
+
+
+def test_golden_on_the_newest_vllm(catalog):
+    """On the newest vLLM each golden plan differs only by the env vLLM removed."""
+    from entrypoint.core.vllm_cli import newest_version
+
+    removed = set(catalog.recipe.vllm_env_removed)
+    differ = 0
+    for case in CASES:
+        if "error" in case["expect"]:
+            continue
+        got = build({**case["settings"], "KIMI_VLLM_VERSION": newest_version()}, catalog=catalog).plan.as_dict()
+        for mine, theirs in zip(got["processes"], case["expect"]["processes"]):
+            assert mine["argv"] == theirs["argv"]
+            assert mine["env"] == {k: v for k, v in theirs["env"].items() if k not in removed}
+            differ += mine["env"] != theirs["env"]
+    assert differ > 0
+

@@ -195,7 +195,7 @@ def test_user_args_pass_through_untouched():
 
 def test_user_args_come_last_and_win():
     proc = plan({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--tensor-parallel-size 4 --max-model-len '128000'",
-                 "KIMI_PORT": "9000"}, ["--gpu-memory-utilization", "0.9"]).processes[0]
+                 "KIMI_PORT": "9000", "KIMI_SKIP_MEMORY_CHECK": "1"}, ["--gpu-memory-utilization", "0.9"]).processes[0]
     assert list(proc.argv[-8:]) == ["--port", "9000", "--tensor-parallel-size", "4", "--max-model-len", "128000",
                                     "--gpu-memory-utilization", "0.9"]
     assert proc.argv.count("--tensor-parallel-size") == 1

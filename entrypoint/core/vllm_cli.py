@@ -1,0 +1,342 @@
+"""vLLM's `vllm serve` grammar, read from the data vLLM itself gave (recipes/vllm/<version>.json,
+written by `build.py vllm-spec`), and the argv operations built on it: parse, dedupe by
+destination, secrets, effective values.
+
+vLLM's parser is argparse behind `FlexibleArgumentParser`: in a long option's name `_` and `-`
+are the same (up to the first `.`), `--opt=value` is one token, `--opt.key value` sets one key of
+a JSON option (several accumulate), a unique prefix of a long option is that option
+(argparse's allow_abbrev), `-tp` and friends are aliases of one destination, `append` options
+accumulate and `nargs` options take a whole list. Pure: reads only the packaged data files.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+from entrypoint.core import errors as E
+from entrypoint.core.errors import KimiError
+
+Tagged = List[Tuple[str, str]]  # (token, source)
+_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+_NAME = re.compile(r"(?<=--)[^.]*")
+_ACCUMULATE = ("append", "append_const", "count")
+NO_VALUE_KINDS = ("store_true", "store_false", "store_const", "append_const", "count", "boolean_optional",
+                  "help", "version")
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
+@dataclass(frozen=True)
+class Option:
+    dest: str
+    strings: tuple  # every option string (`--tensor-parallel-size`, `-tp`)
+    kind: str  # store | append | store_true | boolean_optional | ... (argparse's action)
+    nargs: object  # None (one value) | "?" | "*" | "+" | an int
+    choices: Optional[tuple] = None
+    choice_key: Optional[str] = None  # how vLLM normalises a value before its choices check
+    secret: bool = False
+    negative: tuple = ()  # the strings of a boolean pair that set it False (`--no-x`, `--disable-x`)
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind not in NO_VALUE_KINDS and self.nargs != 0
+
+    @property
+    def accumulates(self) -> bool:
+        return self.kind in _ACCUMULATE
+
+    @property
+    def name(self) -> str:
+        return max(self.strings, key=len)
+
+    def normalised(self, value: str) -> str:
+        if self.choice_key == "lower_underscore":
+            return value.lower().replace("-", "_")
+        if self.choice_key == "lower":
+            return value.lower()
+        return value
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One vLLM version's `serve` grammar and environment variable names."""
+
+    version: str
+    package: str
+    options: Dict[str, Option]  # option string -> Option
+    env: FrozenSet[str]
+    allow_abbrev: bool = True
+    provenance: str = ""
+
+    def by_dest(self, dest: str) -> Optional[Option]:
+        for opt in self.options.values():
+            if opt.dest == dest:
+                return opt
+        return None
+
+    def lookup(self, name: str) -> Tuple[Optional[Option], List[str]]:
+        """(the option `name` spells, or None; the candidates when an abbreviation is ambiguous)."""
+        if name.startswith("--"):
+            name = _NAME.sub(lambda m: m.group(0).replace("_", "-"), name, count=1)
+        if name in self.options:
+            return self.options[name], []
+        if self.allow_abbrev and name.startswith("--") and len(name) > 2:
+            hits = {o.dest: o for s, o in self.options.items() if s.startswith(name)}
+            if len(hits) == 1:
+                return next(iter(hits.values())), []
+            return None, sorted(s for s in self.options if s.startswith(name))
+        return None, []
+
+    def suggest(self, name: str) -> str:
+        longs = [s for s in self.options if s.startswith("--")]
+        close = difflib.get_close_matches(name.split("=", 1)[0].replace("_", "-"), longs, n=1, cutoff=0.6)
+        return f" Did you mean {close[0]}?" if close else ""
+
+
+def specs_dir() -> Path:
+    from entrypoint.core.recipe import default_recipes_dir
+
+    return default_recipes_dir() / "vllm"
+
+
+@lru_cache(maxsize=None)
+def available_versions() -> Tuple[str, ...]:
+    return tuple(sorted((p.stem for p in specs_dir().glob("*.json")), key=_version_key))
+
+
+@lru_cache(maxsize=None)
+def load_spec(version: str) -> Spec:
+    path = specs_dir() / f"{version}.json"
+    with open(path, encoding="utf-8") as fh:
+        raw = json.load(fh)
+    options: Dict[str, Option] = {}
+    for o in raw["options"]:
+        opt = Option(dest=o["dest"], strings=tuple(o["options"]), kind=o["kind"], nargs=o["nargs"],
+                     choices=tuple(o["choices"]) if o.get("choices") is not None else None,
+                     choice_key=o.get("choice_key"), secret=bool(o.get("secret")),
+                     negative=tuple(o.get("negative", ())))
+        for s in opt.strings:
+            options[s] = opt
+    prov = raw.get("provenance", {})
+    return Spec(version=raw["vllm_version"], package=raw.get("package", "vllm"), options=options,
+                env=frozenset(raw["env"]), allow_abbrev=raw.get("allow_abbrev", True),
+                provenance=f"{prov.get('package', '')} {prov.get('version', '')} ({prov.get('date', '')})")
+
+
+def spec_for(version: str) -> Spec:
+    """The grammar of `version`: its own file, else the newest checked-in one not newer than it
+    (the oldest one for a version below all of them)."""
+    known = available_versions()
+    if version in known:
+        return load_spec(version)
+    older = [v for v in known if _version_key(v) <= _version_key(version)]
+    return load_spec(older[-1] if older else known[0])
+
+
+def newest_version() -> str:
+    return available_versions()[-1]
+
+
+# ---------------------------------------------------------------- parsing
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One option with its values (or one positional), as written."""
+
+    tokens: Tagged
+    option: Optional[Option]  # None for a positional
+    values: tuple = ()
+    dotted: bool = False  # `--opt.key value`: one key of a JSON option
+
+    @property
+    def source(self) -> str:
+        return self.tokens[0][1]
+
+
+def looks_like_flag(token: str) -> bool:
+    """argparse takes such a token for an option, never for a value."""
+    return token.startswith("-") and token != "-" and not _NUMBER.match(token)
+
+
+def _error(what: str, source: str) -> KimiError:
+    where = {"user": " (in KIMI_EXTRA_ARGS or the container arguments)", "settings": " (from a KIMI_* setting)"}
+    return KimiError(E.INVALID_VALUE, what + where.get(source, f" (from the recipe: {source})"))
+
+
+def parse(tokens: Tagged, spec: Spec, strict: bool = True) -> List[Unit]:
+    """Split vLLM serve arguments into units the way vLLM's parser does. `strict`: an unknown
+    option, a bad choice or a missing value is a KimiError (exit 2) naming the vLLM version;
+    otherwise such tokens become lone units (for masking and display of anything)."""
+    out: List[Unit] = []
+    i = 0
+    while i < len(tokens):
+        tok, source = tokens[i]
+        if not looks_like_flag(tok):
+            out.append(Unit(tokens=tokens[i:i + 1], option=None, values=(tok,)))
+            i += 1
+            continue
+        if tok.startswith("-O") and tok != "-O":
+            tok = "--optimization-level=" + (tok[3:] if tok[2:3] == "=" else tok[2:])  # vLLM's -O3 / -O=3
+        elif tok == "-O":
+            tok = "--optimization-level"
+        name, eq, inline = tok.partition("=")
+        dotted = name.startswith("--") and "." in name
+        base = name.split(".", 1)[0] if dotted else name
+        opt, ambiguous = spec.lookup(base)
+        if opt is None:
+            if strict:
+                why = (f"is ambiguous in vLLM {spec.version}: it could be {', '.join(ambiguous[:5])}" if ambiguous
+                       else f"is not an option of `vllm serve` in vLLM {spec.version}.{spec.suggest(base)}")
+                raise _error(f"{base} {why}", source)
+            out.append(Unit(tokens=tokens[i:i + 1], option=None, values=()))
+            i += 1
+            continue
+        if dotted or (eq and opt.takes_value):
+            if dotted and not eq:
+                if i + 1 >= len(tokens) and strict:
+                    raise _error(f"{name} needs a value in vLLM {spec.version}", source)
+                unit = tokens[i:i + 2]
+            else:
+                unit = tokens[i:i + 1]
+            values = (inline,) if eq else tuple(t for t, _ in unit[1:])
+            out.append(Unit(tokens=unit, option=opt, values=values, dotted=dotted))
+            i += len(unit)
+            continue
+        if eq and strict:
+            raise _error(f"{name} takes no value in vLLM {spec.version}, but got {tok!r}", source)
+        j = i + 1
+        if opt.takes_value:
+            if opt.nargs in (None, "?") or isinstance(opt.nargs, int):
+                want = opt.nargs if isinstance(opt.nargs, int) else 1
+                while j < len(tokens) and j - i - 1 < want and not looks_like_flag(tokens[j][0]):
+                    j += 1
+            else:  # "*" / "+": everything up to the next option
+                while j < len(tokens) and not looks_like_flag(tokens[j][0]):
+                    j += 1
+            got = j - i - 1
+            needed = 0 if opt.nargs in ("?", "*") else (opt.nargs if isinstance(opt.nargs, int) else 1)
+            if got < needed and strict:
+                nxt = tokens[j][0] if j < len(tokens) else None
+                tail = (f"; {nxt!r} looks like an option, not a value" if nxt is not None else "")
+                raise _error(f"{name} needs a value in vLLM {spec.version}{tail}", source)
+        unit = tokens[i:j]
+        out.append(Unit(tokens=unit, option=opt, values=tuple(t for t, _ in unit[1:])))
+        i = j
+    if strict:
+        for u in out:
+            _check_choices(u, spec)
+    return out
+
+
+def _check_choices(unit: Unit, spec: Spec) -> None:
+    opt = unit.option
+    if opt is None or not opt.choices or unit.dotted:
+        return
+    for value in unit.values:
+        if opt.normalised(value) not in opt.choices:
+            close = difflib.get_close_matches(opt.normalised(value), list(opt.choices), n=1)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            raise _error(f"{opt.name} {value!r} is not accepted by vLLM {spec.version}; it takes one of: "
+                         f"{', '.join(opt.choices)}.{hint}", unit.source)
+
+
+def dedupe(tokens: Tagged, spec: Spec) -> Tagged:
+    """The last unit of each destination wins, in its position: `-tp 4` replaces
+    `--tensor-parallel-size 8`, `--no-enable-prefix-caching` replaces `--enable-prefix-caching`, a
+    list option's new list replaces the old one whole. Repeatable options (`append`) and
+    `--opt.key` settings accumulate; positionals are kept."""
+    units = parse(tokens, spec)
+    for unit in units:  # the model is vLLM's one positional and it is not among these args
+        if unit.option is None:
+            raise _error(f"{unit.tokens[0][0]!r} is neither an option of `vllm serve` nor the value of one in vLLM "
+                         f"{spec.version} (vLLM would stop: unrecognized arguments)", unit.source)
+    last: Dict[str, int] = {}
+    for idx, unit in enumerate(units):
+        if unit.option is not None and not unit.option.accumulates and not unit.dotted:
+            last[unit.option.dest] = idx
+    return [pair for idx, unit in enumerate(units)
+            if unit.option is None or unit.option.accumulates or unit.dotted or last[unit.option.dest] == idx
+            for pair in unit.tokens]
+
+
+def values(argv: Sequence[str], spec: Spec) -> Dict[str, object]:
+    """The effective value of every destination the argv sets: a string (last wins), True for a
+    flag, False for its `--no-` form, a list for accumulating/list options."""
+    out: Dict[str, object] = {}
+    for unit in parse([(t, "") for t in argv], spec, strict=False):
+        opt = unit.option
+        if opt is None or unit.dotted:
+            continue
+        if opt.kind == "boolean_optional":
+            out[opt.dest] = _canonical(unit.tokens[0][0], spec) not in opt.negative
+        elif opt.kind == "store_false":
+            out[opt.dest] = False
+        elif not opt.takes_value:
+            out[opt.dest] = True
+        elif opt.accumulates:
+            out.setdefault(opt.dest, [])
+            out[opt.dest] = list(out[opt.dest]) + list(unit.values)  # type: ignore[arg-type]
+        elif opt.nargs in ("*", "+") or isinstance(opt.nargs, int):
+            out[opt.dest] = list(unit.values)
+        else:
+            out[opt.dest] = unit.values[0] if unit.values else ""
+    return out
+
+
+def _canonical(token: str, spec: Spec) -> str:
+    """The option string a token spells (`--no_enable_x` -> `--no-enable-x`, abbreviations expanded)."""
+    name = token.split("=", 1)[0]
+    if name.startswith("--"):
+        name = _NAME.sub(lambda m: m.group(0).replace("_", "-"), name, count=1)
+    if name in spec.options:
+        return name
+    hits = [s for s in spec.options if s.startswith(name)]
+    return hits[0] if len(hits) == 1 else name
+
+
+def int_value(found: Dict[str, object], dest: str, default: int) -> int:
+    value = found.get(dest)
+    try:
+        return int(value) if value not in (None, "") else default  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+# ---------------------------------------------------------------- secrets
+
+
+@lru_cache(maxsize=None)
+def secret_spec() -> Spec:
+    """Every option of every checked-in version, so that masking knows a secret whatever the
+    version (a secret is masked even where a version no longer knows the option)."""
+    options: Dict[str, Option] = {}
+    env: set = set()
+    for version in available_versions():
+        spec = load_spec(version)
+        options.update(spec.options)
+        env |= spec.env
+    return Spec(version="any", package="vllm", options=options, env=frozenset(env))
+
+
+def secret_positions(argv: Sequence[str], spec: Optional[Spec] = None) -> List[int]:
+    """Indices of argv tokens that carry a secret value (the value tokens, or `--opt=value`)."""
+    spec = spec or secret_spec()
+    hidden: List[int] = []
+    i = 0
+    for unit in parse([(t, "") for t in argv], spec, strict=False):
+        n = len(unit.tokens)
+        if unit.option is not None and unit.option.secret:
+            if "=" in unit.tokens[0][0]:
+                hidden.append(i)
+            hidden += list(range(i + 1, i + n))
+        i += n
+    return hidden
