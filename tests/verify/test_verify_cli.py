@@ -26,7 +26,7 @@ def test_json_output_and_exit_0_for_a_healthy_server(standin):
 
 
 def test_text_output_and_exit_1_when_a_check_fails(standin):
-    server = standin("tool_as_text")
+    server = standin("wrong_tool_parser")
     result = invoke("--url", server.url, "--expect-model", SERVED_NAME,
                     "--features", "tool_calling,reasoning", "--timeout", "2")
     assert result.exit_code == 1

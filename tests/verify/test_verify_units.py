@@ -6,10 +6,10 @@ import zlib
 
 import pytest
 
-from entrypoint.verify.checks import (
-    FAIL, PASS, SKIP, Check, CheckFailed, VerifyReport, says_nine_point_nine, looks_like_path,
-    run_tool_call, solid_png,
-)
+from entrypoint.verify.checks import Verifier
+from entrypoint.verify.client import CheckFailed, Reply, error_message
+from entrypoint.verify.questions import is_number_only, looks_like_path, run_tool_call, says_nine_point_nine, solid_png
+from entrypoint.verify.report import FAIL, PASS, SKIP, Check, VerifyReport
 
 
 def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
@@ -97,6 +97,43 @@ def test_the_compare_answer_must_name_9_9(answer, right):
 )
 def test_model_ids_that_are_paths(model_id, is_path):
     assert looks_like_path(model_id) is is_path
+
+
+@pytest.mark.parametrize(
+    "answer, right",
+    [("42", True), (" **42**.", True), ("`42`", True), ("42 is the answer", False), ("4 2", False),
+     ("ulations 42 mor", False), ("", False)],
+)
+def test_the_sum_answer_must_be_the_number_only(answer, right):
+    assert is_number_only(answer, "42") is right
+
+
+@pytest.mark.parametrize(
+    "max_model_len, wanted, sent",
+    [(None, 4096, 4096), (262144, 4096, 4096), (4096, 4096, 3072), (2048, 4096, 1024), (2048, 256, 256),
+     (512, 4096, 256), (1, 4096, 1)],
+)
+def test_max_tokens_fit_the_context(max_model_len, wanted, sent):
+    verifier = Verifier(server=None, model="m", expected_model=None, features=frozenset())
+    verifier.max_model_len = max_model_len
+    assert verifier.budget(wanted) == sent
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (b'{"error": {"message": "bad", "type": "BadRequestError", "param": null, "code": 400}}', "bad"),
+        (b'{"detail": "Not Found"}', "Not Found"),
+        (b"<html>oops</html>", "<html>oops</html>"),
+    ],
+)
+def test_error_messages_are_read_from_vllms_nested_shape(body, message):
+    assert error_message(body) == message
+
+
+def test_reply_reads_vllms_field_names_only():
+    reply = Reply.parse({"choices": [{"message": {"content": None, "reasoning_content": "r"}, "finish_reason": "stop"}]})
+    assert (reply.content, reply.reasoning, reply.tool_calls) == ("", "", [])
 
 
 def sample_report(*statuses: str) -> VerifyReport:
