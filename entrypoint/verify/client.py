@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from collections.abc import Iterator
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # a chat completion or a 4k-token stream is well under 1 MiB
-NOT_READY = "the server is not running, or still starting (vLLM opens its port once the model is loaded)"
+NOT_READY = "not ready: the server is not running or still starting (vLLM opens its port once the model is loaded)"
 
 
 class CheckFailed(Exception):

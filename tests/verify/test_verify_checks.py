@@ -218,7 +218,7 @@ def test_refused_connection_is_not_ready(closed_port_url):
     report = verify(closed_port_url, timeout=1.0)
     checks = by_name(report)
     assert checks["health"].status == FAIL and "cannot connect" in checks["health"].detail
-    assert "still starting" in checks["health"].detail
+    assert "not ready: the server is not running or still starting" in checks["health"].detail
     assert checks["models"].detail == "not run: the server is not ready (/health failed)"
     assert not report.ok
 
