@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from entrypoint.verify.checks import Verifier, skip_reason
 from entrypoint.verify.client import CheckFailed, Server, normalize_url
-from entrypoint.verify.report import FAIL, PASS, SKIP, Check, VerifyReport
+from entrypoint.verify.report import FAIL, PASS, SKIP, ServerCheck, VerifyReport
 
 
-def _timed(name: str, run: Callable[[], str], server: Server, seconds: float) -> Check:
+def _timed(name: str, run: Callable[[], str], server: Server, seconds: float) -> ServerCheck:
     server.begin(seconds)
     start = time.perf_counter()
     try:
@@ -24,7 +24,7 @@ def _timed(name: str, run: Callable[[], str], server: Server, seconds: float) ->
     except Exception as error:  # a shape no check anticipated must still be a failed check
         status, detail = FAIL, f"unexpected answer ({type(error).__name__}: {error})"
     latency_ms = round((time.perf_counter() - start) * 1000, 1)
-    return Check(name, status, latency_ms, server.tokens, detail)
+    return ServerCheck(name, status, detail, latency_ms, server.tokens)
 
 
 def run_verify(
@@ -40,16 +40,16 @@ def run_verify(
     url = normalize_url(url)
     server = Server(url)
     verifier = Verifier(server, model, expected_model, features)
-    results: list[Check] = []
+    results: list[ServerCheck] = []
     blocked = None  # why the remaining checks cannot run
     try:
         for name, run in verifier.checks():
             skip = skip_reason(name, features)
             if skip:
-                results.append(Check(name, SKIP, detail=skip))
+                results.append(ServerCheck(name, SKIP, skip))
                 continue
             if blocked:
-                results.append(Check(name, FAIL, detail=f"not run: {blocked}"))
+                results.append(ServerCheck(name, FAIL, f"not run: {blocked}"))
                 continue
             check = _timed(name, run, server, timeout)
             results.append(check)

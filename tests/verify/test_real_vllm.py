@@ -38,7 +38,7 @@ def kimi_serve(*args: str, env: dict | None = None) -> subprocess.CompletedProce
 def verify(url: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     done = kimi_serve("verify", "--url", url, "--format", "json", "--timeout", "300", *args)
     assert "Traceback" not in done.stderr, done.stderr
-    return done, {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    return done, {c["check"]: c for c in json.loads(done.stdout)["checks"]}
 
 
 def healthcheck(port: int) -> subprocess.CompletedProcess:
@@ -57,8 +57,8 @@ def test_while_starting_healthcheck_and_verify_say_not_ready(vllm_servers):
     assert health.returncode == 1 and "Traceback" not in health.stderr
     assert health.stdout.startswith("unhealthy:") and "not ready" in health.stdout
     assert done.returncode == 1
-    assert checks["health"]["status"] == "fail" and "not ready" in checks["health"]["detail"]
-    assert checks["models"]["detail"] == "not run: the server is not ready (/health failed)"
+    assert checks["health"]["status"] == "fail" and "not ready" in checks["health"]["message"]
+    assert checks["models"]["message"] == "not run: the server is not ready (/health failed)"
 
 
 def test_scripted_model_with_both_parsers_passes_every_check(vllm_servers):
@@ -67,8 +67,8 @@ def test_scripted_model_with_both_parsers_passes_every_check(vllm_servers):
     assert done.returncode == 0, done.stdout
     assert {name: c["status"] for name, c in checks.items()} == {
         **dict.fromkeys(["health", "models", *CHAT_CHECKS], "pass"), "image": "skip"}
-    assert checks["models"]["detail"] == f"one model: {NAME}, max_model_len 2048"
-    assert checks["tools_count_letter"]["detail"] == "count_letter_in_string -> \"There are 3 r's in strawberry.\""
+    assert checks["models"]["message"] == f"one model: {NAME}, max_model_len 2048"
+    assert checks["tools_count_letter"]["message"] == "count_letter_in_string -> \"There are 3 r's in strawberry.\""
 
 
 def test_healthcheck_of_a_ready_server(vllm_servers):
@@ -82,7 +82,7 @@ def test_image_on_the_text_only_model_fails_with_vllms_reason(vllm_servers):
     server = vllm_servers.get(SCRIPTED)
     done, checks = verify(server.url, "--expect-model", NAME, "--features", "tool_calling,reasoning")
     assert done.returncode == 1
-    assert checks["image"]["status"] == "fail" and "is not a multimodal model" in checks["image"]["detail"]
+    assert checks["image"]["status"] == "fail" and "is not a multimodal model" in checks["image"]["message"]
 
 
 @pytest.mark.parametrize("case", ["chat_thinking", "chat_instant", "chat_tool_call", "max_tokens_above_context",
@@ -101,11 +101,11 @@ def test_random_model_fails_every_chat_check_without_blaming_the_parsers(vllm_se
     done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
     assert done.returncode == 1
     assert checks["health"]["status"] == checks["models"]["status"] == "pass"
-    assert checks["models"]["detail"].endswith("max_model_len 512")
+    assert checks["models"]["message"].endswith("max_model_len 512")
     for name in CHAT_CHECKS:
-        assert checks[name]["status"] == "fail", (name, checks[name]["detail"])
-        assert "possible causes" in checks[name]["detail"] or "ran out while thinking" in checks[name]["detail"]
-        assert not any(hint in checks[name]["detail"] for hint in PARSER_HINTS), (name, checks[name]["detail"])
+        assert checks[name]["status"] == "fail", (name, checks[name]["message"])
+        assert "possible causes" in checks[name]["message"] or "ran out while thinking" in checks[name]["message"]
+        assert not any(hint in checks[name]["message"] for hint in PARSER_HINTS), (name, checks[name]["message"])
 
 
 def test_server_without_name_or_parsers_gets_the_way_out(vllm_servers):
@@ -113,9 +113,9 @@ def test_server_without_name_or_parsers_gets_the_way_out(vllm_servers):
     done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
     assert done.returncode == 1
     assert checks["models"]["status"] == "fail"
-    assert "is a path" in checks["models"]["detail"] and f"--served-model-name {NAME}" in checks["models"]["detail"]
+    assert "is a path" in checks["models"]["message"] and f"--served-model-name {NAME}" in checks["models"]["message"]
     assert checks["chat_thinking"]["status"] == "fail"
-    assert "--reasoning-parser kimi_k2" in checks["chat_thinking"]["detail"]
+    assert "--reasoning-parser kimi_k2" in checks["chat_thinking"]["message"]
     for name in ("tools_count_letter", "tools_compare"):
-        assert checks[name]["status"] == "fail" and "--tool-call-parser kimi_k2" in checks[name]["detail"]
+        assert checks[name]["status"] == "fail" and "--tool-call-parser kimi_k2" in checks[name]["message"]
     assert checks["chat_instant"]["status"] == checks["streaming"]["status"] == "pass"

@@ -52,7 +52,7 @@ def test_tool_results_are_computed_locally_and_sent_back(standin):
         "The letter 'r' appears 3 times in 'strawberry'.",
         "9.9 is greater than 9.11",
     ]
-    assert by_name(report)["tools_count_letter"].detail.startswith("count_letter_in_string -> ")
+    assert by_name(report)["tools_count_letter"].message.startswith("count_letter_in_string -> ")
 
 
 def test_thinking_and_instant_modes_are_requested(standin):
@@ -67,9 +67,9 @@ def test_checks_for_features_that_are_off_are_skipped_with_why(standin):
     server = standin("text_only")
     report = verify(server.url, features=frozenset({"text_only"}))
     checks = by_name(report)
-    assert checks["chat_thinking"].status == SKIP and "reasoning feature is off" in checks["chat_thinking"].detail
-    assert checks["tools_compare"].status == SKIP and "tool_calling feature is off" in checks["tools_compare"].detail
-    assert checks["image"].status == SKIP and "text_only is on" in checks["image"].detail
+    assert checks["chat_thinking"].status == SKIP and "reasoning feature is off" in checks["chat_thinking"].message
+    assert checks["tools_compare"].status == SKIP and "tool_calling feature is off" in checks["tools_compare"].message
+    assert checks["image"].status == SKIP and "text_only is on" in checks["image"].message
     assert report.ok
     assert not any("tools" in body or isinstance(body["messages"][0]["content"], list)
                    for body in server.chat_bodies())
@@ -78,8 +78,8 @@ def test_checks_for_features_that_are_off_are_skipped_with_why(standin):
 def test_image_on_a_text_only_model_fails_with_the_servers_reason(standin):
     image = by_name(verify(standin("text_only").url))["image"]
     assert image.status == FAIL
-    assert "HTTP 400" in image.detail and "not a multimodal model" in image.detail
-    assert "text_only" in image.detail
+    assert "HTTP 400" in image.message and "not a multimodal model" in image.message
+    assert "text_only" in image.message
 
 
 # --- Why (issue 15): a wrong server must not pass ------------------------------------------------
@@ -90,10 +90,10 @@ def test_random_split_of_gibberish_fails_the_thinking_check(standin):
     checks = by_name(verify(standin("random").url))
     thinking = checks["chat_thinking"]
     assert thinking.status == FAIL
-    assert "does not give 42" in thinking.detail and "possible causes" in thinking.detail
-    assert all(name not in thinking.detail for name in PARSER_HINTS)
+    assert "does not give 42" in thinking.message and "possible causes" in thinking.message
+    assert all(name not in thinking.message for name in PARSER_HINTS)
     for name in ("chat_instant", "streaming"):
-        assert checks[name].status == FAIL and "does not give 42" in checks[name].detail, name
+        assert checks[name].status == FAIL and "does not give 42" in checks[name].message, name
 
 
 def test_gibberish_with_both_parsers_on_names_no_parser(standin):
@@ -101,8 +101,8 @@ def test_gibberish_with_both_parsers_on_names_no_parser(standin):
     checks = by_name(verify(standin("random").url))
     for name in ("tools_count_letter", "tools_compare"):
         assert checks[name].status == FAIL
-        assert "no tool call" in checks[name].detail and "possible causes" in checks[name].detail
-        assert all(hint not in checks[name].detail for hint in PARSER_HINTS), checks[name].detail
+        assert "no tool call" in checks[name].message and "possible causes" in checks[name].message
+        assert all(hint not in checks[name].message for hint in PARSER_HINTS), checks[name].message
 
 
 def test_requests_fit_a_small_context(standin):
@@ -110,7 +110,7 @@ def test_requests_fit_a_small_context(standin):
     server = standin("small_context")
     report = verify(server.url)
     assert report.ok, report.to_text()
-    assert "max_model_len 2048" in by_name(report)["models"].detail
+    assert "max_model_len 2048" in by_name(report)["models"].message
     assert max(body["max_tokens"] for body in server.chat_bodies()) <= 2048
 
 
@@ -122,7 +122,7 @@ def test_a_check_has_one_deadline_for_all_its_reads(standin):
     assert time.monotonic() - start < 3.0
     assert checks["health"].status == PASS  # an empty body needs no time
     assert checks["models"].status == FAIL
-    assert "no complete answer within the check's 0.5 s" in checks["models"].detail
+    assert "no complete answer within the check's 0.5 s" in checks["models"].message
     assert checks["models"].latency_ms < 1000
 
 
@@ -130,16 +130,16 @@ def test_a_check_has_one_deadline_for_all_its_reads(standin):
 def test_path_hint_never_advises_a_path(standin, expected):
     """With --expect-model /path, the hint advised --served-model-name /path."""
     models = by_name(verify(standin("path_model").url, expected_model=expected))["models"]
-    assert models.status == FAIL and "is a path" in models.detail
-    assert f"--served-model-name {MODEL_PATH}" not in models.detail
-    assert "--served-model-name NAME" in models.detail
+    assert models.status == FAIL and "is a path" in models.message
+    assert f"--served-model-name {MODEL_PATH}" not in models.message
+    assert "--served-model-name NAME" in models.message
 
 
 def test_reasoning_inline_in_content_names_the_reasoning_parser(standin):
     checks = by_name(verify(standin("no_parsers").url))
     thinking = checks["chat_thinking"]
     assert thinking.status == FAIL
-    assert "inside content" in thinking.detail and "--reasoning-parser kimi_k2" in thinking.detail
+    assert "inside content" in thinking.message and "--reasoning-parser kimi_k2" in thinking.message
     assert checks["chat_instant"].status == PASS
 
 
@@ -147,8 +147,8 @@ def test_tools_without_a_tool_parser_name_the_tool_parser(standin):
     checks = by_name(verify(standin("no_parsers").url))
     for name in ("tools_count_letter", "tools_compare"):
         assert checks[name].status == FAIL
-        assert "HTTP 400" in checks[name].detail
-        assert "--tool-call-parser kimi_k2" in checks[name].detail
+        assert "HTTP 400" in checks[name].message
+        assert "--tool-call-parser kimi_k2" in checks[name].message
 
 
 def test_tool_call_returned_as_text_names_the_tool_parser(standin):
@@ -156,8 +156,8 @@ def test_tool_call_returned_as_text_names_the_tool_parser(standin):
     checks = by_name(report)
     for name in ("tools_count_letter", "tools_compare"):
         assert checks[name].status == FAIL
-        assert "came back as text" in checks[name].detail
-        assert "--tool-call-parser kimi_k2" in checks[name].detail
+        assert "came back as text" in checks[name].message
+        assert "--tool-call-parser kimi_k2" in checks[name].message
     assert checks["chat_thinking"].status == PASS
     assert not report.ok
 
@@ -165,7 +165,7 @@ def test_tool_call_returned_as_text_names_the_tool_parser(standin):
 def test_instant_mode_that_still_reasons_fails(standin):
     checks = by_name(verify(standin("always_thinks").url))
     assert checks["chat_instant"].status == FAIL
-    assert "still reasoned" in checks["chat_instant"].detail
+    assert "still reasoned" in checks["chat_instant"].message
     assert checks["chat_thinking"].status == PASS
 
 
@@ -176,8 +176,8 @@ def test_path_as_model_name_fails_with_the_way_out(standin):
     report = verify(standin("path_model").url)
     checks = by_name(report)
     assert checks["models"].status == FAIL
-    assert MODEL_PATH in checks["models"].detail
-    assert "--served-model-name kimi-k2.5" in checks["models"].detail
+    assert MODEL_PATH in checks["models"].message
+    assert "--served-model-name kimi-k2.5" in checks["models"].message
     # The other checks still run, with the name the server lists.
     assert report.model == MODEL_PATH
     assert checks["chat_instant"].status == PASS
@@ -186,14 +186,14 @@ def test_path_as_model_name_fails_with_the_way_out(standin):
 def test_served_name_other_than_the_configured_one_fails(standin):
     checks = by_name(verify(standin("ok").url, expected_model="kimi-k2.5-int4"))
     assert checks["models"].status == FAIL
-    assert "'kimi-k2.5'" in checks["models"].detail and "'kimi-k2.5-int4'" in checks["models"].detail
+    assert "'kimi-k2.5'" in checks["models"].message and "'kimi-k2.5-int4'" in checks["models"].message
 
 
 def test_model_to_send_must_be_the_served_one(standin):
     checks = by_name(verify(standin("ok").url, model="other", expected_model=None))
-    assert checks["models"].status == FAIL and "'other'" in checks["models"].detail
+    assert checks["models"].status == FAIL and "'other'" in checks["models"].message
     instant = checks["chat_instant"]
-    assert instant.status == FAIL and "HTTP 404" in instant.detail and "Valid aliases: kimi-k2.5" in instant.detail
+    assert instant.status == FAIL and "HTTP 404" in instant.message and "Valid aliases: kimi-k2.5" in instant.message
 
 
 # --- broken servers ------------------------------------------------------------------------------
@@ -205,41 +205,41 @@ def test_hanging_server_fails_on_timeout_without_waiting_for_every_check(standin
     report = verify(server.url, timeout=0.5)
     assert time.monotonic() - start < 2.5
     checks = by_name(report)
-    assert checks["health"].status == FAIL and "no complete answer within the check's 0.5 s" in checks["health"].detail
-    assert all(checks[n].status == FAIL and checks[n].detail.startswith("not run") for n in ALL_CHECKS[1:])
+    assert checks["health"].status == FAIL and "no complete answer within the check's 0.5 s" in checks["health"].message
+    assert all(checks[n].status == FAIL and checks[n].message.startswith("not run") for n in ALL_CHECKS[1:])
 
 
 def test_endless_answer_fails_at_the_size_cap(standin):
     health = by_name(verify(standin("huge").url, timeout=20))["health"]
-    assert health.status == FAIL and "larger than 8 MiB" in health.detail
+    assert health.status == FAIL and "larger than 8 MiB" in health.message
 
 
 def test_refused_connection_is_not_ready(closed_port_url):
     report = verify(closed_port_url, timeout=1.0)
     checks = by_name(report)
-    assert checks["health"].status == FAIL and "cannot connect" in checks["health"].detail
-    assert "not ready: the server is not running or still starting" in checks["health"].detail
-    assert checks["models"].detail == "not run: the server is not ready (/health failed)"
+    assert checks["health"].status == FAIL and "cannot connect" in checks["health"].message
+    assert "not ready: the server is not running or still starting" in checks["health"].message
+    assert checks["models"].message == "not run: the server is not ready (/health failed)"
     assert not report.ok
 
 
 def test_garbage_model_list_fails_and_blocks_the_chat_checks(standin):
     checks = by_name(verify(standin("garbage").url))
-    assert checks["models"].status == FAIL and "not JSON" in checks["models"].detail
-    assert checks["chat_instant"].status == FAIL and "pass --model" in checks["chat_instant"].detail
+    assert checks["models"].status == FAIL and "not JSON" in checks["models"].message
+    assert checks["chat_instant"].status == FAIL and "pass --model" in checks["chat_instant"].message
 
 
 def test_garbage_chat_answers_fail_each_chat_check(standin):
     checks = by_name(verify(standin("garbage").url, model=SERVED_NAME))
     for name in ALL_CHECKS[2:]:
         assert checks[name].status == FAIL, name
-        assert "not JSON" in checks[name].detail, name
+        assert "not JSON" in checks[name].message, name
 
 
 def test_stream_without_finish_reason_fails(standin):
     checks = by_name(verify(standin("stream_no_finish").url))
     assert checks["streaming"].status == FAIL
-    assert "without a finish_reason" in checks["streaming"].detail
+    assert "without a finish_reason" in checks["streaming"].message
 
 
 def test_openai_base_url_is_accepted(standin):

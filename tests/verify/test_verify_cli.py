@@ -68,7 +68,7 @@ def test_unset_options_come_from_the_configured_service(standin, monkeypatch):
     fake_context(monkeypatch, lambda: expected)
     result = invoke("--format", "json", "--timeout", "2")
     data = json.loads(result.stdout)
-    statuses = {c["name"]: c["status"] for c in data["checks"]}
+    statuses = {c["check"]: c["status"] for c in data["checks"]}
     assert data["url"] == server.url
     assert statuses["models"] == "fail"  # the configured name, not the served one, is expected
     assert statuses["image"] == "skip" and statuses["tools_compare"] == "skip"

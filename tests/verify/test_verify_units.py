@@ -9,7 +9,8 @@ import pytest
 from entrypoint.verify.checks import Verifier
 from entrypoint.verify.client import CheckFailed, Reply, error_message
 from entrypoint.verify.questions import is_number_only, looks_like_path, run_tool_call, says_nine_point_nine, solid_png
-from entrypoint.verify.report import FAIL, PASS, SKIP, Check, VerifyReport
+from entrypoint.core.check import Check
+from entrypoint.verify.report import FAIL, PASS, SKIP, ServerCheck, VerifyReport
 
 
 def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
@@ -137,8 +138,13 @@ def test_reply_reads_vllms_field_names_only():
 
 
 def sample_report(*statuses: str) -> VerifyReport:
-    checks = tuple(Check(f"check{i}", s, 12.3, 7, f"detail {i}") for i, s in enumerate(statuses))
+    checks = tuple(ServerCheck(f"check{i}", s, f"message {i}", 12.3, 7) for i, s in enumerate(statuses))
     return VerifyReport("http://127.0.0.1:8000", "kimi-k2.5", checks)
+
+
+def test_a_server_check_is_cores_check_record():
+    check = ServerCheck("health", PASS, "/health answered 200", 3.0)
+    assert isinstance(check, Check) and check.tokens is None
 
 
 def test_report_is_ok_unless_a_check_fails():
@@ -151,10 +157,10 @@ def test_report_as_json_and_text():
     data = json.loads(json.dumps(report.to_json()))
     assert data["ok"] is False and data["model"] == "kimi-k2.5"
     assert data["checks"][1] == {
-        "name": "check1", "status": "fail", "latency_ms": 12.3, "tokens": 7, "detail": "detail 1",
+        "check": "check1", "status": "fail", "message": "message 1", "latency_ms": 12.3, "tokens": 7,
     }
     lines = report.to_text().splitlines()
     assert lines[0] == "kimi-serve verify http://127.0.0.1:8000 (model: kimi-k2.5)"
-    assert lines[1].split() == ["CHECK", "STATUS", "LATENCY", "TOKENS", "DETAIL"]
-    assert lines[3].split() == ["check1", "FAIL", "12", "ms", "7", "detail", "1"]
+    assert lines[1].split() == ["CHECK", "STATUS", "LATENCY", "TOKENS", "MESSAGE"]
+    assert lines[3].split() == ["check1", "FAIL", "12", "ms", "7", "message", "1"]
     assert lines[-1] == "FAILED: 1 passed, 1 failed, 0 skipped"
