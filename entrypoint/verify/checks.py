@@ -104,7 +104,7 @@ class Verifier:
         ids = [m["id"] for m in data]
         if self.model is None:  # read the name to send, don't assume it
             self.model = ids[0] if len(ids) == 1 else (self.expected_model if self.expected_model in ids else None)
-        entry = next((m for m in data if m["id"] == self.model), None)
+        entry = next((m for m in data if m["id"] == self.model), data[0] if len(data) == 1 else None)
         length = entry.get("max_model_len") if entry else None
         if isinstance(length, int) and not isinstance(length, bool) and length > 0:
             self.max_model_len = length
@@ -139,8 +139,8 @@ class Verifier:
         max_tokens = self.budget(THINKING_MAX_TOKENS)
         reply = self._chat([_user(SUM_QUESTION)], thinking=True, max_tokens=max_tokens)
         if reasoning_inline(reply):
-            raise CheckFailed(f"the reasoning came back inside content ({excerpt(reply.content)!r}) and no "
-                              f"reasoning field: the server has no reasoning parser; start vLLM with {REASONING_PARSER}")
+            raise CheckFailed(f"the reasoning came back inside content ({excerpt(reply.content)!r}) and no reasoning "
+                              f"field: the server has no reasoning parser; start vLLM with {REASONING_PARSER}")
         if not reply.reasoning:
             causes = ("possible causes: no reasoning parser on the server and a model that did not think, or a chat "
                       'template that ignores "thinking": true')
@@ -236,7 +236,8 @@ class Verifier:
         if finish_reason is None:
             raise CheckFailed(f"the stream ended after {chunks} chunks without a finish_reason")
         if not is_number_only(text, SUM_ANSWER):
-            raise CheckFailed(f"the streamed answer {excerpt(text)!r} does not give {SUM_ANSWER}; {WRONG_ANSWER_CAUSES}")
+            raise CheckFailed(f"the streamed answer {excerpt(text)!r} does not give {SUM_ANSWER}; "
+                              f"{WRONG_ANSWER_CAUSES}")
         return f"content chunks: {chunks}, finish_reason {finish_reason!r}"
 
     # --- requests --------------------------------------------------------------------------------
@@ -262,5 +263,6 @@ class Verifier:
             return Reply.parse(self.server.chat(body))
         except ServerError as error:
             if no_tool_parser(error):
-                raise CheckFailed(f"{error}: the server has no tool-call parser; start vLLM with {TOOL_PARSER}") from None
+                hint = f"the server has no tool-call parser; start vLLM with {TOOL_PARSER}"
+                raise CheckFailed(f"{error}: {hint}") from None
             raise

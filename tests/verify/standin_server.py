@@ -102,7 +102,8 @@ def _validate(standin: StandinServer, body: dict) -> None:
     max_tokens = body.get("max_tokens")
     if isinstance(max_tokens, int) and max_tokens > standin.max_model_len:
         raise BadRequest(f"max_tokens={max_tokens} cannot be greater than max_model_len={standin.max_model_len}. "
-                         f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})", "max_tokens")
+                         f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})",
+                         "max_tokens")
     if body.get("tools") and body.get("tool_choice", "auto") == "auto" and standin.mode == "no_parsers":
         raise BadRequest('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
     if isinstance(body["messages"][-1]["content"], list) and standin.mode == "text_only":

@@ -16,7 +16,8 @@ TOOL = {"type": "function", "function": {"name": "count_letter_in_string", "desc
     "type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "required": ["a", "b"]}}}
 PNG = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAA"
        "ElFTkSuQmCC")
-IMAGE = {"role": "user", "content": [{"type": "text", "text": "colour?"}, {"type": "image_url", "image_url": {"url": PNG}}]}
+IMAGE = {"role": "user",
+         "content": [{"type": "text", "text": "colour?"}, {"type": "image_url", "image_url": {"url": PNG}}]}
 IGNORED = {"permission"}  # the model list's permission records: nothing reads them
 
 
@@ -41,7 +42,8 @@ CASES = {
                       chat("ok", messages=[SUM], max_tokens=100, chat_template_kwargs={"thinking": True})),
     "chat_instant": ("ok", "POST", "/v1/chat/completions",
                      chat("ok", messages=[SUM], max_tokens=100, chat_template_kwargs={"thinking": False})),
-    "chat_tool_call": ("ok", "POST", "/v1/chat/completions", chat("ok", messages=[LETTER], tools=[TOOL], max_tokens=100)),
+    "chat_tool_call": ("ok", "POST", "/v1/chat/completions",
+                       chat("ok", messages=[LETTER], tools=[TOOL], max_tokens=100)),
     "max_tokens_above_context": ("small_context", "POST", "/v1/chat/completions",
                                  chat("ok", messages=[SUM], max_tokens=4096)),
     "wrong_model": ("ok", "POST", "/v1/chat/completions", {"model": "kimi", "messages": [SUM], "max_tokens": 10}),

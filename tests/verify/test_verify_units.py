@@ -133,7 +133,8 @@ def test_error_messages_are_read_from_vllms_nested_shape(body, message):
 
 
 def test_reply_reads_vllms_field_names_only():
-    reply = Reply.parse({"choices": [{"message": {"content": None, "reasoning_content": "r"}, "finish_reason": "stop"}]})
+    message = {"content": None, "reasoning_content": "r"}
+    reply = Reply.parse({"choices": [{"message": message, "finish_reason": "stop"}]})
     assert (reply.content, reply.reasoning, reply.tool_calls) == ("", "", [])
 
 
