@@ -124,7 +124,7 @@ def test_a_check_has_one_deadline_for_all_its_reads(standin):
     assert checks["health"].status == PASS  # an empty body needs no time
     assert checks["models"].status == FAIL
     assert "no complete answer within the check's 0.5 s" in checks["models"].message
-    assert checks["models"].latency_ms < 1000
+    assert checks["models"].latency_ms < 2000  # a bound per read would take the whole drip (~15 s)
 
 
 @pytest.mark.parametrize("expected", [MODEL_PATH, None])
