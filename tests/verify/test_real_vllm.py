@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from real_vllm import Config
-from test_standin_shapes import CASES, RECORDED, shape
+from test_standin_shapes import CASES, RECORDED, shape, stream_shapes
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -101,6 +101,11 @@ def test_recorded_answers_still_match_the_live_server(vllm_servers, case):
     answer = httpx.request(method, server.url + path, json=body, timeout=120)
     assert answer.status_code == RECORDED[case]["status"]
     assert shape(answer.json()) == shape(RECORDED[case]["body"])
+
+
+def test_recorded_stream_still_matches_the_live_server(vllm_servers):
+    server = vllm_servers.get(SCRIPTED)
+    assert stream_shapes(server.url) == [shape(e) for e in RECORDED["chat_stream"]["events"]]
 
 
 def test_random_model_fails_every_chat_check_without_blaming_the_parsers(vllm_servers):
