@@ -28,6 +28,8 @@ def probe(url: str, timeout: float) -> tuple:
         return False, f"HTTP {exc.code}"
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ConnectionRefusedError):  # vLLM opens its port once the model is loaded
+            return False, "not ready: connection refused (the server is not running or still loading the model)"
         return False, f"no answer ({reason})"
 
 

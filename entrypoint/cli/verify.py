@@ -9,12 +9,13 @@ import click
 
 from entrypoint.core import select
 from entrypoint.core.errors import EXIT_USAGE, KimiError
-from entrypoint.verify.checks import FEATURES, run_verify
+from entrypoint.core.recipe import load_catalog
+from entrypoint.verify.run import run_verify
 
 
 def parse_features(text: str) -> frozenset[str]:
-    """A comma list of feature ids ("" for none), read like KIMI_FEATURES."""
-    return frozenset(select.parse_features(text, (), FEATURES, label="--features"))
+    """A comma list of the recipe's feature ids ("" for none), read like KIMI_FEATURES."""
+    return frozenset(select.parse_features(text, (), load_catalog().recipe.features, label="--features"))
 
 
 def _settings(url: str | None, expect_model: str | None, features: str | None):
@@ -40,9 +41,9 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
+    default=300.0,
     show_default=True,
-    help="Seconds to wait for each request.",
+    help="Seconds each check may take in all (its requests and the model's generation).",
 )
 def command(url, model, expect_model, features, output_format, timeout):
     """Check health, model name, chat, reasoning, tools, images and streaming of a running server.

@@ -1,14 +1,26 @@
-"""A stand-in for vLLM's OpenAI-compatible server: scripted answers in vLLM's shapes.
+"""A stand-in for vLLM 0.32.0's OpenAI-compatible server: scripted answers in its shapes.
 
-Runs http.server in a thread on 127.0.0.1 (ephemeral port). `mode` picks how it behaves:
-  ok                 healthy vLLM with kimi_k2 reasoning and tool-call parsers
-  reasoning_field    healthy, but names the reasoning field `reasoning` (newer vLLM)
-  think_in_content   no reasoning parser: <think>...</think> left inside content
-  always_thinks      instant mode ("thinking": false) still returns reasoning
-  tool_as_text       no tool-call parser: the tool call comes back as text in content
-  path_model         started without --served-model-name: the model id is a filesystem path
+The shapes are those a real vLLM 0.32.0 gave (tests/data/vllm-0.32.0/responses.json; the test
+test_standin_shapes.py holds this server to them): the reasoning field is `reasoning` (never
+reasoning_content), `content` is null when there is only reasoning or a tool call, `tool_calls`
+is absent when there are none, errors are {"error": {"message", "type", "param", "code"}},
+/health is 200 with an empty body, a wrong model is a 404 that lists the valid aliases, max_tokens
+above the context is a 400, and so are tools without a tool parser and images on a text-only
+model. (A real server keeps its port closed until it is ready: tests use a closed port for that.)
+
+Runs http.server in a thread on 127.0.0.1 (ephemeral port). `mode` picks the server:
+  ok                 --served-model-name, both kimi_k2 parsers, a multimodal model
+  text_only          as ok, but the model has no vision encoder (images: 400)
+  small_context      as ok, with --max-model-len 2048
+  no_parsers         no --reasoning-parser and no --tool-call-parser
+  wrong_tool_parser  a tool-call parser other than kimi_k2: the Kimi tool call stays in content
+  always_thinks      a chat template that ignores "thinking": false
+  random             random weights with both parsers: a </think> splits gibberish at random
+  path_model         no --served-model-name: the model id is the filesystem path
   stream_no_finish   the stream never sends a finish_reason
   hang               every request sleeps longer than any client timeout in the tests
+  drip               answers arrive one byte at a time, each well within a read timeout
+  huge               answers never end
   garbage            /v1/* answers with invalid JSON (and invalid stream events)
 """
 
@@ -18,23 +30,33 @@ import base64
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+VLLM_VERSION = "0.32.0"
 SERVED_NAME = "kimi-k2.5"
 MODEL_PATH = "/root/autodl-fs/moonshotai/Kimi-K2.5"
 REASONING = "The user asks for a sum. 17 plus 25 is 42."
+GIBBERISH = ("0 thread expectsYouve(nt blue 42 wave", "ulations 9 mor the 3 relay")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TOOL_CALLS = {  # prompt keyword -> (function, JSON-string arguments), as kimi_k2's parser returns them
     "strawberry": ("count_letter_in_string", json.dumps({"a": "strawberry", "b": "r"})),
     "9.11": ("compare", json.dumps({"a": 9.11, "b": 9.9})),
 }
+FINAL_ANSWERS = {"appears 3 times": "There are 3 r's in strawberry.", "9.9 is greater": "9.9 is larger than 9.11."}
+
+
+MODES = ("ok", "text_only", "small_context", "no_parsers", "wrong_tool_parser", "always_thinks", "random",
+         "path_model", "stream_no_finish", "hang", "drip", "huge", "garbage")
 
 
 class StandinServer:
     def __init__(self, mode: str = "ok", hang_s: float = 10.0):
+        assert mode in MODES, mode
         self.mode = mode
         self.hang_s = hang_s
         self.model_id = MODEL_PATH if mode == "path_model" else SERVED_NAME
+        self.max_model_len = 2048 if mode == "small_context" else 262144
         self.requests: list[tuple[str, dict | None]] = []  # (path, JSON body) in arrival order
         self.release = threading.Event()  # ends a hanging request early, at shutdown
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -60,76 +82,119 @@ class StandinServer:
         return [body for path, body in self.requests if path == "/v1/chat/completions"]
 
 
-def _answer(standin: StandinServer, body: dict) -> tuple[dict, str]:
-    """The assistant message and finish_reason for a chat request."""
+class BadRequest(Exception):
+    def __init__(self, message: str, param: str | None = None, status: int = 400, kind: str = "BadRequestError"):
+        super().__init__(message)
+        self.body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
+        self.status = status
+
+
+def _text(content: object) -> str:
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return content or ""
+
+
+def _validate(standin: StandinServer, body: dict) -> None:
+    if body.get("model") != standin.model_id:
+        raise BadRequest(f"The model `{body.get('model')}` does not exist. Valid aliases: {standin.model_id}.",
+                         "model", 404, "NotFoundError")
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, int) and max_tokens > standin.max_model_len:
+        raise BadRequest(f"max_tokens={max_tokens} cannot be greater than max_model_len={standin.max_model_len}. "
+                         f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})",
+                         "max_tokens")
+    if body.get("tools") and body.get("tool_choice", "auto") == "auto" and standin.mode == "no_parsers":
+        raise BadRequest('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+    if isinstance(body["messages"][-1]["content"], list) and standin.mode == "text_only":
+        raise BadRequest(f"{standin.model_id} is not a multimodal model")
+
+
+def _output(standin: StandinServer, body: dict) -> tuple[str, list | None]:
+    """What the model says (reasoning markup and all) and its tool call, before any parser."""
     messages = body["messages"]
     last = messages[-1]
-    thinking = body.get("chat_template_kwargs", {}).get("thinking", True)
+    thinking = body.get("chat_template_kwargs", {}).get("thinking", True) or standin.mode == "always_thinks"
+    think = f"<think>{REASONING}</think>" if thinking else ""
+    if standin.mode == "random":
+        return (f"{GIBBERISH[0]}</think>{GIBBERISH[1]}" if thinking else GIBBERISH[1]), None
     if last["role"] == "tool":
         called = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []}
         if last.get("tool_call_id") not in called:
-            raise ValueError("the tool message answers no tool call of this conversation")
-        return _message(standin, f"The tool says: {last['content']}", thinking), "stop"
-    prompt = last["content"]
-    if isinstance(prompt, list):
-        return _message(standin, _describe_image(prompt), thinking), "stop"
+            raise BadRequest("the tool message answers no tool call of this conversation")
+        answer = next((a for key, a in FINAL_ANSWERS.items() if key in last["content"]), "I do not know.")
+        return think + answer, None
+    if isinstance(last["content"], list):
+        url = next(p["image_url"]["url"] for p in last["content"] if p["type"] == "image_url")
+        match = re.fullmatch(r"data:image/png;base64,(.+)", url)
+        if not match or not base64.b64decode(match.group(1)).startswith(PNG_SIGNATURE):
+            raise BadRequest("the image is not a PNG data URL")
+        return think + "Red.", None
     for keyword, (name, arguments) in TOOL_CALLS.items():
-        if body.get("tools") and keyword in prompt:
-            if standin.mode == "tool_as_text":
-                text = f"<|tool_calls_section_begin|>functions.{name}:0 {arguments}<|tool_calls_section_end|>"
-                return _message(standin, text, thinking), "stop"
-            message = _message(standin, None, thinking)
-            message["tool_calls"] = [
-                {"id": f"functions.{name}:0", "type": "function", "function": {"name": name, "arguments": arguments}}
-            ]
-            return message, "tool_calls"
-    return _message(standin, "42", thinking), "stop"
+        if body.get("tools") and keyword in last["content"]:
+            call = {"id": f"functions.{name}:0", "type": "function", "function": {"name": name, "arguments": arguments}}
+            return think, [call]
+    return think + "42", None
 
 
-def _message(standin: StandinServer, content: str | None, thinking: bool) -> dict:
-    reasons = thinking or standin.mode == "always_thinks"
-    if reasons and standin.mode == "think_in_content":
-        return {"role": "assistant", "content": f"<think>{REASONING}</think>{content or ''}", "tool_calls": []}
-    field = "reasoning" if standin.mode == "reasoning_field" else "reasoning_content"
-    return {"role": "assistant", "content": content, field: REASONING if reasons else None, "tool_calls": []}
+def _parsed(standin: StandinServer, body: dict) -> tuple[dict, str]:
+    """The assistant message as vLLM returns it after its parsers, and the finish_reason."""
+    text, calls = _output(standin, body)
+    thinking = body.get("chat_template_kwargs", {}).get("thinking", True)
+    if calls and standin.mode in ("wrong_tool_parser", "no_parsers"):
+        (call,) = calls
+        text += (f"<|tool_calls_section_begin|><|tool_call_begin|>{call['id']}<|tool_call_argument_begin|>"
+                 f"{call['function']['arguments']}<|tool_call_end|><|tool_calls_section_end|>")
+        calls = None
+    reasoning = None
+    if thinking and standin.mode != "no_parsers":  # kimi_k2: all is reasoning up to </think>
+        reasoning, _, text = text.partition("</think>")
+        reasoning = reasoning.removeprefix("<think>") or None
+    message = {"role": "assistant", "content": text or None, "refusal": None, "annotations": None, "audio": None,
+               "function_call": None}
+    if calls:
+        message["tool_calls"] = calls
+    message["reasoning"] = reasoning
+    return message, "tool_calls" if calls else "stop"
 
 
-def _describe_image(parts: list) -> str:
-    url = next(p["image_url"]["url"] for p in parts if p["type"] == "image_url")
-    match = re.fullmatch(r"data:image/png;base64,(.+)", url)
-    if not match or not base64.b64decode(match.group(1)).startswith(PNG_SIGNATURE):
-        raise ValueError("the image is not a PNG data URL")
-    return "Red."
-
-
-def _usage(message: dict) -> dict:
-    text = " ".join(str(message.get(k) or "") for k in ("content", "reasoning_content", "reasoning"))
+def _usage(standin: StandinServer, message: dict, stream: bool = False) -> dict:
+    text = " ".join(str(message.get(k) or "") for k in ("content", "reasoning"))
     completion = len(text.split()) + 10 * len(message.get("tool_calls") or [])
-    return {"prompt_tokens": 12, "completion_tokens": completion, "total_tokens": 12 + completion}
+    usage = {"prompt_tokens": 12, "total_tokens": 12 + completion, "completion_tokens": completion}
+    if not stream:
+        usage["prompt_tokens_details"] = None
+    # counted by the reasoning parser, so null without one
+    usage["completion_tokens_details"] = None if standin.mode == "no_parsers" else {"reasoning_tokens": 1}
+    return usage
 
 
 def _completion(standin: StandinServer, message: dict, finish_reason: str) -> dict:
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason,
+              "stop_reason": None, "token_ids": None, "routed_experts": None}
     return {
-        "id": "chatcmpl-standin",
-        "object": "chat.completion",
-        "model": standin.model_id,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": _usage(message),
+        "id": "chatcmpl-standin", "object": "chat.completion", "created": int(time.time()), "model": standin.model_id,
+        "choices": [choice], "service_tier": None, "system_fingerprint": f"vllm-{VLLM_VERSION}-standin",
+        "usage": _usage(standin, message), "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None,
+        "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
     }
 
 
 def _stream_events(standin: StandinServer, message: dict, finish_reason: str) -> list[dict]:
-    def chunk(delta: dict, finish: str | None = None) -> dict:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "choices": [choice]}
+    def chunk(delta: dict, finish: str | None = None, **extra) -> dict:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, **extra}
+        return {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": standin.model_id, "choices": [choice]}
 
-    events = [chunk({"role": "assistant", "content": ""})]
-    for field in ("reasoning_content", "reasoning"):
-        events += [chunk({field: word + " "}) for word in (message.get(field) or "").split()]
-    events += [chunk({"content": word}) for word in re.findall(r"\S+\s*", message.get("content") or "")]
+    events = [{**chunk({"role": "assistant", "content": ""}), "prompt_token_ids": None, "prompt_text": None}]
+    if message.get("reasoning"):
+        events.append(chunk({"reasoning": message["reasoning"]}, token_ids=None))
+    events += [chunk({"content": word}, token_ids=None) for word in re.findall(r"\S+\s*", message.get("content") or "")]
     if standin.mode != "stream_no_finish":
-        events.append(chunk({}, finish_reason))
-    usage = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "choices": [], "usage": _usage(message)}
+        events.append(chunk({}, finish_reason, stop_reason=None, token_ids=None))
+    usage = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": int(time.time()),
+             "model": standin.model_id, "choices": [], "usage": _usage(standin, message, stream=True),
+             "system_fingerprint": f"vllm-{VLLM_VERSION}-standin"}
     return events + [usage]
 
 
@@ -150,7 +215,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/v1/models" and self.standin.mode == "garbage":
             self._send(200, b'{"object": "list", "data": [')
         elif self.path == "/v1/models":
-            model = {"id": self.standin.model_id, "object": "model", "owned_by": "vllm", "root": MODEL_PATH}
+            model = {"id": self.standin.model_id, "object": "model", "created": int(time.time()), "owned_by": "vllm",
+                     "root": MODEL_PATH, "parent": None, "max_model_len": self.standin.max_model_len, "permission": []}
             self._send_json(200, {"object": "list", "data": [model]})
         else:
             self._send_json(404, {"detail": "Not Found"})
@@ -166,13 +232,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, b'data: {"id": "chatcmpl-1", "choices": [\n\n', "text/event-stream")
         if self.standin.mode == "garbage":
             return self._send(200, b'{"id": "chatcmpl-1", "choices": [')
-        if body.get("model") != self.standin.model_id:
-            message = f"The model `{body.get('model')}` does not exist."
-            return self._send_json(404, {"object": "error", "message": message, "type": "NotFoundError", "code": 404})
         try:
-            message, finish_reason = _answer(self.standin, body)
-        except (KeyError, ValueError) as error:
-            return self._send_json(400, {"object": "error", "message": str(error), "type": "BadRequestError"})
+            _validate(self.standin, body)
+            message, finish_reason = _parsed(self.standin, body)
+        except BadRequest as error:
+            return self._send_json(error.status, error.body)
         if body.get("stream"):
             return self._send_stream(_stream_events(self.standin, message, finish_reason))
         self._send_json(200, _completion(self.standin, message, finish_reason))
@@ -186,9 +250,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        if self.standin.mode == "huge":
+            self.end_headers()
+            return self._endless()
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        self.wfile.write(payload)
+        self._write(payload)
 
     def _send_json(self, status: int, value: object) -> None:
         self._send(status, json.dumps(value).encode())
@@ -197,6 +264,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        for event in events:
-            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
+        if self.standin.mode == "huge":
+            return self._endless()
+        self._write(b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n")
+
+    def _write(self, payload: bytes) -> None:
+        if self.standin.mode != "drip":
+            return self.wfile.write(payload)
+        for i in range(len(payload)):  # one byte per 0.05 s: every read is quick, the whole is slow
+            if self.standin.release.wait(0.05):
+                return
+            self.wfile.write(payload[i:i + 1])
+            self.wfile.flush()
+
+    def _endless(self) -> None:
+        block = b"x" * 65536
+        try:
+            while not self.standin.release.is_set():
+                self.wfile.write(block)
+        except OSError:
+            pass

@@ -2,15 +2,18 @@
 
 import time
 
+import pytest
 from standin_server import MODEL_PATH, SERVED_NAME
 
-from entrypoint.verify.checks import FAIL, PASS, SKIP, run_verify
+from entrypoint.verify.report import FAIL, PASS, SKIP
+from entrypoint.verify.run import run_verify
 
 ALL_CHECKS = [
     "health", "models", "chat_thinking", "chat_instant",
     "tools_count_letter", "tools_compare", "image", "streaming",
 ]
 TOOLS_AND_REASONING = frozenset({"tool_calling", "reasoning"})
+PARSER_HINTS = ("--reasoning-parser", "--tool-call-parser")
 
 
 def verify(url, *, model=None, expected_model=SERVED_NAME, features=TOOLS_AND_REASONING, timeout=2.0):
@@ -21,11 +24,17 @@ def by_name(report):
     return {check.name: check for check in report.checks}
 
 
+def failed_saying(check, *phrases, never=()) -> bool:
+    """The check failed, its message has every phrase and none of `never`."""
+    return (check.status == FAIL and all(p in check.message for p in phrases)
+            and not any(p in check.message for p in never))
+
+
 def test_healthy_server_passes_every_check(standin):
     server = standin("ok")
     report = verify(server.url)
     assert [c.name for c in report.checks] == ALL_CHECKS
-    assert {c.name: c.status for c in report.checks} == dict.fromkeys(ALL_CHECKS, PASS)
+    assert {c.name: c.status for c in report.checks} == dict.fromkeys(ALL_CHECKS, PASS), report.to_text()
     assert report.ok and report.model == SERVED_NAME
     checks = by_name(report)
     assert checks["health"].tokens is None
@@ -49,7 +58,7 @@ def test_tool_results_are_computed_locally_and_sent_back(standin):
         "The letter 'r' appears 3 times in 'strawberry'.",
         "9.9 is greater than 9.11",
     ]
-    assert by_name(report)["tools_count_letter"].detail.startswith("count_letter_in_string -> ")
+    assert by_name(report)["tools_count_letter"].message.startswith("count_letter_in_string -> ")
 
 
 def test_thinking_and_instant_modes_are_requested(standin):
@@ -60,55 +69,108 @@ def test_thinking_and_instant_modes_are_requested(standin):
     assert instant["chat_template_kwargs"] == {"thinking": False}
 
 
-def test_newer_reasoning_field_name_is_accepted(standin):
-    report = verify(standin("reasoning_field").url)
-    assert by_name(report)["chat_thinking"].status == PASS
-
-
 def test_checks_for_features_that_are_off_are_skipped_with_why(standin):
-    server = standin("ok")
+    server = standin("text_only")
     report = verify(server.url, features=frozenset({"text_only"}))
     checks = by_name(report)
-    assert checks["chat_thinking"].status == SKIP and "reasoning feature is off" in checks["chat_thinking"].detail
-    assert checks["tools_compare"].status == SKIP and "tool_calling feature is off" in checks["tools_compare"].detail
-    assert checks["image"].status == SKIP and "text_only is on" in checks["image"].detail
+    assert checks["chat_thinking"].status == SKIP and "reasoning feature is off" in checks["chat_thinking"].message
+    assert checks["tools_compare"].status == SKIP and "tool_calling feature is off" in checks["tools_compare"].message
+    assert checks["image"].status == SKIP and "text_only is on" in checks["image"].message
     assert report.ok
     assert not any("tools" in body or isinstance(body["messages"][0]["content"], list)
                    for body in server.chat_bodies())
 
 
-def test_reasoning_left_in_content_fails_the_thinking_check(standin):
-    checks = by_name(verify(standin("think_in_content").url))
-    assert checks["chat_thinking"].status == FAIL
-    assert "<think> markup" in checks["chat_thinking"].detail
-    assert "--reasoning-parser kimi_k2" in checks["chat_thinking"].detail
+def test_image_on_a_text_only_model_fails_with_the_servers_reason(standin):
+    image = by_name(verify(standin("text_only").url))["image"]
+    assert image.status == FAIL
+    assert "HTTP 400" in image.message and "not a multimodal model" in image.message
+    assert "text_only" in image.message
+
+
+# --- Why (issue 15): a wrong server must not pass ------------------------------------------------
+
+
+def test_random_split_of_gibberish_fails_the_thinking_check(standin):
+    """A gibberish model whose random </think> split its text passed chat_thinking (1 run in 4)."""
+    checks = by_name(verify(standin("random").url))
+    assert failed_saying(checks["chat_thinking"], "does not give 42", "possible causes", never=PARSER_HINTS)
+    for name in ("chat_instant", "streaming"):
+        assert checks[name].status == FAIL and "does not give 42" in checks[name].message, name
+
+
+def test_gibberish_with_both_parsers_on_names_no_parser(standin):
+    """The hints asserted a missing parser when both parsers were on and the model was wrong."""
+    checks = by_name(verify(standin("random").url))
+    for name in ("tools_count_letter", "tools_compare"):
+        assert failed_saying(checks[name], "no tool call", "possible causes", never=PARSER_HINTS), checks[name]
+
+
+def test_requests_fit_a_small_context(standin):
+    """Every tool and thinking check asked for 4096 max_tokens: a 2048-token server answered 400."""
+    server = standin("small_context")
+    report = verify(server.url)
+    assert report.ok, report.to_text()
+    assert "max_model_len 2048" in by_name(report)["models"].message
+    assert max(body["max_tokens"] for body in server.chat_bodies()) <= 2048
+
+
+def test_a_check_has_one_deadline_for_all_its_reads(standin):
+    """--timeout bounded each read, so a server dripping bytes passed a 1 s check after 1.7 s."""
+    server = standin("drip")
+    start = time.monotonic()
+    checks = by_name(verify(server.url, timeout=0.5))
+    assert time.monotonic() - start < 3.0
+    assert checks["health"].status == PASS  # an empty body needs no time
+    assert checks["models"].status == FAIL
+    assert "no complete answer within the check's 0.5 s" in checks["models"].message
+    assert checks["models"].latency_ms < 2000  # a bound per read would take the whole drip (~15 s)
+
+
+@pytest.mark.parametrize("expected", [MODEL_PATH, None])
+def test_path_hint_never_advises_a_path(standin, expected):
+    """With --expect-model /path, the hint advised --served-model-name /path."""
+    models = by_name(verify(standin("path_model").url, expected_model=expected))["models"]
+    assert failed_saying(models, "is a path", "--served-model-name NAME", never=[f"--served-model-name {MODEL_PATH}"])
+
+
+def test_reasoning_inline_in_content_names_the_reasoning_parser(standin):
+    checks = by_name(verify(standin("no_parsers").url))
+    assert failed_saying(checks["chat_thinking"], "inside content", "--reasoning-parser kimi_k2")
     assert checks["chat_instant"].status == PASS
+
+
+def test_tools_without_a_tool_parser_name_the_tool_parser(standin):
+    checks = by_name(verify(standin("no_parsers").url))
+    for name in ("tools_count_letter", "tools_compare"):
+        assert failed_saying(checks[name], "HTTP 400", "--tool-call-parser kimi_k2"), checks[name]
+
+
+def test_tool_call_returned_as_text_names_the_tool_parser(standin):
+    report = verify(standin("wrong_tool_parser").url)
+    checks = by_name(report)
+    for name in ("tools_count_letter", "tools_compare"):
+        assert failed_saying(checks[name], "came back as text", "--tool-call-parser kimi_k2"), checks[name]
+    assert checks["chat_thinking"].status == PASS
+    assert not report.ok
 
 
 def test_instant_mode_that_still_reasons_fails(standin):
     checks = by_name(verify(standin("always_thinks").url))
     assert checks["chat_instant"].status == FAIL
-    assert "still returned reasoning" in checks["chat_instant"].detail
+    assert "still reasoned" in checks["chat_instant"].message
     assert checks["chat_thinking"].status == PASS
 
 
-def test_tool_call_returned_as_text_fails_the_tool_checks(standin):
-    report = verify(standin("tool_as_text").url)
-    checks = by_name(report)
-    for name in ("tools_count_letter", "tools_compare"):
-        assert checks[name].status == FAIL
-        assert "no structured tool call" in checks[name].detail
-        assert "--tool-call-parser kimi_k2" in checks[name].detail
-    assert checks["chat_instant"].status == PASS
-    assert not report.ok
+# --- names ---------------------------------------------------------------------------------------
 
 
 def test_path_as_model_name_fails_with_the_way_out(standin):
     report = verify(standin("path_model").url)
     checks = by_name(report)
     assert checks["models"].status == FAIL
-    assert MODEL_PATH in checks["models"].detail
-    assert "--served-model-name kimi-k2.5" in checks["models"].detail
+    assert MODEL_PATH in checks["models"].message
+    assert "--served-model-name kimi-k2.5" in checks["models"].message
     # The other checks still run, with the name the server lists.
     assert report.model == MODEL_PATH
     assert checks["chat_instant"].status == PASS
@@ -117,13 +179,17 @@ def test_path_as_model_name_fails_with_the_way_out(standin):
 def test_served_name_other_than_the_configured_one_fails(standin):
     checks = by_name(verify(standin("ok").url, expected_model="kimi-k2.5-int4"))
     assert checks["models"].status == FAIL
-    assert "'kimi-k2.5'" in checks["models"].detail and "'kimi-k2.5-int4'" in checks["models"].detail
+    assert "'kimi-k2.5'" in checks["models"].message and "'kimi-k2.5-int4'" in checks["models"].message
 
 
 def test_model_to_send_must_be_the_served_one(standin):
     checks = by_name(verify(standin("ok").url, model="other", expected_model=None))
-    assert checks["models"].status == FAIL and "'other'" in checks["models"].detail
-    assert checks["chat_instant"].status == FAIL and "HTTP 404" in checks["chat_instant"].detail
+    assert checks["models"].status == FAIL and "'other'" in checks["models"].message
+    instant = checks["chat_instant"]
+    assert instant.status == FAIL and "HTTP 404" in instant.message and "Valid aliases: kimi-k2.5" in instant.message
+
+
+# --- broken servers ------------------------------------------------------------------------------
 
 
 def test_hanging_server_fails_on_timeout_without_waiting_for_every_check(standin):
@@ -132,34 +198,41 @@ def test_hanging_server_fails_on_timeout_without_waiting_for_every_check(standin
     report = verify(server.url, timeout=0.5)
     assert time.monotonic() - start < 2.5
     checks = by_name(report)
-    assert checks["health"].status == FAIL and "no answer within 0.5 s" in checks["health"].detail
-    assert all(checks[n].status == FAIL and checks[n].detail.startswith("not run") for n in ALL_CHECKS[1:])
+    assert checks["health"].status == FAIL and "no complete answer within the check's 0.5 s" in checks["health"].message
+    assert all(checks[n].status == FAIL and checks[n].message.startswith("not run") for n in ALL_CHECKS[1:])
 
 
-def test_refused_connection_is_a_failed_check(closed_port_url):
+def test_endless_answer_fails_at_the_size_cap(standin):
+    health = by_name(verify(standin("huge").url, timeout=20))["health"]
+    assert health.status == FAIL and "larger than 8 MiB" in health.message
+
+
+def test_refused_connection_is_not_ready(closed_port_url):
     report = verify(closed_port_url, timeout=1.0)
-    health = by_name(report)["health"]
-    assert health.status == FAIL and "cannot connect" in health.detail
+    checks = by_name(report)
+    assert checks["health"].status == FAIL and "cannot connect" in checks["health"].message
+    assert "not ready: the server is not running or still starting" in checks["health"].message
+    assert checks["models"].message == "not run: the server is not ready (/health failed)"
     assert not report.ok
 
 
 def test_garbage_model_list_fails_and_blocks_the_chat_checks(standin):
     checks = by_name(verify(standin("garbage").url))
-    assert checks["models"].status == FAIL and "not JSON" in checks["models"].detail
-    assert checks["chat_instant"].status == FAIL and "pass --model" in checks["chat_instant"].detail
+    assert checks["models"].status == FAIL and "not JSON" in checks["models"].message
+    assert checks["chat_instant"].status == FAIL and "pass --model" in checks["chat_instant"].message
 
 
 def test_garbage_chat_answers_fail_each_chat_check(standin):
     checks = by_name(verify(standin("garbage").url, model=SERVED_NAME))
     for name in ALL_CHECKS[2:]:
         assert checks[name].status == FAIL, name
-        assert "not JSON" in checks[name].detail, name
+        assert "not JSON" in checks[name].message, name
 
 
 def test_stream_without_finish_reason_fails(standin):
     checks = by_name(verify(standin("stream_no_finish").url))
     assert checks["streaming"].status == FAIL
-    assert "without a finish_reason" in checks["streaming"].detail
+    assert "without a finish_reason" in checks["streaming"].message
 
 
 def test_openai_base_url_is_accepted(standin):

@@ -26,7 +26,7 @@ def test_json_output_and_exit_0_for_a_healthy_server(standin):
 
 
 def test_text_output_and_exit_1_when_a_check_fails(standin):
-    server = standin("tool_as_text")
+    server = standin("wrong_tool_parser")
     result = invoke("--url", server.url, "--expect-model", SERVED_NAME,
                     "--features", "tool_calling,reasoning", "--timeout", "2")
     assert result.exit_code == 1
@@ -68,7 +68,7 @@ def test_unset_options_come_from_the_configured_service(standin, monkeypatch):
     fake_context(monkeypatch, lambda: expected)
     result = invoke("--format", "json", "--timeout", "2")
     data = json.loads(result.stdout)
-    statuses = {c["name"]: c["status"] for c in data["checks"]}
+    statuses = {c["check"]: c["status"] for c in data["checks"]}
     assert data["url"] == server.url
     assert statuses["models"] == "fail"  # the configured name, not the served one, is expected
     assert statuses["image"] == "skip" and statuses["tools_compare"] == "skip"

@@ -6,10 +6,11 @@ import zlib
 
 import pytest
 
-from entrypoint.verify.checks import (
-    FAIL, PASS, SKIP, Check, CheckFailed, VerifyReport, says_nine_point_nine, looks_like_path,
-    run_tool_call, solid_png,
-)
+from entrypoint.verify.checks import Verifier
+from entrypoint.verify.client import CheckFailed, Reply, error_message
+from entrypoint.verify.questions import is_number_only, looks_like_path, run_tool_call, says_nine_point_nine, solid_png
+from entrypoint.core.check import Check
+from entrypoint.verify.report import FAIL, PASS, SKIP, ServerCheck, VerifyReport
 
 
 def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
@@ -99,9 +100,52 @@ def test_model_ids_that_are_paths(model_id, is_path):
     assert looks_like_path(model_id) is is_path
 
 
+@pytest.mark.parametrize(
+    "answer, right",
+    [("42", True), (" **42**.", True), ("`42`", True), ("42 is the answer", False), ("4 2", False),
+     ("ulations 42 mor", False), ("", False)],
+)
+def test_the_sum_answer_must_be_the_number_only(answer, right):
+    assert is_number_only(answer, "42") is right
+
+
+@pytest.mark.parametrize(
+    "max_model_len, wanted, sent",
+    [(None, 4096, 4096), (262144, 4096, 4096), (4096, 4096, 3072), (2048, 4096, 1024), (2048, 256, 256),
+     (512, 4096, 256), (1, 4096, 1)],
+)
+def test_max_tokens_fit_the_context(max_model_len, wanted, sent):
+    verifier = Verifier(server=None, model="m", expected_model=None, features=frozenset())
+    verifier.max_model_len = max_model_len
+    assert verifier.budget(wanted) == sent
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (b'{"error": {"message": "bad", "type": "BadRequestError", "param": null, "code": 400}}', "bad"),
+        (b'{"detail": "Not Found"}', "Not Found"),
+        (b"<html>oops</html>", "<html>oops</html>"),
+    ],
+)
+def test_error_messages_are_read_from_vllms_nested_shape(body, message):
+    assert error_message(body) == message
+
+
+def test_reply_reads_vllms_field_names_only():
+    message = {"content": None, "reasoning_content": "r"}
+    reply = Reply.parse({"choices": [{"message": message, "finish_reason": "stop"}]})
+    assert (reply.content, reply.reasoning, reply.tool_calls) == ("", "", [])
+
+
 def sample_report(*statuses: str) -> VerifyReport:
-    checks = tuple(Check(f"check{i}", s, 12.3, 7, f"detail {i}") for i, s in enumerate(statuses))
+    checks = tuple(ServerCheck(f"check{i}", s, f"message {i}", 12.3, 7) for i, s in enumerate(statuses))
     return VerifyReport("http://127.0.0.1:8000", "kimi-k2.5", checks)
+
+
+def test_a_server_check_is_cores_check_record():
+    check = ServerCheck("health", PASS, "/health answered 200", 3.0)
+    assert isinstance(check, Check) and check.tokens is None
 
 
 def test_report_is_ok_unless_a_check_fails():
@@ -114,10 +158,10 @@ def test_report_as_json_and_text():
     data = json.loads(json.dumps(report.to_json()))
     assert data["ok"] is False and data["model"] == "kimi-k2.5"
     assert data["checks"][1] == {
-        "name": "check1", "status": "fail", "latency_ms": 12.3, "tokens": 7, "detail": "detail 1",
+        "check": "check1", "status": "fail", "message": "message 1", "latency_ms": 12.3, "tokens": 7,
     }
     lines = report.to_text().splitlines()
     assert lines[0] == "kimi-serve verify http://127.0.0.1:8000 (model: kimi-k2.5)"
-    assert lines[1].split() == ["CHECK", "STATUS", "LATENCY", "TOKENS", "DETAIL"]
-    assert lines[3].split() == ["check1", "FAIL", "12", "ms", "7", "detail", "1"]
+    assert lines[1].split() == ["CHECK", "STATUS", "LATENCY", "TOKENS", "MESSAGE"]
+    assert lines[3].split() == ["check1", "FAIL", "12", "ms", "7", "message", "1"]
     assert lines[-1] == "FAILED: 1 passed, 1 failed, 0 skipped"

