@@ -65,17 +65,18 @@ def main(ctx, targets_file):
 def list_(ctx, registry, fmt, vllm):
     """Targets with base, platform, hardware and tags."""
     data = _release(ctx, vllm)
+    sha = engine.source_info()["short"] or None  # the same tags a build from this checkout creates
     rows = []
     for name, t in data.targets.items():
         rows.append({"target": name, "base": data.bases[t.base].ref, "base_kind": t.base, "platform": t.platform,
                      "hardware": t.hardware, "serves": t.serves, "vllm": data.target_releases(name),
-                     "tags": data.tags(name, registry)})
+                     "tags": data.tags(name, registry, sha)})
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(text_table(["target", "platform", "default", "serves", "base", "tags"],
-                          [[r["target"], r["platform"], r["hardware"], ",".join(r["serves"]), r["base"], " ".join(r["tags"])]
-                           for r in rows]))
+    click.echo(text_table(["target", "platform", "default", "serves", "base", f"tags ({data.repository(registry)}:...)"],
+                          [[r["target"], r["platform"], r["hardware"], ",".join(r["serves"]), r["base"],
+                            " ".join(tag.rsplit(":", 1)[1] for tag in r["tags"])] for r in rows]))
 
 
 def _summary(results, title):
@@ -133,9 +134,10 @@ def build(ctx, names, registry, push, overrides, do_smoke, no_cache, json_out, v
 @main.command()
 @click.argument("names", nargs=-1)
 @click.option("--registry", help="Registry the images were tagged for.")
+@click.option("--pull", "do_pull", is_flag=True, help="Pull each image (its target's platform) from the registry first.")
 @click.pass_context
-def smoke(ctx, names, registry):
-    """Run each built image (no GPU) and check launch, refusal, isolation and metadata."""
+def smoke(ctx, names, registry, do_pull):
+    """Run each built (or, with --pull, pushed) image without a GPU; check launch, refusal, isolation, metadata."""
     data = _load(ctx)
     chosen = _pick(data, names)
     try:
@@ -144,8 +146,11 @@ def smoke(ctx, names, registry):
         raise click.ClickException(str(exc))
     bad = {}
     for name in chosen:
-        image = data.tags(name, registry)[1]
+        image = data.ref(name, registry)
         try:
+            if do_pull:
+                log(f"[{name}] pulling {image} ({data.targets[name].platform})")
+                engine.pull(cli, image, data.targets[name].platform)
             problems = smoke_mod.check(cli, data, name, image)
         except Exception as exc:  # noqa: BLE001
             problems = [f"{type(exc).__name__}: {exc}"]

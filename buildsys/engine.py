@@ -8,18 +8,29 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-import docker
-import docker.errors
+try:  # the docker SDK is the `build` extra: list, matrix and bake work without it
+    import docker
+    import docker.errors
+except ImportError:  # pragma: no cover - exercised by tests/images/test_build_py_messages.py
+    docker = None
 
 from buildsys import ROOT, context, log
 from buildsys.targets import Targets
+
+SDK_MISSING = ("the Docker SDK for Python is not installed; install the build extra: "
+               "pip install -e '.[build]' (in a virtual environment)")
+# Failures of a pull that mean "the registry cannot be reached", as the engine words them.
+UNREACHABLE = ("no such host", "dial tcp", "connection refused", "i/o timeout", "network is unreachable",
+               "TLS handshake timeout", "Client.Timeout", "server misbehaving", "temporary failure in name resolution")
 
 
 class BuildError(Exception):
     pass
 
 
-def client() -> docker.DockerClient:
+def client():
+    if docker is None:
+        raise BuildError(SDK_MISSING)
     try:
         c = docker.from_env(timeout=600)
         c.ping()
@@ -185,8 +196,17 @@ def build(cli, data: Targets, target: str, registry: Optional[str], overrides: D
 
 def pull(cli, ref: str, platform: str) -> None:
     repo, tag = split_ref(ref)
-    for chunk in cli.api.pull(repo, tag=tag, platform=platform, stream=True, decode=True):
-        _progress("pull", chunk)
+    try:
+        for chunk in cli.api.pull(repo, tag=tag, platform=platform, stream=True, decode=True):
+            _progress("pull", chunk)
+    except (docker.errors.APIError, BuildError) as exc:
+        text = str(getattr(exc, "explanation", None) or exc)
+        if any(word.lower() in text.lower() for word in UNREACHABLE):
+            raise BuildError(
+                f"cannot pull the base {ref}: its registry cannot be reached ({text.strip()[-200:]}). "
+                "Build from the stand-in bases instead: python build.py build TARGET $(python build.py standins) "
+                "(or --base-override KIND=IMAGE with a base you have; docs/images.md)") from None
+        raise BuildError(f"cannot pull the base {ref}: {text.strip()}") from None
 
 
 def split_ref(ref: str):
