@@ -163,12 +163,13 @@ def smoke(ctx, names, registry, do_pull):
 
 
 @main.command()
+@click.argument("names", nargs=-1)
 @click.pass_context
-def matrix(ctx):
-    """The GitHub Actions matrix (JSON) with one entry per target."""
+def matrix(ctx, names):
+    """The GitHub Actions matrix (JSON) with one entry per target (NAMES, default: all)."""
     data = _load(ctx)
     include = [{"target": n, "platform": t.platform, "arch": t.arch, "base": t.base, "hardware": t.hardware,
-                "serves": ",".join(t.serves)} for n, t in data.targets.items()]
+                "serves": ",".join(t.serves)} for n, t in data.targets.items() if n in _pick(data, names)]
     click.echo(json.dumps({"include": include}))
 
 

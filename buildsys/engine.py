@@ -92,7 +92,7 @@ def python_of(cli: docker.DockerClient, data: Targets, target: str, image: str, 
 def labels(data: Targets, target: str, base: str, base_digest: str, src: dict) -> Dict[str, str]:
     t = data.targets[target]
     p = data.label_prefix
-    return {
+    out = {
         "org.opencontainers.image.title": data.image,
         "org.opencontainers.image.description": f"Kimi-K2.5 on vLLM {data.vllm_version} for {', '.join(t.serves)}",
         "org.opencontainers.image.source": data.source,
@@ -108,6 +108,9 @@ def labels(data: Targets, target: str, base: str, base_digest: str, src: dict) -
         f"{p}.vllm-version": data.vllm_version,
         f"{p}.platform": t.platform,
     }
+    if not base_digest:  # an unpinned base (no `build.py lock` yet) in a bake file: unknown until built
+        del out["org.opencontainers.image.base.digest"]
+    return out
 
 
 def build_args(data: Targets, target: str, base: str) -> Dict[str, str]:
