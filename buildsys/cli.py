@@ -15,6 +15,12 @@ from entrypoint.core.table import text_table
 from buildsys.targets import TargetsError
 
 
+BASE_OVERRIDE = click.option(
+    "--base-override", "overrides", multiple=True, metavar="KIND=IMAGE", envvar="KIMI_BUILD_BASE_OVERRIDE",
+    help="Build FROM IMAGE instead of the data file's base of KIND (cuda, rocm, rocm-nightly); {arch} in IMAGE "
+         "becomes amd64/arm64. Also from $KIMI_BUILD_BASE_OVERRIDE (space-separated KIND=IMAGE).")
+
+
 def _load(ctx) -> targets_mod.Targets:
     """The targets data, loaded on first use (`vllm-spec` writes data the loader checks for)."""
     if "targets" not in ctx.obj:
@@ -89,9 +95,7 @@ def _summary(results, title):
 @click.argument("names", nargs=-1)
 @click.option("--registry", help="Registry to tag (and push) for, e.g. 127.0.0.1:5000/kimi.")
 @click.option("--push", is_flag=True, help="Push every tag after building.")
-@click.option("--base-override", "overrides", multiple=True, metavar="KIND=IMAGE",
-              help="Build FROM IMAGE instead of the data file's base of KIND (cuda, rocm, rocm-nightly); "
-                   "{arch} in IMAGE becomes amd64/arm64.")
+@BASE_OVERRIDE
 @click.option("--smoke", "do_smoke", is_flag=True, help="Smoke-test each image after building it.")
 @click.option("--no-cache", is_flag=True, help="Do not use the engine's build cache (a cold build).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Write results as JSON here.")
@@ -177,25 +181,33 @@ def matrix(ctx, names):
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("docker-bake.json"),
               show_default=True)
 @click.option("--registry", help="Registry for the tags.")
-@click.option("--base-override", "overrides", multiple=True, metavar="KIND=IMAGE")
+@BASE_OVERRIDE
 @VLLM_OPTION
 @click.pass_context
 def bake(ctx, output, registry, overrides, vllm):
     """Write a docker-bake JSON file (one target per image, shared _common) with prepared contexts."""
     data = _release(ctx, vllm)
-    ov = engine.parse_overrides(overrides)
+    try:
+        ov = engine.parse_overrides(overrides)
+        cli = engine.client() if ov else None  # an overridden base is asked for its Python and digest
+    except BuildError as exc:
+        raise click.ClickException(str(exc))
     src = engine.source_info()
-    common = {"dockerfile": "Dockerfile", "pull": False,
+    # RUN steps need no network (wheels are prepared on the host): none keeps the build hermetic.
+    common = {"dockerfile": "Dockerfile", "pull": False, "network": "none",
               "attest": ["type=provenance,mode=max", "type=sbom"]}
     out = {"group": {"default": {"targets": list(data.targets)}}, "target": {"_common": common}}
     for name, t in data.targets.items():
         base = engine.base_ref(data, name, ov)
-        python = data.bases[t.base].python
+        if t.base in ov:
+            python, digest = engine.python_of(cli, data, name, base, True), engine.base_digest(cli, base)
+        else:
+            python, digest = data.bases[t.base].python, base.split("@", 1)[1] if "@" in base else ""
         ctx_dir = context.prepare(t.platform, python)
         out["target"][name] = {
             "inherits": ["_common"], "context": str(ctx_dir), "platforms": [t.platform],
             "args": engine.build_args(data, name, base),
-            "labels": engine.labels(data, name, base, base.split("@", 1)[1] if "@" in base else "", src),
+            "labels": engine.labels(data, name, base, digest, src),
             "tags": data.tags(name, registry, src["short"] or None),
         }
     output.write_text(json.dumps(out, indent=2) + "\n")

@@ -134,15 +134,20 @@ class Result:
     error: str = ""
 
 
-def _base_digest(cli, image: str) -> str:
+def base_digest(cli, image: str) -> str:
+    """The base's digest: pinned in the reference, else the digest its own repository served it
+    under, else (a local-only image, e.g. a stand-in) its image id. A digest the image got from
+    being pushed elsewhere is not its identity, so it is never taken."""
     if "@" in image:
         return image.split("@", 1)[1]
     try:
         img = cli.images.get(image)
     except docker.errors.ImageNotFound:
         return ""
+    repo = split_ref(image)[0]
     for rd in img.attrs.get("RepoDigests") or []:
-        return rd.split("@", 1)[1]
+        if rd.split("@", 1)[0] == repo:
+            return rd.split("@", 1)[1]
     return img.id
 
 
@@ -165,7 +170,7 @@ def build(cli, data: Targets, target: str, registry: Optional[str], overrides: D
     log(f"[{target}] building FROM {base} ({t.platform}, python {python}) -> {res.tags[0]}")
     stream = cli.api.build(path=str(ctx), dockerfile="Dockerfile", tag=res.tags[0], rm=True, forcerm=True,
                            pull=False, nocache=nocache, decode=True, platform=t.platform, buildargs=build_args(data, target, base),
-                           labels=labels(data, target, base, _base_digest(cli, base), src))
+                           labels=labels(data, target, base, base_digest(cli, base), src))
     image_id = ""
     for chunk in stream:
         if "error" in chunk:
