@@ -27,7 +27,7 @@ fi
 py="$(scripts/venv.sh test)"
 bin="$(dirname "$py")"
 
-export KIMI_DOCKERD_PIDFILE="${KIMI_DOCKERD_PIDFILE:-/tmp/kimi-test-dockerd.$$.pid}"
+export KIMI_DOCKERD_PIDFILE="/tmp/kimi-test-dockerd.$$.pid"   # this run's own: it stops only what it started
 rm -f "$KIMI_DOCKERD_PIDFILE"
 trap 'scripts/docker-engine.sh stop || true' EXIT
 if [[ "$(id -u)" == 0 ]] || docker info >/dev/null 2>&1; then

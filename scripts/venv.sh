@@ -18,4 +18,4 @@ if [[ "$(cat "$venv/.kimi-extras" 2>/dev/null)" != "$want" ]]; then
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q -e ".[$extras]" </dev/null >&2
   echo "$want" >"$venv/.kimi-extras"
 fi
-echo "$PWD/$venv/bin/python"
+echo "$(cd "$venv" && pwd)/bin/python"
