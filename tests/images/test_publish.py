@@ -32,6 +32,7 @@ from tests.images import workflow
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 PUBLISH = ROOT / ".github" / "workflows" / "publish.yml"
+LOCK = ROOT / ".github" / "workflows" / "lock-bases.yml"
 MANIFEST = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 # bake target attributes this test carries into the BuildKit build; `attest` cannot run here
 BAKE_KEYS = {"inherits", "context", "dockerfile", "platforms", "args", "labels", "tags", "pull", "network", "attest"}
@@ -106,19 +107,20 @@ class Actions:
 
 
 @pytest.fixture(scope="module")
-def published(standin_overrides, local_registry, tmp_path_factory):
+def runner(standin_overrides, tmp_path_factory):
+    """A clean copy of the checkout (a git work tree, as actions/checkout lays it), a fresh venv
+    first on PATH (actions/setup-python: nothing installed yet) and the stand-in cosign."""
     tmp = tmp_path_factory.mktemp("publish")
-    clone = tmp / "checkout"  # the working tree as actions/checkout lays it: a git work tree
+    clone = tmp / "checkout"
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
                            check=True).stdout.decode().split("\0")
     for rel in filter(None, files):
         if (ROOT / rel).is_file():
             (clone / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, clone / rel)
-    git = ["git", "-c", "user.name=publish-test", "-c", "user.email=publish-test@localhost"]
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "publish test"]):
-        subprocess.run([*git, *cmd], cwd=clone, check=True)
-    venv = tmp / "venv"  # actions/setup-python: a Python of its own, nothing installed yet
+        _git(clone, *cmd)
+    venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
@@ -129,6 +131,17 @@ def published(standin_overrides, local_registry, tmp_path_factory):
            "CI": "true", "KIMI_BUILD_BASE_OVERRIDE": overrides, "KIMI_BUILD_CACHE": str(tmp / "build-cache"),
            "COSIGN_RECORD": str(tmp / "cosign"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     env.update({k: v for k, v in os.environ.items() if k.startswith(("PIP_", "DOCKER_HOST"))})
+    return {"tmp": tmp, "clone": clone, "venv": venv, "env": env}
+
+
+def _git(cwd, *args):
+    return subprocess.run(["git", "-c", "user.name=publish-test", "-c", "user.email=publish-test@localhost", *args],
+                          cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def published(runner, local_registry):
+    tmp, clone, venv, env = runner["tmp"], runner["clone"], runner["venv"], runner["env"]
     namespace = "kimi-publish"
     spec = workflow.load(PUBLISH)
     contexts = {"inputs": {"registry": f"{local_registry}/{namespace}", "targets": ""},
@@ -155,7 +168,7 @@ def published(standin_overrides, local_registry, tmp_path_factory):
     signed = [p.read_text().split() for p in sorted(tmp.glob("cosign.*"))]
     listed = subprocess.run([str(venv / "bin" / "python"), "build.py", "list", "--format", "json", "--registry",
                              f"{local_registry}/{namespace}"], cwd=clone, capture_output=True, text=True, check=True, env=env)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
+    head = _git(clone, "rev-parse", "HEAD").strip()
     yield {"matrix": matrix, "jobs": jobs, "signed": signed, "list": json.loads(listed.stdout), "bake": actions.built,
            "http": http, "repo": f"{namespace}/kimi-k2.5", "registry": local_registry, "actions": actions.seen,
            "head": head}
@@ -224,3 +237,38 @@ def test_the_sign_step_signs_each_pushed_digest(published):
 def test_the_login_goes_to_the_registry_host(published):
     logins = [w for action, w in published["actions"] if action == "docker/login-action"]
     assert logins and {w["registry"] for w in logins} == {published["registry"]}
+
+
+def test_lock_bases_proposes_the_registrys_digests(runner, published, docker_client, standin_images, local_registry):
+    """lock-bases.yml's own run: lines resolve the bases (here: in the local registry) and hand
+    create-pull-request a change to images/targets.yaml alone, with the digests in its body."""
+    from buildsys import targets
+
+    clone, path = runner["clone"], runner["clone"] / "images" / "targets.yaml"
+    expected = {}
+    for kind, base in targets.load(path).bases.items():
+        repo = f"{local_registry}/{base.name.split('/', 1)[1]}"
+        docker_client.images.get(standin_images["amd64"]).tag(repo, base.tag)
+        for line in docker_client.api.push(repo, tag=base.tag, stream=True, decode=True):
+            assert "error" not in line, line
+        docker_client.images.remove(f"{repo}:{base.tag}", noprune=True)
+        r = published["http"].head(f"/v2/{repo.split('/', 1)[1]}/manifests/{base.tag}", headers={"Accept": MANIFEST})
+        expected[kind] = r.headers["Docker-Content-Digest"]
+    path.write_text(path.read_text().replace("docker.io/", f"{local_registry}/"))
+    _git(clone, "commit", "-q", "-am", "bases from the local registry")
+    proposals = []
+
+    def actions(job, step):
+        action = step["uses"].split("@")[0]
+        if action == "peter-evans/create-pull-request":
+            proposals.append(step["with"])
+        else:
+            assert action in ("actions/checkout", "actions/setup-python"), action
+
+    contexts = {"secrets": {}, "github": {"token": "unused"}}
+    workflow.Job(workflow.load(LOCK), "lock", clone, runner["env"], contexts, runner["tmp"], actions).run()
+    assert _git(clone, "status", "--porcelain", "--untracked-files=no").split() == ["M", "images/targets.yaml"]
+    assert {k: b.digest for k, b in targets.load(path).bases.items()} == expected
+    [pr] = proposals
+    assert pr["add-paths"] == "images/targets.yaml"
+    assert json.loads(pr["body"].split("```json", 1)[1].split("```", 1)[0]) == expected
