@@ -4,7 +4,7 @@
 #   1. installs what the tests need on the host (scripts/setup-host.sh: docker.io, qemu arm64
 #      emulation, debootstrap, docker-registry, docker-compose), as root or through sudo;
 #   2. makes its own virtual environment (scripts/venv.sh: $KIMI_VENV, default .venv) and
-#      installs the project with its test and cloud extras there (again only when pyproject.toml
+#      installs the project with its test, cloud and vllm-contract extras there (again only when pyproject.toml
 #      changed);
 #   3. starts a Docker engine unless one is running (and stops it at the end only if it started
 #      it); the tests start their own registry on 127.0.0.1 and stop it;
@@ -25,7 +25,7 @@ else
       "tests that need a missing one skip (or fail under CI=true)"
 fi
 
-py="$(scripts/venv.sh test,cloud)"   # tests/cloud needs the cloud extra (docs/cloud.md)
+py="$(scripts/venv.sh test,cloud,vllm-contract)"   # tests/cloud and tests/vllm_contract need theirs
 bin="$(dirname "$py")"
 
 export KIMI_DOCKERD_PIDFILE="/tmp/kimi-test-dockerd.$$.pid"   # this run's own: it stops only what it started
