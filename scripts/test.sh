@@ -4,8 +4,8 @@
 #   1. installs what the tests need on the host (scripts/setup-host.sh: docker.io, qemu arm64
 #      emulation, debootstrap, docker-registry, docker-compose), as root or through sudo;
 #   2. makes its own virtual environment (scripts/venv.sh: $KIMI_VENV, default .venv) and
-#      installs the project with its test, cloud and vllm-contract extras there (again only when pyproject.toml
-#      changed);
+#      installs the project with its test, cloud and vllm-contract extras there (again only
+#      when pyproject.toml changed);
 #   3. starts a Docker engine unless one is running (and stops it at the end only if it started
 #      it); the tests start their own registry on 127.0.0.1 and stop it;
 #   4. runs `python -m pytest tests` with any arguments given, and exits with pytest's status.
