@@ -245,15 +245,17 @@ def test_lock_bases_proposes_the_registrys_digests(runner, published, docker_cli
     from buildsys import targets
 
     clone, path = runner["clone"], runner["clone"] / "images" / "targets.yaml"
-    expected = {}
-    for kind, base in targets.load(path).bases.items():
-        repo = f"{local_registry}/{base.name.split('/', 1)[1]}"
-        docker_client.images.get(standin_images["amd64"]).tag(repo, base.tag)
-        for line in docker_client.api.push(repo, tag=base.tag, stream=True, decode=True):
-            assert "error" not in line, line
-        docker_client.images.remove(f"{repo}:{base.tag}", noprune=True)
-        r = published["http"].head(f"/v2/{repo.split('/', 1)[1]}/manifests/{base.tag}", headers={"Accept": MANIFEST})
-        expected[kind] = r.headers["Docker-Content-Digest"]
+    data = targets.load(path)
+    expected = {}  # keyed as `build.py lock` prints: the default release's kinds, then "<release> <kind>"
+    for version in data.releases:
+        for kind, base in data.for_release(version).bases.items():
+            repo = f"{local_registry}/{base.name.split('/', 1)[1]}"
+            docker_client.images.get(standin_images["amd64"]).tag(repo, base.tag)
+            for line in docker_client.api.push(repo, tag=base.tag, stream=True, decode=True):
+                assert "error" not in line, line
+            docker_client.images.remove(f"{repo}:{base.tag}", noprune=True)
+            r = published["http"].head(f"/v2/{repo.split('/', 1)[1]}/manifests/{base.tag}", headers={"Accept": MANIFEST})
+            expected[kind if version == data.vllm_version else f"{version} {kind}"] = r.headers["Docker-Content-Digest"]
     path.write_text(path.read_text().replace("docker.io/", f"{local_registry}/"))
     _git(clone, "commit", "-q", "-am", "bases from the local registry")
     proposals = []
@@ -268,7 +270,7 @@ def test_lock_bases_proposes_the_registrys_digests(runner, published, docker_cli
     contexts = {"secrets": {}, "github": {"token": "unused"}}
     workflow.Job(workflow.load(LOCK), "lock", clone, runner["env"], contexts, runner["tmp"], actions).run()
     assert _git(clone, "status", "--porcelain", "--untracked-files=no").split() == ["M", "images/targets.yaml"]
-    assert {k: b.digest for k, b in targets.load(path).bases.items()} == expected
+    assert {k: b.digest for k, b in targets.load(path).bases.items()} == {k: d for k, d in expected.items() if " " not in k}
     [pr] = proposals
     assert pr["add-paths"] == "images/targets.yaml"
     assert json.loads(pr["body"].split("```json", 1)[1].split("```", 1)[0]) == expected
