@@ -14,10 +14,11 @@ if [[ ! -x "$venv/bin/python" ]]; then
   # a current pip: the venv's bundled one can be old (pip 23.2's resolver crashed on .[test,cloud])
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q -U pip </dev/null >&2
 fi
-want="$extras $(sha256sum pyproject.toml | cut -d' ' -f1)"
-if [[ "$(cat "$venv/.kimi-extras" 2>/dev/null)" != "$want" ]]; then
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+stamp="$venv/.kimi-extras-${extras//,/-}"   # one per set of extras: test.sh and demo.sh share the venv
+if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
   echo "venv: pip install -e '.[$extras]' into $venv" >&2
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q -e ".[$extras]" </dev/null >&2
-  echo "$want" >"$venv/.kimi-extras"
+  echo "$want" >"$stamp"
 fi
 echo "$(cd "$venv" && pwd)/bin/python"
