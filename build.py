@@ -4,9 +4,9 @@
     python build.py list                       # targets, bases, platforms, tags
     python build.py standins                   # stand-in bases for tests (cached) -> overrides
     python build.py build [TARGET...] [--push] [--registry R] [--base-override KIND=IMAGE] [--smoke]
-    python build.py smoke [TARGET...]
+    python build.py smoke [TARGET...] [--pull]  # --pull: from the registry first
     python build.py bake -o docker-bake.json   # for docker/bake-action
-    python build.py matrix                     # GitHub Actions matrix
+    python build.py matrix [TARGET...]         # GitHub Actions matrix
     python build.py lock                       # resolve base tags to digests (writes images/targets.yaml)
     python build.py vllm-spec --python VENV/bin/python  # vLLM's serve grammar -> recipes/vllm/<version>.json
 
@@ -17,7 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from buildsys.cli import run  # noqa: E402
+try:
+    from buildsys.cli import run  # noqa: E402
+except ImportError as exc:  # the project's own dependencies are missing: say what to install
+    sys.exit(f"build.py: error: {exc.name or exc} is not installed; install the build tool's dependencies in a "
+             "virtual environment: python3 -m venv .venv && .venv/bin/pip install -e '.[build]'")
 
 if __name__ == "__main__":
     run()

@@ -15,6 +15,12 @@ from entrypoint.core.table import text_table
 from buildsys.targets import TargetsError
 
 
+BASE_OVERRIDE = click.option(
+    "--base-override", "overrides", multiple=True, metavar="KIND=IMAGE", envvar="KIMI_BUILD_BASE_OVERRIDE",
+    help="Build FROM IMAGE instead of the data file's base of KIND (cuda, rocm, rocm-nightly); {arch} in IMAGE "
+         "becomes amd64/arm64. Also from $KIMI_BUILD_BASE_OVERRIDE (space-separated KIND=IMAGE).")
+
+
 def _load(ctx) -> targets_mod.Targets:
     """The targets data, loaded on first use (`vllm-spec` writes data the loader checks for)."""
     if "targets" not in ctx.obj:
@@ -65,17 +71,18 @@ def main(ctx, targets_file):
 def list_(ctx, registry, fmt, vllm):
     """Targets with base, platform, hardware and tags."""
     data = _release(ctx, vllm)
+    sha = engine.source_info()["short"] or None  # the same tags a build from this checkout creates
     rows = []
     for name, t in data.targets.items():
         rows.append({"target": name, "base": data.bases[t.base].ref, "base_kind": t.base, "platform": t.platform,
                      "hardware": t.hardware, "serves": t.serves, "vllm": data.target_releases(name),
-                     "tags": data.tags(name, registry)})
+                     "tags": data.tags(name, registry, sha)})
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(text_table(["target", "platform", "default", "serves", "base", "tags"],
-                          [[r["target"], r["platform"], r["hardware"], ",".join(r["serves"]), r["base"], " ".join(r["tags"])]
-                           for r in rows]))
+    click.echo(text_table(["target", "platform", "default", "serves", "base", f"tags ({data.repository(registry)}:...)"],
+                          [[r["target"], r["platform"], r["hardware"], ",".join(r["serves"]), r["base"],
+                            " ".join(tag.rsplit(":", 1)[1] for tag in r["tags"])] for r in rows]))
 
 
 def _summary(results, title):
@@ -88,9 +95,7 @@ def _summary(results, title):
 @click.argument("names", nargs=-1)
 @click.option("--registry", help="Registry to tag (and push) for, e.g. 127.0.0.1:5000/kimi.")
 @click.option("--push", is_flag=True, help="Push every tag after building.")
-@click.option("--base-override", "overrides", multiple=True, metavar="KIND=IMAGE",
-              help="Build FROM IMAGE instead of the data file's base of KIND (cuda, rocm, rocm-nightly); "
-                   "{arch} in IMAGE becomes amd64/arm64.")
+@BASE_OVERRIDE
 @click.option("--smoke", "do_smoke", is_flag=True, help="Smoke-test each image after building it.")
 @click.option("--no-cache", is_flag=True, help="Do not use the engine's build cache (a cold build).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Write results as JSON here.")
@@ -133,9 +138,10 @@ def build(ctx, names, registry, push, overrides, do_smoke, no_cache, json_out, v
 @main.command()
 @click.argument("names", nargs=-1)
 @click.option("--registry", help="Registry the images were tagged for.")
+@click.option("--pull", "do_pull", is_flag=True, help="Pull each image (its target's platform) from the registry first.")
 @click.pass_context
-def smoke(ctx, names, registry):
-    """Run each built image (no GPU) and check launch, refusal, isolation and metadata."""
+def smoke(ctx, names, registry, do_pull):
+    """Run each built (or, with --pull, pushed) image without a GPU; check launch, refusal, isolation, metadata."""
     data = _load(ctx)
     chosen = _pick(data, names)
     try:
@@ -144,8 +150,11 @@ def smoke(ctx, names, registry):
         raise click.ClickException(str(exc))
     bad = {}
     for name in chosen:
-        image = data.tags(name, registry)[1]
+        image = data.ref(name, registry)
         try:
+            if do_pull:
+                log(f"[{name}] pulling {image} ({data.targets[name].platform})")
+                engine.pull(cli, image, data.targets[name].platform)
             problems = smoke_mod.check(cli, data, name, image)
         except Exception as exc:  # noqa: BLE001
             problems = [f"{type(exc).__name__}: {exc}"]
@@ -158,12 +167,13 @@ def smoke(ctx, names, registry):
 
 
 @main.command()
+@click.argument("names", nargs=-1)
 @click.pass_context
-def matrix(ctx):
-    """The GitHub Actions matrix (JSON) with one entry per target."""
+def matrix(ctx, names):
+    """The GitHub Actions matrix (JSON) with one entry per target (NAMES, default: all)."""
     data = _load(ctx)
     include = [{"target": n, "platform": t.platform, "arch": t.arch, "base": t.base, "hardware": t.hardware,
-                "serves": ",".join(t.serves)} for n, t in data.targets.items()]
+                "serves": ",".join(t.serves)} for n, t in data.targets.items() if n in _pick(data, names)]
     click.echo(json.dumps({"include": include}))
 
 
@@ -171,25 +181,33 @@ def matrix(ctx):
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("docker-bake.json"),
               show_default=True)
 @click.option("--registry", help="Registry for the tags.")
-@click.option("--base-override", "overrides", multiple=True, metavar="KIND=IMAGE")
+@BASE_OVERRIDE
 @VLLM_OPTION
 @click.pass_context
 def bake(ctx, output, registry, overrides, vllm):
     """Write a docker-bake JSON file (one target per image, shared _common) with prepared contexts."""
     data = _release(ctx, vllm)
-    ov = engine.parse_overrides(overrides)
+    try:
+        ov = engine.parse_overrides(overrides)
+        cli = engine.client() if ov else None  # an overridden base is asked for its Python and digest
+    except BuildError as exc:
+        raise click.ClickException(str(exc))
     src = engine.source_info()
-    common = {"dockerfile": "Dockerfile", "pull": False,
+    # RUN steps need no network (wheels are prepared on the host): none keeps the build hermetic.
+    common = {"dockerfile": "Dockerfile", "pull": False, "network": "none",
               "attest": ["type=provenance,mode=max", "type=sbom"]}
     out = {"group": {"default": {"targets": list(data.targets)}}, "target": {"_common": common}}
     for name, t in data.targets.items():
         base = engine.base_ref(data, name, ov)
-        python = data.bases[t.base].python
+        if t.base in ov:
+            python, digest = engine.python_of(cli, data, name, base, True), engine.base_digest(cli, base)
+        else:
+            python, digest = data.bases[t.base].python, base.split("@", 1)[1] if "@" in base else ""
         ctx_dir = context.prepare(t.platform, python)
         out["target"][name] = {
             "inherits": ["_common"], "context": str(ctx_dir), "platforms": [t.platform],
             "args": engine.build_args(data, name, base),
-            "labels": engine.labels(data, name, base, base.split("@", 1)[1] if "@" in base else "", src),
+            "labels": engine.labels(data, name, base, digest, src),
             "tags": data.tags(name, registry, src["short"] or None),
         }
     output.write_text(json.dumps(out, indent=2) + "\n")

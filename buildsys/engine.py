@@ -8,18 +8,29 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-import docker
-import docker.errors
+try:  # the docker SDK is the `build` extra: list, matrix and bake work without it
+    import docker
+    import docker.errors
+except ImportError:  # pragma: no cover - exercised by tests/images/test_build_py_messages.py
+    docker = None
 
 from buildsys import ROOT, context, log
 from buildsys.targets import Targets
+
+SDK_MISSING = ("the Docker SDK for Python is not installed; install the build extra: "
+               "pip install -e '.[build]' (in a virtual environment)")
+# Failures of a pull that mean "the registry cannot be reached", as the engine words them.
+UNREACHABLE = ("no such host", "dial tcp", "connection refused", "i/o timeout", "network is unreachable",
+               "TLS handshake timeout", "Client.Timeout", "server misbehaving", "temporary failure in name resolution")
 
 
 class BuildError(Exception):
     pass
 
 
-def client() -> docker.DockerClient:
+def client():
+    if docker is None:
+        raise BuildError(SDK_MISSING)
     try:
         c = docker.from_env(timeout=600)
         c.ping()
@@ -81,7 +92,7 @@ def python_of(cli: docker.DockerClient, data: Targets, target: str, image: str, 
 def labels(data: Targets, target: str, base: str, base_digest: str, src: dict) -> Dict[str, str]:
     t = data.targets[target]
     p = data.label_prefix
-    return {
+    out = {
         "org.opencontainers.image.title": data.image,
         "org.opencontainers.image.description": f"Kimi-K2.5 on vLLM {data.vllm_version} for {', '.join(t.serves)}",
         "org.opencontainers.image.source": data.source,
@@ -97,6 +108,9 @@ def labels(data: Targets, target: str, base: str, base_digest: str, src: dict) -
         f"{p}.vllm-version": data.vllm_version,
         f"{p}.platform": t.platform,
     }
+    if not base_digest:  # an unpinned base (no `build.py lock` yet) in a bake file: unknown until built
+        del out["org.opencontainers.image.base.digest"]
+    return out
 
 
 def build_args(data: Targets, target: str, base: str) -> Dict[str, str]:
@@ -120,15 +134,20 @@ class Result:
     error: str = ""
 
 
-def _base_digest(cli, image: str) -> str:
+def base_digest(cli, image: str) -> str:
+    """The base's digest: pinned in the reference, else the digest its own repository served it
+    under, else (a local-only image, e.g. a stand-in) its image id. A digest the image got from
+    being pushed elsewhere is not its identity, so it is never taken."""
     if "@" in image:
         return image.split("@", 1)[1]
     try:
         img = cli.images.get(image)
     except docker.errors.ImageNotFound:
         return ""
+    repo = split_ref(image)[0]
     for rd in img.attrs.get("RepoDigests") or []:
-        return rd.split("@", 1)[1]
+        if rd.split("@", 1)[0] == repo:
+            return rd.split("@", 1)[1]
     return img.id
 
 
@@ -151,7 +170,7 @@ def build(cli, data: Targets, target: str, registry: Optional[str], overrides: D
     log(f"[{target}] building FROM {base} ({t.platform}, python {python}) -> {res.tags[0]}")
     stream = cli.api.build(path=str(ctx), dockerfile="Dockerfile", tag=res.tags[0], rm=True, forcerm=True,
                            pull=False, nocache=nocache, decode=True, platform=t.platform, buildargs=build_args(data, target, base),
-                           labels=labels(data, target, base, _base_digest(cli, base), src))
+                           labels=labels(data, target, base, base_digest(cli, base), src))
     image_id = ""
     for chunk in stream:
         if "error" in chunk:
@@ -185,8 +204,17 @@ def build(cli, data: Targets, target: str, registry: Optional[str], overrides: D
 
 def pull(cli, ref: str, platform: str) -> None:
     repo, tag = split_ref(ref)
-    for chunk in cli.api.pull(repo, tag=tag, platform=platform, stream=True, decode=True):
-        _progress("pull", chunk)
+    try:
+        for chunk in cli.api.pull(repo, tag=tag, platform=platform, stream=True, decode=True):
+            _progress("pull", chunk)
+    except (docker.errors.APIError, BuildError) as exc:
+        text = str(getattr(exc, "explanation", None) or exc)
+        if any(word.lower() in text.lower() for word in UNREACHABLE):
+            raise BuildError(
+                f"cannot pull the base {ref}: its registry cannot be reached ({text.strip()[-200:]}). "
+                "Build from the stand-in bases instead: python build.py build TARGET $(python build.py standins) "
+                "(or --base-override KIND=IMAGE with a base you have; docs/images.md)") from None
+        raise BuildError(f"cannot pull the base {ref}: {text.strip()}") from None
 
 
 def split_ref(ref: str):

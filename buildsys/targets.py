@@ -142,6 +142,14 @@ class Targets(Strict):
             tags.append(f"{repo}:{sha}-{target}")
         return tags
 
+    # `tags` is the one tagging rule: build, bake, list and smoke all derive their tags from it.
+    def ref(self, target: str, registry: Optional[str] = None) -> str:
+        """The tag that names the vLLM version (the first): what smoke runs and `smoke --pull` pulls."""
+        return self.tags(target, registry)[0]
+
+    def repository(self, registry: Optional[str] = None) -> str:
+        return f"{(registry or self.registry).rstrip('/')}/{self.image}"
+
 
 class TargetsError(Exception):
     pass

@@ -9,11 +9,11 @@ export KIMI_DOCKERD_PIDFILE=/tmp/kimi-demo-dockerd.pid
 rm -f "$KIMI_DOCKERD_PIDFILE"
 trap 'scripts/docker-engine.sh stop || true' EXIT
 scripts/docker-engine.sh start
-python3 -m pip install -q -e . docker </dev/null
-target="${1:-$(python3 -c 'from buildsys import targets; print(targets.load().default_target)')}"
-arch="$(python3 -c 'import sys; from buildsys import targets; print(targets.load().targets[sys.argv[1]].arch)' "$target")"
-read -r -a overrides <<<"$(python3 build.py standins --arch "$arch")"
-python3 build.py build "$target" --smoke --registry kimi.local "${overrides[@]}"
-image="kimi.local/$(python3 -c 'from buildsys import targets; print(targets.load().image)'):$target"
+py="$(scripts/venv.sh build)"   # the project's own venv (.venv), never the system interpreter
+target="${1:-$("$py" -c 'from buildsys import targets; print(targets.load().default_target)')}"
+arch="$("$py" -c 'import sys; from buildsys import targets; print(targets.load().targets[sys.argv[1]].arch)' "$target")"
+read -r -a overrides <<<"$("$py" build.py standins --arch "$arch")"
+"$py" build.py build "$target" --smoke --registry kimi.local "${overrides[@]}"
+image="kimi.local/$("$py" -c 'from buildsys import targets; print(targets.load().image)'):$target"
 echo "== the launch $image makes (kimi-serve print):"
 docker run --rm --network none "$image" print

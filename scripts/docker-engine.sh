@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start or stop a local Docker engine as ../shared/docker-here.md describes.
+# Start or stop a local Docker engine (dockerd without bridge or iptables; see docs/images.md).
 #   scripts/docker-engine.sh start   -> reuses a running engine; otherwise starts dockerd and
 #                                       writes its pid to $KIMI_DOCKERD_PIDFILE (only then)
 #   scripts/docker-engine.sh stop    -> stops the engine only if this script started it

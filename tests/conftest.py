@@ -4,7 +4,7 @@ Fixtures (all session-scoped, so the expensive ones run once per pytest session)
 
 - ``docker_client``: a ``docker.DockerClient`` for a reachable engine. If none answers and
   ``dockerd`` is installed and we are root, it starts one with ``scripts/docker-engine.sh``
-  (as ../shared/docker-here.md says) and stops it at the end of the session. Without an engine
+  (reusing a running one) and stops it at the end of the session. Without an engine
   the test is skipped locally, but FAILS when ``CI=true`` (CI must never skip these silently).
 - ``standin_images``: ``{"amd64": IMAGE, "arm64": IMAGE}`` stand-in vLLM base images (Debian
   bookworm + python3 + the stand-in ``vllm``/``vllm-router`` of ``images/standin/``), built by

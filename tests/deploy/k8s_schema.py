@@ -1,7 +1,7 @@
 """Validation of rendered Kubernetes objects, strict about unknown keys.
 
 - LeaderWorkerSet objects: jsonschema over the CRD's openAPIV3Schema from
-  ../shared/reference/k8s/, with `additionalProperties: false` added wherever the schema lists
+  tests/data/k8s/ (see tests/data/PROVENANCE.md), with `additionalProperties: false` added wherever the schema lists
   properties (the API server would prune unknown keys silently; we want them to fail); the pod
   templates inside are also checked as core objects.
 - Core objects: deserialized into the `kubernetes` client's models and serialized back; any key
@@ -17,8 +17,10 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from tests.testdata import K8S_CRDS
+
 ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = ROOT.parent / "shared" / "reference" / "k8s"
+CRD_DIR = K8S_CRDS
 CRDS = {"LeaderWorkerSet": "leaderworkerset.x-k8s.io_leaderworkersets.yaml"}
 CORE = {"Deployment": "V1Deployment", "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim"}
 

@@ -16,10 +16,10 @@ import yaml
 from entrypoint.core.errors import KimiError
 from entrypoint.render import compose
 from tests.conftest import IN_CI
-from tests.deploy.k8s_schema import ROOT
 from tests.deploy.shapes import COMPOSE, launch_for, render
+from tests.testdata import COMPOSE_SPEC
 
-SPEC = ROOT.parent / "shared" / "reference" / "compose-spec.json"
+SPEC = COMPOSE_SPEC
 SECRET = "hf_do_not_render_me_123"
 
 

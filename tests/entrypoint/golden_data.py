@@ -1,10 +1,8 @@
-"""Where the shared golden launches live (read-only, beside the repository)."""
+"""The golden launches (tests/data/golden, see tests/data/PROVENANCE.md)."""
 
 import json
-from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-GOLDEN = SHARED / "golden" / "kimi-k2.5.json"
+from tests.testdata import GOLDEN
 
 
 def golden_cases():

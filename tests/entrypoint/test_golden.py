@@ -1,4 +1,4 @@
-"""Every configuration of ../shared/golden/kimi-k2.5.json resolves to exactly its expected processes."""
+"""Every configuration of tests/data/golden/kimi-k2.5.json resolves to exactly its expected processes."""
 
 import json
 import subprocess
@@ -46,8 +46,9 @@ def test_golden_through_the_batch_cli(tmp_path):
             assert result == case["expect"], case["id"]
 
 
-def test_golden_file_is_the_shared_one():
-    assert GOLDEN.is_file(), "tests read the golden launches from ../shared/golden"
+def test_golden_file_is_in_the_repository():
+    assert GOLDEN.is_file(), "tests read the golden launches from tests/data/golden"
+    assert len(CASES) >= 100
 
 
 def test_golden_on_the_newest_vllm(catalog):

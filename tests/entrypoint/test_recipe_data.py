@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from entrypoint.core.recipe import RecipeDataError, load_catalog_from
+from tests.testdata import TAXONOMY
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
@@ -30,7 +31,7 @@ def test_shipped_data_matches_the_reference_facts(data):
     assert sorted(cat.recipe.hardware) == sorted(["h100", "h200", "b200", "gb200", "b300", "gb300", "mi300x",
                                                   "mi325x", "mi350x", "mi355x"])
     assert len(cat.strategies) == 9
-    reference = yaml.safe_load((RECIPES.parents[1] / "shared/reference/vllm-recipes/taxonomy.yaml").read_text())
+    reference = yaml.safe_load(TAXONOMY.read_text())
     for hw, profile in cat.hardware.items():
         ref = reference["hardware_profiles"].get(hw)
         if ref:  # mi350x is not in the taxonomy snapshot: gfx950 with 8 x 288 GB like mi355x

@@ -2,13 +2,14 @@
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from buildsys import context, targets
-from tests.conftest import run_build_py
+from tests.conftest import ROOT, run_build_py
 
 ISSUE_TABLE = {  # the issue's table: target -> (base kind, platform, default hardware, serves)
     "h100": ("cuda", "linux/amd64", "h100", ["h100"]),
@@ -87,10 +88,14 @@ def test_matrix_is_one_entry_per_target():
     assert {e["target"]: e["platform"] for e in out["include"]} == {k: v[1] for k, v in ISSUE_TABLE.items()}
 
 
-def test_list_json_has_tags():
+def test_list_shows_every_tag_a_build_creates():
     rows = json.loads(run_build_py("list", "--format", "json", "--registry", "r.example/x").stdout)
+    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     h200 = next(r for r in rows if r["target"] == "h200")
-    assert h200["tags"][:2] == [f"r.example/x/kimi-k2.5:{targets.load().vllm_version}-h200", "r.example/x/kimi-k2.5:h200"]
+    assert h200["tags"] == [f"r.example/x/kimi-k2.5:{targets.load().vllm_version}-h200", "r.example/x/kimi-k2.5:h200",
+                            *([f"r.example/x/kimi-k2.5:{sha}-h200"] if sha else [])]
+    table = run_build_py("list", "--registry", "r.example/x").stdout
+    assert all(tag.rsplit(":", 1)[1] in table for r in rows for tag in r["tags"])
 
 
 def test_bake_file(tmp_path):

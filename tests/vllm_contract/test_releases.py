@@ -70,7 +70,9 @@ def test_build_cli_lists_a_release():
     out = subprocess.run([sys.executable, str(ROOT / "build.py"), "list", "--format", "json", "--vllm", "0.19.1"],
                          capture_output=True, text=True, check=True)
     rows = {r["target"]: r for r in json.loads(out.stdout)}
-    assert rows["h200"]["tags"] == ["ghcr.io/kimi-serve/kimi-k2.5:0.19.1-h200"]
+    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert rows["h200"]["tags"] == ["ghcr.io/kimi-serve/kimi-k2.5:0.19.1-h200",  # every tag a build creates
+                                    *([f"ghcr.io/kimi-serve/kimi-k2.5:{sha}-0.19.1-h200"] if sha else [])]
     assert rows["h200"]["base"].endswith("vllm-openai:v0.19.1")
     bad = subprocess.run([sys.executable, str(ROOT / "build.py"), "list", "--vllm", "0.5.0"], capture_output=True,
                          text=True)

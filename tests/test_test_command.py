@@ -1,0 +1,30 @@
+"""The README's test command is scripts/test.sh, .ci/run runs it, and it passes pytest's exit
+status and summary line through (run here on a tiny selection, reusing this venv)."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def test_readme_and_ci_run_the_same_command():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("Run all tests"):]
+    assert re.search(r"```bash\n(.*?)\n```", section, re.S).group(1) == "bash scripts/test.sh"
+    assert "exec bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not shutil.which("sudo"), reason="scripts/test.sh sets up the host as root")
+def test_the_command_passes_pytests_status_and_summary_through():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_DOCKERD", "PYTEST_"))}
+    env["KIMI_VENV"] = sys.prefix  # this venv: nothing to install when pyproject.toml is unchanged
+    proc = subprocess.run(["bash", "scripts/test.sh", "tests/test_testdata.py", "-k", "no_such_test"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]  # pytest: no tests ran
+    assert re.search(r"^=* ?\d+ deselected in [\d.]+s", proc.stdout, re.M), proc.stdout[-2000:]
+    assert "pytest exited 5" in proc.stdout

@@ -1,0 +1,16 @@
+"""The facts the tests read, all inside the repository (tests/data/, see its PROVENANCE.md).
+
+Every file under tests/data/ is listed with its sha256 in tests/data/SHA256SUMS
+(tests/test_testdata.py checks both ways); nothing a test reads lives outside the checkout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+GOLDEN = DATA / "golden" / "kimi-k2.5.json"
+COMPOSE_SPEC = DATA / "compose-spec.json"
+K8S_CRDS = DATA / "k8s"
+TAXONOMY = DATA / "vllm-recipes" / "taxonomy.yaml"
+SUMS = DATA / "SHA256SUMS"
