@@ -149,7 +149,7 @@ class _Reader:
                 raise HttpError(f"Content-Length {length[:20]!r} is not a number")
             left = int(length)
             if left > self.max_bytes:
-                raise HttpError(f"the answer announces {left} bytes; at most {self.max_bytes} are read")
+                raise HttpError(f"the answer announces {left} bytes; at most {_size(self.max_bytes)} are read")
             while left:
                 if not self.buffer:
                     if self.eof:
@@ -170,8 +170,15 @@ class _Reader:
     def _count(self, data: bytes) -> bytes:
         self.body_bytes += len(data)
         if self.body_bytes > self.max_bytes:
-            raise HttpError(f"the answer is larger than {self.max_bytes} bytes (the cap of this client)")
+            raise HttpError(f"the answer is larger than {_size(self.max_bytes)} (the cap of this client)")
         return data
+
+
+def _size(count: int) -> str:
+    for unit, size in (("MiB", 1024 ** 2), ("KiB", 1024)):
+        if count >= size and count % size == 0:
+            return f"{count // size} {unit}"
+    return f"{count} bytes"
 
 
 def _connect(target: Target, deadline: float, timeout: float) -> socket.socket:
@@ -183,8 +190,7 @@ def _connect(target: Target, deadline: float, timeout: float) -> socket.socket:
     except socket.timeout:
         raise Late(f"cannot connect to {target.url} within {timeout:g} s") from None
     except ConnectionRefusedError:
-        raise ConnectionRefused(f"cannot connect to {target.url} (connection refused); is the server running?") \
-            from None
+        raise ConnectionRefused(f"cannot connect to {target.url} (connection refused)") from None
     except ssl.SSLError as exc:
         raise HttpError(f"TLS with {target.url} failed ({exc.reason or exc})") from None
     except OSError as exc:
