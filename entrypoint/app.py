@@ -7,7 +7,6 @@ the pure core (entrypoint.core) to its inputs (the environment, cluster wiring, 
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
@@ -27,7 +26,15 @@ class Launch:
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
 
     def this_process(self) -> Process:
-        return this_process(self.plan, self.selection)
+        proc = this_process(self.plan, self.selection)
+        if proc.role == "router" and self.settings.user_args:
+            from entrypoint.core.errors import INVALID_VALUE, KimiError
+
+            raise KimiError(INVALID_VALUE, f"KIMI_ROLE=router runs {proc.argv[0]}, which takes no vLLM arguments, "
+                            f"but the container was given {len(self.settings.user_args)}: give them to the prefill "
+                            "and decode containers (or KIMI_EXTRA_ARGS, which every vLLM process of the deployment "
+                            "gets) and start the router without arguments.")
+        return proc
 
 
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
@@ -108,13 +115,7 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
     launch = load_launch((), environ)
     proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
         launch.plan.find("router", 0)
-    port = proc.port or 8000
-    host = launch.settings.host or "127.0.0.1"
-    if proc.role == "router":
-        host = launch.settings.router_host
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
-    return ServiceExpectations(url=f"http://{host}:{port}", served_model_name=launch.plan.served_model_name,
+    return ServiceExpectations(url=local_url(launch, proc), served_model_name=launch.plan.served_model_name,
                                features=frozenset(launch.plan.features))
 
 
@@ -125,17 +126,28 @@ def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
     return as_applied(load_launch(tuple(user_args), environ).this_process(), environ)
 
 
-def announce(proc: Process, environ: Mapping[str, str]) -> None:
-    from entrypoint.core.mask import mask_env
+def local_url(launch: Launch, proc: Process, port: Optional[int] = None) -> str:
+    """The URL of `proc`'s server as a client on its own machine reaches it (healthcheck, verify);
+    `port` overrides the plan's (the port the start recorded)."""
+    from entrypoint.core.net import client_url
+
+    host = launch.settings.router_host if proc.role == "router" else launch.settings.host
+    return client_url(host, port or proc.port or 8000)
+
+
+def announce(proc: Process, environ: Mapping[str, str], log) -> None:
+    from entrypoint.core.mask import mask_argv, mask_env
     from entrypoint.node.exec import as_applied, split_env
     from entrypoint.render.shell import render_process
 
     _, kept = split_env(proc.env, environ)
     for key, value in mask_env(kept).items():
-        print(f"kimi-serve: keeping {key}={value} as set in the environment (the recipe would set "
-              f"{mask_env({key: proc.env[key]})[key]})", file=sys.stderr)
-    print(f"kimi-serve: launching {proc.role} (rank {proc.rank}):\n{render_process(as_applied(proc, environ))}",
-          file=sys.stderr, flush=True)
+        log.info("env", f"keeping {key}={value} as set in the environment (the recipe would set "
+                 f"{mask_env({key: proc.env[key]})[key]})", name=key)
+    applied = as_applied(proc, environ)
+    text = render_process(applied) if log.fmt == "text" else " ".join(mask_argv(applied.argv))
+    log.info("launch", f"launching {proc.role} (rank {proc.rank}):" + ("\n" if log.fmt == "text" else " ") + text,
+             role=proc.role, rank=proc.rank, argv=mask_argv(applied.argv), env=mask_env(applied.env))
 
 
 def diagnose(environ: Mapping[str, str]) -> dict:
@@ -192,14 +204,18 @@ def start(user_args) -> None:
     log = log_decisions(launch, environ, wiring=wiring)
     for entry in platform_entries(platform):
         log.emit(entry)
+    if proc.role == "router" and launch.settings.extra_args:
+        log.warning("settings", "KIMI_EXTRA_ARGS holds vLLM arguments; the router takes none and starts without them")
+    # A dry run only prints: preflight problems are reported, never a reason to stop (exit 0).
+    mode = "warn" if launch.settings.dry_run and launch.settings.preflight == "on" else None
     if launch.settings.download and not launch.settings.dry_run:
         fetch_weights(launch, environ, log)
-    proc, preflight_notes = preflight_launch(launch, proc, environ)
+    proc, preflight_notes = preflight_launch(launch, proc, environ, mode=mode)
     for entry in preflight_notes:
         log.emit(entry)
-    announce(proc, environ)
+    announce(proc, environ, log)
     if launch.settings.dry_run:
-        print("kimi-serve: KIMI_DRY_RUN=1, not starting it", file=sys.stderr)
+        log.info("launch", "KIMI_DRY_RUN=1, not starting it")
         return
     record_launch(proc, platform)
     exec_process(proc, environ, launch.settings.cache_dir)

@@ -7,8 +7,13 @@ nothing it does not run.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import List, Optional
+
+from entrypoint.cli import _context
+from entrypoint.cli._context import run_guarded, say
+from entrypoint.core.errors import KimiError
 
 # command name -> (module, one-line help). Each module exposes a click command named `command`.
 COMMANDS = {
@@ -38,11 +43,64 @@ def usage() -> str:
     return USAGE + "\n".join(f"  {name.ljust(width)}  {help_}" for name, (_, help_) in COMMANDS.items())
 
 
+# Things people type as a container command that are not vLLM arguments.
+SHELLS = ("bash", "sh", "/bin/bash", "/bin/sh", "zsh", "ash", "dash", "python", "python3")
+# Commands that must answer 0/1 only (Docker's HEALTHCHECK treats 2 as reserved).
+ZERO_ONE = ("healthcheck",)
+
+
+def _unknown_command(word: str) -> KimiError:
+    import difflib
+
+    from entrypoint.core.errors import INVALID_VALUE
+
+    if word in SHELLS or word.rsplit("/", 1)[-1] in SHELLS:
+        return KimiError(INVALID_VALUE, f"'{word}' is not a kimi-serve command and kimi-serve runs no shell: for a "
+                         f"shell in the image use `docker run -it --entrypoint {word} IMAGE` (Kubernetes: command:).")
+    close = difflib.get_close_matches(word, list(COMMANDS), n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return KimiError(INVALID_VALUE, f"'{word}' is not a kimi-serve command.{hint} Commands: {', '.join(COMMANDS)}; "
+                     "vLLM arguments start with '-' (e.g. --max-model-len 65536).")
+
+
+def _check_setting_names(warn: bool) -> None:
+    from entrypoint.core.errors import INVALID_VALUE
+    from entrypoint.core.settings import check_names
+
+    errors, warnings = check_names(os.environ)
+    if errors:
+        raise KimiError(INVALID_VALUE, errors[0])
+    for warning in warnings if warn else ():
+        say(warning, level="warning")
+
+
+def _run_command(name: str, args: List[str]) -> None:
+    import click
+
+    module = importlib.import_module(COMMANDS[name][0])
+    _check_setting_names(warn=True)
+    try:
+        code = module.command.main(args=args, prog_name=f"kimi-serve {name}", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        raise KeyboardInterrupt from None
+    except click.ClickException as exc:
+        raise KimiError("usage", f"kimi-serve {name}: {exc.format_message()} (see `kimi-serve {name} --help`)",
+                        1 if name in ZERO_ONE else exc.exit_code) from None
+    if isinstance(code, int) and code:  # --help returns 0; a command's ctx.exit(n) returns n
+        sys.exit(code)
+
+
+def _json_log() -> bool:
+    return os.environ.get("KIMI_LOG_FORMAT", "").strip().lower() == "json"
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    _context.ARGV[:] = args
     if args and args[0] in COMMANDS:
-        module = importlib.import_module(COMMANDS[args[0]][0])
-        module.command.main(args=args[1:], prog_name=f"kimi-serve {args[0]}")
+        run_guarded(_run_command, args[0], args[1:], error_exit=1 if args[0] in ZERO_ONE else None)
         return
     if args and args[0] in ("-h", "--help", "help"):
         print(usage())
@@ -52,7 +110,17 @@ def main(argv: Optional[List[str]] = None) -> None:
 
         print(f"kimi-serve {__version__}")
         return
-    from entrypoint.app import start
-    from entrypoint.cli._context import guarded
+    run_guarded(_start, args, json_log=_json_log())
 
-    guarded(start)(args)
+
+def _start(args: List[str]) -> None:
+    if args and not args[0].startswith("-"):
+        from entrypoint.app import wire_platform
+
+        left = wire_platform(tuple(args)).args  # a platform's start command (SageMaker's `serve`) is no typo
+        if left and not left[0].startswith("-"):
+            raise _unknown_command(left[0])
+    _check_setting_names(warn=False)  # the start log carries the warnings
+    from entrypoint.app import start
+
+    start(args)

@@ -1,34 +1,105 @@
-"""What every command shares: turning user errors into one message and exit code 2."""
+"""The one guard around every command and the start: whatever goes wrong ends in one line with
+the cause and a way out, a documented exit code, and no secret; never a traceback (unless
+KIMI_DEBUG=1 asks for one). docs/reliability.md lists the exit codes."""
 
 from __future__ import annotations
 
 import functools
+import json
+import os
 import sys
+import time
+import traceback
 from typing import NoReturn
 
-from entrypoint.core.errors import EXIT_USAGE, KimiError
+from entrypoint.core.errors import EXIT_USAGE, INTERNAL_ERROR, KimiError
 
-EXIT_BROKEN_IMAGE = 3
+EXIT_BROKEN_IMAGE = 3  # a defect of the image: broken recipe data, or a bug (please report it)
+EXIT_INTERRUPTED = 130
+ARGV: list = []  # this run's arguments (main sets them): secrets given there are masked too
+REPORT_HINT = "a bug in kimi-serve: please report it with this line (KIMI_DEBUG=1 shows the full trace)"
 
 
-def fail(err: KimiError) -> NoReturn:
-    print(f"kimi-serve: error: {err.message}", file=sys.stderr)
-    sys.exit(EXIT_USAGE)
+def _debug() -> bool:
+    return os.environ.get("KIMI_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def say(message: str, level: str = "error", json_log: bool = False, code: str = "") -> None:
+    """One line on stderr, secrets masked: `kimi-serve: error: ...`, or a JSON record."""
+    from entrypoint.core.mask import mask_flags, mask_text, secret_values
+
+    message = mask_flags(mask_text(message, secret_values(os.environ, ARGV)))
+    if json_log:
+        record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": level, "event": level,
+                  "message": message}
+        if code:
+            record["code"] = code
+        print(json.dumps(record), file=sys.stderr, flush=True)
+    else:
+        print(f"kimi-serve: {level}: {message}", file=sys.stderr, flush=True)
+
+
+def fail(err: KimiError, exit_code: int = None, json_log: bool = False) -> NoReturn:
+    say(err.message, json_log=json_log, code=err.code)
+    sys.exit(exit_code if exit_code is not None else err.exit_code)
+
+
+def _os_message(err: OSError) -> str:
+    where = " -> ".join(str(f) for f in (err.filename, err.filename2) if f is not None)
+    return (f"{where + ': ' if where else ''}{err.strerror or err}. Check that the path exists and that this user "
+            f"(uid {os.getuid()}) may use it.")
+
+
+def run_guarded(fn, *args, error_exit: int = None, json_log: bool = False, **kwargs):
+    """Call fn; map every failure to one line and an exit code. `error_exit` replaces every
+    failing code (healthcheck: 1, Docker's HEALTHCHECK contract)."""
+    from entrypoint.core.recipe import RecipeDataError
+
+    def end(message: str, code: int, kind: str = "") -> NoReturn:
+        say(message, json_log=json_log, code=kind)
+        sys.exit(error_exit if error_exit is not None else code)
+
+    try:
+        return fn(*args, **kwargs)
+    except KimiError as err:
+        end(err.message, err.exit_code, err.code)
+    except RecipeDataError as err:
+        end(f"{err} (a defect of this image: please report it)", EXIT_BROKEN_IMAGE, "broken_image")
+    except KeyboardInterrupt:
+        end("interrupted", EXIT_INTERRUPTED)
+    except OSError as err:  # a file, the node or the network refused: the user's to fix
+        if _debug():
+            traceback.print_exc()
+        end(_os_message(err), EXIT_USAGE, "os_error")
+    except (RecursionError, MemoryError) as err:
+        end(f"the input is too deep or too large to read ({type(err).__name__}); docs/reliability.md lists the "
+            "bounds", EXIT_USAGE, "too_large")
+    except Exception as err:  # noqa: BLE001 - the last line of defence: still one line
+        if _debug():
+            traceback.print_exc()
+        text = str(err).splitlines()[0][:200] if str(err) else ""
+        end(f"{type(err).__name__}{': ' + text if text else ''} ({REPORT_HINT})", EXIT_BROKEN_IMAGE, INTERNAL_ERROR)
 
 
 def guarded(fn):
-    """Run a command body; a KimiError ends it with its message and exit code 2, never a traceback."""
+    """Decorate a command body with run_guarded (click commands run inside the main guard too;
+    this keeps a command safe when it is invoked on its own, e.g. by click's test runner)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from entrypoint.core.recipe import RecipeDataError
-
-        try:
-            return fn(*args, **kwargs)
-        except KimiError as err:
-            fail(err)
-        except RecipeDataError as err:
-            print(f"kimi-serve: error: {err} (a defect of this image: please report it)", file=sys.stderr)
-            sys.exit(EXIT_BROKEN_IMAGE)
+        return run_guarded(fn, *args, **kwargs)
 
     return wrapper
+
+
+def check_timeout(ctx, param, value: float) -> float:
+    """click callback for --timeout: a finite number of seconds, more than 0, at most MAX_TIMEOUT_S."""
+    import math
+
+    import click
+
+    from entrypoint.core import limits
+
+    if not (math.isfinite(value) and 0 < value <= limits.MAX_TIMEOUT_S):
+        raise click.BadParameter(f"must be more than 0 and at most {limits.MAX_TIMEOUT_S:g} seconds, not {value}")
+    return value

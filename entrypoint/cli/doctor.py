@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from entrypoint.cli._context import guarded
+
 EXIT_PROBLEMS = 1
 
 
@@ -38,13 +40,17 @@ def render_text(report: dict) -> str:
     return "\n".join(lines)
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@guarded
 def command(fmt: str) -> None:
     """Detect the hardware, run every node check, print a report; exit 1 on any error."""
     from entrypoint.app import diagnose
 
     report = diagnose(os.environ)
     report["ok"] = not any(c["status"] == "error" for c in report["checks"])
-    click.echo(json.dumps(report, indent=2) if fmt == "json" else render_text(report))
+    from entrypoint.core.mask import mask_flags, mask_text, secret_values
+
+    text = json.dumps(report, indent=2) if fmt == "json" else render_text(report)
+    click.echo(mask_flags(mask_text(text, secret_values(os.environ))))
     sys.exit(0 if report["ok"] else EXIT_PROBLEMS)

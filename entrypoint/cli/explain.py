@@ -33,7 +33,7 @@ def explain_rows(proc, environ) -> list:
     return rows
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--all", "all_processes", is_flag=True, help="Explain every process of the plan, not only this one.")
 @guarded

@@ -42,7 +42,7 @@ def catalog_summary(catalog) -> dict:
     }
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @guarded
 def command(fmt: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import click
 
 from entrypoint.app import load_launch
 from entrypoint.cli._context import guarded
+from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 
 # Deployment renderers: format -> module exposing `render(launch) -> {filename: text}`.
@@ -27,30 +29,86 @@ def _plan_json(launch) -> dict:
                           for p in launch.plan.processes]}
 
 
-def batch_line(line: str) -> dict:
-    """One JSON-lines entry: an object of KIMI_* variables -> the plan, or an error object."""
-    from entrypoint.app import build
-
-    try:
+def _line_env(line) -> dict:
+    if isinstance(line, bytes):
         try:
-            env = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise KimiError(INVALID_VALUE, f"not a JSON object: {exc}") from None
-        if not isinstance(env, dict):
-            raise KimiError(INVALID_VALUE, "each line must be a JSON object of KIMI_* variables")
-        env = {str(k): ("" if v is None else str(v)) for k, v in env.items()}
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise KimiError(INVALID_VALUE, f"not UTF-8 text (byte {exc.start})") from None
+    if not line.strip():
+        raise KimiError(INVALID_VALUE, "an empty line, not a JSON object of KIMI_* variables")
+    try:
+        env = json.loads(line)
+    except RecursionError:
+        raise KimiError(INVALID_VALUE, "JSON nested too deep: a line is one flat object") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer past Python's digit limit
+        raise KimiError(INVALID_VALUE, f"not a JSON object: {str(exc)[:120]}") from None
+    if not isinstance(env, dict):
+        raise KimiError(INVALID_VALUE, "each line must be a JSON object of KIMI_* variables")
+    bad = [k for k, v in env.items() if v is not None and not isinstance(v, (str, int, float, bool))]
+    if bad:
+        raise KimiError(INVALID_VALUE, f"{bad[0][:80]}: values are strings, numbers or booleans")
+    return {str(k): ("" if v is None else str(v)) for k, v in env.items()}
+
+
+def batch_line(line) -> dict:
+    """One JSON-lines entry: an object of KIMI_* variables -> the plan, or an error object. Never
+    raises: a line that breaks anything yields an error object for that line."""
+    from entrypoint.app import build
+    from entrypoint.core.errors import INTERNAL_ERROR
+    from entrypoint.core.mask import mask_flags, mask_text, secret_values
+
+    env: dict = {}
+    try:
+        env = _line_env(line)
         return _plan_json(build(env))
     except KimiError as err:
-        return {"error": err.as_dict()}
+        error = err.as_dict()
+    except (RecursionError, MemoryError) as err:
+        error = {"code": INVALID_VALUE, "message": f"too deep or too large ({type(err).__name__})"}
+    except Exception as err:  # noqa: BLE001 - one line must not end the batch
+        error = {"code": INTERNAL_ERROR, "message": f"{type(err).__name__}: {str(err)[:200]} (a bug in "
+                 "kimi-serve: please report it)"}
+    error["message"] = mask_flags(mask_text(error["message"], secret_values(env)))
+    return {"error": error}
+
+
+def _lines(stream):
+    """Lines of at most MAX_BATCH_LINE_BYTES; a longer one is skipped to its end and yields None."""
+    limit = limits.MAX_BATCH_LINE_BYTES
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(limit)
+            yield None
+            continue
+        yield line.rstrip(b"\r\n")
+
+
+def _open_batch(path: str):
+    if path == "-":
+        stdin = sys.stdin
+        return getattr(stdin, "buffer", None) or io.BytesIO(stdin.read().encode("utf-8", "surrogateescape"))
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise KimiError(INVALID_VALUE, f"--batch {path}: cannot read it ({exc.strerror or exc}). Give a file of "
+                        "JSON lines, or - for standard input.") from None
 
 
 def _run_batch(path: str) -> None:
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
-    with stream:
-        for line in stream:
-            if not line.strip():
-                continue
-            sys.stdout.write(json.dumps(batch_line(line)) + "\n")
+    too_long = {"error": {"code": INVALID_VALUE, "message": f"a line longer than {limits.MAX_BATCH_LINE_BYTES} "
+                                                            "bytes"}}
+    with _open_batch(path) as stream:
+        try:
+            for line in _lines(stream):
+                sys.stdout.write(json.dumps(batch_line(line) if line is not None else too_long) + "\n")
+        except OSError as exc:  # a directory opens but cannot be read
+            raise KimiError(INVALID_VALUE, f"--batch {path}: cannot read it ({exc.strerror or exc}). Give a file "
+                            "of JSON lines, or - for standard input.") from None
 
 
 def _write_files(files: dict, output: Optional[str]) -> None:
@@ -61,13 +119,19 @@ def _write_files(files: dict, output: Optional[str]) -> None:
             click.echo(text.rstrip("\n"))
         return
     out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (out / name).write_text(text, encoding="utf-8")
-        click.echo(f"wrote {out / name}", err=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out / name).write_text(text, encoding="utf-8")
+            click.echo(f"wrote {out / name}", err=True)
+    except OSError as exc:
+        where = exc.filename or output
+        raise KimiError(INVALID_VALUE, f"--output {output}: cannot write {where} ({exc.strerror or exc}). Give a "
+                        "directory this user can write (it is created if missing), or leave --output out to print "
+                        "the files.") from None
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--format", "fmt", type=click.Choice(["shell", "json", *FILE_RENDERERS]), default="shell",
               show_default=True)
 @click.option("--batch", "batch", metavar="FILE",

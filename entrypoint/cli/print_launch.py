@@ -10,7 +10,8 @@ import click
 from entrypoint.cli._context import guarded
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
+                                 "help_option_names": ["-h", "--help"]})
 @click.option("--format", "fmt", type=click.Choice(["shell", "json"]), default="shell", show_default=True)
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
 @guarded

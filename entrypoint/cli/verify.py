@@ -7,8 +7,9 @@ import sys
 
 import click
 
+from entrypoint.cli._context import check_timeout, guarded
 from entrypoint.core import select
-from entrypoint.core.errors import EXIT_USAGE, KimiError
+from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.recipe import load_catalog
 from entrypoint.verify.run import run_verify
 
@@ -29,10 +30,17 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
         chosen = expected.features if features is None else parse_features(features)
     else:
         chosen = parse_features(features)
+    from entrypoint.verify.bounded import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        raise KimiError(INVALID_VALUE, f"--url: {exc}. Give the server root, e.g. http://127.0.0.1:8000 "
+                        "(IPv6 in brackets: http://[::1]:8000).") from None
     return url, expect_model, chosen
 
 
-@click.command("verify")
+@click.command("verify", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", help="Server root URL.  [default: the configured host and port]")
 @click.option("--model", help="Model name to send.  [default: the one id /v1/models lists]")
 @click.option("--expect-model", help="Served model name the server must list.  [default: the configured one]")
@@ -40,21 +48,19 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=float,
+    callback=check_timeout,
     default=300.0,
     show_default=True,
     help="Seconds each check may take in all (its requests and the model's generation).",
 )
+@guarded
 def command(url, model, expect_model, features, output_format, timeout):
     """Check health, model name, chat, reasoning, tools, images and streaming of a running server.
 
     Exit code 0 when every check passes or is skipped, 1 when any fails, 2 on bad settings.
     """
-    try:
-        url, expect_model, chosen = _settings(url, expect_model, features)
-    except KimiError as error:
-        click.echo(f"kimi-serve: error: {error.message}", err=True)
-        sys.exit(EXIT_USAGE)
+    url, expect_model, chosen = _settings(url, expect_model, features)
     report = run_verify(url, model=model, expected_model=expect_model, features=chosen, timeout=timeout)
     click.echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
     sys.exit(0 if report.ok else 1)

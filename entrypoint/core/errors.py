@@ -12,17 +12,19 @@ INSUFFICIENT_MEMORY = "insufficient_memory"
 MISSING_SETTING = "missing_setting"
 INVALID_VALUE = "invalid_value"
 PREFLIGHT_FAILED = "preflight_failed"
+INTERNAL_ERROR = "internal_error"
 
 EXIT_USAGE = 2
 
 
 class KimiError(Exception):
-    """A user-facing error: ends the program with exit code 2 and one clear message."""
+    """A user-facing error: ends the program with exit code 2 (or `exit_code`) and one clear message."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, exit_code: int = EXIT_USAGE):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.exit_code = exit_code  # 2; the exec edge uses 126/127 as a shell does
 
     def as_dict(self) -> dict:
         return {"code": self.code, "message": self.message}

@@ -35,3 +35,33 @@ def mask_text(text: str, secrets: Sequence[str]) -> str:
         if secret and len(secret) >= 4:
             text = text.replace(secret, MASK)
     return text
+
+
+def secret_flag_strings() -> tuple:
+    """The option strings vLLM marks as credentials (`--api-key`, `--hf-token`, ...), longest first."""
+    from entrypoint.core.vllm_cli import secret_spec
+
+    strings = {t for o in secret_spec().options.values() if o.secret for t in o.strings}
+    return tuple(sorted(strings, key=len, reverse=True))
+
+
+def secret_values(environ: Mapping[str, str], argv: Sequence[str] = ()) -> list:
+    """Every secret a message could leak: values of secret-named variables, and the values of
+    vLLM's credential options in argv and in KIMI_EXTRA_ARGS (split on blanks, quotes or not, so
+    that an unbalanced quote still hides them)."""
+    found = [v for k, v in environ.items() if is_secret_name(k) and v]
+    for words in (list(argv), [w.strip("'\"") for w in environ.get("KIMI_EXTRA_ARGS", "").split()]):
+        masked = mask_argv(words)
+        found += [w.split("=", 1)[1] if w.startswith("-") and "=" in w else w
+                  for w, m in zip(words, masked) if w != m]
+    return sorted({s for s in found if s}, key=len, reverse=True)
+
+
+def mask_flags(text: str) -> str:
+    """The value after a credential option (`--api-key X`, `--api-key=X`) anywhere in a message,
+    whatever setting it was typed into, masked."""
+    flags = "|".join(re.escape(f) for f in secret_flag_strings())
+    if not flags:
+        return text
+    pattern = r"(?<![\w-])(%s)(=|\s+)(['\"]?)[^\s'\"]+" % flags
+    return re.sub(pattern, lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{MASK}", text)

@@ -18,6 +18,7 @@ from entrypoint.core.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.record import Record
 from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported, version_key
 from entrypoint.core.vllm_cli import dedupe, int_value, spec_for, values
+from entrypoint.core.net import url_host
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
 
@@ -352,7 +353,9 @@ def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, Pr
         port = heads[role].port or 8000
         count = pool.node_count if pool.parallelism == "dep" else 1
         for i in range(1, count + 1):
-            argv += [f"--{role}", f"http://${role.upper()}_NODE_{i}:{port}"]
+            name = f"{role.upper()}_NODE_{i}"
+            host = url_host(ctx.sel.values[name]) if name in ctx.sel.values else f"${name}"  # IPv6 in brackets
+            argv += [f"--{role}", f"http://{host}:{port}"]
         locals_.append(_pool_local_dp(ctx, pool, defaults))
     argv += ["--host", "$ROUTER_HOST", "--port", "$ROUTER_PORT",
              "--intra-node-data-parallel-size", str(max(max(locals_), 1))]
@@ -362,6 +365,11 @@ def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, Pr
 def _pd_processes(ctx: _Ctx) -> List[Process]:
     pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
     per_pool = {role: [_pool_process(ctx, pool, k) for k in range(pool.node_count)] for role, pool in pools.items()}
+    ports = {role: procs[0].port for role, procs in per_pool.items()}
+    if (pools["prefill"].nodes == 0 or pools["decode"].nodes == 0) and ports["prefill"] == ports["decode"]:
+        raise KimiError(E.INVALID_VALUE, f"prefill and decode share one node but would both listen on port "
+                        f"{ports['prefill']}: --port among the vLLM args (KIMI_EXTRA_ARGS or container arguments) "
+                        "applies to both. Remove it; the recipe gives each pool its own port.")
     router = _router_process(ctx, pools, {role: procs[0] for role, procs in per_pool.items()})
     ordered: List[Process] = []
     for k in range(max(len(p) for p in per_pool.values())):

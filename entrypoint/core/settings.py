@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
 
 PYTHON_TYPES = {"str": Optional[str], "int": Optional[int], "bool": bool, "list": tuple, "choice": Optional[str],
@@ -34,6 +35,10 @@ class Field:
     # it; read from the environment only, never from the KIMI_CONFIG file.
     external: Optional[str] = None
     owner: str = ""
+    minimum: Optional[int] = None  # int: smallest value (default 0)
+    maximum: Optional[int] = None  # int: largest value; list: most entries (core/limits.py says why)
+    pattern: Optional[str] = None  # str: the whole value must match
+    pattern_doc: str = ""  # what the pattern asks for, in words
 
     @property
     def env(self) -> str:
@@ -50,30 +55,36 @@ FIELDS: tuple = (
     F("features", "spec", None, "the recipe's defaults for the hardware",
       "Comma list of features; empty = none; `+f` / `-f` add to / remove from the defaults."),
     F("profile", "str", None, "none", "Tuned profile: {profiles}."),
-    F("nodes", "int", 1, "`1`", "Number of nodes of a multi-node deployment."),
-    F("node_rank", "int", 0, "`0`", "This node's rank (multi-node) or its index in its pool (prefill/decode)."),
+    F("nodes", "int", 1, "`1`", "Number of nodes of a multi-node deployment.", minimum=1, maximum=limits.MAX_NODES),
+    F("node_rank", "int", 0, "`0`", "This node's rank (multi-node) or its index in its pool (prefill/decode).",
+      maximum=limits.MAX_NODES - 1),
     F("head_addr", "str", None, "required when KIMI_NODES > 1", "Rendezvous address of rank 0 (`$HEAD_IP`)."),
     F("iface", "str", None, "required where the strategy needs it",
       "Network interface for GLOO/NCCL (`$IFACE_NAME`)."),
     F("role", "choice", None, "required to launch a pd_cluster process",
       "Which pd_cluster process this container runs.", ("prefill", "decode", "router")),
-    F("prefill_nodes", "int", None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node."),
-    F("decode_nodes", "int", None, "the recipe's pools", "Decode pool size in nodes; 0 = the two pools share one node."),
+    F("prefill_nodes", "int", None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node.",
+      maximum=limits.MAX_POOL_NODES),
+    F("decode_nodes", "int", None, "the recipe's pools", "Decode pool size in nodes; 0 = the two pools share one node.",
+      maximum=limits.MAX_POOL_NODES),
     F("prefill_parallelism", "choice", None, "the recipe's", "Prefill pool parallelism.", ("tp", "tep", "dep")),
     F("decode_parallelism", "choice", None, "the recipe's", "Decode pool parallelism.", ("tp", "tep", "dep")),
-    F("prefill_addrs", "list", (), "required for pd_cluster", "Comma list of prefill node addresses (`$PREFILL_NODE_i`)."),
-    F("decode_addrs", "list", (), "required for pd_cluster", "Comma list of decode node addresses (`$DECODE_NODE_i`)."),
-    F("prefill_dp_rpc_port", "int", 29550, "`29550`", "DP RPC port of the prefill pool."),
-    F("decode_dp_rpc_port", "int", 29560, "`29560`", "DP RPC port of the decode pool."),
+    F("prefill_addrs", "list", (), "required for pd_cluster", "Comma list of prefill node addresses (`$PREFILL_NODE_i`).",
+      maximum=limits.MAX_ADDRESSES),
+    F("decode_addrs", "list", (), "required for pd_cluster", "Comma list of decode node addresses (`$DECODE_NODE_i`).",
+      maximum=limits.MAX_ADDRESSES),
+    F("prefill_dp_rpc_port", "int", 29550, "`29550`", "DP RPC port of the prefill pool.", minimum=1, maximum=65535),
+    F("decode_dp_rpc_port", "int", 29560, "`29560`", "DP RPC port of the decode pool.", minimum=1, maximum=65535),
     F("router_host", "str", "0.0.0.0", "`0.0.0.0`", "Router bind address."),
-    F("router_port", "int", 8000, "`8000`", "Router port."),
+    F("router_port", "int", 8000, "`8000`", "Router port.", minimum=1, maximum=65535),
     F("model", "str", None, "the variant's model id", "A local path or another repo id to load instead."),
     F("model_revision", "str", None, "the repo's default branch (not emitted)",
       "Branch, tag or commit of the model repo: `--revision` of the launch and what `kimi-serve download` fetches."),
     F("served_model_name", "str", None, "the variant's model id (also when KIMI_MODEL is a path)",
       "Name clients use; `--served-model-name` is emitted only when it differs from the model argument."),
     F("host", "str", None, "vLLM's default (not emitted)", "API bind address."),
-    F("port", "int", None, "vLLM's default, 8000 (not emitted)", "API port (single node and multi-node head)."),
+    F("port", "int", None, "vLLM's default, 8000 (not emitted)", "API port (single node and multi-node head).",
+      minimum=1, maximum=65535),
     F("vllm_version", "str", None, "the image's vLLM (baked in at build); else the installed vLLM's; else the newest "
       "supported", "vLLM release the launch is for (e.g. 0.19.1): flags, choices and env are checked against its "
       "grammar (recipes/vllm/); set it for `print`/`plan` of another image."),
@@ -85,9 +96,13 @@ FIELDS: tuple = (
     F("preflight", "choice", "on", "`on`", "Node checks before exec: on, warn (errors become warnings), off.",
       ("on", "warn", "off")),
     F("log_format", "choice", "text", "`text`", "Start-up log format: text or json.", ("text", "json")),
-    F("cache_dir", "str", "/cache", "`/cache`", "Mount point for the Hugging Face and vLLM caches."),
+    F("cache_dir", "str", "/cache", "`/cache`", "Mount point for the Hugging Face and vLLM caches.",
+      pattern=r"/.*", pattern_doc="an absolute path"),
+    F("debug", "bool", False, "`0`", "1 = an unexpected error shows its full Python traceback (for a bug report)."),
     F("image", "str", None, "the project's published image for the target", "Image that rendered deployments run."),
-    F("name", "str", "kimi-k2-5", "`kimi-k2-5`", "Name of a rendered deployment."),
+    F("name", "str", "kimi-k2-5", "`kimi-k2-5`", "Name of a rendered deployment (a DNS label: a-z, 0-9, `-`).",
+      pattern=r"[a-z]([-a-z0-9]*[a-z0-9])?", pattern_doc=f"a DNS label: lower-case letters, digits and '-', "
+      f"starting with a letter, ending with a letter or digit, at most {limits.MAX_NAME_LENGTH} characters"),
     F("image_target", "str", None, "baked in at build", "The image's build target (set by the image)."),
     F("image_hardware", "str", None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image)."),
     F("image_serves", "list", (), "baked in at build", "Hardware ids the image serves (set by the image)."),
@@ -101,15 +116,15 @@ FIELDS: tuple = (
     F("lws_leader_address", "str", None, "-", "Address of the group's leader pod: KIMI_HEAD_ADDR when unset.",
       external="LWS_LEADER_ADDRESS", owner="LeaderWorkerSet"),
     F("lws_group_size", "int", None, "-", "Pods in the group: KIMI_NODES when unset.",
-      external="LWS_GROUP_SIZE", owner="LeaderWorkerSet"),
+      external="LWS_GROUP_SIZE", owner="LeaderWorkerSet", minimum=1, maximum=limits.MAX_NODES),
     F("lws_worker_index", "int", None, "-", "This pod's index in its group: KIMI_NODE_RANK when unset.",
-      external="LWS_WORKER_INDEX", owner="LeaderWorkerSet"),
+      external="LWS_WORKER_INDEX", owner="LeaderWorkerSet", maximum=limits.MAX_NODES - 1),
     F("slurm_nnodes", "int", None, "-", "Nodes of the job step: KIMI_NODES when unset.",
-      external="SLURM_NNODES", owner="Slurm"),
+      external="SLURM_NNODES", owner="Slurm", minimum=1, maximum=limits.MAX_NODELIST_HOSTS),
     F("slurm_job_num_nodes", "int", None, "-", "Nodes of the job (when SLURM_NNODES is absent).",
-      external="SLURM_JOB_NUM_NODES", owner="Slurm"),
+      external="SLURM_JOB_NUM_NODES", owner="Slurm", minimum=1, maximum=limits.MAX_NODELIST_HOSTS),
     F("slurm_nodeid", "int", None, "-", "This node's index in the job: KIMI_NODE_RANK when unset.",
-      external="SLURM_NODEID", owner="Slurm"),
+      external="SLURM_NODEID", owner="Slurm", maximum=limits.MAX_NODELIST_HOSTS - 1),
     F("slurm_job_nodelist", "str", None, "-", "The job's compact host list; its first host is KIMI_HEAD_ADDR.",
       external="SLURM_JOB_NODELIST", owner="Slurm"),
     F("slurm_nodelist", "str", None, "-", "The host list (when SLURM_JOB_NODELIST is absent).",
@@ -219,8 +234,8 @@ class Settings:
         try:
             parts = shlex.split(extra) if extra else []
         except ValueError as exc:
-            raise KimiError(INVALID_VALUE, f"KIMI_EXTRA_ARGS cannot be split like a shell line ({exc}): {extra!r}. "
-                            "Check its quotes.") from None
+            raise KimiError(INVALID_VALUE, f"KIMI_EXTRA_ARGS cannot be split like a shell line ({exc}): "
+                            f"{_shown(BY_NAME['extra_args'], extra)}. Check its quotes.") from None
         return tuple(parts) + tuple(self.user_args)
 
 
@@ -234,41 +249,117 @@ for _field in FIELDS:
 del _field
 
 
+# Keys a KIMI_CONFIG file may not set: they are read before (or without) the file.
+ENV_ONLY = ("config", "recipes_dir", "debug")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _kind_of(raw: Any) -> str:
+    return {dict: "a table", list: "a list", tuple: "a list", bool: "a boolean", float: "a number",
+            int: "a number"}.get(type(raw), type(raw).__name__)
+
+
+def _shown(field: Field, raw: Any) -> str:
+    """The value as an error message may show it: scalars only, shortened, secrets masked."""
+    if not isinstance(raw, (str, int, float)):
+        return _kind_of(raw)
+    text = str(raw)
+    if field.name == "extra_args":
+        from entrypoint.core.mask import mask_argv
+
+        text = " ".join(mask_argv(text.split()))
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
+def _text(field: Field, raw: Any, label: str) -> str:
+    text = str(raw)
+    if len(text) > limits.MAX_SETTING_CHARS:
+        raise KimiError(INVALID_VALUE, f"{label} is {len(text)} characters long; at most "
+                        f"{limits.MAX_SETTING_CHARS} are read.")
+    if _CONTROL.search(text):
+        raise KimiError(INVALID_VALUE, f"{label} contains a control character (such as NUL): {_shown(field, raw)}. "
+                        "Write it as plain text.")
+    return text
+
+
+def _int(field: Field, raw: Any, label: str) -> int:
+    low = 0 if field.minimum is None else field.minimum
+    high = 10 ** limits.MAX_INT_DIGITS - 1 if field.maximum is None else field.maximum
+    bounds = f"between {low} and {high}"
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise KimiError(INVALID_VALUE, f"{label} must be a whole number {bounds}, not {_shown(field, raw)}.")
+    text = _text(field, raw, label).strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        hint = ""
+        if field.name == "port" and "://" in text:
+            hint = (" This looks like a Kubernetes service link (a Service named 'kimi'): set "
+                    "enableServiceLinks: false in the pod spec or rename the Service.")
+        raise KimiError(INVALID_VALUE, f"{label} must be a whole number {bounds}, not {_shown(field, raw)}.{hint}")
+    digits = text.lstrip("+-").lstrip("0")
+    value = int(text) if len(digits) <= limits.MAX_INT_DIGITS else None
+    if value is None or not low <= value <= high:
+        shown = text if len(text) <= 20 else f"a {len(digits)}-digit number"
+        raise KimiError(INVALID_VALUE, f"{label} must be {bounds}, not {shown}"
+                        + (f" (at most {high}: core/limits.py says why)." if value is None or value > high else "."))
+    return value
+
+
+def _list(field: Field, raw: Any, label: str) -> tuple:
+    if isinstance(raw, (list, tuple)):
+        if not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in raw):
+            raise KimiError(INVALID_VALUE, f"{label} must be a list of strings, not a list holding "
+                            f"{', '.join(sorted({_kind_of(i) for i in raw if not isinstance(i, str)}))}.")
+        items = [_text(field, i, label) for i in raw]
+    elif isinstance(raw, str):
+        items = _text(field, raw, label).split(",")
+    else:
+        raise KimiError(INVALID_VALUE, f"{label} must be a comma list or a list of strings, not {_kind_of(raw)}.")
+    items = tuple(i.strip() for i in items if i.strip())
+    if field.maximum is not None and len(items) > field.maximum:
+        raise KimiError(INVALID_VALUE, f"{label} has {len(items)} entries; at most {field.maximum} "
+                        "(core/limits.py says why).")
+    return items
+
+
 def _convert(field: Field, raw: Any, where: str) -> Any:
     label = field.env if where == "env" else f"{field.name} in the KIMI_CONFIG file"
     if field.kind == "int":
-        if isinstance(raw, bool):
-            raise KimiError(INVALID_VALUE, f"{label} must be a whole number, not {raw!r}.")
-        if isinstance(raw, int):
-            return raw
-        text = str(raw).strip()
-        if not re.fullmatch(r"[+-]?\d+", text):
-            hint = ""
-            if field.name == "port" and "://" in text:
-                hint = (" This looks like a Kubernetes service link (a Service named 'kimi'): set "
-                        "enableServiceLinks: false in the pod spec or rename the Service.")
-            raise KimiError(INVALID_VALUE, f"{label} must be a whole number, not {raw!r}.{hint}")
-        return int(text)
+        return _int(field, raw, label)
     if field.kind == "bool":
-        value = parse_bool(raw)
+        value = parse_bool(_text(field, raw, label)) if isinstance(raw, (str, int)) else None
         if value is not None:
             return value
-        raise KimiError(INVALID_VALUE, f"{label} must be 1 or 0 (true/false), not {raw!r}.")
+        raise KimiError(INVALID_VALUE, f"{label} must be 1 or 0 (true/false), not {_shown(field, raw)}.")
     if field.kind == "list":
-        items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
-        return tuple(str(i).strip() for i in items if str(i).strip())
+        return _list(field, raw, label)
     if field.kind == "spec":
-        return ",".join(str(i) for i in raw) if isinstance(raw, (list, tuple)) else str(raw).strip()
+        return ",".join(_list(field, raw, label)) if isinstance(raw, (list, tuple)) else \
+            _text(field, raw, label).strip() if isinstance(raw, str) else _list(field, raw, label)
+    if field.name == "extra_args" and isinstance(raw, (list, tuple)):  # TOML: an argv list, no quoting needed
+        return shlex.join(_list(Field("extra_args", "list", (), "", ""), raw, label)) or None
     if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
-        raise KimiError(INVALID_VALUE, f"{label} must be a string, not {raw!r}.")
-    text = str(raw).strip()
+        raise KimiError(INVALID_VALUE, f"{label} must be a string, not {_kind_of(raw)}.")
+    text = _text(field, raw, label).strip()
     if field.kind == "choice":
-        if text == "" and field.default is None:
-            return None
+        if text == "":
+            return field.default
         if text.lower() not in field.choices:
             raise unknown_value(field.env, text, field.choices)
         return text.lower()
-    return text or None
+    if not text:
+        return field.default  # an empty value means the default (as if unset)
+    if field.pattern and not (re.fullmatch(field.pattern, text) and
+                              (field.name != "name" or len(text) <= limits.MAX_NAME_LENGTH)):
+        raise KimiError(INVALID_VALUE, f"{label}={_shown(field, text)} is not {field.pattern_doc}.")
+    return text
+
+
+def _depth(value: Any, level: int = 1) -> int:
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level)
+    return level
 
 
 def _read_file(path: str) -> dict:
@@ -278,48 +369,88 @@ def _read_file(path: str) -> dict:
         import tomli as _toml  # type: ignore[no-redef]
     try:
         with open(path, "rb") as fh:
-            data = _toml.load(fh)
+            data = fh.read(limits.MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path}: cannot read it ({exc.strerror}).") from None
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path}: cannot read it ({exc.strerror or exc}). "
+                        "Mount the file readable or unset KIMI_CONFIG.") from None
+    if len(data) > limits.MAX_CONFIG_BYTES:
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is larger than {limits.MAX_CONFIG_BYTES} bytes; a "
+                        "settings file holds a few dozen keys.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not UTF-8 text (byte {exc.start}): TOML files are "
+                        "UTF-8.") from None
+    try:
+        table = _toml.loads(text)
     except _toml.TOMLDecodeError as exc:
         raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not valid TOML: {exc}.") from None
-    keys = [f.name for f in KIMI_FIELDS if f.name != "config"]
-    unknown = [k for k in data if k not in keys]
+    except RecursionError:
+        table = None
+    if table is None or _depth(table) > limits.MAX_CONFIG_DEPTH:
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} nests deeper than {limits.MAX_CONFIG_DEPTH} levels; "
+                        "settings are strings, numbers or lists of strings.")
+    keys = [f.name for f in KIMI_FIELDS if f.name not in ENV_ONLY]
+    unknown = [k for k in table if k not in keys]
     if unknown:
         key = unknown[0]
-        raise unknown_value(f"key in KIMI_CONFIG file {path}", key, keys,
+        raise unknown_value(f"key in KIMI_CONFIG file {path}", str(key)[:80], keys,
                             "Keys are the KIMI_* names in lower case without the prefix.")
-    return data
+    return table
+
+
+# Kubernetes injects <SERVICE>_SERVICE_HOST/_PORT and <SERVICE>_PORT_<n>_<PROTO>[_ADDR|_PORT|_PROTO]
+# for a Service named "kimi": never a warning or an error for those.
+_SERVICE_LINK = re.compile(r"KIMI_(SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?|PORT_[0-9]+_(TCP|UDP|SCTP)(_(ADDR|PORT|PROTO))?)")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Damerau-Levenshtein distance exactly 1 (one letter added, dropped, changed or swapped)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def check_names(environ: Mapping[str, str]) -> tuple:
+    """(errors, warnings) about KIMI_* names that are not settings: a name one edit from a setting
+    is an error (a typo that would silently change the launch); any other a warning."""
+    errors, warnings = [], []
+    for env_name in sorted(environ):
+        if not env_name.startswith("KIMI_") or env_name in BY_ENV or _SERVICE_LINK.fullmatch(env_name):
+            continue
+        near = [f.env for f in KIMI_FIELDS if _one_edit(env_name, f.env)]
+        if near:
+            errors.append(f"{env_name} is not a kimi-serve setting; did you mean {near[0]}? Rename it, or unset it "
+                          f"(`kimi-serve --help` points to the settings table).")
+        else:
+            warnings.append(f"{env_name} is not a kimi-serve setting and is ignored" + _did_you_mean(env_name))
+    return errors, warnings
 
 
 def read_settings(environ: Mapping[str, str], user_args: tuple = ()) -> Settings:
     """Defaults < KIMI_CONFIG file < environment. Pure apart from reading the named file."""
     values = {f.name: f.default for f in FIELDS}
     origin = {f.name: "default" for f in FIELDS}
-    warnings = []
+    errors, warnings = check_names(environ)
+    if errors:
+        raise KimiError(INVALID_VALUE, errors[0])
     config_path = environ.get("KIMI_CONFIG")
     if config_path:
         for key, raw in _read_file(config_path).items():
             values[key] = _convert(BY_NAME[key], raw, "file")
             origin[key] = "file"
-    for field in EXTERNAL_FIELDS:
-        if field.env in environ:
-            values[field.name] = _convert(field, environ[field.env], "env")
-            origin[field.name] = "env"
-    for env_name, raw in environ.items():
-        if not env_name.startswith("KIMI_"):
-            continue
-        field = BY_ENV.get(env_name)
-        if field is None:
-            # Kubernetes injects <SERVICE>_SERVICE_HOST / _PORT_* variables; never fail on those.
-            warnings.append(f"{env_name} is not a kimi-serve setting and is ignored"
-                            + _did_you_mean(env_name))
-            continue
+    for field in FIELDS:
+        raw = environ.get(field.env)
+        if raw is None or (not raw.strip() and field.kind != "spec"):
+            continue  # unset, or empty: the default (KIMI_FEATURES= alone means "none")
         values[field.name] = _convert(field, raw, "env")
         origin[field.name] = "env"
-    settings = Settings(values=values, origin=origin, user_args=tuple(user_args), warnings=tuple(warnings))
-    _check_ranges(settings)
-    return settings
+    return Settings(values=values, origin=origin, user_args=tuple(user_args), warnings=tuple(warnings))
 
 
 def _did_you_mean(env_name: str) -> str:
@@ -339,18 +470,3 @@ def env_flag(environ: Mapping[str, str], name: str) -> bool:
     a value it cannot read counts as the default (the variable's owner decides what else it means)."""
     value = parse_bool(environ.get(name, ""))
     return BY_ENV[name].default if value is None else value
-
-
-def _check_ranges(s: Settings) -> None:
-    if s.nodes < 1:
-        raise KimiError(INVALID_VALUE, f"KIMI_NODES must be 1 or more, not {s.nodes}.")
-    if s.node_rank < 0:
-        raise KimiError(INVALID_VALUE, f"KIMI_NODE_RANK must be 0 or more, not {s.node_rank}.")
-    for name in ("prefill_nodes", "decode_nodes"):
-        value = s.values[name]
-        if value is not None and value < 0:
-            raise KimiError(INVALID_VALUE, f"{BY_NAME[name].env} must be 0 or more, not {value}.")
-    for name in ("port", "router_port", "prefill_dp_rpc_port", "decode_dp_rpc_port"):
-        value = s.values[name]
-        if value is not None and not 0 < value < 65536:
-            raise KimiError(INVALID_VALUE, f"{BY_NAME[name].env} must be a TCP port (1-65535), not {value}.")

@@ -54,9 +54,29 @@ def model_dirs(model: str, cache_dir: str, environ: Mapping[str, str]) -> list:
 def weights_present(model: str, cache_dir: str, environ: Mapping[str, str]) -> Optional[Path]:
     """The directory holding the model's safetensors, or None."""
     for base in model_dirs(model, cache_dir, environ):
-        if base.is_dir() and next(base.rglob("*.safetensors"), None) is not None:
-            return base
+        try:
+            if base.is_dir() and next(base.rglob("*.safetensors"), None) is not None:
+                return base
+        except OSError:  # not readable by this user: preflight's cache check says so
+            continue
     return None
+
+
+def path_problem(path: str, want_writable: bool = False) -> str:
+    """Why `path` cannot serve as a directory for this user ("" when it can or does not exist yet)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"{path} cannot be reached by this user (uid {os.getuid()}: {exc.strerror})"
+    if not stat.S_ISDIR(mode):
+        return f"{path} is not a directory"
+    if not os.access(path, os.R_OK | os.X_OK | (os.W_OK if want_writable else 0)):
+        return f"{path} is not {'writable' if want_writable else 'readable'} by this user (uid {os.getuid()})"
+    return ""
 
 
 def prepare(cache_dir: str, env: Mapping[str, str]) -> None:

@@ -8,12 +8,15 @@ environment the launch is built from plus one line per decision, for the start-u
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 import socket
 import struct
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Tuple
+from typing import Iterator, List, Mapping, Optional, Tuple
 
+from entrypoint.core import limits
+from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.settings import read_external
 
 LWS = (("LWS_LEADER_ADDRESS", "KIMI_HEAD_ADDR"), ("LWS_GROUP_SIZE", "KIMI_NODES"), ("LWS_WORKER_INDEX", "KIMI_NODE_RANK"))
@@ -27,43 +30,51 @@ class Wiring:
 
 
 def _split_top_level(text: str) -> List[str]:
-    parts, depth, current = [], 0, ""
+    parts, depth, current = [], 0, []
     for ch in text:
         depth += (ch == "[") - (ch == "]")
+        if depth < 0 or depth > 1:
+            raise ValueError("brackets do not pair up")
         if ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
+            parts.append("".join(current))
+            current = []
         else:
-            current += ch
-    return parts + [current]
+            current.append(ch)
+    if depth:
+        raise ValueError("brackets do not pair up")
+    return parts + ["".join(current)]
 
 
-def _expand_ranges(body: str) -> List[str]:
-    out = []
+def _range_items(body: str) -> Iterator[str]:
     for item in body.split(","):
-        lo, _, hi = item.partition("-")
-        if hi:
-            width = len(lo)
-            out += [str(n).zfill(width) for n in range(int(lo), int(hi) + 1)]
+        lo, dash, hi = item.partition("-")
+        if not re.fullmatch(r"[0-9]{1,9}", lo) or (dash and not re.fullmatch(r"[0-9]{1,9}", hi)):
+            raise ValueError(f"[{body[:40]}] is not a list of numbers and number ranges")
+        if dash:
+            yield from (str(n).zfill(len(lo)) for n in range(int(lo), int(hi) + 1))
         else:
-            out.append(item)
-    return out
+            yield lo
 
 
-def expand_nodelist(text: str) -> List[str]:
-    """Slurm's compact host list: 'gpu[01-04,07]', 'a[1-2],b3', 'r[1-2]-n[1-2]' -> host names."""
-    hosts = []
-    for item in (p.strip() for p in _split_top_level(text or "")):
+def _hosts(text: str) -> Iterator[str]:
+    for item in (p.strip() for p in _split_top_level(text)):
         match = re.search(r"\[([^\]]*)\]", item)
         if not item:
             continue
         if not match:
-            hosts.append(item)
+            yield item
             continue
         head, tail = item[:match.start()], item[match.end():]
-        for middle in _expand_ranges(match.group(1)):
-            hosts += expand_nodelist(head + middle + tail)
-    return hosts
+        for middle in _range_items(match.group(1)):
+            yield from _hosts(head + middle + tail)
+
+
+def expand_nodelist(text: str, limit: int = limits.MAX_NODELIST_HOSTS) -> List[str]:
+    """Slurm's compact host list: 'gpu[01-04,07]', 'a[1-2],b3', 'r[1-2]-n[1-2]' -> host names (at most
+    `limit`; the wiring only needs the first). ValueError when it is not a host list."""
+    if len(text or "") > limits.MAX_NODELIST_CHARS:
+        raise ValueError(f"longer than {limits.MAX_NODELIST_CHARS} characters")
+    return list(itertools.islice(_hosts(text or ""), limit))
 
 
 def _scheduler_values(environ: Mapping[str, str]) -> Tuple[str, dict]:
@@ -74,7 +85,16 @@ def _scheduler_values(environ: Mapping[str, str]) -> Tuple[str, dict]:
     nodes = ext.get("SLURM_NNODES", ext.get("SLURM_JOB_NUM_NODES"))
     if nodes is not None and "SLURM_NODEID" in ext:
         values = {"KIMI_NODES": str(nodes), "KIMI_NODE_RANK": str(ext["SLURM_NODEID"])}
-        hosts = expand_nodelist(ext.get("SLURM_JOB_NODELIST") or ext.get("SLURM_NODELIST") or "")
+        name = "SLURM_JOB_NODELIST" if ext.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+        try:
+            hosts = expand_nodelist(ext.get(name) or "", limit=1)
+        except ValueError as exc:
+            if (environ.get("KIMI_HEAD_ADDR") or "").strip():
+                hosts = []  # not needed: the head is set
+            else:
+                raise KimiError(INVALID_VALUE, f"{name}={(ext.get(name) or '')[:80]!r} is not a Slurm host list "
+                                f"({exc}), so the head node is unknown: set KIMI_HEAD_ADDR to rank 0's "
+                                "address.") from None
         if hosts:
             values["KIMI_HEAD_ADDR"] = hosts[0]
         return "Slurm", values
@@ -143,7 +163,8 @@ def resolve_iface(head_addr: Optional[str], proc_root: str = "/proc") -> Tuple[O
 
 def _in_cluster(env: Mapping[str, str]) -> bool:
     nodes = (env.get("KIMI_NODES") or "1").strip()
-    return (nodes.isdigit() and int(nodes) > 1) or bool(env.get("KIMI_PREFILL_ADDRS") or env.get("KIMI_DECODE_ADDRS"))
+    many = re.fullmatch(r"[0-9]{1,9}", nodes) is not None and int(nodes) > 1
+    return many or bool(env.get("KIMI_PREFILL_ADDRS") or env.get("KIMI_DECODE_ADDRS"))
 
 
 def wire(environ: Mapping[str, str], proc_root: str = "/proc") -> Wiring:

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
+from entrypoint.core import limits
+
 GIB = 1024 ** 3
 MIB = 1024 ** 2
-TOOL_TIMEOUT_S = 15
+TOOL_TIMEOUT_S = limits.TOOL_DEADLINE_S
 MEMORY_TOLERANCE = 0.12  # detected per-GPU memory within 12% of the profile's nominal size
 
 
@@ -77,24 +79,73 @@ class Detection:
 # ---------------------------------------------------------------- running tools
 
 
+def _capture(argv: List[str], environ: Mapping[str, str]) -> Tuple[int, str, str]:
+    """(exit code, stdout, stderr) of a tool, within TOOL_TIMEOUT_S in total and
+    MAX_TOOL_OUTPUT_BYTES per stream; a tool past either is killed (subprocess.TimeoutExpired /
+    ValueError)."""
+    import selectors
+    import time
+
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(environ))
+    out = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    deadline = time.monotonic() + TOOL_TIMEOUT_S
+    try:
+        with selectors.DefaultSelector() as sel:
+            for stream in out:
+                sel.register(stream, selectors.EVENT_READ)
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(argv, TOOL_TIMEOUT_S)
+                for key, _ in sel.select(left):
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                        continue
+                    out[key.fileobj] += data
+                    if len(out[key.fileobj]) > limits.MAX_TOOL_OUTPUT_BYTES:
+                        raise ValueError(f"more than {limits.MAX_TOOL_OUTPUT_BYTES} bytes of output")
+        code = proc.wait(max(deadline - time.monotonic(), 0.1))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    return code, out[proc.stdout].decode("utf-8", "replace"), out[proc.stderr].decode("utf-8", "replace")
+
+
 def _run_tool(tool: str, args: Sequence[str], environ: Mapping[str, str]) -> Tuple[Optional[str], str]:
     """(stdout, "") or (None, why it gave nothing)."""
     exe = shutil.which(tool, path=environ.get("PATH", os.defpath))
     if exe is None:
         return None, "not installed"
     try:
-        out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
-                             env=dict(environ), errors="replace")
-    except (OSError, subprocess.SubprocessError) as exc:
+        code, stdout, stderr = _capture([exe, *args], environ)
+    except subprocess.TimeoutExpired:
+        return None, f"no answer within {TOOL_TIMEOUT_S:g} s (killed)"
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         return None, f"could not run ({exc.__class__.__name__}: {exc})"
-    if out.returncode != 0:
-        tail = (out.stderr or out.stdout).strip().splitlines()
-        return None, f"exit {out.returncode}" + (f": {tail[-1][:160]}" if tail else "")
-    return out.stdout, ""
+    if code != 0:
+        tail = (stderr or stdout).strip().splitlines()
+        return None, f"exit {code}" + (f": {tail[-1][:160]}" if tail else "")
+    return stdout, ""
+
+
+# A number as GPU tools print them: ASCII digits, at most 15 before and 9 after the point (more is
+# not a memory size or an index; 400 digits would overflow a float).
+_NUMBER = re.compile(r"(?<![0-9])[-+]?[0-9]{1,15}(?:\.[0-9]{1,9})?(?![0-9.])")
 
 
 def _number(text) -> Optional[float]:
-    match = re.search(r"[-+]?\d+(\.\d+)?", str(text))
+    if isinstance(text, bool):
+        return None
+    if isinstance(text, int):
+        return float(text) if abs(text) < 10 ** 15 else None
+    if isinstance(text, float):
+        return text if text == text and abs(text) < 1e15 else None
+    match = _NUMBER.search(str(text)[:200])
     return float(match.group(0)) if match else None
 
 
@@ -113,7 +164,8 @@ def _bytes(value, default_unit: str) -> Optional[int]:
     number = _number(value)
     if number is None or number <= 0:
         return None
-    return int(number * _UNIT_BYTES.get(unit.lower(), 1))
+    size = int(number * _UNIT_BYTES.get(unit.lower(), 1))
+    return size if size <= limits.MAX_GPU_MEMORY_BYTES else None
 
 
 # ---------------------------------------------------------------- NVIDIA
@@ -157,10 +209,19 @@ def parse_nvidia_smi(text: str) -> Tuple[tuple, List[str]]:
             continue
         parts = [p.strip() for p in line.split(",")]
         mem = _number(parts[2]) if len(parts) >= 3 else None
-        if len(parts) < 3 or not parts[0].isdigit() or mem is None:
+        if len(parts) < 3 or not re.fullmatch(r"[0-9]{1,4}", parts[0]) or mem is None or mem <= 0 \
+                or mem * MIB > limits.MAX_GPU_MEMORY_BYTES:
             bad.append(line.strip()[:80])
             continue
-        gpus.append(Gpu(int(parts[0]), parts[1], int(mem * MIB), "nvidia", parts[3] if len(parts) > 3 else ""))
+        uuid = parts[3][:200] if len(parts) > 3 else ""
+        gpus.append(Gpu(int(parts[0]), parts[1][:200], int(mem * MIB), "nvidia", uuid))
+    return _capped(gpus, bad)
+
+
+def _capped(gpus: list, bad: list) -> Tuple[tuple, List[str]]:
+    if len(gpus) > limits.MAX_GPUS_PER_NODE:
+        bad.append(f"{len(gpus) - limits.MAX_GPUS_PER_NODE} GPU(s) past {limits.MAX_GPUS_PER_NODE} per node")
+        gpus = gpus[:limits.MAX_GPUS_PER_NODE]
     return tuple(gpus), bad
 
 
@@ -209,9 +270,9 @@ def parse_amd_smi(text: str) -> Tuple[tuple, List[str]]:
             continue
         gfx = _ci_get(asic, "target_graphics_version", default=None) if isinstance(asic, dict) else None
         index = _number(_ci_get(entry, "gpu", default=pos))
-        gpus.append(Gpu(int(index if index is not None else pos), name, size or 0, "amd",
-                        str(_ci_get(asic, "asic_serial", default="") or ""), _gfx_name(gfx)))
-    return tuple(gpus), bad
+        gpus.append(Gpu(int(index if index is not None else pos), name[:200], size or 0, "amd",
+                        str(_ci_get(asic, "asic_serial", default="") or "")[:200], _gfx_name(gfx)))
+    return _capped(gpus, bad)
 
 
 def parse_rocm_smi(text: str) -> Tuple[tuple, List[str]]:
@@ -219,7 +280,7 @@ def parse_rocm_smi(text: str) -> Tuple[tuple, List[str]]:
     data = json.loads(text)
     gpus, bad = [], []
     for key, card in (data.items() if isinstance(data, dict) else []):
-        match = re.fullmatch(r"card(\d+)", str(key))
+        match = re.fullmatch(r"card([0-9]{1,4})", str(key))
         if not match:
             continue  # "system" and other non-card entries
         if not isinstance(card, dict):
@@ -230,9 +291,10 @@ def parse_rocm_smi(text: str) -> Tuple[tuple, List[str]]:
         if size is None and not name:
             bad.append(f"{key}: {card!r}"[:80])
             continue
-        gpus.append(Gpu(int(match.group(1)), name, size or 0, "amd", str(_ci_get(card, "Unique ID", default="") or ""),
+        gpus.append(Gpu(int(match.group(1)), name[:200], size or 0, "amd",
+                        str(_ci_get(card, "Unique ID", default="") or "")[:200],
                         _gfx_name(_ci_get(card, "GFX Version", default=None))))
-    return tuple(gpus), bad
+    return _capped(gpus, bad)
 
 
 def _json_probe(source: str, tool: str, args: Sequence[str], parse: Callable, environ) -> Probe:
@@ -241,7 +303,7 @@ def _json_probe(source: str, tool: str, args: Sequence[str], parse: Callable, en
         return Probe(source, (), why)
     try:
         gpus, bad = parse(out)
-    except (ValueError, TypeError, AttributeError) as exc:
+    except (ValueError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
         return Probe(source, (), f"unreadable output ({exc.__class__.__name__}: {str(out).strip()[:60]!r})")
     return Probe(source, gpus, _saw(gpus, bad))
 
@@ -262,7 +324,7 @@ def _gfx_name(value) -> Optional[str]:
     text = str(value).strip().lower()
     if re.fullmatch(r"gfx[0-9a-f]+", text):
         return text
-    if text.isdigit() and int(text) > 0:
+    if re.fullmatch(r"[0-9]{1,9}", text) and int(text) > 0:
         v = int(text)
         return f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}"
     return None
@@ -281,7 +343,10 @@ def probe_sysfs(root: str = "/") -> Probe:
     if not nodes_dir.is_dir():
         return Probe("sysfs", (), f"no {nodes_dir.relative_to(root)} (no amdgpu driver)")
     gpus, bad = [], []
-    for node in sorted(nodes_dir.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else 1 << 30):
+    def order(p: Path) -> int:
+        return int(p.name) if re.fullmatch(r"[0-9]{1,6}", p.name) else 1 << 30
+
+    for node in sorted(nodes_dir.iterdir(), key=order):
         props = {}
         for line in (_read(node / "properties") or "").splitlines():
             parts = line.split()
@@ -310,7 +375,7 @@ def _select(gpus: Sequence[Gpu], spec: Optional[str]) -> List[Gpu]:
     for item in (s.strip() for s in spec.split(",")):
         if not item:
             break  # CUDA_VISIBLE_DEVICES="" hides every GPU
-        if item.isdigit():
+        if re.fullmatch(r"[0-9]{1,4}", item):
             if int(item) >= len(gpus):
                 break  # CUDA/HIP stop at the first invalid entry
             chosen.append(gpus[int(item)])
@@ -381,12 +446,15 @@ def detect(environ: Mapping[str, str], root: str = "/", catalog=None, use_nvml: 
     from entrypoint.core.recipe import load_catalog
 
     catalog = catalog or load_catalog()
-    probes = [lambda: probe_nvml(environ)] if use_nvml else []
-    probes += [lambda: probe_nvidia_smi(environ), lambda: probe_amd_smi(environ),
-               lambda: probe_rocm_smi(environ), lambda: probe_sysfs(root)]
+    probes = [("nvml", lambda: probe_nvml(environ))] if use_nvml else []
+    probes += [("nvidia-smi", lambda: probe_nvidia_smi(environ)), ("amd-smi", lambda: probe_amd_smi(environ)),
+               ("rocm-smi", lambda: probe_rocm_smi(environ)), ("sysfs", lambda: probe_sysfs(root))]
     seen = []
-    for run in probes:
-        probe = run()
+    for source, run in probes:
+        try:
+            probe = run()
+        except Exception as exc:  # noqa: BLE001 - whatever a tool or a driver does, detection goes on
+            probe = Probe(source, (), f"failed ({exc.__class__.__name__}: {str(exc)[:120]})")
         seen.append(probe)
         if probe.gpus:
             return replace(identify(probe, environ, catalog), probes=tuple(seen))
@@ -431,7 +499,7 @@ def mec_firmware(environ: Mapping[str, str], root: str = "/") -> Tuple[List[int]
     values = []
     for path in sorted(Path(root, "sys/class/drm").glob("card*/device/fw_version/mec_fw_version")):
         text = (_read(path) or "").lower()
-        if re.fullmatch(r"0x[0-9a-f]+|\d+", text):
+        if re.fullmatch(r"0x[0-9a-f]{1,8}|[0-9]{1,10}", text):
             values.append(int(text, 0) if text.startswith("0x") else int(text))
     if values:
         return values, "sysfs mec_fw_version"
@@ -440,7 +508,7 @@ def mec_firmware(environ: Mapping[str, str], root: str = "/") -> Tuple[List[int]
         return [], f"rocm-smi --showfw: {why}"
     try:
         found = parse_rocm_smi_fw(out)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, AttributeError, RecursionError, OverflowError):
         return [], "rocm-smi --showfw: unreadable output"
     return found, "rocm-smi --showfw" if found else "rocm-smi --showfw: no MEC version in its output"
 

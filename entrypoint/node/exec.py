@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from typing import Mapping, NoReturn, Tuple
 
 from entrypoint.core.plan import Process
 
 EXIT_NOT_FOUND = 127
+EXIT_CANNOT_EXECUTE = 126  # found but not runnable (as a shell says)
 
 
 def split_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> Tuple[dict, dict]:
@@ -36,13 +36,23 @@ def exec_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> dict
 
 
 def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str) -> NoReturn:
+    from entrypoint.core.errors import INVALID_VALUE, KimiError
     from entrypoint.node import cache
 
+    problem = cache.path_problem(cache_dir)
+    if problem and not os.path.isdir(cache_dir):  # HF_HOME=<file>/huggingface would fail after the start
+        raise KimiError(INVALID_VALUE, f"KIMI_CACHE_DIR: {problem}: point it at a directory (a mounted volume).")
     env = exec_env(proc.env, environ)
     env.update(cache.cache_env(cache_dir, environ))  # HF/vLLM caches, a writable HOME
     cache.prepare(cache_dir, env)
+    program = proc.argv[0]
     try:
-        os.execvpe(proc.argv[0], list(proc.argv), env)
+        os.execvpe(program, list(proc.argv), env)
     except FileNotFoundError:
-        print(f"kimi-serve: error: {proc.argv[0]} is not on PATH in this image", file=sys.stderr)
-        sys.exit(EXIT_NOT_FOUND)
+        raise KimiError("not_found", f"{program} is not on PATH in this image (PATH={env.get('PATH', '')}): run "
+                        "the kimi-serve image of your hardware target", EXIT_NOT_FOUND) from None
+    except OSError as exc:  # a directory, not executable, not a binary for this machine
+        raise KimiError("cannot_execute", f"{program} cannot be executed ({exc.strerror or exc}): the image is "
+                        "broken or PATH names another program first", EXIT_CANNOT_EXECUTE) from None
+    except ValueError as exc:  # a NUL byte in an argument or variable
+        raise KimiError(INVALID_VALUE, f"the launch of {program} cannot be executed: {exc}") from None

@@ -20,6 +20,8 @@ class CacheFacts:
     fs_type: str
     free_bytes: Optional[int]
     weights_dir: Optional[str]  # where the model's weights already are, if they are
+    problem: str = ""  # the cache path is a file, or cannot be reached by this user
+    model_problem: str = ""  # KIMI_MODEL is a local path this user cannot read
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,14 @@ def _mount_of(path: str, proc_root: str) -> tuple:
 
 
 def _existing_parent(path: str) -> str:
+    """The deepest existing directory on the way to `path` that this user can reach."""
     p = Path(path)
-    while not p.exists() and p != p.parent:
-        p = p.parent
+    while p != p.parent:
+        try:
+            p.stat()
+            return str(p)
+        except OSError:  # missing, or behind a directory this user cannot search
+            p = p.parent
     return str(p)
 
 
@@ -70,8 +77,12 @@ def cache_facts(cache_dir: str, model: str, environ: Mapping[str, str], proc_roo
     base = _existing_parent(cache_dir)
     point, fs_type = _mount_of(os.path.realpath(base), proc_root)
     weights = cache.weights_present(model, cache_dir, environ)
+    local_model = model.startswith(("/", "."))
+    model_problem = cache.path_problem(model) if local_model else ""
+    if local_model and not model_problem and not os.path.exists(model):
+        model_problem = f"{model} does not exist on this node"
     return CacheFacts(cache_dir, os.access(base, os.W_OK), point, fs_type, _statvfs(base)[1],
-                      str(weights) if weights else None)
+                      str(weights) if weights else None, cache.path_problem(cache_dir), model_problem)
 
 
 def gather(environ: Mapping[str, str], cache_dir: str, model: str, architectures: Mapping[str, str],

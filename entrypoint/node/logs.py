@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, TextIO
 
-from entrypoint.core.mask import is_secret_name, mask_env, mask_text
+from entrypoint.core.mask import mask_env, mask_flags, mask_text, secret_values
 
 @dataclass(frozen=True)
 class Entry:
@@ -26,10 +26,10 @@ class StartLog:
     def __init__(self, fmt: str = "text", environ: Optional[Mapping[str, str]] = None, stream: Optional[TextIO] = None):
         self.fmt = fmt
         self.stream = stream
-        self._secrets = [v for k, v in (environ or {}).items() if is_secret_name(k) and v]
+        self._secrets = secret_values(environ or {})  # secret-named variables, --api-key values
 
     def emit(self, entry: Entry) -> None:
-        message = mask_text(entry.message, self._secrets)
+        message = mask_flags(mask_text(entry.message, self._secrets))
         stream = self.stream or sys.stderr
         if self.fmt == "json":
             fields = {k: (mask_env(v) if isinstance(v, dict) else v) for k, v in entry.fields.items()}

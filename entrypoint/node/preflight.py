@@ -137,6 +137,12 @@ def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     c = facts.cache
     if proc.local_gpus == 0 or c is None:
         return NodeCheck("cache", "skipped", "the router loads no weights")
+    if c.problem:
+        return NodeCheck("cache", "error", f"KIMI_CACHE_DIR: {c.problem}: point KIMI_CACHE_DIR at a directory "
+                     f"(a mounted volume, -v kimi-cache:/cache) this user can write.")
+    if c.model_problem:
+        return NodeCheck("cache", "error", f"KIMI_MODEL: {c.model_problem}: mount the weights there, readable by this "
+                     "user, or set KIMI_MODEL to a repo id to download them.")
     if not c.writable:
         return NodeCheck("cache", "error", f"{c.path} is not writable by this user: mount a writable volume there "
                      f"(-v kimi-cache:{c.path}; on OpenShift give the volume the pod's group) or set KIMI_CACHE_DIR.")
@@ -236,8 +242,8 @@ def run_checks(launch, proc: Process, environ: Mapping[str, str], facts: NodeFac
 
 
 def preflight_launch(launch, proc: Process, environ: Mapping[str, str],
-                     facts: Optional[NodeFacts] = None) -> Tuple[Process, List[Entry]]:
-    mode = launch.settings.preflight
+                     facts: Optional[NodeFacts] = None, mode: Optional[str] = None) -> Tuple[Process, List[Entry]]:
+    mode = mode or launch.settings.preflight
     if mode == "off":
         return proc, [Entry("preflight", "preflight skipped (KIMI_PREFLIGHT=off)", "warning")]
     proc, results = run_checks(launch, proc, environ, facts or node_facts(launch, environ))

@@ -6,11 +6,8 @@ server can fail (refused, hung, slow drip, too large, not JSON, an HTTP error) b
 from __future__ import annotations
 
 import json
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
-from collections.abc import Iterator
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # a chat completion or a 4k-token stream is well under 1 MiB
 NOT_READY = "not ready: the server is not running or still starting (vLLM opens its port once the model is loaded)"
@@ -60,7 +57,6 @@ class Server:
         self.url = url
         self.max_bytes = max_bytes
         self.tokens: int | None = None  # completion tokens the running check used
-        self._client = None
         self._seconds = 0.0
         self._end = 0.0
 
@@ -69,8 +65,7 @@ class Server:
         self.tokens = None
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        pass  # one connection per exchange, closed with it
 
     def get(self, path: str) -> bytes:
         return self._ok(path, *self._exchange("GET", path, None))
@@ -105,62 +100,23 @@ class Server:
     # -- the exchange -----------------------------------------------------------------------
 
     def _exchange(self, method: str, path: str, body: dict | None, until: bytes | None = None):
-        """(status, body bytes), read in a worker thread so that the check's deadline holds even
-        against a server that sends one byte just before each read would time out."""
+        """(status, body bytes), all of it read before the check's deadline (entrypoint.verify.bounded:
+        one total deadline, not a bound per read, so a server that drips one byte at a time ends too)."""
+        from entrypoint.verify.bounded import ConnectionRefused, HttpError, Late, request
+
         remaining = self._end - time.monotonic()
         if remaining <= 0:
             raise CheckFailed(f"{path}: {self._late()}")
-        if self._client is None:
-            import httpx  # imported here so that other kimi-serve commands don't pay for it
-
-            self._client = httpx.Client(base_url=self.url)
-        client, box = self._client, {}
-
-        def work() -> None:
-            try:
-                box["answer"] = self._read(client, method, path, body, until, remaining)
-            except BaseException as error:  # handed to the caller's thread
-                box["error"] = error
-
-        worker = threading.Thread(target=work, name="kimi-verify-request", daemon=True)
-        worker.start()
-        worker.join(remaining)
-        if worker.is_alive():
-            self._client = None  # left to the worker, whose own timeouts end it
-            raise CheckFailed(f"{path}: {self._late()}")
-        if "error" in box:
-            raise box["error"]
-        return box["answer"]
-
-    def _read(self, client, method: str, path: str, body, until: bytes | None, timeout: float):
-        with self._transport(path):
-            with client.stream(method, path, json=body, timeout=timeout) as response:
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > self.max_bytes:
-                        raise CheckFailed(f"{path}: the answer is larger than {self.max_bytes // 2**20} MiB")
-                    chunks.append(chunk)
-                    if until and until in b"".join(chunks[-2:]):
-                        break
-                return response.status_code, b"".join(chunks)
-
-    @contextmanager
-    def _transport(self, path: str) -> Iterator[None]:
-        """httpx's transport errors (refused, timed out, reset) as CheckFailed."""
-        import httpx
-
         try:
-            yield
-        except httpx.TimeoutException:
-            reason = self._late()
-        except httpx.ConnectError as error:
-            reason = f"cannot connect to {self.url} ({error}): {NOT_READY}"
-        except httpx.HTTPError as error:
-            reason = f"{type(error).__name__}: {error}"
-        else:
-            return
-        raise CheckFailed(f"{path}: {reason}")
+            response = request(method, self.url + path, json_body=body, timeout=remaining, max_bytes=self.max_bytes,
+                               until=until)
+        except Late:
+            raise CheckFailed(f"{path}: {self._late()}") from None
+        except ConnectionRefused as error:
+            raise CheckFailed(f"{path}: {error}: {NOT_READY}") from None
+        except HttpError as error:
+            raise CheckFailed(f"{path}: {error}") from None
+        return response.status_code, response.content
 
     def _late(self) -> str:
         return (f"no complete answer within the check's {self._seconds:g} s "
