@@ -46,8 +46,9 @@ def command(timeout: float) -> None:
     from entrypoint.app import recorded_port
 
     # The start may have had arguments this command does not see (SageMaker's `serve`): the port it
-    # recorded wins over the one the environment alone gives.
-    url = local_url(launch, proc, recorded_port()) + launch.catalog.serving.health.path
+    # recorded wins over the one the environment alone gives, unless this command is told the port.
+    told = launch.settings.is_set("router_port" if proc.role == "router" else "port")
+    url = local_url(launch, proc, None if told else recorded_port()) + launch.catalog.serving.health.path
     healthy, what = probe(url, timeout)
     click.echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} {url}: {what}")
     sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)
