@@ -69,14 +69,14 @@ def run_guarded(fn, *args, error_exit: int = None, json_log: bool = False, **kwa
         end("interrupted", EXIT_INTERRUPTED)
     except OSError as err:  # a file, the node or the network refused: the user's to fix
         if _debug():
-            traceback.print_exc()
+            traceback.print_exc(limit=1000)  # explicit: a library may have set sys.tracebacklimit
         end(_os_message(err), EXIT_USAGE, "os_error")
     except (RecursionError, MemoryError) as err:
         end(f"the input is too deep or too large to read ({type(err).__name__}); docs/reliability.md lists the "
             "bounds", EXIT_USAGE, "too_large")
     except Exception as err:  # noqa: BLE001 - the last line of defence: still one line
         if _debug():
-            traceback.print_exc()
+            traceback.print_exc(limit=1000)  # explicit: a library may have set sys.tracebacklimit
         text = str(err).splitlines()[0][:200] if str(err) else ""
         end(f"{type(err).__name__}{': ' + text if text else ''} ({REPORT_HINT})", EXIT_BROKEN_IMAGE, INTERNAL_ERROR)
 
