@@ -103,6 +103,8 @@ FIELDS: tuple = (
     F("name", "str", "kimi-k2-5", "`kimi-k2-5`", "Name of a rendered deployment (a DNS label: a-z, 0-9, `-`).",
       pattern=r"[a-z]([-a-z0-9]*[a-z0-9])?", pattern_doc=f"a DNS label: lower-case letters, digits and '-', "
       f"starting with a letter, ending with a letter or digit, at most {limits.MAX_NAME_LENGTH} characters"),
+    F("namespace", "str", "kimi-serve", "`kimi-serve`",
+      "Kubernetes namespace of every rendered object (rendered as a Namespace with Pod Security `restricted`)."),
     F("image_target", "str", None, "baked in at build", "The image's build target (set by the image)."),
     F("image_hardware", "str", None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image)."),
     F("image_serves", "list", (), "baked in at build", "Hardware ids the image serves (set by the image)."),
