@@ -67,7 +67,8 @@ def test_one_service_per_process(case):
     assert list(doc["services"]) == [f"{name}-download"] + want
     download = doc["services"].pop(f"{name}-download")
     assert download["command"] == ["download"] and download["restart"] == "no"
-    assert download["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"] and download["environment"]["HF_TOKEN"] is None
+    assert download["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"] and "HF_TOKEN" not in download["environment"]
+    assert download["environment"]["HF_TOKEN_PATH"] == "/run/secrets/kimi-serve/hf_token"
     assert "deploy" not in download and "devices" not in download  # fetching needs no GPU
     for proc, svc in zip(launch.plan.processes, doc["services"].values()):
         target = launch.catalog.hardware[launch.plan.hardware].image_target
