@@ -23,9 +23,8 @@ def _mounted_path(fmt: str) -> str:
     """HF_TOKEN_PATH of the rendering, checked against where it mounts the secret."""
     if fmt == "compose":
         (doc,) = documents("compose", COMPOSE["single-h200"])
-        (svc,) = doc["services"].values()
-        path = svc["environment"]["HF_TOKEN_PATH"]
-        assert svc["secrets"] == [{"source": "hf_token", "target": path}]
+        (path,) = {svc["environment"]["HF_TOKEN_PATH"] for svc in doc["services"].values()}  # download, server
+        assert all(svc["secrets"] == [{"source": "hf_token", "target": path}] for svc in doc["services"].values())
         return path
     (dep,) = [d for d in documents("k8s", K8S["single-h200"]) if d["kind"] == "Deployment"]
     pod = dep["spec"]["template"]["spec"]
