@@ -55,3 +55,21 @@ def test_huggingface_hub_reads_the_token_where_the_rendering_mounts_it(fmt, tmp_
     secret.parent.mkdir(parents=True)
     secret.write_text(TOKEN + "\n")  # `kubectl create secret --from-file` keeps a trailing newline
     assert _token_seen(secret, tmp_path / "hf") == TOKEN
+
+
+def test_a_refused_download_counts_the_token_file_as_a_given_token(tmp_path):
+    """`kimi-serve download` under a rendering (token as a file, no HF_TOKEN) says a token was
+    given when the hub refuses it, rather than that none was set."""
+    errors = pytest.importorskip("huggingface_hub.errors")
+    httpx = pytest.importorskip("httpx")
+    from entrypoint.core.weights import Source
+    from entrypoint.node.weights import user_error
+
+    source = Source(repo_id="moonshotai/Kimi-K2.5", revision="main", purpose="model")
+    refused = httpx.Response(403, request=httpx.Request("GET", "https://huggingface.co/api/models/x"))
+    token = tmp_path / "hf_token"
+    token.write_text(TOKEN + "\n")
+    with_file = user_error(errors.GatedRepoError("gated", response=refused), source, {"HF_TOKEN_PATH": str(token)})
+    assert "a token is given" in with_file.message and TOKEN not in with_file.message
+    without = user_error(errors.GatedRepoError("gated", response=refused), source, {"HF_TOKEN_PATH": str(tmp_path / "missing")})
+    assert "HF_TOKEN is not set" in without.message
