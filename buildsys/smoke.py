@@ -29,10 +29,14 @@ def check(cli, data: Targets, target: str, image: str) -> List[str]:
     p = data.label_prefix
     expect(cfg.get("Entrypoint") == ["kimi-serve"], f"ENTRYPOINT is [kimi-serve] (got {cfg.get('Entrypoint')})")
     expect(not cfg.get("Cmd"), f"CMD is empty (got {cfg.get('Cmd')})")
-    expect(cfg.get("User", "") in ("", "0", "root"), f"runs as the base's root user by default, any UID works (User={cfg.get('User')!r})")
+    serving = load_catalog_from(RECIPES_DIR).serving
+    user = serving.image.user
+    expect(cfg.get("User") == str(user.uid) and env.get("HOME") == user.home,
+           f"runs as recipes/serving.yaml's non-root user {user.uid} (numeric), HOME {user.home} "
+           f"(got User={cfg.get('User')!r}, HOME={env.get('HOME')!r})")
     hc = cfg.get("Healthcheck") or {}
     expect(hc.get("Test") == ["CMD", "kimi-serve", "healthcheck"], f"HEALTHCHECK runs kimi-serve healthcheck (got {hc.get('Test')})")
-    h = load_catalog_from(RECIPES_DIR).serving.health
+    h = serving.health
     want = {"Interval": h.interval_s * NS, "Timeout": h.timeout_s * NS, "StartPeriod": h.start_period_s * NS,
             "Retries": h.retries}
     got = {k: hc.get(k) for k in want}
@@ -64,6 +68,14 @@ def check(cli, data: Targets, target: str, image: str) -> List[str]:
                                     environment={"KIMI_HARDWARE": others[0]})
         expect(code == 2 and err.strip().startswith("kimi-serve: error:") and others[0] in err,
                f"KIMI_HARDWARE={others[0]} is refused with exit 2 and a message (exit {code}: {err.strip()[:200]})")
+
+    # The default user, on a read-only root filesystem with tmpfs scratch (as the rendered Compose
+    # and Kubernetes deployments run it): HOME and /cache writable, and the entrypoint runs.
+    code, out, err = engine.run(cli, image, ["-c", 'touch "$HOME/.w" /cache/.w /tmp/.w && kimi-serve print --format json >/dev/null'],
+                                t.platform, entrypoint="sh", read_only=True,
+                                tmpfs={"/tmp": "", "/cache": "", user.home: ""},
+                                environment=t.smoke_env)
+    expect(code == 0, f"the default user runs on a read-only root filesystem with scratch tmpfs (exit {code}) {err.strip()[-300:]}")
 
     # Any UID: HOME and /cache writable, and the entrypoint runs.
     code, out, err = engine.run(cli, image, ["-c", 'touch "$HOME/.w" /cache/.w && kimi-serve print --format json >/dev/null'],

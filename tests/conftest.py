@@ -18,6 +18,7 @@ Fixtures (all session-scoped, so the expensive ones run once per pytest session)
 - ``built_images``: every target of images/targets.yaml built once with the real ``build.py``
   from the stand-ins and smoke-tested (``build --smoke``); ``{target: {"image_id", "tags",
   ...}}``. Tags are ``TEST_REGISTRY/kimi-k2.5:<target>`` etc. (TEST_REGISTRY below).
+  ``KIMI_TEST_TARGETS=h200,b200`` builds only those (a local run of the tests that need them).
 - ``local_registry``: an open registry (docker-registry package) on ``127.0.0.1:<free port>``
   started with ``scripts/registry.sh`` and stopped at the end; value ``"127.0.0.1:PORT"``.
 
@@ -116,7 +117,8 @@ def docker_client():
 def standin_images(docker_client):
     from buildsys import standin, targets
 
-    arches = sorted({t.arch for t in targets.load().targets.values()})
+    only = [t for t in os.environ.get("KIMI_TEST_TARGETS", "").split(",") if t]
+    arches = sorted({t.arch for name, t in targets.load().targets.items() if not only or name in only})
     if not shutil.which("debootstrap") and not all(standin.image_exists(standin.image_name(a)) for a in arches):
         _no_engine("debootstrap is not installed (apt-get install debootstrap) and stand-ins are not cached")
     return {arch: standin.ensure(arch) for arch in arches}
@@ -136,8 +138,9 @@ def standin_overrides(standin_images):
 @pytest.fixture(scope="session")
 def built_images(standin_overrides, tmp_path_factory):
     out = tmp_path_factory.mktemp("build") / "results.json"
-    proc = run_build_py("build", "--smoke", "--registry", TEST_REGISTRY, *standin_overrides, "--json-out", str(out),
-                        check=False)
+    only = [t for t in os.environ.get("KIMI_TEST_TARGETS", "").split(",") if t]  # local runs: a subset
+    proc = run_build_py("build", *only, "--smoke", "--registry", TEST_REGISTRY, *standin_overrides, "--json-out",
+                        str(out), check=False)
     sys.stderr.write(proc.stderr[-4000:])
     results = {r["target"]: r for r in json.loads(out.read_text())} if out.exists() else {}
     results["_stderr"] = proc.stderr

@@ -7,6 +7,7 @@ models and hands out read-only records of the result; nothing here decides a lau
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -32,6 +33,7 @@ class Brand(Strict):
     k8s_resource: str  # the device plugin's extended resource
     k8s_product_label: str  # the node label that names the GPU product
     compose: Dict[str, Any]  # what a Compose service adds to reach the GPUs
+    k8s_supplemental_groups: List[int] = []  # host GIDs owning the device nodes (a pod's user joins them)
 
 
 class Firmware(Strict):
@@ -43,6 +45,13 @@ class Firmware(Strict):
 class Detect(Strict):
     names: List[str]  # substrings of the product name reported by the driver tools
     memory_gb: float  # nominal memory of one GPU
+
+
+class PodResources(Strict):
+    """CPU and host memory a Kubernetes pod requests (and is limited to: Guaranteed QoS)."""
+
+    cpu: int = Field(gt=0)  # cores
+    memory_gib: int = Field(gt=0)
 
 
 class Hardware(Strict):
@@ -57,6 +66,9 @@ class Hardware(Strict):
     k8s_product: str  # the value of the brand's GPU product node label
     gfx: Optional[str] = None  # AMD gfx target
     multi_node_nvlink: bool = False
+    # What a pod using all gpu_count GPUs of a node requests and is limited to; a pod using fewer
+    # GPUs gets its share. Sized from the smallest common host of the hardware (hardware.yaml).
+    pod_resources: PodResources
     detect: Detect
     firmware: Optional[Firmware] = None
 
@@ -83,9 +95,28 @@ class HardwareFile(Strict):
 # ---------------------------------------------------------------- serving
 
 
+class ImageUser(Strict):
+    """The image's default user (images/Dockerfile USER, HOME; the image tests check they agree)."""
+
+    uid: int = Field(ge=10000)  # a high UID, outside any host's range of real users
+    gid: int = Field(ge=10000)
+    home: str
+
+
 class ImageRepo(Strict):
     registry: str  # the published images: <registry>/<name>:<tag>
     name: str
+    user: ImageUser
+    # image target -> the digest of its published image (sha256:<64 hex>), once locked: rendered
+    # deployments then reference <registry>/<name>:<tag>@<digest>
+    digests: Dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _digests_are_sha256(self):
+        bad = {t: d for t, d in self.digests.items() if not re.fullmatch(r"sha256:[0-9a-f]{64}", d)}
+        if bad:
+            raise ValueError(f"image digests must be sha256:<64 hex digits>: {bad}")
+        return self
 
 
 class Health(Strict):
@@ -113,6 +144,7 @@ class Router(Strict):
     program: str
     policy: str
     args: Args = []
+    resources: PodResources  # the router's pod (no GPU) on Kubernetes
 
 
 class Strategy(Strict):

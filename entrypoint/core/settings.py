@@ -103,6 +103,8 @@ FIELDS: tuple = (
     F("name", "str", "kimi-k2-5", "`kimi-k2-5`", "Name of a rendered deployment (a DNS label: a-z, 0-9, `-`).",
       pattern=r"[a-z]([-a-z0-9]*[a-z0-9])?", pattern_doc=f"a DNS label: lower-case letters, digits and '-', "
       f"starting with a letter, ending with a letter or digit, at most {limits.MAX_NAME_LENGTH} characters"),
+    F("namespace", "str", "kimi-serve", "`kimi-serve`",
+      "Kubernetes namespace of every rendered object (rendered as a Namespace with Pod Security `restricted`)."),
     F("image_target", "str", None, "baked in at build", "The image's build target (set by the image)."),
     F("image_hardware", "str", None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image)."),
     F("image_serves", "list", (), "baked in at build", "Hardware ids the image serves (set by the image)."),
@@ -139,6 +141,9 @@ FIELDS: tuple = (
       external="HF_HUB_OFFLINE", owner="Hugging Face Hub"),
     F("hf_token", "str", None, "none", "Token for gated or private repos (`kimi-serve download`, vLLM); masked in every output.",
       external="HF_TOKEN", owner="Hugging Face Hub"),
+    F("hf_token_path", "str", None, "`$HF_HOME/token`",
+      "File holding the token (rendered deployments mount their secret there; huggingface_hub reads it).",
+      external="HF_TOKEN_PATH", owner="Hugging Face Hub"),
     F("hf_endpoint", "str", None, "`https://huggingface.co`", "The hub `kimi-serve download` and vLLM fetch from (a mirror).",
       external="HF_ENDPOINT", owner="Hugging Face Hub"),
     F("vllm_use_modelscope", "bool", False, "`0`", "1 = vLLM loads from ModelScope: its cache holds the weights.",

@@ -48,7 +48,10 @@ def user_error(exc: BaseException, source: Source, environ: Mapping[str, str]):
     """A KimiError for what the user must fix (auth, revision, disk), else None."""
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
-    token = "HF_TOKEN is set but that token has no access to it" if environ.get("HF_TOKEN") else "HF_TOKEN is not set"
+    token_file = environ.get("HF_TOKEN_PATH", "")
+    given = environ.get("HF_TOKEN") or (token_file and os.path.isfile(token_file) and os.path.getsize(token_file))
+    token = ("a token is given (HF_TOKEN, or the file HF_TOKEN_PATH names) but it has no access to it" if given
+             else "HF_TOKEN is not set (nor a token in the file HF_TOKEN_PATH names)")
     page = f"{_endpoint(environ)}/{source.repo_id}"
     if isinstance(exc, GatedRepoError):
         return KimiError(MISSING_SETTING, f"{source.repo_id} ({source.purpose}) is a gated repository and {token}. "

@@ -4,6 +4,13 @@ One service per process: a single node, or a PD cluster whose pools share the no
 decode and router). Every service uses the host network (NCCL, NIXL and the router reach the
 pools on loopback, as vLLM's own Docker examples do), so ports are the processes' own.
 A deployment of several nodes is not a Compose deployment: it is rendered for Kubernetes.
+
+Hardened like the Kubernetes pods where Compose can be (docs/security.md): the image's non-root
+user, a read-only root filesystem with tmpfs scratch for /tmp and HOME (exec allowed: Triton,
+torch.compile and FlashInfer load the kernels they compile there), every capability dropped, no
+new privileges, and the Hugging Face token as a secret file (HF_TOKEN_PATH). A brand's own
+Compose access (recipes/hardware.yaml: AMD adds SYS_PTRACE and seccomp=unconfined, as AMD's vLLM
+container guide does) comes on top; docs/security.md reasons those exceptions.
 """
 
 from __future__ import annotations
@@ -12,8 +19,8 @@ from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import (HF_TOKEN, brand, container_env, health, image,
-                                          service_name, with_defaults)
+from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, container_env, health, image,
+                                          image_user, scratch, service_name, token_path, with_defaults)
 from entrypoint.render.yamltext import dump
 from entrypoint.core.select import Selection
 from entrypoint.core.settings import Settings
@@ -21,6 +28,9 @@ from entrypoint.core.settings import Settings
 FILE = "compose.yaml"
 CACHE_VOLUME = "cache"
 LOOPBACK = "127.0.0.1"
+TOKEN_SECRET = "hf_token"
+TOKEN_SOURCE = f"./{TOKEN_FILE}"  # the token file, beside the compose file (empty for a public model)
+NO_NEW_PRIVILEGES = "no-new-privileges:true"
 
 
 def deployment_environ(environ: Mapping[str, str], settings: Settings, sel: Selection) -> dict:
@@ -44,13 +54,24 @@ def _check_one_node(sel: Selection) -> None:
                         + way_out)
 
 
+def _hardened(launch, proc: Process) -> dict:
+    """What every service gets: the image's user, the settings, the token file, a read-only root
+    with scratch tmpfs, no capabilities, no new privileges."""
+    # user: the UID alone, so the process keeps the image user's groups (video, render)
+    return {"user": str(image_user(launch).uid),
+            "environment": {**container_env(launch, proc), HF_TOKEN_PATH: token_path()},
+            "secrets": [{"source": TOKEN_SECRET, "target": token_path()}],
+            "read_only": True, "tmpfs": [f"{path}:exec,mode=1777" for path in scratch(launch).values()],
+            "cap_drop": ["ALL"], "security_opt": [NO_NEW_PRIVILEGES]}
+
+
 def _service(launch, proc: Process) -> dict:
-    svc = {"image": image(launch), "environment": {**container_env(launch, proc), HF_TOKEN: None},
-           "network_mode": "host", "restart": "unless-stopped"}
+    svc = {"image": image(launch), **_hardened(launch, proc), "network_mode": "host", "restart": "unless-stopped"}
     if proc.role != "router":
         svc["ipc"] = "host"  # vLLM's tensor-parallel workers share memory through /dev/shm
         svc["volumes"] = [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"]
-        svc.update(brand(launch).compose)  # the GPU brand's devices (recipes/hardware.yaml)
+        access = brand(launch).compose  # the GPU brand's devices (recipes/hardware.yaml)
+        svc.update({**access, "security_opt": [*access.get("security_opt", []), NO_NEW_PRIVILEGES]})
         svc["depends_on"] = {download_name(launch): {"condition": "service_completed_successfully"}}
     else:
         svc["depends_on"] = [service_name(launch, p) for p in launch.plan.processes if p.role != "router"]
@@ -67,19 +88,20 @@ def download_name(launch) -> str:
 def _download(launch) -> dict:
     """The one-shot service that fills the cache (`kimi-serve download`) before vLLM starts."""
     proc = next(p for p in launch.plan.processes if p.role != "router")
-    return {"image": image(launch), "command": ["download"],
-            "environment": {**container_env(launch, proc), HF_TOKEN: None}, "network_mode": "host",
+    return {"image": image(launch), "command": ["download"], **_hardened(launch, proc), "network_mode": "host",
             "volumes": [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"], "restart": "no"}
 
 
 def _header(launch) -> str:
     plan = launch.plan
     lines = [f"Kimi-K2.5 on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.",
-             "Rendered by `kimi-serve plan --format compose`; start it with `docker compose up -d`",
-             "(HF_TOKEN is taken from the shell that runs it). The one-shot service "
-             f"{download_name(launch)} fills the cache",
-             "volume first (`kimi-serve download`; resumable); the vLLM services start once it has exited 0.",
-             "Host network; endpoints on this node:"]
+             "Rendered by `kimi-serve plan --format compose`; start it with `docker compose up -d`.",
+             f"The Hugging Face token is read from the file {TOKEN_SOURCE} beside this file (empty for a public",
+             f"model), readable by UID {image_user(launch).uid}: ( umask 077; printf %s \"$HF_TOKEN\" > {TOKEN_SOURCE} ); "
+             f"sudo chown {image_user(launch).uid} {TOKEN_SOURCE}",
+             f"The one-shot service {download_name(launch)} fills the cache volume first (`kimi-serve download`;",
+             "resumable); the vLLM services start once it has exited 0.",
+             "Hardened (docs/security.md). Host network; endpoints on this node:"]
     lines += [f"  {service_name(launch, p)}: http://<this node>:{p.port}" for p in plan.processes]
     return "".join(f"# {line}\n" for line in lines)
 
@@ -88,5 +110,5 @@ def render(launch) -> dict:
     _check_one_node(launch.selection)
     services = {download_name(launch): _download(launch),
                 **{service_name(launch, p): _service(launch, p) for p in launch.plan.processes}}
-    doc = {"services": services, "volumes": {CACHE_VOLUME: {}}}
+    doc = {"services": services, "volumes": {CACHE_VOLUME: {}}, "secrets": {TOKEN_SECRET: {"file": TOKEN_SOURCE}}}
     return {FILE: _header(launch) + dump(doc)}

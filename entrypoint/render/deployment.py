@@ -17,14 +17,19 @@ from entrypoint.core.plan import Process
 from entrypoint.core.record import Record as Hardware
 from entrypoint.core.settings import BY_NAME, KIMI_FIELDS
 
-HF_TOKEN = "HF_TOKEN"  # passed from a secret store, never written into a rendered file
+HF_TOKEN = "HF_TOKEN"  # the Secret key (Kubernetes); never written into a rendered file
+# The token reaches the containers as a file, never as an environment variable: huggingface_hub
+# (and so vLLM's download) reads the file HF_TOKEN_PATH names; a missing file means no token.
+HF_TOKEN_PATH = "HF_TOKEN_PATH"
+TOKEN_DIR = "/run/secrets/kimi-serve"
+TOKEN_FILE = "hf_token"
 SINGLE, MULTI_NODE, PD_CLUSTER = "single", "multi_node", "pd_cluster"
 
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
 # head from the cluster runtime).
-_NOT_PASSED = {"image", "name", "config", "recipes_dir", "image_target", "image_hardware", "image_serves", "role",
-               "node_rank", "head_addr"}
+_NOT_PASSED = {"image", "name", "namespace", "config", "recipes_dir", "image_target", "image_hardware",
+               "image_serves", "role", "node_rank", "head_addr"}
 
 
 def with_defaults(environ: Mapping[str, str], defaults: Mapping[str, str]) -> dict:
@@ -58,9 +63,33 @@ def health(launch) -> Hardware:
 
 
 def image(launch) -> str:
-    """KIMI_IMAGE, else the published image of this hardware's target (recipes/serving.yaml)."""
-    repo = launch.catalog.serving.image
-    return launch.settings.image or f"{repo.registry.rstrip('/')}/{repo.name}:{hardware(launch).image_target}"
+    """KIMI_IMAGE, else the published image of this hardware's target (recipes/serving.yaml), by
+    tag and, once one is locked there for the target, by digest too."""
+    if launch.settings.image:
+        return launch.settings.image
+    repo, target = launch.catalog.serving.image, hardware(launch).image_target
+    digest = repo.digests.get(target)
+    return f"{repo.registry.rstrip('/')}/{repo.name}:{target}" + (f"@{digest}" if digest else "")
+
+
+def image_user(launch):
+    """The image's default user: uid, gid, home (recipes/serving.yaml)."""
+    return launch.catalog.serving.image.user
+
+
+def scratch(launch) -> dict:
+    """Where the image's programs write besides the cache (Python, Triton, torch.compile,
+    FlashInfer, vLLM's usage stats): writable scratch under a read-only root filesystem."""
+    return {"tmp": "/tmp", "home": image_user(launch).home}
+
+
+def pinned(reference: str) -> bool:
+    """Whether an image reference names its content (a digest), not only a tag that can move."""
+    return "@sha256:" in reference
+
+
+def token_path() -> str:
+    return f"{TOKEN_DIR}/{TOKEN_FILE}"
 
 
 def service_name(launch, proc: Process) -> str:

@@ -11,17 +11,25 @@
   the headless Service LWS creates for each set, given to every pod as KIMI_*_ADDRS.
 
 Each LWS pod gets its own cache claim (volumeClaimTemplates), so any storage class will do.
+
+Every object lives in KIMI_NAMESPACE, rendered first as a Namespace that enforces the Pod Security
+Standards' `restricted` profile. NetworkPolicies admit the API port from anywhere to the pods
+that serve it, and any port between the deployment's own pods (NCCL, Gloo and NIXL open
+ephemeral ports besides the rendezvous, KV and DP-RPC ports, so a port list would hang them);
+nothing else reaches a pod. docs/security.md lists every control and every skip.
 """
 
 from __future__ import annotations
 
 from typing import List, Mapping
 
-from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+import re
+
+from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
 from entrypoint.render.deployment import (MULTI_NODE, PD_CLUSTER, SINGLE, service_name, shape,
                                           with_defaults)
-from entrypoint.render.k8s_pod import CACHE_VOLUME, hf_token_secret, pod_spec
+from entrypoint.render.k8s_pod import CACHE_VOLUME, hf_token_secret, pod_spec, skip_annotations
 from entrypoint.render.yamltext import dump_all
 
 FILE = "kubernetes.yaml"
@@ -30,6 +38,9 @@ LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 AUTO_IFACE = {"KIMI_IFACE": "auto"}  # each pod finds its own interface
+NETPOL_API = "networking.k8s.io/v1"
+PSS_LEVEL = "restricted"  # the Pod Security Standards profile the namespace enforces
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def lws_name(name: str, role: str = "") -> str:
@@ -53,13 +64,28 @@ def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
     return dict(environ)
 
 
+def _own(launch) -> dict:
+    """The labels every pod of the deployment carries."""
+    return {"app.kubernetes.io/name": launch.settings.name, "app.kubernetes.io/part-of": "kimi-serve"}
+
+
 def _labels(launch, component: str) -> dict:
-    return {"app.kubernetes.io/name": launch.settings.name, "app.kubernetes.io/component": component,
-            "app.kubernetes.io/part-of": "kimi-serve"}
+    return {**_own(launch), "app.kubernetes.io/component": component}
 
 
-def _meta(launch, name: str, component: str) -> dict:
-    return {"name": name, "labels": _labels(launch, component)}
+def _meta(launch, name: str, component: str, annotations=None) -> dict:
+    meta = {"name": name, "namespace": launch.settings.namespace, "labels": _labels(launch, component)}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def _template_meta(launch, proc: Process) -> dict:
+    meta = {"labels": _labels(launch, proc.role)}
+    skips = skip_annotations(launch, proc)
+    if skips:
+        meta["annotations"] = skips  # the pods carry their skips, for scanners of live objects too
+    return meta
 
 
 def _cache_claim_spec() -> dict:
@@ -69,21 +95,23 @@ def _cache_claim_spec() -> dict:
 def _deployment(launch, proc: Process, cache_claim=None) -> dict:
     labels = _labels(launch, proc.role)
     return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": _meta(launch, service_name(launch, proc), proc.role),
+            "metadata": _meta(launch, service_name(launch, proc), proc.role, skip_annotations(launch, proc)),
             "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": pod_spec(launch, proc, cache_claim)}}}
+                     "template": {"metadata": _template_meta(launch, proc),
+                                  "spec": pod_spec(launch, proc, cache_claim)}}}
 
 
 def _lws(launch, name: str, group: List[Process]) -> dict:
     def template(proc: Process) -> dict:
-        return {"metadata": {"labels": _labels(launch, proc.role)}, "spec": pod_spec(launch, proc, None)}
+        return {"metadata": _template_meta(launch, proc), "spec": pod_spec(launch, proc, None)}
 
     spec = {"size": len(group), "restartPolicy": "RecreateGroupOnPodRestart"}
     if len(group) > 1:
         spec["leaderTemplate"] = template(group[0])
     spec["workerTemplate"] = template(group[-1])
     spec["volumeClaimTemplates"] = [{"metadata": {"name": CACHE_VOLUME}, "spec": _cache_claim_spec()}]
-    return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": _meta(launch, name, group[0].role),
+    return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet",
+            "metadata": _meta(launch, name, group[0].role),
             "spec": {"replicas": 1, "startupPolicy": "LeaderCreated", "networkConfig": {"subdomainPolicy": "Shared"},
                      "leaderWorkerTemplate": spec}}
 
@@ -94,12 +122,39 @@ def _service(launch, selector: dict, port: int) -> dict:
             "spec": {"selector": selector, "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}
 
 
+def _namespace(launch) -> dict:
+    ns = launch.settings.namespace
+    if not _DNS_LABEL.match(ns):
+        raise KimiError(INVALID_VALUE, f"KIMI_NAMESPACE={ns!r} is not a Kubernetes namespace name: up to 63 "
+                        "lower-case letters, digits and '-', starting and ending with a letter or digit.")
+    labels = {"app.kubernetes.io/part-of": "kimi-serve"}
+    labels.update({f"pod-security.kubernetes.io/{mode}": PSS_LEVEL for mode in ("enforce", "audit", "warn")})
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}
+
+
+def _network_policies(launch, api_selector: dict, port: int) -> list:
+    """The API port from anywhere to the pods that serve it; any port between the deployment's pods."""
+    name, own = launch.settings.name, _own(launch)
+    api = {"podSelector": {"matchLabels": api_selector}, "policyTypes": ["Ingress"],
+           "ingress": [{"ports": [{"protocol": "TCP", "port": port}]}]}
+    internal = {"podSelector": {"matchLabels": own}, "policyTypes": ["Ingress"],
+                "ingress": [{"from": [{"podSelector": {"matchLabels": own}}]}]}
+    return [{"apiVersion": NETPOL_API, "kind": "NetworkPolicy", "metadata": _meta(launch, f"{name}-{suffix}", suffix),
+             "spec": spec} for suffix, spec in (("api", api), ("internal", internal))]
+
+
+def _exposed(launch, objects: list, selector: dict, port: int) -> list:
+    """The namespace, the objects, the API Service and the NetworkPolicies."""
+    return [_namespace(launch), *objects, _service(launch, selector, port),
+            *_network_policies(launch, selector, port)]
+
+
 def _single(launch) -> list:
     proc = launch.plan.processes[0]
     claim = f"{launch.settings.name}-cache"
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(launch, claim, "cache"),
            "spec": _cache_claim_spec()}
-    return [pvc, _deployment(launch, proc, claim), _service(launch, _labels(launch, proc.role), proc.port)]
+    return _exposed(launch, [pvc, _deployment(launch, proc, claim)], _labels(launch, proc.role), proc.port)
 
 
 def _multi_node(launch) -> list:
@@ -108,7 +163,7 @@ def _multi_node(launch) -> list:
     selector = {LWS_NAME_LABEL: name}
     if not all(p.serves_http for p in procs):
         selector[LWS_INDEX_LABEL] = "0"  # only the head serves the API
-    return [_lws(launch, name, procs), _service(launch, selector, procs[0].port)]
+    return _exposed(launch, [_lws(launch, name, procs)], selector, procs[0].port)
 
 
 def _pd_cluster(launch) -> list:
@@ -122,7 +177,7 @@ def _pd_cluster(launch) -> list:
         group = sorted((p for p in launch.plan.processes if p.role == pool.role), key=lambda p: p.rank)
         objects.append(_lws(launch, lws_name(launch.settings.name, pool.role), group))
     router = launch.plan.find("router", 0)
-    return objects + [_deployment(launch, router), _service(launch, _labels(launch, "router"), router.port)]
+    return _exposed(launch, objects + [_deployment(launch, router)], _labels(launch, "router"), router.port)
 
 
 _SHAPES = {SINGLE: _single, MULTI_NODE: _multi_node, PD_CLUSTER: _pd_cluster}
@@ -132,5 +187,8 @@ def render(launch) -> dict:
     plan = launch.plan
     header = (f"# Kimi-K2.5 on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.\n"
               "# Rendered by `kimi-serve plan --format k8s`; apply with `kubectl apply -f`. The Hugging Face token\n"
-              f"# comes from the optional Secret {hf_token_secret(launch)} (key HF_TOKEN).\n")
+              f"# comes from the optional Secret {hf_token_secret(launch)} (key HF_TOKEN), mounted as a file:\n"
+              f"#   kubectl -n {launch.settings.namespace} create secret generic {hf_token_secret(launch)} "
+              "--from-literal=HF_TOKEN=hf_...\n"
+              "# Hardened to Pod Security `restricted`; docs/security.md lists the controls and the skips.\n")
     return {FILE: header + dump_all(_SHAPES[shape(launch)](launch))}

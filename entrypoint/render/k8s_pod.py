@@ -1,21 +1,34 @@
 """The pod of one process on Kubernetes: the project's image with the deployment's KIMI_* env,
-the node's GPUs, the GPU product node selector, /dev/shm in memory, the cache and health probes.
+the node's GPUs, the GPU product node selector, /dev/shm in memory, the cache and /health probes,
+hardened to the Pod Security Standards' `restricted` profile (docs/security.md).
 
 GPU resource names, product labels and their values per hardware live in recipes/hardware.yaml
 (`brands`, `k8s_product`); probe timings in recipes/serving.yaml.
+
+Security: the image's non-root user (runAsNonRoot, a high UID and GID, fsGroup so the cache
+claim is writable), seccomp RuntimeDefault, every capability dropped, no privilege escalation, a
+read-only root filesystem with emptyDir scratch for /tmp and HOME, no service-account token, the
+Hugging Face token as a file (HF_TOKEN_PATH) from an optional Secret, CPU and memory sized from
+the hardware data (Guaranteed QoS). What cannot be met is a checkov skip annotation with its
+reason (`skip_annotations`), never left silent.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import HF_TOKEN, brand, container_env, hardware, health, image
+from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, TOKEN_DIR, TOKEN_FILE, brand, container_env,
+                                          hardware, health, image, image_user, pinned, scratch, token_path)
 
 CACHE_VOLUME = "cache"
 SHM_VOLUME = "dshm"
+TOKEN_VOLUME = "hf-token"
 CONTAINER = "kimi-serve"
 DOWNLOAD_CONTAINER = "download"
+SKIP_ANNOTATION = "checkov.io/skip{}"  # checkov's own: `CKV_ID=reason` (the reason holds no '=')
+_RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 
 
 def hf_token_secret(launch) -> str:
@@ -23,10 +36,22 @@ def hf_token_secret(launch) -> str:
     return f"{launch.settings.name}-hf-token"
 
 
+def skip_annotations(launch, proc: Process) -> dict:
+    """checkov skip annotations, each with its reason, for what the pod of `proc` cannot meet."""
+    skips = {}
+    if not proc.serves_http:
+        for check in ("CKV_K8S_8", "CKV_K8S_9"):
+            skips[check] = ("a headless vLLM worker serves no endpoint to probe; it exits when its engine fails "
+                            "and the LeaderWorkerSet then recreates the whole group; the head's probes cover it")
+    if not pinned(image(launch)):
+        skips["CKV_K8S_43"] = ("no digest is locked for this image (image.digests in recipes/serving.yaml), so it "
+                               "is referenced by tag; lock one there or set KIMI_IMAGE to repository@sha256:digest")
+    return {SKIP_ANNOTATION.format(i): f"{check}={reason}" for i, (check, reason) in enumerate(sorted(skips.items()), 1)}
+
+
 def _env(launch, proc: Process) -> list:
     env = [{"name": k, "value": v} for k, v in container_env(launch, proc).items()]
-    return env + [{"name": HF_TOKEN, "valueFrom": {"secretKeyRef": {
-        "name": hf_token_secret(launch), "key": HF_TOKEN, "optional": True}}}]
+    return env + [{"name": HF_TOKEN_PATH, "value": token_path()}]
 
 
 def _probes(launch) -> dict:
@@ -39,27 +64,81 @@ def _probes(launch) -> dict:
     }
 
 
+def _resources(launch, proc: Process) -> dict:
+    """Requests = limits (Guaranteed QoS): the GPUs, and the process's share of the node's CPU and
+    memory from the hardware data (the router's from its strategy's)."""
+    if proc.role == "router":
+        sized, share, gpus = launch.catalog.strategies[launch.plan.strategy].router.resources, 1, {}
+    else:
+        hw = hardware(launch)
+        sized, share = hw.pod_resources, proc.local_gpus / hw.gpu_count
+        gpus = {brand(launch).k8s_resource: str(proc.local_gpus)}
+    amounts = {"cpu": str(math.ceil(sized.cpu * share)), "memory": f"{math.ceil(sized.memory_gib * share)}Gi", **gpus}
+    return {"limits": amounts, "requests": dict(amounts)}
+
+
+def _pod_security(launch, proc: Process) -> dict:
+    user = image_user(launch)
+    ctx = {"runAsNonRoot": True, "runAsUser": user.uid, "runAsGroup": user.gid, "fsGroup": user.gid,
+           # a 600 GB cache would be walked and chowned on every start otherwise
+           "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": dict(_RUNTIME_DEFAULT)}
+    groups = brand(launch).k8s_supplemental_groups if proc.role != "router" else []
+    if groups:
+        ctx["supplementalGroups"] = list(groups)
+    return ctx
+
+
+def _container_security(launch) -> dict:
+    user = image_user(launch)
+    return {"runAsNonRoot": True, "runAsUser": user.uid, "runAsGroup": user.gid, "allowPrivilegeEscalation": False,
+            "privileged": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": dict(_RUNTIME_DEFAULT)}
+
+
+def _volumes(launch, proc: Process, cache_claim: Optional[str]):
+    """(mounts, volumes): scratch and the token for every pod; /dev/shm and the cache for GPU pods."""
+    mounts = [{"name": name, "mountPath": path} for name, path in scratch(launch).items()]
+    volumes = [{"name": name, "emptyDir": {}} for name in scratch(launch)]
+    mounts.append({"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True})
+    volumes.append({"name": TOKEN_VOLUME, "secret": {"secretName": hf_token_secret(launch), "optional": True,
+                                                     "defaultMode": 0o440,
+                                                     "items": [{"key": HF_TOKEN, "path": TOKEN_FILE}]}})
+    if proc.role == "router":
+        return mounts, volumes
+    mounts += [{"name": CACHE_VOLUME, "mountPath": launch.settings.cache_dir},
+               {"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})
+    if cache_claim:
+        volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": cache_claim}})
+    return mounts, volumes
+
+
 def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     """`cache_claim`: the PVC to mount as the cache, or None when the owner (LeaderWorkerSet)
     gives each pod its own claim from a template named CACHE_VOLUME."""
-    container = {"name": CONTAINER, "image": image(launch), "env": _env(launch, proc)}
+    mounts, volumes = _volumes(launch, proc, cache_claim)
+    container = {"name": CONTAINER, "image": image(launch), "imagePullPolicy": "Always", "env": _env(launch, proc),
+                 "resources": _resources(launch, proc), "securityContext": _container_security(launch),
+                 "volumeMounts": mounts}
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
         container.update(_probes(launch))
-    spec = {"enableServiceLinks": False, "containers": [container]}
-    if proc.role == "router":
-        return spec
-    gpu = brand(launch)
-    gpus = {gpu.k8s_resource: str(proc.local_gpus)}
-    container["resources"] = {"limits": gpus, "requests": dict(gpus)}
-    container["volumeMounts"] = [{"name": CACHE_VOLUME, "mountPath": launch.settings.cache_dir},
-                                 {"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-    # The weights first: `kimi-serve download` into this pod's cache (resumable; a restarted pod
-    # fetches only what is missing), so the vLLM container starts on complete, verified-size files.
-    spec["initContainers"] = [{"name": DOWNLOAD_CONTAINER, "image": container["image"], "args": ["download"],
-                               "env": container["env"], "volumeMounts": container["volumeMounts"][:1]}]
-    spec["nodeSelector"] = {gpu.k8s_product_label: hardware(launch).k8s_product}
-    spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
-    if cache_claim:
-        spec["volumes"].append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": cache_claim}})
+    spec = {"enableServiceLinks": False, "automountServiceAccountToken": False,
+            "securityContext": _pod_security(launch, proc), "containers": [container], "volumes": volumes}
+    if proc.role != "router":
+        spec["initContainers"] = [_download(container)]
+        spec["nodeSelector"] = {brand(launch).k8s_product_label: hardware(launch).k8s_product}
     return spec
+
+
+def _download(container: dict) -> dict:
+    """The weights first: `kimi-serve download` into this pod's cache (resumable; a restarted pod
+    fetches only what is missing), so the vLLM container starts on complete, verified-size files.
+    Hardened like the server; the CPU and memory of the server (no GPU), so the pod stays
+    Guaranteed."""
+    resources = {kind: {k: v for k, v in amounts.items() if k in ("cpu", "memory")}
+                 for kind, amounts in container["resources"].items()}
+    mounts = [m for m in container["volumeMounts"] if m["mountPath"] != "/dev/shm"]
+    return {"name": DOWNLOAD_CONTAINER, "image": container["image"], "imagePullPolicy": "Always",
+            "args": ["download"], "env": container["env"], "resources": resources,
+            "securityContext": dict(container["securityContext"]), "volumeMounts": mounts}

@@ -20,6 +20,7 @@ NEW_HARDWARE = {
     "brand": "nvidia", "generation": "blackwell", "display_name": "X900",
     "description": "A made-up 8-GPU node of 240 GB GPUs, known only to this test's data",
     "gpu_count": 8, "vram_gb": 1920, "arch": "amd64", "k8s_product": "NVIDIA-X900", "image_target": "b200",
+    "pod_resources": {"cpu": 64, "memory_gib": 1024},
     "detect": {"names": ["X900"], "memory_gb": 240},
 }
 

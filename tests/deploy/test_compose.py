@@ -48,7 +48,9 @@ def test_docker_compose_config_accepts_it(case, tmp_path):
     launch = launch_for("compose", COMPOSE[case])
     assert len(resolved["services"]) == len(launch.plan.processes) + 1  # + the one-shot download
     for svc in resolved["services"].values():
-        assert svc["environment"]["HF_TOKEN"] == SECRET  # taken from the shell at `up`, never written
+        assert SECRET not in str(svc) and "HF_TOKEN" not in svc["environment"]
+        assert svc["environment"]["HF_TOKEN_PATH"] == "/run/secrets/kimi-serve/hf_token"
+    assert resolved["secrets"]["hf_token"]["file"] == str(tmp_path / "hf_token")  # beside the file
 
 
 @pytest.mark.parametrize("case", sorted(COMPOSE))
@@ -60,19 +62,20 @@ def test_one_service_per_process(case):
     launch = launch_for("compose", environ)
     brand = launch.catalog.hardware[launch.plan.hardware].brand
     name = environ.get("KIMI_NAME", "kimi-k2-5")
-    assert list(doc["volumes"]) == [compose.CACHE_VOLUME]
+    assert list(doc["volumes"]) == [compose.CACHE_VOLUME] and doc["secrets"] == {"hf_token": {"file": "./hf_token"}}
     want = [name] if len(launch.plan.processes) == 1 else [f"{name}-{p.role}" for p in launch.plan.processes]
     assert list(doc["services"]) == [f"{name}-download"] + want
     download = doc["services"].pop(f"{name}-download")
     assert download["command"] == ["download"] and download["restart"] == "no"
-    assert download["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"] and download["environment"]["HF_TOKEN"] is None
+    assert download["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"] and "HF_TOKEN" not in download["environment"]
+    assert download["environment"]["HF_TOKEN_PATH"] == "/run/secrets/kimi-serve/hf_token"
     assert "deploy" not in download and "devices" not in download  # fetching needs no GPU
     for proc, svc in zip(launch.plan.processes, doc["services"].values()):
         target = launch.catalog.hardware[launch.plan.hardware].image_target
         assert svc["image"] == f"ghcr.io/kimi-serve/kimi-k2.5:{target}"
         assert "command" not in svc and "entrypoint" not in svc
         env = svc["environment"]
-        assert env["HF_TOKEN"] is None and env["KIMI_HARDWARE"] == environ["KIMI_HARDWARE"]
+        assert "HF_TOKEN" not in env and env["KIMI_HARDWARE"] == environ["KIMI_HARDWARE"]
         assert env.get("KIMI_ROLE") == (None if proc.role == "single" else proc.role)
         assert svc["network_mode"] == "host" and svc["restart"] == "unless-stopped"
         health = svc["healthcheck"]
@@ -87,7 +90,7 @@ def test_one_service_per_process(case):
                 {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
         else:
             assert svc["devices"] == ["/dev/kfd", "/dev/dri"] and svc["group_add"] == ["video"]
-            assert svc["security_opt"] == ["seccomp=unconfined"]
+            assert svc["security_opt"] == ["seccomp=unconfined", "no-new-privileges:true"]
 
 
 def test_pd_pools_are_reached_on_loopback_unless_set():

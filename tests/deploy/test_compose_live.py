@@ -3,7 +3,10 @@ project's image built on the stand-in vLLM base: the one-shot download service f
 weights from the Hub stand-in (tests/weights/hub_standin.py, on the host's loopback, which the
 host-network containers share) into the cache volume and exits 0, then every service starts
 and launches its process of the plan, the router reaches both pools on loopback, healthchecks
-turn healthy, and `docker-compose down` stops everything with the stand-ins' clean exit."""
+turn healthy, and `docker-compose down` stops everything with the stand-ins' clean exit.
+The services run as the file renders them, hardened: the image's non-root user, read-only root,
+tmpfs scratch, no capabilities, no new privileges, and the token as a secret file each process
+can read."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker]
 TARGET = "b200"  # amd64; half of its node holds the INT4 weights, so each pool may share it
 PORTS = (8000, 8001, 8002)  # router, prefill, decode on the host network
 HEALTHY_WITHIN_S = 180
+FAKE_TOKEN = "hf_live_test_token_not_real"
 
 
 def _docker_compose() -> str:
@@ -92,6 +96,9 @@ def test_pd_cluster_on_one_node_comes_up(built_images, docker_client, tmp_path):
 def _up_and_down(exe, docker_client, project, doc, launch, tmp_path):
     path = tmp_path / compose.FILE
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    token = tmp_path / "hf_token"  # the secret file beside the compose file, as the header says
+    token.write_text(FAKE_TOKEN)
+    token.chmod(0o444)  # the test cannot chown to the image's UID; world-readable stands in
     cmd = [exe, "-p", project, "-f", str(path)]
     _wait_ports_free()
     since = int(time.time()) - 1
@@ -104,6 +111,12 @@ def _up_and_down(exe, docker_client, project, doc, launch, tmp_path):
         for service, proc in by_name.items():
             record = read_standin_record(containers[service].logs().decode(errors="replace"))
             assert record is not None, f"{service} did not launch the stand-in"
+            assert record["uid"] == int(doc["services"][service]["user"]) >= 10000, service
+            assert "HF_TOKEN" not in record["env"] and FAKE_TOKEN not in str(record["env"])
+            read = containers[service].exec_run(["cat", record["env"]["HF_TOKEN_PATH"]])
+            assert read.exit_code == 0 and read.output.decode() == FAKE_TOKEN, read.output
+            state = containers[service].attrs["HostConfig"]
+            assert state["ReadonlyRootfs"] is True and state["CapDrop"] == ["ALL"], service
             assert record["argv"] == list(proc.argv), service
             assert {k: record["env"].get(k) for k in proc.env} == proc.env, service
         router = containers[f"{launch.settings.name}-router"]

@@ -19,6 +19,8 @@ SECRET = "hf_do_not_render_me_123"
 
 
 def _pod_specs(doc: dict):
+    if doc["kind"] not in ("Deployment", "LeaderWorkerSet"):
+        return
     spec = doc["spec"]
     if doc["kind"] == "Deployment":
         yield spec["template"]["spec"]
@@ -53,7 +55,7 @@ PRODUCT = {"h100": "NVIDIA-H100-80GB-HBM3", "h200": "NVIDIA-H200", "b200": "NVID
 
 
 @pytest.mark.parametrize("case", sorted(K8S))
-def test_pods_read_settings_from_env_and_the_token_from_a_secret(case):
+def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
     environ = {**K8S[case], "HF_TOKEN": SECRET}
     text = "".join(k8s.render(k8s_launch(environ)).values())
     assert SECRET not in text
@@ -64,24 +66,33 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret(case):
             (container,) = pod["containers"]
             assert "command" not in container and "args" not in container
             env = {e["name"]: e for e in container["env"]}
-            assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
-                "name": k8s_pod.hf_token_secret(k8s_launch(environ)), "key": "HF_TOKEN", "optional": True}}}
+            assert "HF_TOKEN" not in env and all("valueFrom" not in e for e in env.values())
+            assert env["HF_TOKEN_PATH"]["value"] == "/run/secrets/kimi-serve/hf_token"
+            token = next(v for v in pod["volumes"] if v["name"] == k8s_pod.TOKEN_VOLUME)
+            assert token["secret"] == {"secretName": k8s_pod.hf_token_secret(k8s_launch(environ)), "optional": True,
+                                       "defaultMode": 0o440, "items": [{"key": "HF_TOKEN", "path": "hf_token"}]}
             assert env["KIMI_HARDWARE"]["value"] == K8S[case]["KIMI_HARDWARE"]
-            assert not {"KIMI_NODE_RANK", "KIMI_HEAD_ADDR", "KIMI_IMAGE", "KIMI_NAME"} & set(env)
+            assert not {"KIMI_NODE_RANK", "KIMI_HEAD_ADDR", "KIMI_IMAGE", "KIMI_NAME", "KIMI_NAMESPACE"} & set(env)
+            mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+            scratch = {"/tmp": "tmp", "/home/kimi": "home", "/run/secrets/kimi-serve": k8s_pod.TOKEN_VOLUME}
+            resources = container["resources"]
+            assert resources["requests"] == resources["limits"]  # Guaranteed QoS
+            assert int(resources["limits"]["cpu"]) >= 1 and resources["limits"]["memory"].endswith("Gi")
             if "KIMI_ROLE" in env and env["KIMI_ROLE"]["value"] == "router":
-                assert "resources" not in container and "initContainers" not in pod
+                assert set(resources["limits"]) == {"cpu", "memory"} and mounts == scratch
+                assert "initContainers" not in pod
                 continue
             (init,) = pod["initContainers"]  # the weights first, into this pod's cache
             assert init["args"] == ["download"] and init["image"] == container["image"]
-            assert init["env"] == container["env"] and "resources" not in init
-            assert init["volumeMounts"] == [{"name": k8s_pod.CACHE_VOLUME, "mountPath": "/cache"}]
-            gpus = container["resources"]["limits"][GPU_RESOURCE[brand]]
-            assert int(gpus) >= 1 and container["resources"]["requests"] == container["resources"]["limits"]
+            assert init["env"] == container["env"] and init["securityContext"] == container["securityContext"]
+            assert init["resources"]["limits"] == {k: v for k, v in resources["limits"].items() if k in ("cpu", "memory")}
+            assert {m["mountPath"]: m["name"] for m in init["volumeMounts"]} == {**scratch, "/cache": k8s_pod.CACHE_VOLUME}
+            gpus = resources["limits"][GPU_RESOURCE[brand]]
+            assert int(gpus) >= 1
             assert pod["nodeSelector"] == {PRODUCT_LABEL[brand]: PRODUCT[K8S[case]["KIMI_HARDWARE"]]}
             shm = next(v for v in pod["volumes"] if v["name"] == k8s_pod.SHM_VOLUME)
             assert shm["emptyDir"]["medium"] == "Memory"
-            mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-            assert mounts == {"/dev/shm": k8s_pod.SHM_VOLUME, "/cache": k8s_pod.CACHE_VOLUME}
+            assert mounts == {**scratch, "/dev/shm": k8s_pod.SHM_VOLUME, "/cache": k8s_pod.CACHE_VOLUME}
 
 
 @pytest.mark.parametrize("case", sorted(K8S))
@@ -99,14 +110,15 @@ def test_serving_pods_have_probes_long_enough_for_the_load(case):
 
 def test_single_node_is_a_deployment_with_a_cache_claim_and_a_service():
     docs = documents("k8s", K8S["single-h200"])
-    assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Deployment", "Service"]
-    pvc, dep, svc = docs
+    assert [d["kind"] for d in docs] == ["Namespace", "PersistentVolumeClaim", "Deployment", "Service",
+                                         "NetworkPolicy", "NetworkPolicy"]
+    pvc, dep, svc = docs[1:4]
     assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
     pod = dep["spec"]["template"]["spec"]
     cache = next(v for v in pod["volumes"] if v["name"] == k8s_pod.CACHE_VOLUME)
     assert cache["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
     assert pod["containers"][0]["image"] == "ghcr.io/kimi-serve/kimi-k2.5:h200"
-    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8", "cpu": "48", "memory": "896Gi"}
     assert svc["spec"]["selector"] == dep["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": "http"}]
 
@@ -114,7 +126,8 @@ def test_single_node_is_a_deployment_with_a_cache_claim_and_a_service():
 def test_amd_pods_ask_for_amd_gpus():
     (dep,) = _by_kind(documents("k8s", K8S["single-mi300x-features"]), "Deployment")
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert container["resources"]["limits"] == {"amd.com/gpu": "8"}
+    assert container["resources"]["limits"]["amd.com/gpu"] == "8"
+    assert dep["spec"]["template"]["spec"]["securityContext"]["supplementalGroups"] == [44]  # video
     assert container["image"] == "ghcr.io/kimi-serve/kimi-k2.5:rocm-gfx942"
     assert {"name": "KIMI_FEATURES", "value": "-spec_decoding"} in container["env"]
 
@@ -122,7 +135,7 @@ def test_amd_pods_ask_for_amd_gpus():
 @pytest.mark.parametrize("case", [c for c in K8S if c.startswith("multi_node")])
 def test_multi_node_is_one_leaderworkerset_recreated_as_a_group(case):
     environ = K8S[case]
-    lws, svc = documents("k8s", environ)
+    (lws,), (svc,) = (_by_kind(documents("k8s", environ), kind) for kind in ("LeaderWorkerSet", "Service"))
     nodes = int(environ["KIMI_NODES"])
     assert lws["kind"] == "LeaderWorkerSet" and svc["kind"] == "Service"
     lwt = lws["spec"]["leaderWorkerTemplate"]
@@ -138,13 +151,14 @@ def test_multi_node_is_one_leaderworkerset_recreated_as_a_group(case):
 
 def test_pd_cluster_pools_are_leaderworkersets_and_addresses_are_pod_dns_names():
     docs = documents("k8s", K8S["pd-h200-2x1"])
-    assert [d["kind"] for d in docs] == ["LeaderWorkerSet", "LeaderWorkerSet", "Deployment", "Service"]
-    prefill, decode, router, svc = docs
+    assert [d["kind"] for d in docs] == ["Namespace", "LeaderWorkerSet", "LeaderWorkerSet", "Deployment", "Service",
+                                         "NetworkPolicy", "NetworkPolicy"]
+    prefill, decode, router, svc = docs[1:5]
     assert prefill["metadata"]["name"] == "kimi-k2-5-prefill" and decode["metadata"]["name"] == "kimi-k2-5-decode"
     assert prefill["spec"]["leaderWorkerTemplate"]["size"] == 2 and decode["spec"]["leaderWorkerTemplate"]["size"] == 1
     want = {"KIMI_PREFILL_ADDRS": "kimi-k2-5-prefill-0.kimi-k2-5-prefill,kimi-k2-5-prefill-0-1.kimi-k2-5-prefill",
             "KIMI_DECODE_ADDRS": "kimi-k2-5-decode-0.kimi-k2-5-decode"}
-    for doc in docs[:3]:
+    for doc in docs[1:4]:
         for pod in _pod_specs(doc):
             env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
             assert {k: env[k] for k in want} == want
@@ -167,7 +181,7 @@ def test_pd_cluster_on_a_shared_node_is_for_compose():
 
 def test_image_and_name_settings():
     environ = {**K8S["multi_node_tp-h100x2"], "KIMI_IMAGE": "registry.example/kimi:1", "KIMI_NAME": "kimi"}
-    lws, svc = documents("k8s", environ)
+    (lws,), (svc,) = (_by_kind(documents("k8s", environ), kind) for kind in ("LeaderWorkerSet", "Service"))
     assert lws["metadata"]["name"] == "kimi" and svc["metadata"]["name"] == "kimi-api"
     pod = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
     assert pod["containers"][0]["image"] == "registry.example/kimi:1"

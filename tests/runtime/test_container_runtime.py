@@ -1,5 +1,7 @@
 """The runtime in a real container built from the stand-in base (Docker engine needed; slow):
-signal delivery and exit code, an arbitrary non-root UID, preflight, doctor and healthcheck."""
+signal delivery and exit code, the non-root default user (hardened as the rendered Compose file
+runs it: read-only root, tmpfs scratch, no capabilities, no new privileges), root one `--user 0`
+away, an arbitrary non-root UID, preflight, doctor and healthcheck."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from tests.conftest import wait_standin_record
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 TARGET = "h200"  # an amd64 target with a single-node default launch
 NO_PREFLIGHT = {"KIMI_PREFLIGHT": "off"}  # the stand-in node has no GPU
+VIDEO_GID = 44  # Debian's and Ubuntu's video group, which owns AMD's /dev/dri/card* on the host
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +59,44 @@ def test_signal_reaches_vllm_directly_and_its_exit_code_is_the_containers(docker
 def test_preflight_stops_a_gpu_less_start_with_a_clear_message(docker_client, image):
     code, _, err = _finish(_start(docker_client, image))
     assert code == 2 and "preflight found" in err, err[-3000:]
-    assert "gpu_count" in err and "no NVIDIA device" in err and "KIMI_PREFLIGHT=warn" in err
+    assert "gpu_count" in err and "/dev/nvidiactl" in err and "KIMI_PREFLIGHT=warn" in err
     assert "KIMI-STANDIN-RECORD" not in err
+
+
+def _image_user(client, image) -> int:
+    user = client.images.get(image).attrs["Config"]["User"]
+    assert user.isdigit(), f"USER must be numeric for Kubernetes' runAsNonRoot: {user!r}"
+    return int(user)
+
+
+def test_default_user_is_non_root_with_the_gpu_groups_on_a_hardened_container(docker_client, image):
+    """As the rendered Compose file runs it: read-only root, exec-able tmpfs scratch for /tmp and
+    HOME, the cache a volume (a tmpfs here), every capability dropped, no new privileges."""
+    uid = _image_user(docker_client, image)
+    assert uid >= 10000
+    scratch = "exec,mode=1777"
+    c = _start(docker_client, image, environment={"KIMI_PREFLIGHT": "warn"}, read_only=True,
+               tmpfs={"/tmp": scratch, "/home/kimi": scratch, "/cache": scratch}, cap_drop=["ALL"],
+               security_opt=["no-new-privileges:true"])
+    try:
+        record = _record(c)
+        assert record and record["uid"] == uid and record["pid"] == 1, c.logs().decode()[-2000:]
+        assert record["env"]["HOME"] == "/home/kimi" and record["env"]["HF_HOME"] == "/cache/huggingface"
+        code, out = c.exec_run(["id", "-G"])
+        assert code == 0 and VIDEO_GID in {int(g) for g in out.split()}, out
+        code, out = c.exec_run(["sh", "-c", "touch /opt/kimi/x 2>&1; grep CapEff /proc/1/status"])
+        assert b"Read-only file system" in out and b"CapEff:\t0000000000000000" in out, out
+    finally:
+        c.remove(force=True)
+
+
+def test_root_is_one_user_flag_away(docker_client, image):
+    c = _start(docker_client, image, environment=NO_PREFLIGHT, user="0")
+    try:
+        record = _record(c)
+        assert record and record["uid"] == 0, c.logs().decode()[-2000:]
+    finally:
+        c.remove(force=True)
 
 
 @pytest.mark.parametrize("home", [None, "/"])
