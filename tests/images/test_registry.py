@@ -62,7 +62,10 @@ def test_lock_resolves_tags_through_the_registry(docker_client, standin_images, 
     raw = targets.TARGETS_FILE.read_text()
     path = tmp_path / "targets.yaml"
     expected = {}
-    for kind, base in DATA.bases.items():
+    # Every base tag lock resolves: the default release's bases and each other release's.
+    wanted = [(kind, base) for kind, base in DATA.bases.items()]
+    wanted += [(f"{v} {kind}", base) for v in DATA.other_releases for kind, base in DATA.for_release(v).bases.items()]
+    for key, base in wanted:
         repo = f"{local_registry}/{base.name.split('/', 1)[1]}"
         img = docker_client.images.get(standin_images["amd64"])
         img.tag(repo, base.tag)
@@ -70,13 +73,16 @@ def test_lock_resolves_tags_through_the_registry(docker_client, standin_images, 
             assert "error" not in line, line
         r = httpx.head(f"http://{local_registry}/v2/{repo.split('/', 1)[1]}/manifests/{base.tag}",
                        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-        expected[kind] = r.headers["Docker-Content-Digest"]
+        expected[key] = r.headers["Docker-Content-Digest"]
         _untag(docker_client, f"{repo}:{base.tag}")
     path.write_text(raw.replace("docker.io/", f"{local_registry}/"))
     proc = run_build_py("--targets-file", str(path), "lock")
     assert json.loads(proc.stdout) == expected
     locked = targets.load(path)
-    assert {k: b.digest for k, b in locked.bases.items()} == expected
+    assert {k: b.digest for k, b in locked.bases.items()} == {k: d for k, d in expected.items() if " " not in k}
+    for version in locked.other_releases:
+        assert {f"{version} {k}": b.digest for k, b in locked.for_release(version).bases.items()} == \
+            {k: d for k, d in expected.items() if k.startswith(f"{version} ")}
     assert all(b.ref.endswith("@" + b.digest) for b in locked.bases.values())
     shutil.copy(path, tmp_path / "again.yaml")
     run_build_py("--targets-file", str(tmp_path / "again.yaml"), "lock")  # idempotent
