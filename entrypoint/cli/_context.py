@@ -21,7 +21,10 @@ REPORT_HINT = "a bug in kimi-serve: please report it with this line (KIMI_DEBUG=
 
 
 def _debug() -> bool:
-    return os.environ.get("KIMI_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    """KIMI_DEBUG, read with the settings' one yes/no parser (never failing: this is the guard)."""
+    from entrypoint.core.settings import BY_NAME, env_flag
+
+    return env_flag(os.environ, BY_NAME["debug"].env)
 
 
 def say(message: str, level: str = "error", json_log: bool = False, code: str = "") -> None:
