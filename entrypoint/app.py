@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 from entrypoint.core.plan import Plan, Process
-from entrypoint.core.recipe import Catalog, load_catalog
+from entrypoint.core.recipe import Catalog, load_catalog, with_recipe
 from entrypoint.core.resolve import resolve, this_process
 from entrypoint.core.select import Selection, select
 from entrypoint.core.settings import BY_NAME, Settings, read_settings
@@ -24,6 +24,11 @@ class Launch:
     selection: Selection
     plan: Plan
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
+
+    @property
+    def name(self) -> str:
+        """The rendered deployment's name (KIMI_NAME, else the recipe's deployment_name)."""
+        return self.selection.name
 
     def this_process(self) -> Process:
         proc = this_process(self.plan, self.selection)
@@ -39,8 +44,8 @@ class Launch:
 
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
             detected_vllm: Optional[str] = None) -> Launch:
-    """The pure part: settings -> selection -> plan."""
-    catalog = catalog or load_catalog()
+    """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names)."""
+    catalog = with_recipe(catalog or load_catalog(), settings.recipe)
     selection = select(settings, catalog, detected_hardware, detected_vllm)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=resolve(selection, catalog))
 
@@ -58,7 +63,7 @@ def wants_detection(settings: Settings) -> bool:
 def choices(environ: Mapping[str, str]):
     """The settings and selection a deployment is made of, before any address is known."""
     settings = read_settings(environ)
-    return settings, select(settings, load_catalog())
+    return settings, select(settings, with_recipe(load_catalog(), settings.recipe))
 
 
 def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:

@@ -32,9 +32,9 @@ def recipes(tmp_path_factory) -> Path:
     hardware = yaml.safe_load((copy / "hardware.yaml").read_text())
     hardware["hardware"][NEW_ID] = NEW_HARDWARE
     (copy / "hardware.yaml").write_text(yaml.safe_dump(hardware, sort_keys=False))
-    recipe = yaml.safe_load((copy / "kimi-k2.5.yaml").read_text())
+    recipe = yaml.safe_load((copy / "models" / "kimi-k2.5.yaml").read_text())
     recipe["hardware"].append(NEW_ID)
-    (copy / "kimi-k2.5.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    (copy / "models" / "kimi-k2.5.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     return copy
 
 
@@ -64,7 +64,7 @@ def test_print_and_plan_in_every_format(recipes, tmp_path):
         out = kimi(recipes, "plan", "--format", fmt, "--output", str(where), **env)
         assert out.returncode == 0, out.stderr
         text = "".join(p.read_text() for p in where.iterdir())
-        assert "ghcr.io/kimi-serve/kimi-k2.5:b200" in text
+        assert "ghcr.io/kimi-serve/kimi:b200" in text
         if fmt == "k8s":
             assert "nvidia.com/gpu.product: NVIDIA-X900" in text and "nvidia.com/gpu: '8'" in text
 

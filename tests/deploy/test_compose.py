@@ -72,7 +72,7 @@ def test_one_service_per_process(case):
     assert "deploy" not in download and "devices" not in download  # fetching needs no GPU
     for proc, svc in zip(launch.plan.processes, doc["services"].values()):
         target = launch.catalog.hardware[launch.plan.hardware].image_target
-        assert svc["image"] == f"ghcr.io/kimi-serve/kimi-k2.5:{target}"
+        assert svc["image"] == f"ghcr.io/kimi-serve/kimi:{target}"
         assert "command" not in svc and "entrypoint" not in svc
         env = svc["environment"]
         assert "HF_TOKEN" not in env and env["KIMI_HARDWARE"] == environ["KIMI_HARDWARE"]

@@ -26,7 +26,7 @@ def test_builds_and_passes_smoke(built_images, docker_client, target):
     attrs = docker_client.images.get(image).attrs
     assert attrs["Architecture"] == DATA.targets[target].arch
     tags = set(attrs["RepoTags"])
-    assert {f"{TEST_REGISTRY}/kimi-k2.5:{target}", f"{TEST_REGISTRY}/kimi-k2.5:{DATA.vllm_version}-{target}"} <= tags
+    assert {f"{TEST_REGISTRY}/kimi:{target}", f"{TEST_REGISTRY}/kimi:{DATA.vllm_version}-{target}"} <= tags
     # The base's vLLM release is baked in: the grammar launches are checked against, and a label.
     assert f"KIMI_VLLM_VERSION={DATA.vllm_version}" in attrs["Config"]["Env"]
     assert attrs["Config"]["Labels"]["org.kimi-serve.vllm-version"] == DATA.vllm_version

@@ -71,9 +71,9 @@ def test_min_vllm_of_the_recipe_data_agrees_with_vllms_grammars():
 
 
 def test_removed_env_matches_vllms_env_names():
-    recipe = load_catalog().recipe
-    assert recipe.vllm_env_removed
-    for name, rule in recipe.vllm_env_removed.items():
+    removed = load_catalog().vllm_env_removed
+    assert removed
+    for name, rule in removed.items():
         for version in VERSIONS:
             known = name in load_spec(version).env
             assert known == _too_old(version, rule.removed_in), f"{name} on vLLM {version}"
