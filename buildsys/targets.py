@@ -186,7 +186,8 @@ class Targets(Strict):
 
 
 def _version(text: str) -> tuple:
-    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
+    parts = [int(x) for x in re.findall(r"\d+", text)[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))  # 13.0 == 13.0.0
 
 
 class TargetsError(Exception):

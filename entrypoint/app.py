@@ -113,6 +113,13 @@ class ServiceExpectations:
     url: str
     served_model_name: str
     features: frozenset
+    chat: Any = None  # entrypoint.verify.checks.ChatFacts of the recipe
+
+
+def _chat_facts(recipe) -> Any:
+    from entrypoint.verify.checks import ChatFacts
+
+    return ChatFacts.of(recipe)
 
 
 def service_expectations(environ: Optional[Mapping[str, str]] = None) -> ServiceExpectations:
@@ -121,7 +128,7 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
     proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
         launch.plan.find("router", 0)
     return ServiceExpectations(url=local_url(launch, proc), served_model_name=launch.plan.served_model_name,
-                               features=frozenset(launch.plan.features))
+                               features=frozenset(launch.plan.features), chat=_chat_facts(launch.catalog.recipe))
 
 
 def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
@@ -183,7 +190,8 @@ def diagnose(environ: Mapping[str, str]) -> dict:
     except KimiError as err:
         report["checks"].append({"check": "launch", "status": "error", "message": err.message})
         return report
-    report["launch"] = {"hardware": launch.plan.hardware, "variant": launch.plan.variant,
+    report["launch"] = {"recipe": launch.plan.recipe, "model": launch.plan.model,
+                        "hardware": launch.plan.hardware, "variant": launch.plan.variant,
                         "strategy": launch.plan.strategy, "nodes": launch.plan.nodes, "role": proc.role,
                         "rank": proc.rank, "local_gpus": proc.local_gpus, "port": proc.port}
     proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))

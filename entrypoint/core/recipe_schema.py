@@ -302,7 +302,8 @@ class ModelInfo(Strict):
 class Chat(Strict):
     """How a client talks to this model (verify's expectations)."""
 
-    # chat_template_kwargs that turn thinking off for one request (None: the template has no switch)
+    # chat_template_kwargs that turn thinking on / off for one request (None: the template has no switch)
+    thinking_on: Optional[Dict[str, Any]] = None
     thinking_off: Optional[Dict[str, Any]] = None
 
 

@@ -74,7 +74,7 @@ def _labels(launch, component: str) -> dict:
 
 
 def _meta(launch, name: str, component: str, annotations=None) -> dict:
-    meta = {"name": name, "namespace": launch.namespace, "labels": _labels(launch, component)}
+    meta = {"name": name, "namespace": launch.settings.namespace, "labels": _labels(launch, component)}
     if annotations:
         meta["annotations"] = dict(annotations)
     return meta
@@ -123,7 +123,7 @@ def _service(launch, selector: dict, port: int) -> dict:
 
 
 def _namespace(launch) -> dict:
-    ns = launch.namespace
+    ns = launch.settings.namespace
     if not _DNS_LABEL.match(ns):
         raise KimiError(INVALID_VALUE, f"KIMI_NAMESPACE={ns!r} is not a Kubernetes namespace name: up to 63 "
                         "lower-case letters, digits and '-', starting and ending with a letter or digit.")
@@ -188,7 +188,7 @@ def render(launch) -> dict:
     header = (f"# {launch.catalog.recipe.title} on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.\n"
               "# Rendered by `kimi-serve plan --format k8s`; apply with `kubectl apply -f`. The Hugging Face token\n"
               f"# comes from the optional Secret {hf_token_secret(launch)} (key HF_TOKEN), mounted as a file:\n"
-              f"#   kubectl -n {launch.namespace} create secret generic {hf_token_secret(launch)} "
+              f"#   kubectl -n {launch.settings.namespace} create secret generic {hf_token_secret(launch)} "
               "--from-literal=HF_TOKEN=hf_...\n"
               "# Hardened to Pod Security `restricted`; docs/security.md lists the controls and the skips.\n")
     return {FILE: header + dump_all(_SHAPES[shape(launch)](launch))}

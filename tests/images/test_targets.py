@@ -78,7 +78,7 @@ def test_image_target_and_arch_must_agree_with_hardware_data(tmp_path, hw_id, ke
 
 def test_published_repository_comes_from_the_recipe_data():
     data = targets.load()
-    assert (data.registry, data.image) == ("ghcr.io/kimi-serve", "kimi-k2.5")
+    assert (data.registry, data.image) == ("ghcr.io/kimi-serve", "kimi")
     assert "registry" not in yaml.safe_load(targets.TARGETS_FILE.read_text())
 
 
