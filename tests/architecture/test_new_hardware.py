@@ -25,13 +25,19 @@ NEW_HARDWARE = {
 }
 
 
-@pytest.fixture(scope="module")
-def recipes(tmp_path_factory) -> Path:
+def data_with_new_hardware(tmp_path_factory) -> Path:
+    """A copy of recipes/ whose hardware.yaml has the made-up GPU."""
     copy = tmp_path_factory.mktemp("data") / "recipes"
     shutil.copytree(ROOT / "recipes", copy, ignore=shutil.ignore_patterns(".validated"))
     hardware = yaml.safe_load((copy / "hardware.yaml").read_text())
     hardware["hardware"][NEW_ID] = NEW_HARDWARE
     (copy / "hardware.yaml").write_text(yaml.safe_dump(hardware, sort_keys=False))
+    return copy
+
+
+@pytest.fixture(scope="module")
+def recipes(tmp_path_factory) -> Path:
+    copy = data_with_new_hardware(tmp_path_factory)
     recipe = yaml.safe_load((copy / "models" / "kimi-k2.5.yaml").read_text())
     recipe["hardware"].append(NEW_ID)
     (copy / "models" / "kimi-k2.5.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))

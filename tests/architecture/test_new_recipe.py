@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.architecture.test_new_hardware import NEW_HARDWARE, NEW_ID
+from tests.architecture.test_new_hardware import NEW_ID, data_with_new_hardware
 
 ROOT = Path(__file__).resolve().parents[2]
 SLUG = "kimi-k9"
@@ -48,11 +47,7 @@ NEW_RECIPE = {
 
 @pytest.fixture(scope="module")
 def recipes(tmp_path_factory) -> Path:
-    copy = tmp_path_factory.mktemp("data") / "recipes"
-    shutil.copytree(ROOT / "recipes", copy, ignore=shutil.ignore_patterns(".validated"))
-    hardware = yaml.safe_load((copy / "hardware.yaml").read_text())
-    hardware["hardware"][NEW_ID] = NEW_HARDWARE
-    (copy / "hardware.yaml").write_text(yaml.safe_dump(hardware, sort_keys=False))
+    copy = data_with_new_hardware(tmp_path_factory)
     (copy / "models" / f"{SLUG}.yaml").write_text(yaml.safe_dump(NEW_RECIPE, sort_keys=False))
     return copy
 
