@@ -16,7 +16,7 @@ import yaml
 from entrypoint.core.errors import KimiError
 from entrypoint.render import compose
 from tests.conftest import IN_CI
-from tests.deploy.shapes import COMPOSE, launch_for, render
+from tests.deploy.shapes import COMPOSE, deployment_name, launch_for, render
 from tests.testdata import COMPOSE_SPEC
 
 SPEC = COMPOSE_SPEC
@@ -61,7 +61,7 @@ def test_one_service_per_process(case):
     doc = yaml.safe_load(text)
     launch = launch_for("compose", environ)
     brand = launch.catalog.hardware[launch.plan.hardware].brand
-    name = environ.get("KIMI_NAME", "kimi-k2-5")
+    name = deployment_name(environ)
     assert list(doc["volumes"]) == [compose.CACHE_VOLUME] and doc["secrets"] == {"hf_token": {"file": "./hf_token"}}
     want = [name] if len(launch.plan.processes) == 1 else [f"{name}-{p.role}" for p in launch.plan.processes]
     assert list(doc["services"]) == [f"{name}-download"] + want
