@@ -19,8 +19,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional
 
+from entrypoint.core.datadir import default_recipes_dir
 from entrypoint.core.record import Record
-from entrypoint.core.settings import BY_NAME
+
+__all__ = ["Catalog", "RecipeDataError", "default_recipes_dir", "default_features", "gpu_vram_gb",
+           "load_catalog", "load_catalog_from"]
 
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
 _SCHEMA_SOURCES = (Path(__file__), Path(__file__).with_name("recipe_schema.py"),
@@ -29,18 +32,6 @@ _SCHEMA_SOURCES = (Path(__file__), Path(__file__).with_name("recipe_schema.py"),
 
 class RecipeDataError(Exception):
     """The recipe data itself is broken (a defect of the image, not of the user's settings)."""
-
-
-def default_recipes_dir() -> Path:
-    """recipes/ of a source checkout, else the copy shipped inside the package."""
-    override = os.environ.get(BY_NAME["recipes_dir"].env)
-    if override:
-        return Path(override)
-    here = Path(__file__).resolve().parent.parent  # the entrypoint package
-    checkout = here.parent / "recipes"
-    if (checkout / "kimi-k2.5.yaml").is_file():
-        return checkout
-    return here / "recipes_data"
 
 
 def _data_files(directory: Path) -> List[Path]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from entrypoint.core import errors as E
+from entrypoint.core.datadir import default_recipes_dir
 from entrypoint.core.errors import KimiError
 
 Tagged = List[Tuple[str, str]]  # (token, source)
@@ -102,8 +103,6 @@ class Spec:
 
 
 def specs_dir() -> Path:
-    from entrypoint.core.recipe import default_recipes_dir
-
     return default_recipes_dir() / "vllm"
 
 

@@ -33,3 +33,35 @@ def test_a_broken_layer_is_reported(tmp_path):
                          env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
     assert run.returncode != 0
     assert "entrypoint.core.args -> entrypoint.cli" in run.stdout
+
+
+def test_an_import_cycle_between_siblings_is_reported(tmp_path):
+    """The sibling-acyclicity contract is live: a function-level import that closes a cycle
+    (core.datadir -> core.settings -> core.mask -> core.vllm_cli -> core.datadir) breaks it."""
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "entrypoint", copy / "entrypoint", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    leaf = copy / "entrypoint" / "core" / "datadir.py"
+    leaf.write_text(leaf.read_text() + "\n\ndef _planted():\n    from entrypoint.core.settings import BY_NAME  # noqa\n")
+    run = subprocess.run([_lint_imports()], cwd=copy, capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+    assert run.returncode != 0
+    assert "No import cycles between siblings BROKEN" in run.stdout
+    assert "No cycles are allowed in entrypoint.core" in run.stdout
+
+
+def test_the_data_directory_lookup_reads_the_declared_variable(tmp_path):
+    """core/datadir.py is a leaf (no project import), so it names KIMI_RECIPES_DIR itself: the
+    name is the settings' declaration, and setting it moves every reader of the data."""
+    import ast
+
+    from entrypoint.core import datadir
+    from entrypoint.core.settings import BY_NAME
+
+    tree = ast.parse((ROOT / "entrypoint" / "core" / "datadir.py").read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + \
+        [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m and m.startswith("entrypoint")]
+    assert datadir.RECIPES_DIR_ENV == BY_NAME["recipes_dir"].env
+    assert datadir.default_recipes_dir({datadir.RECIPES_DIR_ENV: str(tmp_path)}) == tmp_path
+    assert (datadir.default_recipes_dir({}) / "kimi-k2.5.yaml").is_file()
