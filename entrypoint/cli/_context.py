@@ -29,9 +29,9 @@ def _debug() -> bool:
 
 def say(message: str, level: str = "error", json_log: bool = False, code: str = "") -> None:
     """One line on stderr, secrets masked: `kimi-serve: error: ...`, or a JSON record."""
-    from entrypoint.core.mask import mask_flags, mask_text, secret_values
+    from entrypoint.core.mask import mask_output
 
-    message = mask_flags(mask_text(message, secret_values(os.environ, ARGV)))
+    message = mask_output(message, os.environ, ARGV)
     if json_log:
         record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": level, "event": level,
                   "message": message}
@@ -40,6 +40,15 @@ def say(message: str, level: str = "error", json_log: bool = False, code: str = 
         print(json.dumps(record), file=sys.stderr, flush=True)
     else:
         print(f"kimi-serve: {level}: {message}", file=sys.stderr, flush=True)
+
+
+def echo(text: str, err: bool = False) -> None:
+    """What a command prints on stdout (or stderr), through the one masking of secrets."""
+    import click
+
+    from entrypoint.core.mask import mask_output
+
+    click.echo(mask_output(text, os.environ, ARGV), err=err)
 
 
 def fail(err: KimiError, exit_code: int = None, json_log: bool = False) -> NoReturn:

@@ -12,7 +12,7 @@ from typing import Optional
 import click
 
 from entrypoint.app import load_launch
-from entrypoint.cli._context import guarded
+from entrypoint.cli._context import echo, guarded
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -56,7 +56,7 @@ def batch_line(line) -> dict:
     raises: a line that breaks anything yields an error object for that line."""
     from entrypoint.app import build
     from entrypoint.core.errors import INTERNAL_ERROR
-    from entrypoint.core.mask import mask_flags, mask_text, secret_values
+    from entrypoint.core.mask import mask_output
 
     env: dict = {}
     try:
@@ -69,7 +69,7 @@ def batch_line(line) -> dict:
     except Exception as err:  # noqa: BLE001 - one line must not end the batch
         error = {"code": INTERNAL_ERROR, "message": f"{type(err).__name__}: {str(err)[:200]} (a bug in "
                  "kimi-serve: please report it)"}
-    error["message"] = mask_flags(mask_text(error["message"], secret_values(env)))
+    error["message"] = mask_output(error["message"], env)
     return {"error": error}
 
 
@@ -115,15 +115,15 @@ def _write_files(files: dict, output: Optional[str]) -> None:
     if output is None:
         for name, text in files.items():
             if len(files) > 1:
-                click.echo(f"# --- {name}")
-            click.echo(text.rstrip("\n"))
+                echo(f"# --- {name}")
+            echo(text.rstrip("\n"))
         return
     out = Path(output)
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
             (out / name).write_text(text, encoding="utf-8")
-            click.echo(f"wrote {out / name}", err=True)
+            echo(f"wrote {out / name}", err=True)
     except OSError as exc:
         where = exc.filename or output
         raise KimiError(INVALID_VALUE, f"--output {output}: cannot write {where} ({exc.strerror or exc}). Give a "
@@ -148,12 +148,12 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
         return
     launch = load_launch()
     if fmt == "json":
-        click.echo(json.dumps(_plan_json(launch), indent=2))
+        echo(json.dumps(_plan_json(launch), indent=2))
     elif fmt == "shell":
         from entrypoint.render.shell import render_plan
 
         sel = launch.selection
-        click.echo(render_plan(launch.plan, [f"Kimi-K2.5 on {sel.hardware}: variant {sel.variant}, strategy "
+        echo(render_plan(launch.plan, [f"Kimi-K2.5 on {sel.hardware}: variant {sel.variant}, strategy "
                                              f"{sel.strategy}, features {','.join(sel.features) or 'none'}"]))
 
 

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from entrypoint.cli._context import check_timeout, guarded
+from entrypoint.cli._context import echo, check_timeout, guarded
 from entrypoint.core import select
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.recipe import load_catalog
@@ -62,5 +62,5 @@ def command(url, model, expect_model, features, output_format, timeout):
     """
     url, expect_model, chosen = _settings(url, expect_model, features)
     report = run_verify(url, model=model, expected_model=expect_model, features=chosen, timeout=timeout)
-    click.echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
+    echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
     sys.exit(0 if report.ok else 1)

@@ -326,16 +326,37 @@ def secret_spec() -> Spec:
     return Spec(version="any", package="vllm", options=options, env=frozenset(env))
 
 
+def is_secret_option(token: str, spec: Optional[Spec] = None) -> bool:
+    """Whether an option token (`--api-key`, `--api_key=x`, `--api-k`, `--hf_tok`) names a
+    credential in any checked-in vLLM: exactly, or as an abbreviation that could be one (an
+    abbreviation ambiguous across versions may be unique in the one that runs)."""
+    spec = spec or secret_spec()
+    if not looks_like_flag(token):
+        return False
+    name = token.split("=", 1)[0].split(".", 1)[0]
+    opt, candidates = spec.lookup(name)
+    if opt is not None:
+        return opt.secret
+    return any(spec.options[c].secret for c in candidates)
+
+
 def secret_positions(argv: Sequence[str], spec: Optional[Spec] = None) -> List[int]:
     """Indices of argv tokens that carry a secret value (the value tokens, or `--opt=value`)."""
     spec = spec or secret_spec()
     hidden: List[int] = []
     i = 0
-    for unit in parse([(t, "") for t in argv], spec, strict=False):
+    units = parse([(t, "") for t in argv], spec, strict=False)
+    for k, unit in enumerate(units):
         n = len(unit.tokens)
-        if unit.option is not None and unit.option.secret:
-            if "=" in unit.tokens[0][0]:
+        first = unit.tokens[0][0]
+        secret = unit.option.secret if unit.option is not None else \
+            (not unit.values and is_secret_option(first))  # an abbreviation ambiguous across versions
+        if secret:
+            if "=" in first:
                 hidden.append(i)
             hidden += list(range(i + 1, i + n))
+            if unit.option is None and "=" not in first and k + 1 < len(units) and units[k + 1].option is None \
+                    and units[k + 1].values:
+                hidden.append(i + n)  # its value became a lone positional
         i += n
     return hidden

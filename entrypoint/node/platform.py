@@ -22,6 +22,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError
+from entrypoint.core.mask import mask_argv
 from entrypoint.core.platforms import load_platforms, platform as platform_data
 from entrypoint.core.settings import BY_NAME, read_settings
 
@@ -160,7 +161,7 @@ class _Apply:
                 continue
             new = [flag] if value.strip().lower() in ("", "true") else [flag, value]
             flags += new
-            self.decisions.append(f"{shlex.join(new)} from {name}")
+            self.decisions.append(f"{shlex.join(mask_argv(new))} from {name}")
         if flags:
             mine = self.settings.values.get("extra_args") or ""
             self.env[BY_NAME["extra_args"].env] = " ".join([shlex.join(flags), mine]).strip()
