@@ -16,7 +16,7 @@ EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1
 
 def probe(url: str, timeout: float) -> tuple:
     """(healthy, what happened): one GET within `timeout` seconds in total, body capped."""
-    from entrypoint.verify.bounded import ConnectionRefused, HttpError, request
+    from entrypoint.core.bounded import ConnectionRefused, HttpError, request
 
     try:
         resp = request("GET", url, timeout=timeout, max_bytes=64 * 1024)

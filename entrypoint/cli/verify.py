@@ -30,7 +30,7 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
         chosen = expected.features if features is None else parse_features(features)
     else:
         chosen = parse_features(features)
-    from entrypoint.verify.bounded import parse_url
+    from entrypoint.core.bounded import parse_url
 
     try:
         parse_url(url)

@@ -372,9 +372,10 @@ def _read_file(path: str) -> dict:
         import tomllib as _toml
     except ImportError:  # Python < 3.11
         import tomli as _toml  # type: ignore[no-redef]
+    from entrypoint.core.files import read_capped
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limits.MAX_CONFIG_BYTES + 1)
+        data = read_capped(path, limits.MAX_CONFIG_BYTES)  # a FIFO or a device is refused, not waited on
     except OSError as exc:
         raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path}: cannot read it ({exc.strerror or exc}). "
                         "Mount the file readable or unset KIMI_CONFIG.") from None

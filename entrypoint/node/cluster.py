@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterator, List, Mapping, Optional, Tuple
 
 from entrypoint.core import limits
+from entrypoint.core.files import read_text_capped
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.settings import read_external
 
@@ -108,8 +109,7 @@ def _routes(proc_root: str) -> List[Tuple[str, int, int]]:
     """(interface, destination, mask) of /proc/net/route, as integers in address order."""
     routes = []
     try:
-        with open(f"{proc_root.rstrip('/')}/net/route") as fh:
-            lines = fh.read().splitlines()[1:]
+        lines = read_text_capped(f"{proc_root.rstrip('/')}/net/route", limits.MAX_NODE_FILE_BYTES).splitlines()[1:]
     except OSError:
         return []
     for line in lines:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
-from entrypoint.core import errors as E
+from entrypoint.core import errors as E, limits
+from entrypoint.core.files import read_capped
 from entrypoint.core.errors import KimiError
 from entrypoint.core.mask import mask_argv
 from entrypoint.core.platforms import load_platforms, platform as platform_data
@@ -207,7 +208,7 @@ def record_launch(proc, wiring: PlatformWiring) -> None:
 def recorded_port() -> Optional[int]:
     """The port the container's start recorded, when this process runs in that container."""
     try:
-        state = json.loads(STATE_FILE.read_text())
+        state = json.loads(read_capped(STATE_FILE, limits.MAX_NODE_FILE_BYTES))
         return int(state["port"]) if state.get("port") and state.get("pid") == 1 else None
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -69,3 +69,79 @@ def test_a_password_in_the_verify_url_is_masked():
                           "--expect-model", "m", "--features", "", "--format", fmt], base_env(**H200))
         no_secret(result.assert_clean({1}), secret)
         assert "user:****@127.0.0.1" in result.out
+
+
+# ---------------------------------------------------------------- 1: every read bounded in time and size
+
+
+def _dripped_body(conn, stop):
+    body = b"<ListBucketResult>" + b" " * 4000 + b"</ListBucketResult>"
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\n" + f"Content-Length: {len(body)}\r\n\r\n".encode())
+    for i in range(len(body)):
+        if stop.wait(0.2):
+            return
+        conn.sendall(body[i:i + 1])
+
+
+@pytest.mark.parametrize("behaviour", ["headers", "body"])
+def test_object_store_check_has_a_total_deadline(behaviour):
+    """A store that sends its headers (or its body) a byte at a time: per-read timeouts never fire;
+    the check ends within its one deadline (made 1 s here) with an error naming the endpoint."""
+    from unittest import mock
+
+    from entrypoint.core import limits
+
+    from .servers import Server, slow_headers
+
+    with Server(slow_headers if behaviour == "headers" else _dripped_body, lifetime_s=60) as srv, \
+            mock.patch.object(limits, "OBJECT_STORE_DEADLINE_S", 1.0, create=True):
+        env = base_env(**H200, KIMI_MODEL="s3://bucket/kimi", AWS_ACCESS_KEY_ID="AKIAX", AWS_SECRET_ACCESS_KEY="x",
+                       AWS_ENDPOINT_URL_S3=srv.url)
+        result = run_cli(["doctor", "--format", "json"], env).assert_clean({1})
+    assert result.seconds < 10, result.seconds
+    check = [c for c in json.loads(result.out)["checks"] if c["check"] == "model_source"][0]
+    assert check["status"] == "error" and srv.url.split("//")[1] in check["message"]
+
+
+@pytest.fixture()
+def fifo(tmp_path):
+    import os
+
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("variable", ["KIMI_CONFIG", "GOOGLE_APPLICATION_CREDENTIALS"])
+def test_a_fifo_named_by_a_variable_is_refused_not_waited_on(fifo, variable):
+    from .harness import run_proc
+
+    env = base_env(**H200, **{variable: fifo})
+    if variable == "KIMI_CONFIG":
+        one_line_error(run_proc(["print"], env, timeout=30), "KIMI_CONFIG", "not a regular file")
+    else:
+        env["KIMI_MODEL"] = "gs://bucket/kimi"
+        result = run_proc(["doctor", "--format", "json"], env, timeout=30).assert_clean({1})
+        check = [c for c in json.loads(result.out)["checks"] if c["check"] == "model_source"][0]
+        assert check["status"] == "error" and "not a regular file" in check["message"]
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/dev/null"])
+def test_a_device_as_the_config_file_is_refused(device):
+    one_line_error(run_cli(["print"], base_env(**H200, KIMI_CONFIG=device)), "KIMI_CONFIG", "not a regular file")
+
+
+def test_capped_reads_of_node_files(tmp_path):
+    import os
+
+    from entrypoint.core.files import read_capped, read_text_capped
+
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 5000)
+    assert len(read_capped(big, 100)) == 101
+    with pytest.raises(OSError, match="larger than 100"):
+        read_text_capped(big, 100)
+    os.mkfifo(tmp_path / "p")
+    for special in (tmp_path / "p", tmp_path, "/dev/zero"):
+        with pytest.raises(OSError, match="not a regular file"):
+            read_capped(special, 100)
