@@ -51,6 +51,13 @@ def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: 
     return compose(read_settings(environ, user_args), detected_hardware, catalog)
 
 
+def line_launch(environ: Mapping[str, str]) -> Launch:
+    """The launch of one `plan --batch` line: its variables with their platform's contract applied
+    (as that container would start), never this machine's network or GPUs."""
+    platform = wire_platform((), environ)
+    return replace(build(platform.environ, platform.args), platform=platform)
+
+
 def wants_detection(settings: Settings) -> bool:
     return (settings.hardware or "").lower() == "auto"
 

@@ -54,14 +54,14 @@ def _line_env(line) -> dict:
 def batch_line(line) -> dict:
     """One JSON-lines entry: an object of KIMI_* variables -> the plan, or an error object. Never
     raises: a line that breaks anything yields an error object for that line."""
-    from entrypoint.app import build
+    from entrypoint.app import line_launch
     from entrypoint.core.errors import INTERNAL_ERROR
     from entrypoint.core.mask import mask_output
 
     env: dict = {}
     try:
         env = _line_env(line)
-        return _plan_json(build(env))
+        return _plan_json(line_launch(env))
     except KimiError as err:
         error = err.as_dict()
     except (RecursionError, MemoryError) as err:

@@ -55,13 +55,16 @@ def _set(environ: Mapping[str, str], name: str) -> Optional[str]:
 
 
 def detect(environ: Mapping[str, str], args: tuple) -> Tuple[str, str]:
-    """(platform id or "", reason)."""
-    explicit = (environ.get("KIMI_PLATFORM") or "").strip().lower()
+    """(platform id or "", reason). KIMI_PLATFORM from any source of the settings (the
+    environment, else the KIMI_CONFIG file) comes first."""
+    given = read_settings(environ)
+    explicit = (given.platform or "").strip().lower()
+    where = "KIMI_PLATFORM" if given.origin["platform"] == "env" else "platform in the KIMI_CONFIG file"
     if explicit == NONE:
-        return "", "KIMI_PLATFORM=none"
+        return "", f"{where}=none"
     if explicit:
         platform_data(explicit)  # unknown id: a clear error
-        return explicit, f"KIMI_PLATFORM={explicit}"
+        return explicit, f"{where}={explicit}"
     data = load_platforms()
     for pid, found in data.platforms.items():
         if args and args[0] in found.detect.args:

@@ -145,3 +145,75 @@ def test_capped_reads_of_node_files(tmp_path):
     for special in (tmp_path / "p", tmp_path, "/dev/zero"):
         with pytest.raises(OSError, match="not a regular file"):
             read_capped(special, 100)
+
+
+# ---------------------------------------------------------------- 5, 6: every source of a setting ranked as documented
+
+SCHEDULERS = {
+    "Slurm": {"SLURM_NNODES": "4", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "gpu[01-04]"},
+    "LeaderWorkerSet": {"LWS_LEADER_ADDRESS": "leader-0", "LWS_GROUP_SIZE": "4", "LWS_WORKER_INDEX": "0"},
+}
+
+
+def _config(tmp_path, text: str) -> str:
+    path = tmp_path / "kimi.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def _argv(result) -> list:
+    return json.loads(result.out)["argv"]
+
+
+def _flag(argv, name):
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+@pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
+def test_the_config_file_beats_the_scheduler(tmp_path, scheduler):
+    """defaults < scheduler < KIMI_CONFIG file < environment: the file's nodes, rank and head win."""
+    config = _config(tmp_path, 'hardware = "h100"\nnodes = 2\nnode_rank = 1\nhead_addr = "10.0.0.1"\niface = "eth0"\n')
+    env = base_env(KIMI_CONFIG=config, **SCHEDULERS[scheduler])
+    argv = _argv(run_cli(["print", "--format", "json"], env).assert_clean({0}))
+    assert (_flag(argv, "--nnodes"), _flag(argv, "--node-rank"), _flag(argv, "--master-addr")) == ("2", "1", "10.0.0.1")
+    assert _flag(argv, "--tensor-parallel-size") == "16"  # 2 nodes of 8, not 4
+    plan = json.loads(run_cli(["plan", "--format", "json"], env).assert_clean({0}).out)
+    assert len(plan["processes"]) == 2
+    # and the environment still beats the file
+    argv = _argv(run_cli(["print", "--format", "json"], {**env, "KIMI_NODE_RANK": "0"}).assert_clean({0}))
+    assert _flag(argv, "--node-rank") is None or _flag(argv, "--node-rank") == "0"
+
+
+def test_platform_in_the_config_file_is_followed(tmp_path):
+    env = base_env(**H200, KIMI_CONFIG=_config(tmp_path, 'platform = "sagemaker"\n'))
+    assert _flag(_argv(run_cli(["print", "--format", "json"], env).assert_clean({0})), "--port") == "8080"
+    # `none` in the file turns detection off, as KIMI_PLATFORM=none does
+    env = base_env(**H200, KIMI_CONFIG=_config(tmp_path, 'platform = "none"\n'), AIP_MODE="PREDICTION",
+                   AIP_HTTP_PORT="7080")
+    assert _flag(_argv(run_cli(["print", "--format", "json"], env).assert_clean({0})), "--port") is None
+
+
+def test_platform_in_a_batch_line_is_followed():
+    line = json.dumps({"KIMI_HARDWARE": "h200", "KIMI_PLATFORM": "sagemaker"})
+    out = json.loads(run_cli(["plan", "--batch", "-"], base_env(), stdin=line + "\n").assert_clean({0}).out)
+    assert _flag(out["processes"][0]["argv"], "--port") == "8080"
+
+
+def test_log_format_in_the_config_file_formats_the_error_line(tmp_path):
+    env = base_env(**H200, KIMI_CONFIG=_config(tmp_path, 'log_format = "json"\n'), KIMI_NODES="99999")
+    result = run_cli([], env).assert_clean({2})
+    record = json.loads(result.err.strip().splitlines()[-1])
+    assert record["level"] == "error" and "KIMI_NODES" in record["message"]
+
+
+def test_nodes_in_the_config_file_detects_the_interface_as_the_environment_does(tmp_path):
+    from unittest import mock
+
+    config = _config(tmp_path, 'hardware = "h100"\nnodes = 2\nhead_addr = "10.0.0.1"\n')
+    with mock.patch("entrypoint.node.cluster.default_route_iface", return_value="ethX"):
+        by_file = _argv(run_cli(["print", "--format", "json"], base_env(KIMI_CONFIG=config)).assert_clean({0}))
+        by_env = _argv(run_cli(["print", "--format", "json"], base_env(
+            KIMI_HARDWARE="h100", KIMI_NODES="2", KIMI_HEAD_ADDR="10.0.0.1")).assert_clean({0}))
+        env = json.loads(run_cli(["print", "--format", "json"], base_env(KIMI_CONFIG=config)).out)["env"]
+    assert by_file == by_env
+    assert "ethX" in env.values()  # GLOO/NCCL interface variables
