@@ -40,9 +40,17 @@ class Launch:
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
             detected_vllm: Optional[str] = None) -> Launch:
     """The pure part: settings -> selection -> plan."""
+    from entrypoint.core import placement
+    from entrypoint.core.vllm_cli import spec_for
+
     catalog = catalog or load_catalog()
+    placement.check_addresses(settings)
     selection = select(settings, catalog, detected_hardware, detected_vllm)
-    return Launch(settings=settings, catalog=catalog, selection=selection, plan=resolve(selection, catalog))
+    plan = resolve(selection, catalog)
+    placement.check_role(settings, plan)
+    placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings,
+                             spec_for(selection.vllm_version))
+    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan)
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,

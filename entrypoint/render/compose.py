@@ -19,8 +19,8 @@ from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, container_env, health, image,
-                                          image_user, scratch, service_name, token_path, with_defaults)
+from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env, health,
+                                          image, image_user, scratch, service_name, token_path, with_defaults)
 from entrypoint.render.yamltext import dump
 from entrypoint.core.select import Selection
 from entrypoint.core.settings import Settings
@@ -69,7 +69,7 @@ def _service(launch, proc: Process) -> dict:
     svc = {"image": image(launch), **_hardened(launch, proc), "network_mode": "host", "restart": "unless-stopped"}
     if proc.role != "router":
         svc["ipc"] = "host"  # vLLM's tensor-parallel workers share memory through /dev/shm
-        svc["volumes"] = [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"]
+        svc["volumes"] = [f"{CACHE_VOLUME}:{cache_mount(launch)}"]
         access = brand(launch).compose  # the GPU brand's devices (recipes/hardware.yaml)
         svc.update({**access, "security_opt": [*access.get("security_opt", []), NO_NEW_PRIVILEGES]})
         svc["depends_on"] = {download_name(launch): {"condition": "service_completed_successfully"}}
@@ -89,7 +89,7 @@ def _download(launch) -> dict:
     """The one-shot service that fills the cache (`kimi-serve download`) before vLLM starts."""
     proc = next(p for p in launch.plan.processes if p.role != "router")
     return {"image": image(launch), "command": ["download"], **_hardened(launch, proc), "network_mode": "host",
-            "volumes": [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"], "restart": "no"}
+            "volumes": [f"{CACHE_VOLUME}:{cache_mount(launch)}"], "restart": "no"}
 
 
 def _header(launch) -> str:

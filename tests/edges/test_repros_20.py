@@ -217,3 +217,94 @@ def test_nodes_in_the_config_file_detects_the_interface_as_the_environment_does(
         env = json.loads(run_cli(["print", "--format", "json"], base_env(KIMI_CONFIG=config)).out)["env"]
     assert by_file == by_env
     assert "ethX" in env.values()  # GLOO/NCCL interface variables
+
+
+# ---------------------------------------------------------------- 7, 8, 9, 11: a launch the node cannot run is refused
+
+PD = {"KIMI_HARDWARE": "b300", "KIMI_STRATEGY": "pd_cluster"}
+
+
+@pytest.mark.parametrize("pools", [("0", "1"), ("1", "0")])
+@pytest.mark.parametrize("command", [["print"], ["plan"], ["plan", "--format", "k8s"], ["plan", "--format", "compose"]])
+def test_pools_on_one_address_never_share_a_gpu(pools, command):
+    env = base_env(**PD, KIMI_PREFILL_NODES=pools[0], KIMI_DECODE_NODES=pools[1], KIMI_PREFILL_ADDRS="10.0.0.1",
+                   KIMI_DECODE_ADDRS="10.0.0.1", KIMI_ROLE="prefill")
+    # Compose runs on one node: it refuses a pool of its own node (KIMI_*_NODES=1) in its own words
+    one_line_error(run_cli(command, env), *(() if "compose" in command else ("10.0.0.1", "GPU")))
+
+
+def test_one_shared_node_splits_its_gpus():
+    env = base_env(**PD, KIMI_PREFILL_NODES="0", KIMI_DECODE_NODES="0", KIMI_PREFILL_ADDRS="10.0.0.1",
+                   KIMI_DECODE_ADDRS="10.0.0.1")
+    procs = json.loads(run_cli(["plan", "--format", "json"], env).assert_clean({0}).out)["processes"]
+    visible = [set(p["env"]["CUDA_VISIBLE_DEVICES"].split(",")) for p in procs if p["role"] != "router"]
+    assert len(visible) == 2 and not visible[0] & visible[1]
+
+
+@pytest.mark.parametrize("setting,value", [("KIMI_PREFILL_ADDRS", "p0:9000"), ("KIMI_DECODE_ADDRS", "d0/x"),
+                                           ("KIMI_DECODE_ADDRS", "d0,http://d1"), ("KIMI_PREFILL_ADDRS", "[p0]"),
+                                           ("KIMI_HEAD_ADDR", "10.0.0.1:29500"), ("KIMI_HOST", "a b"),
+                                           ("KIMI_ROUTER_HOST", "host/path"), ("KIMI_PREFILL_ADDRS", "fd00::1::2")])
+def test_addresses_are_hosts(setting, value):
+    env = base_env(**PD, KIMI_PREFILL_ADDRS="p0", KIMI_DECODE_ADDRS="d0")
+    env[setting] = value
+    if setting == "KIMI_HEAD_ADDR":
+        env = base_env(KIMI_HARDWARE="h100", KIMI_NODES="2", KIMI_IFACE="eth0", KIMI_HEAD_ADDR=value)
+    one_line_error(run_cli(["plan"], env), setting)
+
+
+def test_rendered_router_urls_read_back_as_the_addresses():
+    from urllib.parse import urlsplit
+
+    addrs = {"KIMI_PREFILL_ADDRS": "p0.cluster.local", "KIMI_DECODE_ADDRS": "fd00::2"}
+    procs = json.loads(run_cli(["plan", "--format", "json"], base_env(**PD, **addrs)).assert_clean({0}).out)["processes"]
+    router = next(p["argv"] for p in procs if p["role"] == "router")
+    hosts = {flag: urlsplit(router[router.index(flag) + 1]).hostname for flag in ("--prefill", "--decode")}
+    assert hosts == {"--prefill": "p0.cluster.local", "--decode": "fd00::2"}
+
+
+@pytest.mark.parametrize("role", ["router", "prefill", "decode"])
+def test_a_role_without_a_pd_cluster_is_refused(role):
+    one_line_error(run_cli(["print"], base_env(**H200, KIMI_ROLE=role)), "KIMI_ROLE", "pd_cluster")
+    one_line_error(run_cli([], base_env(**H200, KIMI_ROLE=role, KIMI_DRY_RUN="1")), "KIMI_ROLE")
+
+
+@pytest.mark.parametrize("env", [{**H200, "KIMI_EXTRA_ARGS": "-tp 16"},
+                                 {**H200, "KIMI_EXTRA_ARGS": "--tensor-parallel-size=16"},
+                                 {"KIMI_HARDWARE": "b300", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "p0",
+                                  "KIMI_DECODE_ADDRS": "d0", "KIMI_DECODE_PARALLELISM": "dep", "KIMI_EXTRA_ARGS": "-tp 2"}])
+@pytest.mark.parametrize("fmt", ["k8s", "compose", "json"])
+def test_no_process_asks_more_gpus_than_its_node_has(env, fmt):
+    pd_in_compose = fmt == "compose" and "KIMI_STRATEGY" in env  # refused as multi-node first
+    one_line_error(run_cli(["plan", "--format", fmt], base_env(**env)), *(() if pd_in_compose else ("GPUs",)))
+
+
+@pytest.mark.parametrize("cache", ["/tmp", "/tmp/", "/home/kimi", "/dev/shm", "//dev/shm", "/"])
+@pytest.mark.parametrize("fmt", ["k8s", "compose"])
+def test_the_cache_never_shares_a_mount_path(tmp_path, cache, fmt):
+    out = tmp_path / "out"
+    one_line_error(run_cli(["plan", "--format", fmt, "--output", str(out)], base_env(**H200, KIMI_CACHE_DIR=cache)),
+                   "KIMI_CACHE_DIR")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("cache", ["/cache", "/data/hf", "/tmp/cache", "/home/kimi/cache"])
+def test_rendered_pods_mount_each_path_once(cache):
+    import yaml
+
+    result = run_cli(["plan", "--format", "k8s"], base_env(**H200, KIMI_CACHE_DIR=cache)).assert_clean({0})
+    docs = [d for d in yaml.safe_load_all(result.out.replace("# ---", "---")) if isinstance(d, dict)]
+    pods = []
+    for doc in docs:
+        spec = doc.get("spec", {})
+        template = spec.get("template", {}).get("spec") or spec.get("leaderWorkerTemplate", {}).get(
+            "workerTemplate", {}).get("spec")
+        if template:
+            pods.append(template)
+    assert pods
+    for pod in pods:
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            paths = [m["mountPath"] for m in container.get("volumeMounts", [])]
+            assert len(paths) == len(set(paths)), paths
+            if container.get("volumeMounts") and any(m["name"] == "cache" for m in container["volumeMounts"]):
+                assert cache in paths
