@@ -54,14 +54,14 @@ def _line_env(line) -> dict:
 def batch_line(line) -> dict:
     """One JSON-lines entry: an object of KIMI_* variables -> the plan, or an error object. Never
     raises: a line that breaks anything yields an error object for that line."""
-    from entrypoint.app import line_launch
+    from entrypoint.app import platform_launch
     from entrypoint.core.errors import INTERNAL_ERROR
     from entrypoint.core.mask import mask_output
 
     env: dict = {}
     try:
         env = _line_env(line)
-        return _plan_json(line_launch(env))
+        return _plan_json(platform_launch(env))
     except KimiError as err:
         error = err.as_dict()
     except (RecursionError, MemoryError) as err:
@@ -160,7 +160,6 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
 def _render_files(fmt: str, output: Optional[str]) -> None:
     """A deployment is built from the rendering environment plus the addresses it gives its own
     containers (pod DNS names, loopback); never from this machine's network (no cluster wiring)."""
-    from entrypoint.app import deployment_launch
+    from entrypoint.app import deployment_files
 
-    module = importlib.import_module(FILE_RENDERERS[fmt])
-    _write_files(module.render(deployment_launch(module)), output)
+    _write_files(deployment_files(importlib.import_module(FILE_RENDERERS[fmt])), output)

@@ -21,6 +21,9 @@ from entrypoint.core.settings import BY_NAME, Settings
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
 ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs")
+# vLLM destinations that a KIMI_* setting of the same name owns: a platform's flag variables may
+# not set them; the vLLM args may not set the model (vLLM would keep the positional one).
+OWNED_DESTS = ("model", "served_model_name", "host", "port")
 # Variables a process's env names its GPUs with (declared in core/settings.py).
 VISIBILITY_SETTINGS = ("cuda_visible_devices", "hip_visible_devices", "rocr_visible_devices")
 
@@ -53,6 +56,17 @@ def check_addresses(settings: Settings) -> None:
             if why:
                 raise KimiError(E.INVALID_VALUE, f"{field.env}: {item[:80]!r} {why}. Write one host per entry, e.g. "
                                 "10.0.0.1, node-1.cluster.local or fd00::1.")
+
+
+def check_user_args(user_args, spec) -> None:
+    """`--model` (in any spelling) among the vLLM args would silently lose to the model argument."""
+    from entrypoint.core.vllm_cli import values
+
+    given = values(user_args, spec).get("model")
+    if given is not None:
+        raise KimiError(E.INVALID_VALUE, f"the vLLM arguments give --model {str(given)[:80]!r}, but the model is "
+                        f"{BY_NAME['model'].env}'s (vLLM would load the model argument and ignore --model). Set "
+                        f"{BY_NAME['model'].env}={str(given)[:80]} instead.")
 
 
 def check_role(settings: Settings, plan: Plan) -> None:

@@ -308,3 +308,47 @@ def test_rendered_pods_mount_each_path_once(cache):
             assert len(paths) == len(set(paths)), paths
             if container.get("volumeMounts") and any(m["name"] == "cache" for m in container["volumeMounts"]):
                 assert cache in paths
+
+
+# ---------------------------------------------------------------- 4, 10: what a platform or a setting owns holds
+
+SAGEMAKER = {**H200, "KIMI_PLATFORM": "sagemaker"}
+
+
+@pytest.mark.parametrize("env,args", [({"KIMI_EXTRA_ARGS": "--port 9000"}, []), ({"KIMI_EXTRA_ARGS": "--port=9000"}, []),
+                                      ({}, ["serve", "--por", "9000"]), ({"KIMI_EXTRA_ARGS": "--host 127.0.0.1"}, []),
+                                      ({}, ["serve", "--ho=127.0.0.1"]), ({"SM_VLLM_POR": "9000"}, []),
+                                      ({"SM_VLLM_HOS": "127.0.0.1"}, []), ({"SM_VLLM_SERVED_MODEL_NAM": "x"}, []),
+                                      ({"SM_VLLM_MODE": "other/Model"}, [])])
+def test_a_platform_contract_cannot_be_bypassed(env, args):
+    full = base_env(**SAGEMAKER, **env)
+    one_line_error(run_cli(["print", *args], full))
+    one_line_error(run_cli([*args], {**full, "KIMI_DRY_RUN": "1", "KIMI_PREFLIGHT": "off"}))
+
+
+@pytest.mark.parametrize("fmt", ["vertex", "sagemaker"])
+@pytest.mark.parametrize("env", [{"KIMI_PORT": "9000"}, {"KIMI_HOST": "127.0.0.1"}, {"KIMI_EXTRA_ARGS": "--port 9000"}])
+def test_a_cloud_rendering_its_container_would_refuse_is_refused(tmp_path, fmt, env):
+    out = tmp_path / "out"
+    one_line_error(run_cli(["plan", "--format", fmt, "--output", str(out)], base_env(**H200, **env)))
+    assert not out.exists()
+    run_cli(["plan", "--format", fmt], base_env(**H200)).assert_clean({0})
+
+
+@pytest.mark.parametrize("spelling", ["--model other/Model", "--model=other/Model"])
+def test_model_among_the_vllm_args_is_refused(spelling):
+    one_line_error(run_cli(["print"], base_env(**H200, KIMI_EXTRA_ARGS=spelling)), "KIMI_MODEL")
+    one_line_error(run_cli(["print", *spelling.split()], base_env(**H200)), "KIMI_MODEL")
+
+
+def test_verify_and_healthcheck_ask_what_the_vllm_args_give():
+    """`--served-model-name kimi --host 127.0.0.2` among the vLLM args win (they come last): the
+    clients of the configuration ask that name at that address."""
+    from entrypoint.app import service_expectations
+
+    env = base_env(**H200, KIMI_EXTRA_ARGS="--served-model-name kimi other --host 127.0.0.2 --port 8123")
+    expected = service_expectations(env)
+    assert expected.served_model_name == "kimi"
+    assert expected.url == "http://127.0.0.2:8123"
+    healthcheck = run_cli(["healthcheck", "--timeout", "1"], env)
+    assert "http://127.0.0.2:8123/health" in healthcheck.out
