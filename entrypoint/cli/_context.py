@@ -104,6 +104,16 @@ def guarded(fn):
     return wrapper
 
 
+def not_empty(ctx, param, value):
+    """click callback: an option given with an empty value (`--batch ""`) is an error, never the
+    same as leaving the option out."""
+    import click
+
+    if value is not None and not str(value).strip():
+        raise click.BadParameter("is empty; give a value, or leave the option out")
+    return value
+
+
 def check_timeout(ctx, param, value: float) -> float:
     """click callback for --timeout: a finite number of seconds, more than 0, at most MAX_TIMEOUT_S."""
     import math

@@ -12,7 +12,7 @@ from typing import Optional
 import click
 
 from entrypoint.app import load_launch
-from entrypoint.cli._context import echo, guarded
+from entrypoint.cli._context import echo, guarded, not_empty
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -122,7 +122,7 @@ def _write_files(files: dict, output: Optional[str]) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            (out / name).write_text(text, encoding="utf-8")
+            _write_inside(out, name, text)
             echo(f"wrote {out / name}", err=True)
     except OSError as exc:
         where = exc.filename or output
@@ -131,16 +131,36 @@ def _write_files(files: dict, output: Optional[str]) -> None:
                         "the files.") from None
 
 
+def _write_inside(out: Path, name: str, text: str) -> None:
+    """`out/name` replaced by a new file: a symbolic link already there is replaced, never followed
+    (nothing is written outside --output, whatever it holds)."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out / name)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--format", "fmt", type=click.Choice(["shell", "json", *FILE_RENDERERS]), default="shell",
               show_default=True)
-@click.option("--batch", "batch", metavar="FILE",
+@click.option("--batch", "batch", metavar="FILE", callback=not_empty,
               help="JSON lines of KIMI_* objects ('-' = stdin); prints one JSON line per input line.")
-@click.option("--output", "output", metavar="DIR", help="Write the rendered files (compose, k8s, sagemaker, vertex, azureml, skypilot) into DIR.")
+@click.option("--output", "output", metavar="DIR", callback=not_empty, help="Write the rendered files (compose, k8s, sagemaker, vertex, azureml, skypilot) into DIR.")
 @guarded
 def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
     """Print every process of the deployment: head and workers, prefill, decode and router."""
-    if batch:
+    if batch is not None:
         _run_batch(batch)
         return
     if fmt in FILE_RENDERERS:

@@ -417,7 +417,10 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
         if pool.gpus < node_gpus:
             ways.append(f"span all {node_gpus} GPUs (the vLLM args give TP x PP x DP = {pool.gpus}: drop or raise "
                         "--tensor-parallel-size / --pipeline-parallel-size / --data-parallel-size)")
-        if pool.name == "deployment":
+        current = sel.nodes if pool.name == "deployment" else max(1, pool.nodes)
+        if nodes_needed <= current:  # the nodes hold it: only the vLLM args leave GPUs out
+            pass
+        elif pool.name == "deployment":
             ways.append(f"KIMI_NODES={nodes_needed} with a multi-node strategy (e.g. KIMI_STRATEGY=multi_node_tp, "
                         f"{nodes_needed * hw.vram_gb:.0f} GB)")
         else:

@@ -352,3 +352,33 @@ def test_verify_and_healthcheck_ask_what_the_vllm_args_give():
     assert expected.url == "http://127.0.0.2:8123"
     healthcheck = run_cli(["healthcheck", "--timeout", "1"], env)
     assert "http://127.0.0.2:8123/health" in healthcheck.out
+
+
+# ---------------------------------------------------------------- 12, 14: suggestions that hold; empty is not absent
+
+
+def test_a_memory_shortfall_from_the_vllm_args_suggests_no_more_nodes():
+    result = one_line_error(run_cli(["print", "-tp", "4"], base_env(**H200)), "span all 8 GPUs")
+    assert "KIMI_NODES=1" not in result.err and "multi-node" not in result.err
+    # a node that cannot hold the model still gets the nodes it needs
+    assert "KIMI_NODES=2" in one_line_error(run_cli(["print"], base_env(KIMI_HARDWARE="h100"))).err
+
+
+@pytest.mark.parametrize("args", [["plan", "--format", "json", "--batch", ""], ["plan", "--batch", " "],
+                                  ["plan", "--format", "k8s", "--output", ""], ["verify", "--url", ""],
+                                  ["verify", "--expect-model", ""], ["verify", "--model", "", "--url", "http://x:1"]])
+def test_an_empty_option_value_is_an_error_not_absence(args):
+    result = one_line_error(run_cli(args, base_env(**H200)), "empty")
+    assert result.out == ""
+
+
+def test_nothing_is_written_through_a_link_in_the_output_directory(tmp_path):
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("keep me\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "compose.yaml").symlink_to(outside)
+    run_cli(["plan", "--format", "compose", "--output", str(out)], base_env(**H200)).assert_clean({0})
+    assert outside.read_text() == "keep me\n"
+    assert not (out / "compose.yaml").is_symlink() and "services" in (out / "compose.yaml").read_text()
+    assert sorted(p.name for p in out.iterdir()) == ["compose.yaml"]  # no temporary file left
