@@ -44,8 +44,8 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     from entrypoint.core.vllm_cli import spec_for
 
     catalog = catalog or load_catalog()
-    placement.check_addresses(settings)
     selection = select(settings, catalog, detected_hardware, detected_vllm)
+    placement.check_addresses(settings)
     placement.check_user_args(selection.user_args, spec_for(selection.vllm_version))
     plan = resolve(selection, catalog)
     placement.check_role(settings, plan)

@@ -46,11 +46,10 @@ def command(fmt: str, all_processes: bool) -> None:
     platform = launch.platform.as_dict() if launch.platform else None
     if fmt == "json":
         echo(json.dumps([{"role": p.role, "rank": p.rank, "platform": platform,
-                                "items": [dict(zip(("kind", "name", "value", "source"), r))
-                                          for r in explain_rows(p, os.environ)]} for p in procs], indent=2))
+                          "items": [dict(zip(("kind", "name", "value", "source"), r))
+                                    for r in explain_rows(p, os.environ)]} for p in procs], indent=2))
         return
-    echo(f"Kimi-K2.5 on {sel.hardware}: variant {sel.variant} (model {sel.model}), strategy {sel.strategy}, "
-               f"features {','.join(sel.features) or 'none'}, profile {sel.profile or 'none'}")
+    echo(f"{launch.plan.headline(launch.catalog.recipe.title)}; model {sel.model}")
     if platform and platform["platform"]:
         echo(f"platform contract: {platform['platform']} ({platform['name']}), chosen by {platform['reason']}")
         for line in platform["decisions"]:

@@ -172,9 +172,7 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
     elif fmt == "shell":
         from entrypoint.render.shell import render_plan
 
-        sel = launch.selection
-        echo(render_plan(launch.plan, [f"Kimi-K2.5 on {sel.hardware}: variant {sel.variant}, strategy "
-                                             f"{sel.strategy}, features {','.join(sel.features) or 'none'}"]))
+        echo(render_plan(launch.plan, [launch.plan.headline(launch.catalog.recipe.title)]))
 
 
 def _render_files(fmt: str, output: Optional[str]) -> None:

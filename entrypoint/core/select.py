@@ -13,6 +13,7 @@ from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.plan import Choice
 from entrypoint.core.recipe import Catalog, default_features
 from entrypoint.core.settings import Settings
+from entrypoint.core.versions import version_key  # noqa: F401 - resolve imports it from here
 
 # Placeholders the recipe data uses, and the setting that fills each one.
 PLACEHOLDER_SETTINGS = {
@@ -176,10 +177,6 @@ def _valid_profile(settings: Settings, catalog: Catalog, hw: str, vid: str, sid:
             raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_PROFILE={pid} ({prof.description}) needs {what} "
                             f"{' or '.join(allowed)}; {setting}={value}. Drop KIMI_PROFILE or change {setting}.")
     return pid
-
-
-def version_key(version: str) -> tuple:
-    return tuple(int(x) for x in version.split("."))
 
 
 def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional[str], known) -> str:

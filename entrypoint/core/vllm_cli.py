@@ -21,6 +21,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from entrypoint.core import errors as E
 from entrypoint.core.datadir import default_recipes_dir
+from entrypoint.core.versions import version_key
 from entrypoint.core.errors import KimiError
 
 Tagged = List[Tuple[str, str]]  # (token, source)
@@ -29,10 +30,6 @@ _NAME = re.compile(r"(?<=--)[^.]*")
 _ACCUMULATE = ("append", "append_const", "count")
 NO_VALUE_KINDS = ("store_true", "store_false", "store_const", "append_const", "count", "boolean_optional",
                   "help", "version")
-
-
-def _version_key(version: str) -> tuple:
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
 @dataclass(frozen=True)
@@ -108,7 +105,7 @@ def specs_dir() -> Path:
 
 @lru_cache(maxsize=None)
 def available_versions() -> Tuple[str, ...]:
-    return tuple(sorted((p.stem for p in specs_dir().glob("*.json")), key=_version_key))
+    return tuple(sorted((p.stem for p in specs_dir().glob("*.json")), key=version_key))
 
 
 @lru_cache(maxsize=None)
@@ -136,7 +133,7 @@ def spec_for(version: str) -> Spec:
     known = available_versions()
     if version in known:
         return load_spec(version)
-    older = [v for v in known if _version_key(v) <= _version_key(version)]
+    older = [v for v in known if version_key(v) <= version_key(version)]
     return load_spec(older[-1] if older else known[0])
 
 
