@@ -51,11 +51,6 @@ def echo(text: str, err: bool = False) -> None:
     click.echo(mask_output(text, os.environ, ARGV), err=err)
 
 
-def fail(err: KimiError, exit_code: int = None, json_log: bool = False) -> NoReturn:
-    say(err.message, json_log=json_log, code=err.code)
-    sys.exit(exit_code if exit_code is not None else err.exit_code)
-
-
 def _os_message(err: OSError) -> str:
     where = " -> ".join(str(f) for f in (err.filename, err.filename2) if f is not None)
     return (f"{where + ': ' if where else ''}{err.strerror or err}. Check that the path exists and that this user "

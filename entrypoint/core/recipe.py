@@ -1,11 +1,12 @@
 """Load the recipe data (recipes/*.yaml), validated by the models of `entrypoint.core.recipe_schema`.
 
 What callers get is a read-only record tree of the validated data (`entrypoint.core.record.Record`,
-with the fields of the schema's models; maps stay dicts, lists stay lists):
+with the fields of the schema's models; mappings are read-only `FrozenDict`s, lists tuples):
 `catalog.recipe`, `catalog.hardware[id]`, `catalog.strategies[id]`.
 
-Validation gives the same result for the same bytes, so its result is kept: a cache keyed by a
-digest of every data file and of the schema's source. A start whose data is unchanged reads the
+Validation gives the same result for the same bytes, so its result is kept as readable JSON
+(`entrypoint.core.catalog_cache`): a cache keyed by a digest of every data file and of the
+schema's source. A start whose data is unchanged reads the
 cache and imports neither pydantic nor yaml; any change to the data or the schema validates
 again. The image fills the cache beside its data at build time (`python -m entrypoint.core.recipe`).
 """
@@ -14,11 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional
 
+from entrypoint.core import catalog_cache
 from entrypoint.core.datadir import default_recipes_dir
 from entrypoint.core.record import Record
 
@@ -27,7 +28,8 @@ __all__ = ["Catalog", "RecipeDataError", "default_recipes_dir", "default_feature
 
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
 _SCHEMA_SOURCES = (Path(__file__), Path(__file__).with_name("recipe_schema.py"),
-                   Path(__file__).with_name("platform_schema.py"), Path(__file__).with_name("record.py"))
+                   Path(__file__).with_name("platform_schema.py"), Path(__file__).with_name("record.py"),
+                   Path(__file__).with_name("catalog_cache.py"))
 
 
 class RecipeDataError(Exception):
@@ -82,28 +84,10 @@ def load_catalog_from(directory: Path, use_cache: bool = True) -> Record:
     if not use_cache:
         return _validate(directory)
     try:
-        name = f"catalog-{_digest(directory)}.pickle"
+        name = f"catalog-{_digest(directory)}.json"
     except OSError as exc:
         raise RecipeDataError(f"recipe data in {directory} cannot be read: {exc}") from exc
-    for cache in _cache_dirs(directory):
-        try:
-            with open(cache / name, "rb") as fh:
-                found = pickle.load(fh)
-            if isinstance(found, Record):
-                return found
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
-            continue
-    catalog = _validate(directory)
-    for cache in _cache_dirs(directory):
-        try:
-            cache.mkdir(parents=True, exist_ok=True)
-            tmp = cache / f".{name}.{os.getpid()}"
-            tmp.write_bytes(pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL))
-            os.replace(tmp, cache / name)
-            break
-        except OSError:
-            continue
-    return catalog
+    return catalog_cache.cached(name, _cache_dirs(directory), lambda: _validate(directory))
 
 
 @lru_cache(maxsize=4)

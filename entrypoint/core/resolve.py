@@ -260,7 +260,7 @@ def _placeholder_lookup(sel: Selection):
 
 
 def _finish(ctx: _Ctx, role: str, rank: int, program: List[str], args: Tagged, env: Dict[str, str],
-            env_origin: Dict[str, str], dedupe_ok: bool = True) -> Process:
+            env_origin: Dict[str, str]) -> Process:
     lookup = _placeholder_lookup(ctx.sel)
     # Placeholders live in recipe data only: user and settings values pass through untouched.
     argv = tuple(program + [a if source in ("user", "settings") else substitute(a, lookup) for a, source in args])

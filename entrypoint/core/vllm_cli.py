@@ -6,7 +6,9 @@ vLLM's parser is argparse behind `FlexibleArgumentParser`: in a long option's na
 are the same (up to the first `.`), `--opt=value` is one token, `--opt.key value` sets one key of
 a JSON option (several accumulate), a unique prefix of a long option is that option
 (argparse's allow_abbrev), `-tp` and friends are aliases of one destination, `append` options
-accumulate and `nargs` options take a whole list. Pure: reads only the packaged data files.
+accumulate and `nargs` options take a whole list. Reads only the grammar files of the data
+directory (`core/datadir.py`: KIMI_RECIPES_DIR, else the checkout's or the package's), cached per
+directory.
 """
 
 from __future__ import annotations
@@ -74,12 +76,6 @@ class Spec:
     allow_abbrev: bool = True
     provenance: str = ""
 
-    def by_dest(self, dest: str) -> Optional[Option]:
-        for opt in self.options.values():
-            if opt.dest == dest:
-                return opt
-        return None
-
     def lookup(self, name: str) -> Tuple[Optional[Option], List[str]]:
         """(the option `name` spells, or None; the candidates when an abbreviation is ambiguous)."""
         if name.startswith("--"):
@@ -103,15 +99,23 @@ def specs_dir() -> Path:
     return default_recipes_dir() / "vllm"
 
 
-@lru_cache(maxsize=None)
 def available_versions() -> Tuple[str, ...]:
-    return tuple(sorted((p.stem for p in specs_dir().glob("*.json")), key=version_key))
+    """The vLLM releases whose grammar the data directory holds (KIMI_RECIPES_DIR moves it)."""
+    return _versions_in(str(specs_dir()))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=8)
+def _versions_in(directory: str) -> Tuple[str, ...]:
+    return tuple(sorted((p.stem for p in Path(directory).glob("*.json")), key=version_key))
+
+
 def load_spec(version: str) -> Spec:
-    path = specs_dir() / f"{version}.json"
-    with open(path, encoding="utf-8") as fh:
+    return _load_spec(str(specs_dir()), version)
+
+
+@lru_cache(maxsize=32)
+def _load_spec(directory: str, version: str) -> Spec:
+    with open(Path(directory) / f"{version}.json", encoding="utf-8") as fh:
         raw = json.load(fh)
     options: Dict[str, Option] = {}
     for o in raw["options"]:
@@ -310,14 +314,18 @@ def int_value(found: Dict[str, object], dest: str, default: int) -> int:
 # ---------------------------------------------------------------- secrets
 
 
-@lru_cache(maxsize=None)
 def secret_spec() -> Spec:
     """Every option of every checked-in version, so that masking knows a secret whatever the
     version (a secret is masked even where a version no longer knows the option)."""
+    return _union_spec(str(specs_dir()))
+
+
+@lru_cache(maxsize=8)
+def _union_spec(directory: str) -> Spec:
     options: Dict[str, Option] = {}
     env: set = set()
-    for version in available_versions():
-        spec = load_spec(version)
+    for version in _versions_in(directory):
+        spec = _load_spec(directory, version)
         options.update(spec.options)
         env |= spec.env
     return Spec(version="any", package="vllm", options=options, env=frozenset(env))

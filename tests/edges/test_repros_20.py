@@ -382,3 +382,31 @@ def test_nothing_is_written_through_a_link_in_the_output_directory(tmp_path):
     assert outside.read_text() == "keep me\n"
     assert not (out / "compose.yaml").is_symlink() and "services" in (out / "compose.yaml").read_text()
     assert sorted(p.name for p in out.iterdir()) == ["compose.yaml"]  # no temporary file left
+
+
+# ---------------------------------------------------------------- loose ends: caches follow KIMI_RECIPES_DIR
+
+
+def test_vllm_grammar_follows_the_data_directory(tmp_path):
+    """A process that has read one data directory's grammar reads another's when
+    KIMI_RECIPES_DIR names it (the caches are per directory)."""
+    import os
+    import shutil
+    from unittest import mock
+
+    from entrypoint.core import datadir, vllm_cli
+
+    copy = tmp_path / "recipes"
+    shutil.copytree(datadir.default_recipes_dir({}), copy, ignore=shutil.ignore_patterns(".validated"))
+    newest = vllm_cli.available_versions()[-1]
+    shutil.copy(copy / "vllm" / f"{newest}.json", copy / "vllm" / "9.9.9.json")
+    raw = json.loads((copy / "vllm" / "9.9.9.json").read_text())
+    raw["vllm_version"] = "9.9.9"
+    raw["options"] = [o for o in raw["options"] if "--api-key" not in o["options"]]
+    (copy / "vllm" / "9.9.9.json").write_text(json.dumps(raw))
+    before = vllm_cli.available_versions()
+    with mock.patch.dict(os.environ, {datadir.RECIPES_DIR_ENV: str(copy)}):
+        assert vllm_cli.available_versions()[-1] == "9.9.9"
+        assert vllm_cli.load_spec("9.9.9").lookup("--api-key")[0] is None
+    assert vllm_cli.available_versions() == before and "9.9.9" not in before
+    assert vllm_cli.load_spec(newest).lookup("--api-key")[0] is not None
