@@ -92,6 +92,8 @@ FIELDS: tuple = (
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",
       "1 = the start runs `kimi-serve download` before preflight (platforms with one container and no init step)."),
+    F("download_backoff_s", "int", 2, "`2`", "Seconds before the first retry of a failed hub request (`kimi-serve "
+      "download`); each retry doubles it, up to 60; 0 = retry at once.", maximum=60),
     F("dry_run", "bool", False, "`0`", "1 = print the launch and exit 0."),
     F("preflight", "choice", "on", "`on`", "Node checks before exec: on, warn (errors become warnings), off.",
       ("on", "warn", "off")),

@@ -22,13 +22,12 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, KimiError
 from entrypoint.core.mask import is_secret_name, mask_text
-from entrypoint.core.settings import env_flag
+from entrypoint.core.settings import env_flag, read_settings
 from entrypoint.core.weights import Source, exact_pattern, select_files
 from entrypoint.node.hub_cache import Entry, LocalState, local_state, read_tree, repo_dir
 from entrypoint.node.progress import Progress, human_bytes
 
 RETRIES = 5
-BACKOFF_S = 2.0
 BACKOFF_MAX_S = 60.0
 
 
@@ -86,7 +85,7 @@ def _endpoint(environ: Mapping[str, str]) -> str:
 
 
 def _retrying(what: str, fn, source: Source, environ, log, retries: int = RETRIES, sleep=time.sleep):
-    delay = BACKOFF_S
+    delay = float(read_settings(environ).download_backoff_s)  # KIMI_DOWNLOAD_BACKOFF_S (tests: 0)
     for attempt in range(1, retries + 2):
         try:
             return fn()
