@@ -22,32 +22,33 @@ def test_import_contracts_hold():
     assert "0 broken" in run.stdout
 
 
-def test_a_broken_layer_is_reported(tmp_path):
-    """The contract is live: a core module importing the CLI breaks it."""
+def _lint_a_copy_with(tmp_path, module: str, added: str) -> str:
+    """lint-imports' report on a copy of the package where `module` (a path under entrypoint/)
+    ends with `added`; the run must fail."""
     copy = tmp_path / "repo"
     shutil.copytree(ROOT / "entrypoint", copy / "entrypoint", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    bad = copy / "entrypoint" / "core" / "args.py"
-    bad.write_text(bad.read_text() + "\nfrom entrypoint.cli import main  # noqa\n")
+    bad = copy / "entrypoint" / module
+    bad.write_text(bad.read_text() + added)
     run = subprocess.run([_lint_imports()], cwd=copy, capture_output=True, text=True, timeout=120,
                          env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
     assert run.returncode != 0
-    assert "entrypoint.core.args -> entrypoint.cli" in run.stdout
+    return run.stdout
+
+
+def test_a_broken_layer_is_reported(tmp_path):
+    """The contract is live: a core module importing the CLI breaks it."""
+    out = _lint_a_copy_with(tmp_path, "core/args.py", "\nfrom entrypoint.cli import main  # noqa\n")
+    assert "entrypoint.core.args -> entrypoint.cli" in out
 
 
 def test_an_import_cycle_between_siblings_is_reported(tmp_path):
     """The sibling-acyclicity contract is live: a function-level import that closes a cycle
     (core.datadir -> core.settings -> core.mask -> core.vllm_cli -> core.datadir) breaks it."""
-    copy = tmp_path / "repo"
-    shutil.copytree(ROOT / "entrypoint", copy / "entrypoint", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    leaf = copy / "entrypoint" / "core" / "datadir.py"
-    leaf.write_text(leaf.read_text() + "\n\ndef _planted():\n    from entrypoint.core.settings import BY_NAME  # noqa\n")
-    run = subprocess.run([_lint_imports()], cwd=copy, capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
-    assert run.returncode != 0
-    assert "No import cycles between siblings BROKEN" in run.stdout
-    assert "No cycles are allowed in entrypoint.core" in run.stdout
+    out = _lint_a_copy_with(tmp_path, "core/datadir.py",
+                            "\n\ndef _planted():\n    from entrypoint.core.settings import BY_NAME  # noqa\n")
+    assert "No import cycles between siblings BROKEN" in out
+    assert "No cycles are allowed in entrypoint.core" in out
 
 
 def test_the_data_directory_lookup_reads_the_declared_variable(tmp_path):
