@@ -410,3 +410,40 @@ def test_vllm_grammar_follows_the_data_directory(tmp_path):
         assert vllm_cli.load_spec("9.9.9").lookup("--api-key")[0] is None
     assert vllm_cli.available_versions() == before and "9.9.9" not in before
     assert vllm_cli.load_spec(newest).lookup("--api-key")[0] is not None
+
+
+# ---------------------------------------------------------------- rendered files read back as what was meant
+
+TRICKY = ["0o17", "1e3", "y", "N", "1_000", "0x1F", ".5", "+12", "on", "~", "null", "12:30", "2026-12-01",
+          "1.5e", "'quoted'", '"dq"', "a: b", "#x", "[x]", "{x}", "*ref", "&a", "!tag", "%x", "@x", "`x"]
+
+
+@pytest.mark.parametrize("fmt", ["compose", "k8s"])
+def test_rendered_environment_values_read_back_as_strings(fmt):
+    """Every value a rendered file carries is the same string for YAML 1.1 (PyYAML, and go-yaml
+    v2's booleans y/n: Kubernetes) and YAML 1.2 (ruamel, like Compose's go-yaml v3)."""
+    import yaml
+
+    ruamel = pytest.importorskip("ruamel.yaml")
+    yaml12 = ruamel.YAML(typ="safe", pure=True)
+    for value in TRICKY:
+        result = run_cli(["plan", "--format", fmt], base_env(**H200, KIMI_MODEL_REVISION=value)).assert_clean({0})
+        text = result.out.replace("# ---", "---")
+        for docs in (list(yaml.safe_load_all(text)), list(yaml12.load_all(text))):
+            found = []
+
+            def walk(node):
+                if isinstance(node, dict):
+                    for key, item in node.items():
+                        if key == "KIMI_MODEL_REVISION" or (isinstance(item, str) and item == "KIMI_MODEL_REVISION"):
+                            found.append(item if key == "KIMI_MODEL_REVISION" else node.get("value"))
+                        walk(item)
+                elif isinstance(node, list):
+                    for item in node:
+                        walk(item)
+
+            walk(docs)
+            assert found and all(v == value and isinstance(v, str) for v in found), (value, found)
+        quoted = f"'{value}'" if "'" not in value else None
+        if value in ("y", "N") and quoted:  # go-yaml v2 reads plain y/n as booleans
+            assert quoted in text or f'"{value}"' in text
