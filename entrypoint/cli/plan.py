@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -92,7 +93,13 @@ def _open_batch(path: str):
     if path == "-":
         stdin = sys.stdin
         return getattr(stdin, "buffer", None) or io.BytesIO(stdin.read().encode("utf-8", "surrogateescape"))
+    import stat
+
     try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero: one endless line; a pipe is a stream
+            raise KimiError(INVALID_VALUE, f"--batch {path} is a device, not a file of JSON lines: give a file, a "
+                            "pipe, or - for standard input.")
         return open(path, "rb")
     except OSError as exc:
         raise KimiError(INVALID_VALUE, f"--batch {path}: cannot read it ({exc.strerror or exc}). Give a file of "
@@ -134,7 +141,6 @@ def _write_files(files: dict, output: Optional[str]) -> None:
 def _write_inside(out: Path, name: str, text: str) -> None:
     """`out/name` replaced by a new file: a symbolic link already there is replaced, never followed
     (nothing is written outside --output, whatever it holds)."""
-    import os
     import tempfile
 
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out)

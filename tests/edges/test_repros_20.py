@@ -447,3 +447,23 @@ def test_rendered_environment_values_read_back_as_strings(fmt):
         quoted = f"'{value}'" if "'" not in value else None
         if value in ("y", "N") and quoted:  # go-yaml v2 reads plain y/n as booleans
             assert quoted in text or f'"{value}"' in text
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_a_device_as_the_batch_file_is_refused(device):
+    from .harness import run_proc
+
+    one_line_error(run_proc(["plan", "--batch", device], base_env(), timeout=30), device, "device")
+
+
+def test_a_pipe_is_a_batch_stream(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "lines"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text('{"KIMI_HARDWARE": "h200"}\n' * 2))
+    writer.start()
+    result = run_cli(["plan", "--batch", str(fifo)], base_env()).assert_clean({0})
+    writer.join(10)
+    assert len(result.out.splitlines()) == 2
