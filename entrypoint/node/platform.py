@@ -204,12 +204,13 @@ def check_contract(wiring: PlatformWiring, plan, spec) -> None:
     """The port and bind address the platform sends traffic to (`binding: contract`) are what each
     vLLM process really gets, after the vLLM args (which come last and win): else exit 2."""
     found = platform_data(wiring.platform)
+    settled = read_settings(wiring.environ)  # the environment, else the KIMI_CONFIG file
     for proc in plan.processes:
         if proc.role == "router":
             continue
         given = values(proc.argv[2:], spec)
         for setting, binding in found.contract.items():
-            want = wiring.environ.get(BY_NAME[setting].env)
+            want = settled.values.get(setting)
             have = proc.port if setting == "port" else given.get(setting)
             if binding.binding != "contract" or not want or have is None or str(have) == str(want):
                 continue

@@ -467,3 +467,9 @@ def test_a_pipe_is_a_batch_stream(tmp_path):
     result = run_cli(["plan", "--batch", str(fifo)], base_env()).assert_clean({0})
     writer.join(10)
     assert len(result.out.splitlines()) == 2
+
+
+def test_the_contract_holds_when_the_file_sets_the_platforms_own_port(tmp_path):
+    env = base_env(**H200, KIMI_CONFIG=_config(tmp_path, 'platform = "sagemaker"\nport = 8080\n'),
+                   KIMI_EXTRA_ARGS="--port 9000")
+    one_line_error(run_cli(["print"], env), "8080")
