@@ -101,6 +101,20 @@ def _ports(proc: Process, found: Dict[str, object]) -> List[int]:
     return ports
 
 
+def check_one_host(plan: Plan, spec) -> None:
+    """Every process of the plan on one host (a Compose file): no two listen on one port."""
+    from entrypoint.core.vllm_cli import values
+
+    owner: Dict[int, Process] = {}
+    for proc in plan.processes:
+        for port in _ports(proc, values(proc.argv[2:], spec) if proc.role != "router" else {}):
+            other = owner.setdefault(port, proc)
+            if other is not proc:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} and {other.role} rank "
+                                f"{other.rank} would both listen on port {port} of the one host a Compose file "
+                                "runs on. Give them different ports (KIMI_ROUTER_PORT, KIMI_*_DP_RPC_PORT).")
+
+
 def check_node_fit(plan: Plan, gpu_count: int, settings: Settings, spec) -> None:
     from entrypoint.core.vllm_cli import values
 
@@ -112,11 +126,16 @@ def check_node_fit(plan: Plan, gpu_count: int, settings: Settings, spec) -> None
                             "span nodes with a multi-node strategy (`kimi-serve list`).")
     seen: Dict[str, List[Tuple[Process, Tuple[int, ...], List[int]]]] = {}
     for proc in plan.processes:
+        ports = _ports(proc, values(proc.argv[2:], spec) if proc.role != "router" else {})
+        twice = sorted({p for p in ports if ports.count(p) > 1})
+        if twice:
+            raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} would listen twice on port "
+                            f"{twice[0]} (its HTTP port, its data-parallel RPC port and its KV side channel must "
+                            "differ). Choose another KIMI_PORT / KIMI_*_DP_RPC_PORT.")
         host = _host(settings, proc)
         if host is None:
             continue
         gpus = _gpus(proc) or ()
-        ports = _ports(proc, values(proc.argv[2:], spec))
         for other, other_gpus, other_ports in seen.get(host, []):
             what = (f"{proc.role} rank {proc.rank} and {other.role} rank {other.rank} both run on {host}")
             shared = sorted(set(gpus) & set(other_gpus))

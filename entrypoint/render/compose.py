@@ -107,7 +107,11 @@ def _header(launch) -> str:
 
 
 def render(launch) -> dict:
+    from entrypoint.core.placement import check_one_host
+    from entrypoint.core.vllm_cli import spec_for
+
     _check_one_node(launch.selection)
+    check_one_host(launch.plan, spec_for(launch.selection.vllm_version))  # network_mode: host
     services = {download_name(launch): _download(launch),
                 **{service_name(launch, p): _service(launch, p) for p in launch.plan.processes}}
     doc = {"services": services, "volumes": {CACHE_VOLUME: {}}, "secrets": {TOKEN_SECRET: {"file": TOKEN_SOURCE}}}

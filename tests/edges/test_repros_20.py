@@ -473,3 +473,15 @@ def test_the_contract_holds_when_the_file_sets_the_platforms_own_port(tmp_path):
     env = base_env(**H200, KIMI_CONFIG=_config(tmp_path, 'platform = "sagemaker"\nport = 8080\n'),
                    KIMI_EXTRA_ARGS="--port 9000")
     one_line_error(run_cli(["print"], env), "8080")
+
+
+ONE_NODE_PD = {**PD, "KIMI_PREFILL_NODES": "0", "KIMI_DECODE_NODES": "0", "KIMI_PREFILL_ADDRS": "h",
+               "KIMI_DECODE_ADDRS": "h"}
+
+
+@pytest.mark.parametrize("env,fmt", [({"KIMI_ROUTER_PORT": "8001"}, "compose"),
+                                     ({"KIMI_PREFILL_DP_RPC_PORT": "29560"}, "shell"),
+                                     ({"KIMI_PREFILL_DP_RPC_PORT": "5557"}, "shell"),
+                                     ({"KIMI_DECODE_DP_RPC_PORT": "8002"}, "json")])
+def test_no_two_listeners_of_one_host_share_a_port(env, fmt):
+    one_line_error(run_cli(["plan", "--format", fmt], base_env(**ONE_NODE_PD, **env)), "port")
