@@ -128,6 +128,9 @@ def _write_files(files: dict, output: Optional[str]) -> None:
     out = Path(output)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        for name in files:  # every target checked before the first is written
+            if (out / name).is_dir() and not (out / name).is_symlink():
+                raise IsADirectoryError(21, "a directory is in the way", str(out / name))
         for name, text in files.items():
             _write_inside(out, name, text)
             echo(f"wrote {out / name}", err=True)

@@ -485,3 +485,11 @@ ONE_NODE_PD = {**PD, "KIMI_PREFILL_NODES": "0", "KIMI_DECODE_NODES": "0", "KIMI_
                                      ({"KIMI_DECODE_DP_RPC_PORT": "8002"}, "json")])
 def test_no_two_listeners_of_one_host_share_a_port(env, fmt):
     one_line_error(run_cli(["plan", "--format", fmt], base_env(**ONE_NODE_PD, **env)), "port")
+
+
+def test_a_directory_in_the_way_stops_before_any_file_is_written(tmp_path):
+    out = tmp_path / "out"
+    (out / "sagemaker-endpoint.json").mkdir(parents=True)
+    one_line_error(run_cli(["plan", "--format", "sagemaker", "--output", str(out)], base_env(**H200)),
+                   "sagemaker-endpoint.json")
+    assert sorted(p.name for p in out.iterdir()) == ["sagemaker-endpoint.json"]
