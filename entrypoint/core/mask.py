@@ -50,8 +50,9 @@ def secret_values(environ: Mapping[str, str], argv: Sequence[str] = ()) -> list:
 
 
 _FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w.-]*)")
-_INLINE = re.compile(r"(=)(['\"]?)([^\s'\"]+)")
-_NEXT = re.compile(r"(\s+)(['\"]?)([^\s'\"-][^\s'\"]*|-[^\s'\"A-Za-z-][^\s'\"]*)")
+# After a credential option: `=` or blanks, then the value: quoted (the quotes kept, all inside
+# masked, blanks included) or one word (not an option: argparse would not take it as the value).
+_VALUE = re.compile(r"""(?:=|\s+)(?:'(?P<single>[^']*)'?|"(?P<double>[^"]*)"?|(?P<word>[^\s'"]+))""")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/@:]*):([^\s/@]*)@")
 
 
@@ -65,11 +66,14 @@ def mask_flags(text: str) -> str:
     for flag in _FLAG.finditer(text):
         if flag.start() < pos or not is_secret_option(flag.group(1)):
             continue
-        value = _INLINE.match(text, flag.end()) or _NEXT.match(text, flag.end())
+        value = _VALUE.match(text, flag.end())
         if value is None:
             continue
-        out.append(text[pos:value.start(3)] + MASK)
-        pos = value.end(3)
+        group = next(g for g in ("single", "double", "word") if value.group(g) is not None)
+        if group == "word" and text[flag.end()] != "=" and value.group(group).startswith("-"):
+            continue  # the next option, not a value
+        out.append(text[pos:value.start(group)] + MASK)
+        pos = value.end(group)
     return "".join(out) + text[pos:]
 
 

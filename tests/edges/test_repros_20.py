@@ -493,3 +493,12 @@ def test_a_directory_in_the_way_stops_before_any_file_is_written(tmp_path):
     one_line_error(run_cli(["plan", "--format", "sagemaker", "--output", str(out)], base_env(**H200)),
                    "sagemaker-endpoint.json")
     assert sorted(p.name for p in out.iterdir()) == ["sagemaker-endpoint.json"]
+
+
+@pytest.mark.parametrize("text,secret", [("--api-key 'two words' x", "two words"), ('--api_key="s p"', "s p"),
+                                         ("--hf-token   tok-123 y", "tok-123"), ("--api-k=-dash-secret", "-dash-secret")])
+def test_quoted_and_spaced_values_are_masked_whole(text, secret):
+    from entrypoint.core.mask import mask_flags
+
+    assert secret not in mask_flags(text) and "****" in mask_flags(text)
+    assert mask_flags("--api-key --port 8000") == "--api-key --port 8000"  # the next option is no value
