@@ -8,13 +8,14 @@ import pytest
 
 from entrypoint.app import build
 from entrypoint.core.errors import KimiError
+from entrypoint.core.recipe import load_catalog
 
 from golden_data import GOLDEN, golden_cases
 
 CASES = golden_cases()
 # The site renders the recipe for its vLLM floor (model.min_vllm_version): on newer vLLM the plan
 # drops what vLLM removed (recipe vllm_env_removed; test_golden_on_the_newest_vllm).
-FLOOR = {"KIMI_VLLM_VERSION": "0.19.1"}
+FLOOR = {"KIMI_VLLM_VERSION": load_catalog().recipe.model.min_vllm_version}  # the one floor: the recipe's
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
