@@ -310,7 +310,9 @@ def _weights(launch, environ: Mapping[str, str]):
     from entrypoint.core.weights import sources
     from entrypoint.node.cache import uses_modelscope
     from entrypoint.node.hub_cache import hub_dir
+    from entrypoint.node.weights import check_token_file
 
+    check_token_file(environ)
     if uses_modelscope(environ):
         raise KimiError(UNSUPPORTED_COMBINATION, "kimi-serve download fetches from the Hugging Face Hub; with "
                         "VLLM_USE_MODELSCOPE=true use `modelscope download --model <id> --cache_dir "

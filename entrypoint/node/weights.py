@@ -43,6 +43,23 @@ def _status(exc) -> int:
     return getattr(response, "status_code", 0) or 0
 
 
+def check_token_file(environ: Mapping[str, str]) -> None:
+    """HF_TOKEN_PATH, when it names something, is a regular file of at most MAX_KEY_FILE_BYTES:
+    the hub library reads it whole, and a FIFO or a device would hold the download for ever."""
+    import stat
+
+    from entrypoint.core import limits
+
+    path = environ.get("HF_TOKEN_PATH", "")
+    try:
+        found = os.stat(path) if path else None
+    except OSError:
+        return  # a missing file means no token (a rendered deployment's optional secret)
+    if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_size > limits.MAX_KEY_FILE_BYTES):
+        raise KimiError(INVALID_VALUE, f"HF_TOKEN_PATH={path} is not a token file (a regular file of at most "
+                        f"{limits.MAX_KEY_FILE_BYTES} bytes). Mount the token's file there, or unset HF_TOKEN_PATH.")
+
+
 def user_error(exc: BaseException, source: Source, environ: Mapping[str, str]):
     """A KimiError for what the user must fix (auth, revision, disk), else None."""
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError

@@ -502,3 +502,16 @@ def test_quoted_and_spaced_values_are_masked_whole(text, secret):
 
     assert secret not in mask_flags(text) and "****" in mask_flags(text)
     assert mask_flags("--api-key --port 8000") == "--api-key --port 8000"  # the next option is no value
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_token_path_that_is_no_file_is_refused_before_the_download(tmp_path, kind):
+    import os
+
+    from .harness import run_proc
+
+    path = {"device": "/dev/zero", "directory": str(tmp_path)}.get(kind, str(tmp_path / "pipe"))
+    if kind == "fifo":
+        os.mkfifo(path)
+    env = base_env(**H200, HF_TOKEN_PATH=path, KIMI_CACHE_DIR=str(tmp_path / "cache"), HF_ENDPOINT="http://127.0.0.1:9")
+    one_line_error(run_proc(["download"], env, timeout=60), "HF_TOKEN_PATH")
