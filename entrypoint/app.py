@@ -118,7 +118,7 @@ def weights_storage(model: str, cache_dir: str, environ: Mapping[str, str], samp
     from entrypoint.core.loading import load_data
     from entrypoint.node.storage import probe
 
-    return probe(model, cache_dir, environ, load_data().storage.gds_driver, sample=sample)
+    return probe(model, cache_dir, environ, load_data(), sample=sample)
 
 
 def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:

@@ -61,6 +61,7 @@ class StorageFacts:
     sample_s: float = 0.0
     sample_direct: bool = False  # read with O_DIRECT (past the page cache)
     note: str = ""  # why there is no sample, or what limited it
+    installed: Optional[tuple] = None  # loader ids whose packages vLLM's Python has (None: not checked)
 
     @property
     def sample_gbps(self) -> Optional[float]:
@@ -117,8 +118,13 @@ def planning_gbps(loader: str, kind: str, data=None) -> float:
     measured = measured_gbps(loader, kind, data)
     if measured:
         return measured
+    return data.budget.planning_gbps[kind] * min(1.0, _any_ratio(loader, data))
+
+
+def _any_ratio(loader: str, data) -> float:
+    """`loader`'s measured speed over the disk limit, over every measurement (1 where never measured)."""
     ratios = [m.loaders[loader] / m.limits.disk_gbps for m in data.measurements if loader in m.loaders]
-    return data.budget.planning_gbps[kind] * min(1.0, statistics.median(ratios) if ratios else 1.0)
+    return statistics.median(ratios) if ratios else 1.0
 
 
 # ---------------------------------------------------------------- the choice
@@ -154,19 +160,26 @@ def formats_of(vllm_version: str, data=None) -> tuple:
     return tuple(data.load_formats[vllm_version])
 
 
-def best_loader(kind: str, vllm_version: str, data=None) -> Tuple[str, str]:
-    """(loader id, why) for storage `kind`: the fastest measured loader that vLLM accepts, else the rule."""
+def best_loader(kind: str, vllm_version: str, data=None, installed: Optional[tuple] = None) -> Tuple[str, str]:
+    """(loader id, why) for storage `kind`: the fastest measured loader that vLLM accepts (and, when
+    `installed` is known, whose packages are there), else the rule, else vLLM's default."""
     data = data or load_data()
     accepted = formats_of(vllm_version, data)
     rule = data.auto[kind]
-    speeds = {lid: g for lid, l in data.loaders.items() if l.load_format in accepted
-              and (g := measured_gbps(lid, kind, data)) is not None}
+    usable = {lid for lid, l in data.loaders.items() if l.load_format in accepted
+              and (installed is None or lid in installed or not l.packages)}
+    speeds = {lid: g for lid in usable if (g := measured_gbps(lid, kind, data)) is not None}
+    missing = sorted(lid for lid in data.loaders if lid not in usable)
+    lacks = f" (this node's Python lacks {', '.join(missing)})" if installed is not None and missing else ""
+    if rule.rule not in usable:
+        return data.vllm_default, f"vLLM's default: the rule for {kind} storage, {rule.rule}, is not usable{lacks}"
     if speeds and kind != "object":
         lid = max(speeds, key=lambda k: speeds[k])
         basis = _measured_kind(kind, data)
-        return lid, (f"the fastest measured on {basis} storage: {speeds[lid]:.2f} GB/s against "
-                     + ", ".join(f"{k} {v:.2f}" for k, v in sorted(speeds.items(), key=lambda kv: -kv[1]) if k != lid))
-    return rule.rule, f"the rule for {kind} storage; nothing measured there"
+        others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(speeds.items(), key=lambda kv: -kv[1]) if k != lid)
+        return lid, (f"the fastest measured on {basis} storage: {speeds[lid]:.2f} GB/s"
+                     + (f" against {others}" if others else "") + lacks)
+    return rule.rule, f"the rule for {kind} storage; nothing measured there{lacks}"
 
 
 def _config_class(load_format: str, data) -> Optional[str]:
@@ -262,7 +275,7 @@ def decide(setting: str, vllm_version: str, user_args: Sequence[str], spec, mode
         if storage is None:
             return Decision(setting, storage="unknown", reason="decided on the node at start (auto)")
         kind = storage_kind(storage, data)
-        lid, why = best_loader(kind, vllm_version, data)
+        lid, why = best_loader(kind, vllm_version, data, storage.installed)
         rule = data.auto[kind]
         extra = {} if user_gave or lid != rule.rule else dict(rule.extra_config)
         fmt = data.loaders[lid].load_format
@@ -304,8 +317,8 @@ def expected_load_s(share_gb: float, loader: str, kind: str, sample_gbps: Option
     """(seconds, basis): the node's share over the loader's speed, from this node's sample scaled
     by the loader's measured ratio to the disk limit when there is a sample, else the data's."""
     data = data or load_data()
-    ratio = disk_ratio(loader, kind, data)
-    if sample_gbps and ratio:
+    ratio = disk_ratio(loader, kind, data) or _any_ratio(loader, data)
+    if sample_gbps:
         gbps = sample_gbps * ratio
         return share_gb / gbps, f"{gbps:.2f} GB/s: the sample x {ratio:.2f}, {loader}'s measured share of the disk"
     gbps = planning_gbps(loader, kind, data)
@@ -378,7 +391,7 @@ def load_report(plan, catalog, proc, spec, vllm_version: str, decision: Optional
     sample = storage.sample_gbps if storage else None
     used = _in_use(proc.argv, spec, data)
     used_s, basis = expected_load_s(share, used, kind, sample, data)
-    best, why = best_loader(kind, vllm_version, data)
+    best, why = best_loader(kind, vllm_version, data, storage.installed if storage else None)
     best_s, _ = expected_load_s(share, best, kind, sample, data)
     gds = bool(storage and storage.gds_driver and (storage.fstype or "") in data.storage.gds_fs)
     where = (f"{storage.path or 'the weights'} on {storage.fstype or 'an unknown file system'} ({kind} storage; "

@@ -249,7 +249,7 @@ def node_facts(launch, environ: Mapping[str, str]) -> NodeFacts:
     from entrypoint.core.loading import load_data
     from entrypoint.node.storage import probe
 
-    storage = probe(launch.plan.model, launch.settings.cache_dir, environ, load_data().storage.gds_driver)
+    storage = probe(launch.plan.model, launch.settings.cache_dir, environ, load_data())
     return dataclasses.replace(facts, storage=storage)
 
 

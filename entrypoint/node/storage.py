@@ -88,9 +88,33 @@ def sample_read(path: Path, max_bytes: int = limits.LOAD_SAMPLE_BYTES,
         buf.close()
 
 
-def probe(model: str, cache_dir: str, environ: Mapping[str, str], gds_driver: str, sample: bool = True,
+def installed(loaders: Mapping) -> tuple:
+    """The loader ids (recipes/loaders.yaml `loaders`) whose packages this Python has: the base
+    image's Python is vLLM's, so what it finds is what vLLM can import."""
+    from importlib import metadata
+
+    def has(name: str) -> bool:
+        try:
+            metadata.distribution(name)
+            return True
+        except metadata.PackageNotFoundError:
+            return False
+
+    return tuple(lid for lid, loader in loaders.items() if all(has(p) for p in loader.packages))
+
+
+def probe(model: str, cache_dir: str, environ: Mapping[str, str], data, sample: bool = True,
           proc_root: str = "/proc") -> StorageFacts:
-    """Where the weights are (or will be), what holds them, and how fast one file reads."""
+    """Where the weights are (or will be), what holds them, how fast one file reads, and which
+    loaders this node's Python can run (`data`: recipes/loaders.yaml, validated)."""
+    from dataclasses import replace
+
+    return replace(_probe(model, cache_dir, environ, data.storage.gds_driver, sample, proc_root),
+                   installed=installed(data.loaders))
+
+
+def _probe(model: str, cache_dir: str, environ: Mapping[str, str], gds_driver: str, sample: bool,
+           proc_root: str) -> StorageFacts:
     if "://" in model:
         return StorageFacts(object_store=True, note="the model is in object storage: nothing on the node to sample")
     weights = cache.weights_present(model, cache_dir, environ)
