@@ -5,13 +5,14 @@ budget and the checkpoints' sizes. Every model rejects unknown keys. Nothing her
 
 from __future__ import annotations
 
-from typing import Dict, List, Literal, Optional
+from typing import Annotated, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 STORAGE_KINDS = ("object", "local", "local_gds", "network", "memory", "unknown")
 StorageKind = Literal["object", "local", "local_gds", "network", "memory", "unknown"]
 ValueKind = Literal["bool", "positive_int", "memory_limit"]
+GBps = Annotated[float, Field(gt=0)]  # 1e9 bytes per second
 
 
 class Strict(BaseModel):
@@ -38,9 +39,11 @@ class Rule(Strict):
 
 
 class Limits(Strict):
-    disk_gbps: float = Field(gt=0)
-    h2d_pinned_gbps: float = Field(gt=0)
-    h2d_pageable_gbps: float = Field(gt=0)
+    """The two physical limits measured in the same run (and the pageable copy, for reference)."""
+
+    disk_gbps: GBps
+    h2d_pinned_gbps: GBps
+    h2d_pageable_gbps: GBps
 
 
 class Measurement(Strict):
@@ -55,14 +58,14 @@ class Measurement(Strict):
     checkpoint: str
     versions: Dict[str, str]
     limits: Limits
-    loaders: Dict[str, float]  # loader id -> GB/s
+    loaders: Dict[str, GBps]  # loader id -> GB/s
 
 
 class Budget(Strict):
     vllm_env: str = Field(pattern=r"^VLLM_[A-Z0-9_]+$")
     engine_overhead_s: int = Field(ge=0)
     margin: float = Field(ge=1)
-    planning_gbps: Dict[StorageKind, float]
+    planning_gbps: Dict[StorageKind, GBps]
 
 
 class LoadersFile(Strict):

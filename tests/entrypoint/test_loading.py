@@ -290,3 +290,27 @@ def test_sagemaker_keeps_its_apis_hour():
     files = render("sagemaker", {**H200, "KIMI_LOAD_FORMAT": "safetensors"})
     body = json.loads(next(v for k, v in files.items() if "endpoint-config" in k))
     assert body["ProductionVariants"][0]["ContainerStartupHealthCheckTimeoutInSeconds"] == 3600
+
+
+# ------------------------------------------------------------------------- the data's own checks
+
+
+@pytest.mark.parametrize("mutate,needle", [
+    (lambda d: d["auto"]["local"].update(rule="nosuch"), "auto.local.rule names loader 'nosuch'"),
+    (lambda d: d["auto"].pop("network"), "auto has no rule for storage kind network"),
+    (lambda d: d["measurements"][0]["loaders"].update(fastest=9.9), "names loader 'fastest'"),
+    (lambda d: d["loaders"]["safetensors"].update(speed=1), "Extra inputs are not permitted"),
+    (lambda d: d["measurements"][0]["limits"].update(disk_gbps=0), "greater than 0"),
+])
+def test_bad_loader_data_is_rejected(tmp_path, mutate, needle):
+    from pathlib import Path
+
+    from entrypoint.core.recipe import RecipeDataError
+
+    src = Path(loading.__file__).resolve().parents[2] / "recipes" / "loaders.yaml"
+    data = yaml.safe_load(src.read_text())
+    mutate(data)
+    (tmp_path / "loaders.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(RecipeDataError, match="invalid") as err:
+        loading.load_data(tmp_path)
+    assert needle in str(err.value)
