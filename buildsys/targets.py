@@ -84,6 +84,8 @@ class Targets(Strict):
     bases: Dict[str, Base]
     other_releases: Dict[str, Dict[str, ReleaseBase]] = {}
     targets: Dict[str, Target]
+    # Weight loaders vLLM's Python gets where the base lacks them (name==version, for every base).
+    loader_packages: List[str] = []
     default_release: bool = True  # False on a copy for one of other_releases (see for_release)
 
     @field_validator("vllm_version")
@@ -92,6 +94,14 @@ class Targets(Strict):
         parts = tuple(int(x) for x in re.findall(r"\d+", v)[:3])
         if parts < MIN_VLLM:
             raise ValueError(f"vLLM {v} is older than {'.'.join(map(str, MIN_VLLM))}")
+        return v
+
+    @field_validator("loader_packages")
+    @classmethod
+    def _pinned(cls, v):
+        for req in v:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][0-9A-Za-z.+-]*", req):
+                raise ValueError(f"loader package {req!r} is not pinned as name==version")
         return v
 
     @model_validator(mode="after")

@@ -51,7 +51,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
 
     spec = spec_for(selection.vllm_version)
     decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
-                              "://" in selection.model, storage)
+                              "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
     selection = replace(selection, load_args=tuple(selection.load_args) + decision.args)
     plan = resolve(selection, catalog)
     plan = loading.with_ready_timeout(plan, loading.launch_budget_s(plan, catalog, decision), spec)

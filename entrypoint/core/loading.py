@@ -160,16 +160,19 @@ def formats_of(vllm_version: str, data=None) -> tuple:
     return tuple(data.load_formats[vllm_version])
 
 
-def best_loader(kind: str, vllm_version: str, data=None, installed: Optional[tuple] = None) -> Tuple[str, str]:
-    """(loader id, why) for storage `kind`: the fastest measured loader that vLLM accepts (and, when
-    `installed` is known, whose packages are there), else the rule, else vLLM's default."""
+def best_loader(kind: str, vllm_version: str, data=None, installed: Optional[tuple] = None,
+                brand: Optional[str] = None) -> Tuple[str, str]:
+    """(loader id, why) for storage `kind`: the fastest measured loader that vLLM accepts, that runs
+    on the GPU `brand` and (when `installed` is known) whose packages are there; else the rule, else
+    vLLM's default."""
     data = data or load_data()
     accepted = formats_of(vllm_version, data)
     rule = data.auto[kind]
-    usable = {lid for lid, l in data.loaders.items() if l.load_format in accepted
+    runs = {lid for lid, l in data.loaders.items() if not l.brands or brand is None or brand in l.brands}
+    usable = {lid for lid, l in data.loaders.items() if l.load_format in accepted and lid in runs
               and (installed is None or lid in installed or not l.packages)}
     speeds = {lid: g for lid in usable if (g := measured_gbps(lid, kind, data)) is not None}
-    missing = sorted(lid for lid in data.loaders if lid not in usable)
+    missing = sorted(lid for lid in data.loaders if lid not in usable and lid in runs)
     lacks = f" (this node's Python lacks {', '.join(missing)})" if installed is not None and missing else ""
     if rule.rule not in usable:
         return data.vllm_default, f"vLLM's default: the rule for {kind} storage, {rule.rule}, is not usable{lacks}"
@@ -255,7 +258,7 @@ def check_extra_config(config: Dict[str, object], load_format: str, vllm_version
 
 
 def decide(setting: str, vllm_version: str, user_args: Sequence[str], spec, model_is_object: bool,
-           storage: Optional[StorageFacts], data=None) -> Decision:
+           storage: Optional[StorageFacts], data=None, brand: Optional[str] = None) -> Decision:
     """What KIMI_LOAD_FORMAT adds to every vLLM process of the launch."""
     if setting == RECIPE:
         return Decision(setting)
@@ -275,7 +278,7 @@ def decide(setting: str, vllm_version: str, user_args: Sequence[str], spec, mode
         if storage is None:
             return Decision(setting, storage="unknown", reason="decided on the node at start (auto)")
         kind = storage_kind(storage, data)
-        lid, why = best_loader(kind, vllm_version, data, storage.installed)
+        lid, why = best_loader(kind, vllm_version, data, storage.installed, brand)
         rule = data.auto[kind]
         extra = {} if user_gave or lid != rule.rule else dict(rule.extra_config)
         fmt = data.loaders[lid].load_format
@@ -391,7 +394,8 @@ def load_report(plan, catalog, proc, spec, vllm_version: str, decision: Optional
     sample = storage.sample_gbps if storage else None
     used = _in_use(proc.argv, spec, data)
     used_s, basis = expected_load_s(share, used, kind, sample, data)
-    best, why = best_loader(kind, vllm_version, data, storage.installed if storage else None)
+    brand = catalog.hardware[plan.hardware].brand
+    best, why = best_loader(kind, vllm_version, data, storage.installed if storage else None, brand)
     best_s, _ = expected_load_s(share, best, kind, sample, data)
     gds = bool(storage and storage.gds_driver and (storage.fstype or "") in data.storage.gds_fs)
     where = (f"{storage.path or 'the weights'} on {storage.fstype or 'an unknown file system'} ({kind} storage; "

@@ -23,6 +23,7 @@ class Loader(Strict):
     load_format: str
     config_class: Literal["default", "runai_streamer"]
     packages: List[str] = []
+    brands: List[str] = []  # GPU brands it runs on; empty: every brand
 
 
 class Storage(Strict):
