@@ -14,7 +14,8 @@ Run by hand on a GPU node (not a test; it needs torch with a GPU and the loader 
    attention, router (with the fp32 correction bias), shared expert and norms. The bytes are
    random (drawn on the GPU), so nothing compresses or dedups.
 2. Measures, in the same run, the two physical limits:
-   - disk: a raw sequential read of the shards with O_DIRECT (1 and 8 threads, 16 MiB blocks);
+   - disk: sequential reads of the shards (`--limits`: rawN = O_DIRECT with N threads over 16 MiB
+     blocks; buffered1 = one plain reader, the kernel's read-ahead); the best median is the limit;
    - host-to-device: a pinned 4 GiB host buffer copied to the GPU (CUDA events), and pageable.
 3. Loads the whole checkpoint into GPU memory, the way vLLM's loaders do, with:
    - `safetensors`: safe_open on the CPU (mmap), each tensor copied to the GPU (vLLM's default
@@ -405,7 +406,8 @@ def facts(torch, ckpt: Path) -> dict:
     mem = [ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")]
     return {
         "gpu": torch.cuda.get_device_name(0),
-        "nvidia_smi": sh("nvidia-smi", "--query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current", "--format=csv,noheader"),
+        "nvidia_smi": sh("nvidia-smi", "--format=csv,noheader", "--query-gpu=name,memory.total,driver_version,"
+                         "pcie.link.gen.current,pcie.link.width.current"),
         "cpu": cpu[0] if cpu else platform.processor(), "cores": os.cpu_count(),
         "memtotal": mem[0] if mem else "", "kernel": platform.release(),
         "filesystem": sh("findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(ckpt)),

@@ -317,7 +317,8 @@ def test_bad_loader_data_is_rejected(tmp_path, mutate, needle):
 
 
 def test_cuda_only_loaders_are_not_picked_for_amd_gpus():
-    found = compose(read_settings({"KIMI_HARDWARE": "mi355x", "KIMI_VLLM_VERSION": "0.33.0", "KIMI_LOAD_FORMAT": "auto"}),
+    env = {"KIMI_HARDWARE": "mi355x", "KIMI_VLLM_VERSION": "0.33.0", "KIMI_LOAD_FORMAT": "auto"}
+    found = compose(read_settings(env),
                     storage=local("ext4", installed=("safetensors", "instanttensor", "fastsafetensors")))
     assert argv_values(found)["load_format"] == "safetensors"  # the streamer absent; instanttensor is CUDA-only
     brands = {lid: l.brands for lid, l in loading.load_data().loaders.items()}
