@@ -186,11 +186,8 @@ def best_loader(kind: str, vllm_version: str, data=None, installed: Optional[tup
 
 
 def _config_class(load_format: str, data) -> Optional[str]:
-    for loader in data.loaders.values():
-        if loader.load_format == load_format:
-            return loader.config_class
-    default_formats = {"auto", "hf", "safetensors", "pt", "npcache", "mistral"}
-    return "default" if load_format in default_formats else None
+    """The vLLM loader class serving `load_format` whose extra config the data describes, or None."""
+    return next((cls for cls, c in data.extra_config.items() if load_format in c.formats), None)
 
 
 def _loader_id(load_format: str, data) -> Optional[str]:
@@ -246,7 +243,7 @@ def check_extra_config(config: Dict[str, object], load_format: str, vllm_version
     cls = _config_class(load_format, data)
     if cls is None or not config:
         return
-    allowed = data.extra_config[cls].get(vllm_version)
+    allowed = data.extra_config[cls].keys.get(vllm_version)
     if allowed is None:
         return
     unknown = sorted(k for k in config if k not in allowed)

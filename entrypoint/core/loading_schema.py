@@ -21,9 +21,13 @@ class Strict(BaseModel):
 
 class Loader(Strict):
     load_format: str
-    config_class: Literal["default", "runai_streamer"]
     packages: List[str] = []
     brands: List[str] = []  # GPU brands it runs on; empty: every brand
+
+
+class ExtraConfig(Strict):
+    formats: List[str]  # the load formats this vLLM loader class serves
+    keys: Dict[str, Dict[str, ValueKind]]  # vLLM release -> key -> value kind
 
 
 class Storage(Strict):
@@ -71,7 +75,7 @@ class Budget(Strict):
 
 class LoadersFile(Strict):
     load_formats: Dict[str, List[str]]  # vLLM release -> load formats it registers
-    extra_config: Dict[Literal["default", "runai_streamer"], Dict[str, Dict[str, ValueKind]]]
+    extra_config: Dict[str, ExtraConfig]  # vLLM loader class -> what its extra config takes
     loaders: Dict[str, Loader]
     vllm_default: str
     storage: Storage
@@ -97,8 +101,8 @@ class LoadersFile(Strict):
             for lid in m.loaders:
                 if lid not in self.loaders:
                     problems.append(f"measurement {m.id} names loader {lid!r}, which loaders does not declare")
-        for cls, per_release in self.extra_config.items():
-            for release in per_release:
+        for cls, per_class in self.extra_config.items():
+            for release in per_class.keys:
                 if release not in self.load_formats:
                     problems.append(f"extra_config.{cls} names vLLM {release}, which load_formats does not list")
         if problems:

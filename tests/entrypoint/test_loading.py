@@ -46,9 +46,10 @@ def test_every_supported_release_has_load_formats_and_config_rules():
     for version in available_versions():
         assert version in data.load_formats, version
         for cls in data.extra_config.values():
-            assert version in cls, version
+            assert version in cls.keys, version
         for lid, loader in data.loaders.items():
             assert loader.load_format in data.load_formats[version], (version, lid)
+            assert any(loader.load_format in c.formats for c in data.extra_config.values()), lid
 
 
 @pytest.mark.parametrize("version", available_versions())
