@@ -223,8 +223,8 @@ def test_engine_ready_timeout_is_the_budget_on_every_vllm_process():
     assert budget > found.catalog.serving.health.start_period_s  # storage unknown: a conservative figure
     assert {p.role for p in found.plan.processes} >= {"router", "prefill", "decode"}
     for proc in found.plan.processes:
-        if proc.role == "router":
-            assert "VLLM_ENGINE_READY_TIMEOUT_S" not in proc.env
+        if proc.role == "router":  # vllm-router takes no vLLM arguments and no engine
+            assert "VLLM_ENGINE_READY_TIMEOUT_S" not in proc.env and "--load-format" not in proc.argv
         else:
             assert proc.env["VLLM_ENGINE_READY_TIMEOUT_S"] == str(budget)
 
