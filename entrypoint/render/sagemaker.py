@@ -21,7 +21,7 @@ VARIANT = "AllTraffic"
 
 
 def _variant(launch, found, offer) -> dict:
-    name = launch.settings.name
+    name = launch.name
     # SageMaker's API takes at most an hour here (ProductionVariant's range), which serving.yaml's
     # start period already is: a longer start-up budget cannot follow onto this platform.
     load_s = min(health(launch).start_period_s, launch.catalog.serving.health.start_period_s)
@@ -34,14 +34,14 @@ def _variant(launch, found, offer) -> dict:
     if found.max_volume_gb and need > found.max_volume_gb:
         raise KimiError(UNSUPPORTED_COMBINATION, f"{offer.instance_type} has no instance storage for {need} GB of "
                         f"weights and a SageMaker volume holds at most {found.max_volume_gb} GB. Stream the weights "
-                        "from S3 instead (KIMI_MODEL=s3://bucket/Kimi-K2.5).")
+                        "from S3 instead (KIMI_MODEL=s3://bucket/<model>).")
     return {**variant, "VolumeSizeInGB": need}
 
 
 def requests(launch) -> dict:
     found, offer = platform_offering(launch, PID)
     one_instance(launch, PID, found.display_name)
-    name = launch.settings.name
+    name = launch.name
     model = {"ModelName": name, "ExecutionRoleArn": ROLE_PLACEHOLDER,
              "PrimaryContainer": {"Image": image(launch), "Mode": "SingleModel",
                                   "Environment": platform_env(launch, PID)}}
