@@ -351,7 +351,8 @@ def launch_budget_s(plan, catalog, decision: Optional[Decision]) -> int:
 
 def with_ready_timeout(plan, budget_s: int, spec):
     """Every vLLM process of `plan` with vLLM's engine-ready wait set to the start-up budget
-    (where the release reads the variable; a value the user set still wins at exec)."""
+    (where the release reads the variable), never shorter than a wait the recipe sets itself; a
+    value the user set still wins at exec."""
     from dataclasses import replace
 
     name = load_data().budget.vllm_env
@@ -360,6 +361,10 @@ def with_ready_timeout(plan, budget_s: int, spec):
     procs = []
     for proc in plan.processes:
         if proc.role == "router":
+            procs.append(proc)
+            continue
+        recipe_s = proc.env.get(name, "")
+        if recipe_s.isdigit() and int(recipe_s) >= budget_s:  # the recipe's own wait is longer: it stays
             procs.append(proc)
             continue
         procs.append(replace(proc, env={**proc.env, name: str(budget_s)},

@@ -324,3 +324,19 @@ def test_cuda_only_loaders_are_not_picked_for_amd_gpus():
     assert argv_values(found)["load_format"] == "safetensors"  # the streamer absent; instanttensor is CUDA-only
     brands = {lid: l.brands for lid, l in loading.load_data().loaders.items()}
     assert brands["instanttensor"] == ["nvidia"] and brands["runai_streamer"] == []
+
+
+def test_a_recipes_own_engine_wait_is_never_shortened():
+    env = {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "b300", "KIMI_SKIP_MEMORY_CHECK": "1"}
+    recipe = launch(env).plan.processes[0]
+    assert recipe.env.get("VLLM_ENGINE_READY_TIMEOUT_S") == "3600"  # the K3 recipe sets its own
+    assert "--load-format" in recipe.argv  # and loads with fastsafetensors on Blackwell
+    found = launch({**env, "KIMI_LOAD_FORMAT": "instanttensor"}, local("nfs")).plan.processes[0]
+    budget = int(found.env["VLLM_ENGINE_READY_TIMEOUT_S"])
+    assert budget > 3600 and values(list(found.argv[2:]), spec_for("0.33.0"))["load_format"] == "instanttensor"
+    from dataclasses import replace
+
+    long_wait = replace(recipe, env={**recipe.env, "VLLM_ENGINE_READY_TIMEOUT_S": "99999"})
+    plan = replace(launch(env).plan, processes=(long_wait,))
+    assert loading.with_ready_timeout(plan, 4000, spec_for("0.33.0")).processes[0].env[
+        "VLLM_ENGINE_READY_TIMEOUT_S"] == "99999"
