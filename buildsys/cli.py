@@ -203,7 +203,7 @@ def bake(ctx, output, registry, overrides, vllm):
             python, digest = engine.python_of(cli, data, name, base, True), engine.base_digest(cli, base)
         else:
             python, digest = data.bases[t.base].python, base.split("@", 1)[1] if "@" in base else ""
-        ctx_dir = context.prepare(t.platform, python)
+        ctx_dir = context.prepare(t.platform, python, data.loader_packages)
         out["target"][name] = {
             "inherits": ["_common"], "context": str(ctx_dir), "platforms": [t.platform],
             "args": engine.build_args(data, name, base),

@@ -24,6 +24,7 @@ class Launch:
     selection: Selection
     plan: Plan
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
+    load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.loading.Decision)
 
     @property
     def name(self) -> str:
@@ -43,20 +44,30 @@ class Launch:
 
 
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
-            detected_vllm: Optional[str] = None) -> Launch:
-    """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names)."""
+            detected_vllm: Optional[str] = None, storage=None) -> Launch:
+    """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names). `storage`: the
+    node's weights volume (entrypoint.core.loading.StorageFacts), for KIMI_LOAD_FORMAT other than `recipe`."""
     from entrypoint.core import placement
     from entrypoint.core.vllm_cli import spec_for
 
     catalog = with_recipe(catalog or load_catalog(), settings.recipe)
     selection = select(settings, catalog, detected_hardware, detected_vllm)
+    spec = spec_for(selection.vllm_version)
     placement.check_addresses(settings)
-    placement.check_user_args(selection.user_args, spec_for(selection.vllm_version))
+    placement.check_user_args(selection.user_args, spec)
+    decision = None
+    if settings.load_format != "recipe":
+        from entrypoint.core import loading
+
+        decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
+                                  "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
+        selection = replace(selection, load_args=tuple(selection.load_args) + decision.args)
     plan = resolve(selection, catalog)
+    if decision is not None:
+        plan = loading.with_ready_timeout(plan, loading.launch_budget_s(plan, catalog, decision), spec)
     placement.check_role(settings, plan)
-    placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings,
-                             spec_for(selection.vllm_version))
-    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan)
+    placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings, spec)
+    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision)
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
@@ -126,7 +137,19 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
         from entrypoint.node.detect import installed_vllm_version
 
         vllm = installed_vllm_version()
-    return _checked(replace(compose(settings, detected, detected_vllm=vllm), platform=platform))
+    storage = None
+    if settings.load_format != "recipe":  # the volume the weights are read from decides `auto`, and the budget
+        model = select(settings, with_recipe(load_catalog(), settings.recipe), detected, vllm).model
+        storage = weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
+    return _checked(replace(compose(settings, detected, detected_vllm=vllm, storage=storage), platform=platform))
+
+
+def weights_storage(model: str, cache_dir: str, environ: Mapping[str, str], sample: bool = True):
+    """The weights' volume on this node: file system, GPUDirect Storage, a bounded read sample."""
+    from entrypoint.core.loading import load_data
+    from entrypoint.node.storage import probe
+
+    return probe(model, cache_dir, environ, load_data(), sample=sample)
 
 
 def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:

@@ -46,3 +46,11 @@ MAX_TIMEOUT_S = 3600.0  # --timeout: one hour; a request that needs longer is a 
 # most (~300 KB of XML); the whole exchange, connect to last byte, within the deadline.
 OBJECT_STORE_DEADLINE_S = 5.0
 MAX_OBJECT_LISTING_BYTES = 4 * 1024 * 1024
+
+# --- the weights volume's sample (doctor, preflight: the expected load time) --------------------
+# A sequential read of one weights file: 256 MiB passes the drive's and the kernel's read-ahead
+# (a few MiB) and takes 0.1-1 s at 0.3-2.5 GB/s; beside a 600 GB load it costs nothing.
+LOAD_SAMPLE_BYTES = 256 * 1024 * 1024
+LOAD_SAMPLE_BLOCK = 16 * 1024 * 1024  # one read: vLLM's loaders read in blocks of this order
+LOAD_SAMPLE_DEADLINE_S = 3.0  # a slow network volume stops here; what was read so far is the sample
+LOAD_SAMPLE_FILES = 512  # files looked at to find the sample's file (Kimi checkpoints have ~64 shards)

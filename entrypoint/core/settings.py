@@ -89,6 +89,9 @@ FIELDS: tuple = (
     F("vllm_version", "str", None, "the image's vLLM (baked in at build); else the installed vLLM's; else the newest "
       "supported", "vLLM release the launch is for (e.g. 0.19.1): flags, choices and env are checked against its "
       "grammar (recipes/vllm/); set it for `print`/`plan` of another image."),
+    F("load_format", "str", "recipe", "`recipe`", "How vLLM loads the weights: `recipe` (the recipe's own flags), "
+      "`auto` (the fastest measured loader for this node's storage: recipes/loaders.yaml, docs/cold-start.md), or a "
+      "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`)."),
     F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",

@@ -58,8 +58,16 @@ def brand(launch) -> Hardware:
 
 
 def health(launch) -> Hardware:
-    """Health endpoint and timings (recipes/serving.yaml)."""
-    return launch.catalog.serving.health
+    """Health endpoint and timings (recipes/serving.yaml), with the launch's start-up budget as
+    the start period: serving.yaml's for KIMI_LOAD_FORMAT=recipe, else what the checkpoint's size
+    and the loader ask (core/loading.py), never less."""
+    base = launch.catalog.serving.health
+    if getattr(launch, "load", None) is None:
+        return base
+    from entrypoint.core.loading import launch_budget_s
+
+    budget = launch_budget_s(launch.plan, launch.catalog, launch.load)
+    return base if budget == base.start_period_s else Hardware("Health", {**base._fields, "start_period_s": budget})
 
 
 def image(launch) -> str:
