@@ -515,3 +515,16 @@ def test_a_token_path_that_is_no_file_is_refused_before_the_download(tmp_path, k
         os.mkfifo(path)
     env = base_env(**H200, HF_TOKEN_PATH=path, KIMI_CACHE_DIR=str(tmp_path / "cache"), HF_ENDPOINT="http://127.0.0.1:9")
     one_line_error(run_proc(["download"], env, timeout=60), "HF_TOKEN_PATH")
+
+
+@pytest.mark.parametrize("value", ["a b", "it's", 'say "hi"', "$(id)", "`id`", "a\\b", "*", "~/x", "a;b", "é ü", "a\nb"])
+def test_the_printed_shell_command_reads_back_as_the_argv(value):
+    """`print` is a command a person pastes: POSIX shell words (shlex, like sh) give back exactly
+    the argv of `print --format json`, whatever the values hold."""
+    import shlex
+
+    env = base_env(**H200, KIMI_SERVED_MODEL_NAME=value, KIMI_EXTRA_ARGS=shlex.join(["--chat-template", value]))
+    argv = _argv(run_cli(["print", "--format", "json"], env).assert_clean({0}))
+    text = run_cli(["print"], env).assert_clean({0}).out
+    words = shlex.split(text.replace("\\\n", ""))  # sh drops a backslash-newline (line continuation)
+    assert words[words.index("vllm"):] == argv
