@@ -528,3 +528,19 @@ def test_the_printed_shell_command_reads_back_as_the_argv(value):
     text = run_cli(["print"], env).assert_clean({0}).out
     words = shlex.split(text.replace("\\\n", ""))  # sh drops a backslash-newline (line continuation)
     assert words[words.index("vllm"):] == argv
+
+
+def test_a_fifo_in_the_data_directory_is_broken_data_not_a_hang(tmp_path):
+    import os
+    import shutil
+
+    from entrypoint.core import datadir
+
+    from .harness import run_proc
+
+    copy = tmp_path / "recipes"
+    shutil.copytree(datadir.default_recipes_dir({}), copy, ignore=shutil.ignore_patterns(".validated"))
+    (copy / "serving.yaml").unlink()
+    os.mkfifo(copy / "serving.yaml")
+    result = run_proc(["print"], base_env(**H200, KIMI_RECIPES_DIR=str(copy)), timeout=30).assert_clean({3})
+    assert "not a regular file" in result.err
