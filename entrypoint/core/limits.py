@@ -39,6 +39,9 @@ TOOL_DEADLINE_S = 15.0  # total time for one GPU tool run (amd-smi takes ~2 s on
 MAX_NODELIST_CHARS = 64 * 1024
 MAX_NODELIST_HOSTS = 65536
 
+# --- the network -------------------------------------------------------------------------------
+DNS_DEADLINE_S = 5.0  # one name lookup (a resolver answers in milliseconds; a stalled one never)
+
 # --- HTTP (healthcheck, verify) ----------------------------------------------------------------
 MAX_HTTP_HEADER_BYTES = 64 * 1024  # vLLM's headers are a few hundred bytes
 MAX_HTTP_BODY_BYTES = 16 * 1024 * 1024  # a chat answer of 4096 tokens is ~50 KB; a stream ~1 MB

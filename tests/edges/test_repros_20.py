@@ -544,3 +544,36 @@ def test_a_fifo_in_the_data_directory_is_broken_data_not_a_hang(tmp_path):
     os.mkfifo(copy / "serving.yaml")
     result = run_proc(["print"], base_env(**H200, KIMI_RECIPES_DIR=str(copy)), timeout=30).assert_clean({3})
     assert "not a regular file" in result.err
+
+
+def test_a_stalled_name_lookup_is_inside_the_deadline():
+    """getaddrinfo has no timeout of its own: a resolver that never answers still ends the
+    request (and the object-store check, the metadata probe) within the one deadline."""
+    import socket
+    import threading
+    import time
+    from unittest import mock
+
+    from entrypoint.core import bounded
+
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def stalled(host, *args, **kwargs):
+        if host == "stalled.invalid":
+            release.wait(30)
+        return real(host, *args, **kwargs)
+
+    with mock.patch("socket.getaddrinfo", stalled):
+        start = time.monotonic()
+        with pytest.raises(bounded.HttpError):
+            bounded.request("GET", "http://stalled.invalid:8000/health", timeout=1.0)
+        assert time.monotonic() - start < 5
+        env = base_env(**H200, KIMI_MODEL="s3://bucket/kimi", AWS_ACCESS_KEY_ID="AKIAX", AWS_SECRET_ACCESS_KEY="x",
+                       AWS_ENDPOINT_URL_S3="http://stalled.invalid:9000")
+        from entrypoint.core import limits
+
+        with mock.patch.object(limits, "OBJECT_STORE_DEADLINE_S", 1.0):
+            result = run_cli(["doctor", "--format", "json"], env).assert_clean({1})
+        assert result.seconds < 8
+    release.set()
