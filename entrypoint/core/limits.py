@@ -26,6 +26,7 @@ MAX_SETTING_CHARS = 64 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024  # a KIMI_CONFIG TOML file: a few dozen keys fit in a few KiB
 MAX_CONFIG_DEPTH = 4  # TOML nesting: a list of strings is depth 2; nothing we read is deeper
 MAX_BATCH_LINE_BYTES = 1024 * 1024  # one `plan --batch` line: one object of KIMI_* variables
+MAX_DATA_FILE_BYTES = 16 * 1024 * 1024  # one recipe data file (KIMI_RECIPES_DIR): the largest is ~40 KB
 MAX_KEY_FILE_BYTES = 64 * 1024  # a credentials file (a GCS service-account key is ~2.3 KB)
 MAX_NODE_FILE_BYTES = 1024 * 1024  # one /proc or /sys file, a hub ref: /proc/mounts of a busy node is ~100 KB
 
@@ -37,6 +38,9 @@ TOOL_DEADLINE_S = 15.0  # total time for one GPU tool run (amd-smi takes ~2 s on
 # Slurm host lists: the largest Slurm clusters have tens of thousands of nodes.
 MAX_NODELIST_CHARS = 64 * 1024
 MAX_NODELIST_HOSTS = 65536
+
+# --- the network -------------------------------------------------------------------------------
+DNS_DEADLINE_S = 5.0  # one name lookup (a resolver answers in milliseconds; a stalled one never)
 
 # --- HTTP (healthcheck, verify) ----------------------------------------------------------------
 MAX_HTTP_HEADER_BYTES = 64 * 1024  # vLLM's headers are a few hundred bytes
