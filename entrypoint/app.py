@@ -119,6 +119,26 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
                                features=frozenset(launch.plan.features))
 
 
+
+def bench_target(environ: Optional[Mapping[str, str]] = None):
+    """What `bench` compares by and sends, from the configured launch: (Deployment, the service's
+    ServiceExpectations, the model vLLM loads (the tokenizer's source), whether it trusts remote code)."""
+    from entrypoint.core.bench import Deployment
+
+    launch = load_launch((), environ)
+    plan = launch.plan
+    proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
+        plan.find("router", 0)
+    engine = next((p for p in plan.processes if p.role != "router"), proc)
+    argv = list(engine.argv)
+    tp = argv[argv.index("--tensor-parallel-size") + 1] if "--tensor-parallel-size" in argv[:-1] else None
+    deployment = Deployment(recipe=launch.catalog.recipe.id, hardware=plan.hardware, variant=plan.variant,
+                            gpus=sum(pool.gpus for pool in plan.pools),
+                            tensor_parallel=int(tp) if tp and tp.isdigit() else None)
+    expected = ServiceExpectations(url=local_url(launch, proc), served_model_name=plan.served_model_name,
+                                   features=frozenset(plan.features))
+    return deployment, expected, plan.model, "--trust-remote-code" in argv
+
 def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
     """This container's process with only the env the project applies here (what `print` shows)."""
     from entrypoint.node.exec import as_applied
