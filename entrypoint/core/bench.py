@@ -234,7 +234,7 @@ def figures(result: dict, concurrency: int, gpus: int) -> dict:
         "concurrency": concurrency,
         "completed": completed,
         "failed": failed,
-        "duration_s": round(_number(result, "duration"), 3),
+        "duration_s": round(_number(result, "duration"), 6),
         "output_tokens": int(_number(result, "total_output_tokens")),
         "output_tokens_per_s": round(throughput, 3),
         "output_tokens_per_s_per_gpu": round(throughput / gpus, 3),

@@ -159,7 +159,7 @@ class Progress:
 
     def __init__(self, levels: tuple, stream=None):
         self.levels = levels
-        self.stream = stream or sys.stderr
+        self.stream = stream if stream is not None else sys.stderr
         self.shown = False
         self.finished = 0
         self.live = getattr(self.stream, "isatty", lambda: False)()  # a log gets one line per level
