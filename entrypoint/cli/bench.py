@@ -38,22 +38,23 @@ def _lengths(data, workload: str | None, input_len: int | None, output_len: int 
 
 
 def _target(url, gpus):
-    """(Deployment, URL, tokenizer source, trust remote code) from the configured launch; with
-    --url and --gpus it works without one (then there is no reference: the hardware is unknown)."""
-    from entrypoint.app import bench_target
+    """The BenchTarget of the configured launch; with --url and --gpus bench works without one
+    (then there is no reference: the hardware is unknown)."""
+    from dataclasses import replace
+
+    from entrypoint.app import BenchTarget, bench_target
     from entrypoint.core.bench import Deployment
 
     try:
-        deployment, expected, model, trust = bench_target()
+        target = bench_target()
     except KimiError as error:
         if not (url and gpus):
             raise KimiError(error.code, f"{error.message} (bench reads the GPUs and the hardware from the "
                             "configured launch; outside one, give --url, --gpus and --tokenizer)") from None
-        return Deployment("unknown", "unknown", "unknown", gpus, None), url, None, False
+        return BenchTarget(Deployment("unknown", "unknown", "unknown", gpus, None), url, None, False, {})
     if gpus:
-        deployment = Deployment(deployment.recipe, deployment.hardware, deployment.variant, gpus,
-                                deployment.tensor_parallel)
-    return deployment, url or expected.url, model, trust
+        target = replace(target, deployment=replace(target.deployment, gpus=gpus))
+    return replace(target, url=url or target.url)
 
 
 @click.command("bench", context_settings={"help_option_names": ["-h", "--help"]})
@@ -97,7 +98,8 @@ def command(url, model, workload, input_len, output_len, sweep, num_prompts, tok
     if short:
         raise KimiError(INVALID_VALUE, f"--num-prompts {num_prompts} is below concurrency {short[0]}: that level "
                         "would never be reached (give more prompts, or leave --num-prompts out)")
-    deployment, url, model_source, trust = _target(url, gpus)
+    target = _target(url, gpus)
+    deployment, url = target.deployment, target.url
     try:
         parse_url(url)
     except ValueError as exc:
@@ -105,12 +107,12 @@ def command(url, model, workload, input_len, output_len, sweep, num_prompts, tok
     url = normalize_url(url)
     client_program()  # 127 before anything else when there is no client
     served = check_server(url, model)
-    if not (tokenizer or model_source):
+    if not (tokenizer or target.model):
         raise KimiError(INVALID_VALUE, "--tokenizer is needed: there is no configured launch to take the model from")
     output = output_dir or Path(f"kimi-bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-    spec = Spec(url=url, model=served, tokenizer=tokenizer or model_source, input_len=ilen, output_len=olen,
+    spec = Spec(url=url, model=served, tokenizer=tokenizer or target.model, input_len=ilen, output_len=olen,
                 concurrency=levels, prompts=prompts, output=output, gpus=deployment.gpus,
-                trust_remote_code=trust and not tokenizer)
+                trust_remote_code=target.trust_remote_code and not tokenizer, extra_env=dict(target.cache_env))
     progress = Progress(levels) if output_format == "text" else (lambda *_: None)
     try:
         run = run_bench(spec, workload_name=name, deployment=deployment, data=data, timeout=timeout,

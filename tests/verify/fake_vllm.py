@@ -4,7 +4,7 @@
 
 FAKE_VLLM_MODE: ok (default) | hang (prints the bar's start, then sleeps; writes its pid to
 FAKE_VLLM_PIDFILE) | fail (exits 1 with vLLM's own words for an unreachable server) | failed_requests
-(the result says 2 requests failed). FAKE_VLLM_ARGV: a file each call appends its argv to (JSON).
+(the result says 2 requests failed). FAKE_VLLM_ARGV: a file each call appends its argv and HF_HOME to (a JSON line).
 """
 
 import json
@@ -23,7 +23,7 @@ def flag(argv: list, name: str) -> str:
 def main(argv: list) -> int:
     if os.environ.get("FAKE_VLLM_ARGV"):
         with open(os.environ["FAKE_VLLM_ARGV"], "a") as fh:
-            fh.write(json.dumps(argv) + "\n")
+            fh.write(json.dumps({"argv": argv, "HF_HOME": os.environ.get("HF_HOME")}) + "\n")
     if argv == ["--version"]:
         print("0.32.0")
         return 0

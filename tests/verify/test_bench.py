@@ -180,7 +180,8 @@ def run_bench(url: str, *args: str, env: dict, timeout: float = 300):
 def test_a_sweep_writes_figures_reference_charts_and_summary(standin, fake, tmp_path):
     server = standin("ok")
     argv_log = tmp_path / "argv.jsonl"
-    env = bench_env([fake], KIMI_RECIPES_DIR=str(recipes_with_tiny_workload(tmp_path)), FAKE_VLLM_ARGV=str(argv_log))
+    env = bench_env([fake], KIMI_RECIPES_DIR=str(recipes_with_tiny_workload(tmp_path)), FAKE_VLLM_ARGV=str(argv_log),
+                    KIMI_CACHE_DIR=str(tmp_path / "cache"))
     out = tmp_path / "out"
     done = run_bench(server.url, "--workload", "tiny", "--concurrency", "1,2", "--num-prompts", "6", "--output",
                      str(out), "--format", "json", env=env)
@@ -204,7 +205,9 @@ def test_a_sweep_writes_figures_reference_charts_and_summary(standin, fake, tmp_
     summary = (out / "summary.md").read_text()
     assert "| 2 | 6/6 |" in summary and "tests/verify/bench_helpers.py (made up)" in summary
     calls = [json.loads(line) for line in argv_log.read_text().splitlines()]
-    benches = [c for c in calls if c[:2] == ["bench", "serve"]]
+    benches = [c["argv"] for c in calls if c["argv"][:2] == ["bench", "serve"]]
+    assert {c["HF_HOME"] for c in calls if c["argv"][:2] == ["bench", "serve"]} == {
+        str(tmp_path / "cache" / "huggingface")}  # the tokenizer comes from the launch's cache
     assert [c[c.index("--max-concurrency") + 1] for c in benches] == ["1", "2"]
     assert all(c[c.index("--base-url") + 1] == server.url and c[c.index("--model") + 1] == "kimi-k2.5"
                for c in benches)
@@ -290,3 +293,15 @@ def test_an_unwritable_output_is_exit_2(standin, fake, tmp_path):
     done = run_bench(standin("ok").url, "--input-len", "3", "--output-len", "3", "--concurrency", "1",
                      "--output", str(blocker / "out"), env=bench_env([fake]))
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and str(blocker) in done.stderr
+
+
+def test_the_docs_list_every_option_of_the_command():
+    import re
+
+    from entrypoint.cli.bench import command
+
+    text = (ROOT / "docs" / "bench.md").read_text()
+    first_cells = re.findall(r"^\| (`--[^|]+)\|", text, flags=re.M)
+    documented = {flag for cell in first_cells for flag in re.findall(r"`(--[a-z-]+)`", cell)}
+    options = {opt for param in command.params for opt in param.opts if opt.startswith("--")} - {"--help"}
+    assert documented == options
