@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -60,12 +61,12 @@ def _target(url, gpus):
 @click.command("bench", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", help="Server root URL.  [default: the configured host and port]")
 @click.option("--model", help="Model name to send.  [default: the one id /v1/models lists]")
-@click.option("--workload", help="A named workload of recipes/benchmarks.yaml (1k1k, 1k8k, 8k1k).  [default: 8k1k]")
+@click.option("--workload", help="A named workload of recipes/benchmarks.yaml (docs/bench.md).  [default: the data's]")
 @click.option("--input-len", type=click.IntRange(1, limits.MAX_BENCH_TOKENS), help="Tokens per prompt (custom workload).")
 @click.option("--output-len", type=click.IntRange(1, limits.MAX_BENCH_TOKENS), help="Tokens per answer (custom workload).")
-@click.option("--concurrency", "sweep", help="Comma list of concurrencies, one client run each.  [default: 1,4,16,64]")
+@click.option("--concurrency", "sweep", help="Comma list of concurrencies, one client run each.  [default: the data's]")
 @click.option("--num-prompts", type=click.IntRange(1, limits.MAX_BENCH_PROMPTS),
-              help="Requests per concurrency.  [default: 10 x the concurrency, at least 8]")
+              help="Requests per concurrency.  [default: a multiple of the concurrency, from the data]")
 @click.option("--tokenizer", help="Tokenizer (a directory or a hub id).  [default: the launch's model, from the cache]")
 @click.option("--gpus", type=click.IntRange(1, limits.MAX_NODES * limits.MAX_GPUS_PER_NODE),
               help="GPUs serving the deployment (per-GPU figures).  [default: the launch plan's]")
@@ -120,11 +121,13 @@ def command(url, model, workload, input_len, output_len, sweep, num_prompts, tok
     finally:
         if output_format == "text":
             progress.end()
-    if output_format == "json":
-        click.echo(json.dumps({key: run[key] for key in ("results", "reference", "files")}
-                              | {k: run[k] for k in run if k not in ("results", "reference", "files")}, indent=2))
-    else:
-        click.echo(to_text(run))
+    from entrypoint.cli._context import ARGV
+    from entrypoint.core.mask import mask_text, secret_values
+
+    first = ("results", "reference", "files")
+    text = json.dumps({key: run[key] for key in first} | {k: v for k, v in run.items() if k not in first}, indent=2) \
+        if output_format == "json" else to_text(run)
+    click.echo(mask_text(text, secret_values(os.environ, ARGV)))  # the client's words could carry one
     for problem in run["problems"] if output_format == "json" else ():  # text mode lists them in its report
         say(problem, level="warning")
     sys.exit(1 if run["problems"] else 0)

@@ -196,7 +196,10 @@ def run_sweep(spec: Spec, timeout: float, progress: Callable[[int, int, int, int
                         failure.tail[-1] if failure.tail else "no output")
             why = (f"the sweep ran past --timeout {timeout:g} s" if str(failure) == "ran out of time"
                    else f"`vllm bench serve` {failure}")
-            sweep.problems.append(f"concurrency {level}: {why}; its last words: {last[:300]}")
+            from entrypoint.core.mask import mask_flags, mask_text, secret_values
+
+            last = mask_flags(mask_text(last[:300], secret_values(os.environ)))  # also in the files written
+            sweep.problems.append(f"concurrency {level}: {why}; its last words: {last}")
             break
         except ResultError as error:
             sweep.problems.append(f"concurrency {level}: {error}")

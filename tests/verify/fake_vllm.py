@@ -4,7 +4,7 @@
 
 FAKE_VLLM_MODE: ok (default) | hang (prints the bar's start, then sleeps; writes its pid to
 FAKE_VLLM_PIDFILE) | fail (exits 1 with vLLM's own words for an unreachable server) | failed_requests
-(the result says 2 requests failed). FAKE_VLLM_ARGV: a file each call appends its argv and HF_HOME to (a JSON line).
+(the result says 2 requests failed). FAKE_VLLM_SAY: words the fail mode adds to its error. FAKE_VLLM_ARGV: a file each call appends its argv and HF_HOME to (a JSON line).
 """
 
 import json
@@ -32,7 +32,7 @@ def main(argv: list) -> int:
     prompts = int(flag(argv, "--num-prompts"))
     if mode == "fail":
         print("ValueError: Initial test run failed - Please make sure benchmark arguments are correctly specified. "
-              "Error: Cannot connect to host", file=sys.stderr)
+              "Error: Cannot connect to host" + os.environ.get("FAKE_VLLM_SAY", ""), file=sys.stderr)
         return 1
     sys.stderr.write(f"  0%|          | 0/{prompts} [00:00<?, ?it/s]")
     sys.stderr.flush()

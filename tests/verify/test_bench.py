@@ -245,6 +245,17 @@ def test_a_client_that_fails_ends_the_sweep_with_its_words(standin, fake, tmp_pa
                                "Error: Cannot connect to host"]
 
 
+def test_a_secret_in_the_clients_words_is_masked(standin, fake, tmp_path):
+    secret = "hf_bench_secret_0123456789"
+    env = bench_env([fake], FAKE_VLLM_MODE="fail", FAKE_VLLM_SAY=f" token={secret}", HF_TOKEN=secret)
+    for fmt in ("text", "json"):
+        done = run_bench(standin("ok").url, "--input-len", "32", "--output-len", "8", "--concurrency", "1",
+                         "--output", str(tmp_path), "--format", fmt, env=env)
+        assert done.returncode == 1 and "Cannot connect to host token=***" in done.stdout + done.stderr
+        assert secret not in done.stdout + done.stderr
+        assert not [f for f in tmp_path.iterdir() if f.is_file() and secret in f.read_text()]
+
+
 def test_a_sweep_is_bounded_in_time_and_leaves_no_client(standin, fake, tmp_path):
     pidfile = tmp_path / "pid"
     env = bench_env([fake], FAKE_VLLM_MODE="hang", FAKE_VLLM_PIDFILE=str(pidfile))
