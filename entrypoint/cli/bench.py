@@ -61,7 +61,7 @@ def _target(url, gpus):
 @click.command("bench", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", help="Server root URL.  [default: the configured host and port]")
 @click.option("--model", help="Model name to send.  [default: the one id /v1/models lists]")
-@click.option("--workload", help="A named workload of recipes/benchmarks.yaml (docs/bench.md).  [default: the data's]")
+@click.option("--workload", help="A named workload of recipes/bench/benchmarks.yaml (docs/bench.md).  [default: the data's]")
 @click.option("--input-len", type=click.IntRange(1, limits.MAX_BENCH_TOKENS), help="Tokens per prompt (custom workload).")
 @click.option("--output-len", type=click.IntRange(1, limits.MAX_BENCH_TOKENS), help="Tokens per answer (custom workload).")
 @click.option("--concurrency", "sweep", help="Comma list of concurrencies, one client run each.  [default: the data's]")

@@ -1,5 +1,5 @@
 """What `kimi-serve bench` measures and compares with: the workloads and published references of
-recipes/benchmarks.yaml (validated here), the sweep, and the figures read from the saved result
+recipes/bench/benchmarks.yaml (validated here), the sweep, and the figures read from the saved result
 of vLLM's own benchmark client (`vllm bench serve --save-result`). Pure: no I/O but the data file.
 """
 
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
 
-DATA_FILE = "benchmarks.yaml"
+DATA_FILE = "bench/benchmarks.yaml"  # a folder of its own: no glob of recipes/*.yaml takes it for a recipe
 PERCENTILES = ("p50", "p99")
 LATENCIES = ("ttft", "tpot", "itl")  # vLLM's metric names: time to first token, per output token, between tokens
 

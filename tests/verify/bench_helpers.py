@@ -25,10 +25,10 @@ TINY_REFERENCE = {"recipe": "kimi-k2.5", "hardware": "h200", "variant": "default
 def recipes_with_tiny_workload(tmp: Path) -> Path:
     target = tmp / "recipes"
     shutil.copytree(ROOT / "recipes", target, ignore=shutil.ignore_patterns(".validated", "__pycache__"))
-    data = yaml.safe_load((target / "benchmarks.yaml").read_text())
+    data = yaml.safe_load((target / "bench" / "benchmarks.yaml").read_text())
     data["workloads"]["tiny"] = TINY
     data["references"].append(TINY_REFERENCE)
-    (target / "benchmarks.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    (target / "bench" / "benchmarks.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     return target
 
 

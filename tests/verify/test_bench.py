@@ -58,9 +58,9 @@ def test_every_reference_names_what_the_recipe_data_has():
 
 def _edited(tmp_path: Path, edit) -> Path:
     directory = recipes_with_tiny_workload(tmp_path)
-    data = yaml.safe_load((directory / "benchmarks.yaml").read_text())
+    data = yaml.safe_load((directory / "bench" / "benchmarks.yaml").read_text())
     edit(data)
-    (directory / "benchmarks.yaml").write_text(yaml.safe_dump(data))
+    (directory / "bench" / "benchmarks.yaml").write_text(yaml.safe_dump(data))
     return directory
 
 
