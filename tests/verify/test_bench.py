@@ -316,3 +316,24 @@ def test_the_docs_list_every_option_of_the_command():
     documented = {flag for cell in first_cells for flag in re.findall(r"`(--[a-z-]+)`", cell)}
     options = {opt for param in command.params for opt in param.opts if opt.startswith("--")} - {"--help"}
     assert documented == options
+
+
+def test_the_docs_tables_say_what_the_data_says():
+    import re
+
+    text = (ROOT / "docs" / "bench.md").read_text()
+    data = bench_data()
+    rows = re.findall(r"^\| `([0-9a-z]+)` \| (\d+) / (\d+) \|", text, flags=re.M)
+    assert {name: (int(i), int(o)) for name, i, o in rows} == {
+        name: (w.input_len, w.output_len) for name, w in data.workloads.items()}
+    references = text.split("## References", 1)[1].split("\n## ", 1)[0]
+    for ref in data.references:
+        row = next(line for line in references.splitlines()
+                   if line.startswith(f"| {ref.recipe} | {ref.hardware}") and f"| {ref.variant}" in line)
+        assert f"| {ref.tensor_parallel} | {ref.engine} | {ref.workload} |" in row
+        for point in ref.points:
+            assert f"{point.output_tokens_per_s_per_gpu:,.0f}" in row
+    assert f"| `--workload` | `{data.defaults.workload}` |" in text
+    assert f"| `--concurrency` | `{','.join(map(str, data.defaults.concurrency))}` |" in text
+    assert (f"| `--num-prompts` | {data.defaults.prompts_per_concurrency} x the concurrency, at least "
+            f"{data.defaults.min_prompts} |") in text
