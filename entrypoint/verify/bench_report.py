@@ -118,7 +118,7 @@ def write_charts(run: dict, output: Path) -> List[str]:
     ax.set_xlim(left=0, right=max(xs) * 1.15)
     ax.set_ylim(bottom=0, top=max([*ys, *((p["published"] for p in ref["points"]) if ref else ())]) * 1.15)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=9)
+    ax.legend(loc="best", fontsize=9, framealpha=0.9)
     files += _save(fig, output / "throughput")
     plt.close(fig)
 
@@ -128,10 +128,11 @@ def write_charts(run: dict, output: Path) -> List[str]:
     for ax, key, name in zip(axes, ("ttft_ms", "tpot_ms", "itl_ms"),
                              ("time to first token", "time per output token", "inter-token latency")):
         width = 0.38
-        ax.bar([i - width / 2 for i in positions], [r[key]["p50"] for r in run["results"]], width, label="p50",
-               color="tab:blue")
-        ax.bar([i + width / 2 for i in positions], [r[key]["p99"] for r in run["results"]], width, label="p99",
-               color="tab:red")
+        for offset, p, colour in ((-width / 2, "p50", "tab:blue"), (width / 2, "p99", "tab:red")):
+            bars = ax.bar([i + offset for i in positions], [r[key][p] for r in run["results"]], width, label=p,
+                          color=colour)
+            ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=2)  # a value too small to see still reads
+        ax.margins(y=0.12)
         ax.set_xticks(list(positions), levels)
         ax.set_xlabel("concurrency")
         ax.set_ylabel("ms")

@@ -156,16 +156,6 @@ def test_bench_sweep_of_two_concurrencies_on_the_real_server(vllm_servers, vllm_
     assert "| 1 | 6/6 |" in (out / "summary.md").read_text()
 
 
-def test_bench_on_hardware_without_a_reference_says_so(vllm_servers, vllm_venv, tiny_models, tmp_path):
-    server = vllm_servers.get(SCRIPTED)
-    env = bench_env([vllm_venv / "bin"], hardware="b200", KIMI_RECIPES_DIR=str(recipes_with_tiny_workload(tmp_path)))
-    done = bench(server.url, env, "--tokenizer", str(tiny_models / "scripted"), "--workload", "tiny",
-                 "--concurrency", "1", "--num-prompts", "2", "--no-charts", "--output", str(tmp_path / "out"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "no published reference for kimi-k2.5 on b200, variant default, workload tiny" in done.stdout
-    assert "bench: concurrency 1 done (1/1)" in done.stderr
-
-
 def test_bench_is_bounded_in_time_on_the_real_server(vllm_servers, vllm_venv, tiny_models, tmp_path):
     server = vllm_servers.get(SCRIPTED)
     env = bench_env([vllm_venv / "bin"])
