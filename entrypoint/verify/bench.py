@@ -212,15 +212,26 @@ def run_sweep(spec: Spec, timeout: float, progress: Callable[[int, int, int, int
     return sweep
 
 
-def client_version(program: str) -> str:
-    """`vllm --version`'s answer, for the record (bounded; 'unknown' when it does not say)."""
+def client_version(program: str, seconds: float = 30.0) -> str:
+    """The client's vLLM version, for the record: asked of the Python that runs `vllm` (its
+    script's #! line) through package metadata, not `vllm --version` (which imports vLLM: ~10 s).
+    'version unknown' when that cannot say within `seconds`."""
+    unknown = "vLLM, version unknown"
     try:
-        done = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        with open(program, "rb") as fh:
+            first = fh.read(512).split(b"\n", 1)[0]
+    except OSError:
+        return unknown
+    words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
+    if len(words) != 1 or not os.path.isabs(words[0]) or not os.path.basename(words[0]).startswith("python"):
+        return unknown  # only a plain Python interpreter is asked
+    try:
+        done = subprocess.run([*words, "-c", "import importlib.metadata as m; print(m.version('vllm'))"],
+                              capture_output=True, text=True, timeout=max(1.0, seconds), stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
-        return "vLLM, version unknown"
-    words = (done.stdout or "").strip().splitlines()
-    return f"vLLM {words[-1][:40]}" if done.returncode == 0 and words else "vLLM, version unknown"
+        return unknown
+    version = done.stdout.strip()
+    return f"vLLM {version[:40]}" if done.returncode == 0 and version else unknown
 
 
 def run_bench(spec: Spec, *, workload_name: Optional[str], deployment, data, timeout: float,

@@ -163,6 +163,27 @@ def test_progress_in_a_log_is_one_line_per_level():
     assert log == ["bench: concurrency 1 done (1/2)\n", "bench: concurrency 4 done (2/2)\n"]
 
 
+def test_progress_on_a_terminal_is_one_bar_redrawn():
+    class Terminal(list):
+        def write(self, text):
+            self.append(text)
+
+        def flush(self):
+            pass
+
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    bar = Progress((1, 4), screen)
+    bar(0, 2, 0, 8)
+    bar(1, 2, 20, 40)
+    bar.end()
+    assert screen[0] == "\rbench [" + "-" * 30 + "]   0%  concurrency 1 (1/2): 0/8 requests "
+    assert screen[1] == "\rbench [" + "#" * 22 + "-" * 8 + "]  75%  concurrency 4 (2/2): 20/40 requests "
+    assert screen[2] == "\n"
+
+
 # --- the command, with a `vllm` stand-in -----------------------------------------------------------
 
 

@@ -133,6 +133,7 @@ def test_bench_sweep_of_two_concurrencies_on_the_real_server(vllm_servers, vllm_
                  "--timeout", "600")
     assert done.returncode == 0, done.stderr[-3000:]
     run = json.loads(done.stdout)
+    assert run["client"] == "vLLM 0.32.0+cpu" and run["problems"] == []
     assert [r["concurrency"] for r in run["results"]] == [1, 2]
     for r in run["results"]:
         assert (r["completed"], r["failed"]) == (6, 0)
