@@ -144,7 +144,7 @@ def bench_target(environ: Optional[Mapping[str, str]] = None) -> BenchTarget:
     tp = argv[argv.index("--tensor-parallel-size") + 1] if "--tensor-parallel-size" in argv[:-1] else None
     deployment = Deployment(recipe=launch.catalog.recipe.id, hardware=plan.hardware, variant=plan.variant,
                             gpus=sum(pool.gpus for pool in plan.pools),
-                            tensor_parallel=int(tp) if tp and tp.isdigit() else None)
+                            tensor_parallel=int(tp) if tp and tp.isascii() and tp.isdigit() else None)
     cache = {k: v for k, v in effective(launch.settings.cache_dir, environ).items() if k != "HOME"}
     return BenchTarget(deployment, local_url(launch, proc), plan.model, "--trust-remote-code" in argv, cache)
 

@@ -6,6 +6,7 @@ of vLLM's own benchmark client (`vllm bench serve --save-result`). Pure: no I/O 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -98,7 +99,7 @@ def check_sweep(levels, label: str = "--concurrency") -> tuple:
 def parse_sweep(text: str) -> tuple:
     """'1,4,16,64' -> (1, 4, 16, 64); anything else is a clear usage error."""
     words = [w.strip() for w in text.split(",")] if len(text) <= limits.MAX_SETTING_CHARS else []
-    if not words or any(not w.isdigit() or len(w) > limits.MAX_INT_DIGITS for w in words):
+    if not words or any(not re.fullmatch(r"[0-9]{1,%d}" % limits.MAX_INT_DIGITS, w) for w in words):
         raise KimiError(INVALID_VALUE, f"--concurrency {text[:80]!r} is not a comma list of whole numbers "
                         "(e.g. 1,4,16,64)")
     return check_sweep([int(w) for w in words])

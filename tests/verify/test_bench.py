@@ -358,3 +358,22 @@ def test_the_docs_tables_say_what_the_data_says():
     assert f"| `--concurrency` | `{','.join(map(str, data.defaults.concurrency))}` |" in text
     assert (f"| `--num-prompts` | {data.defaults.prompts_per_concurrency} x the concurrency, at least "
             f"{data.defaults.min_prompts} |") in text
+
+
+def test_any_sweep_text_is_a_sweep_or_a_usage_error():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.one_of(st.text(max_size=60), st.lists(st.integers(-5, 5000), max_size=20).map(
+        lambda xs: ",".join(map(str, xs)))))
+    def check(text):
+        try:
+            levels = parse_sweep(text)
+        except KimiError as error:
+            assert error.exit_code == 2 and error.message.startswith("--concurrency")
+            return
+        assert 1 <= len(levels) <= limits.MAX_BENCH_LEVELS and len(set(levels)) == len(levels)
+        assert all(1 <= c <= limits.MAX_BENCH_CONCURRENCY for c in levels)
+
+    check()
