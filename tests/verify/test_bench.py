@@ -377,3 +377,23 @@ def test_any_sweep_text_is_a_sweep_or_a_usage_error():
         assert all(1 <= c <= limits.MAX_BENCH_CONCURRENCY for c in levels)
 
     check()
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({"KIMI_HARDWARE": "h200"}, Deployment("kimi-k2.5", "h200", "default", 8, 8)),
+    ({"KIMI_HARDWARE": "b200", "KIMI_VARIANT": "nvfp4"}, Deployment("kimi-k2.5", "b200", "nvfp4", 8, 8)),
+    ({"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "p0", "KIMI_DECODE_ADDRS": "d0"},
+     Deployment("kimi-k2.5", "h200", "default", 16, None)),  # both pools' GPUs
+])
+def test_the_deployment_is_read_from_the_launch_plan(environ, expected, tmp_path):
+    from entrypoint.app import bench_target
+
+    target = bench_target({**environ, "KIMI_CACHE_DIR": str(tmp_path)})
+    assert target.deployment == expected
+    assert target.url == "http://127.0.0.1:8000" and target.trust_remote_code
+    assert target.cache_env["HF_HOME"] == f"{tmp_path}/huggingface"
+    reference = find_reference(bench_data(), target.deployment, "8k1k")
+    if expected.variant == "nvfp4":  # published for TP4, launched as TP8: shown, with the difference
+        from entrypoint.core.bench import reference_json
+
+        assert reference_json(reference, [], target.deployment)["same_tensor_parallel"] is False
