@@ -31,7 +31,8 @@ TOOL_BUG = "vllm-project/vllm#54701: the kimi_k2 tool-call parser under concurre
 REPEAT_BUG = "vllm-project/vllm#42426: one token repeated"
 # One unit of 1-4 characters repeated at least 8 times in a row ...
 _REPEAT = re.compile(r"(.{1,4}?)\1{7,}", re.DOTALL)
-MIN_REPEAT_CHARS = 16  # ... covering at least this much and half of the output is degenerate
+MIN_REPEAT_CHARS = 16
+JOIN_GRACE_S = 5.0  # past the check's deadline, for the streams' own deadlines to end them  # ... covering at least this much and half of the output is degenerate
 
 
 def _same(a: object, b: object) -> bool:
@@ -147,7 +148,7 @@ class LoadRun:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()) + 5.0)
+            thread.join(max(0.0, deadline + JOIN_GRACE_S - time.monotonic()))  # all of them: one bound
         outcomes = [o if o is not None else CheckFailed("the stream did not end within the check's time")
                     for o in outcomes]
         for outcome in outcomes:
