@@ -106,8 +106,8 @@ def parse_sweep(text: str) -> tuple:
 
 
 def load_bench(directory: Path, catalog=None) -> BenchFile:
-    """The validated data; every reference's recipe (recipes/<slug>.yaml), hardware and variant
-    must exist (the variants are checked against the catalog's recipe when it is that recipe)."""
+    """The validated data; every reference's recipe (recipes/models/<slug>.yaml), hardware and
+    variant must exist in the recipe data."""
     import yaml
     from pydantic import ValidationError
 
@@ -120,11 +120,11 @@ def load_bench(directory: Path, catalog=None) -> BenchFile:
     if catalog is not None:
         for ref in data.references:
             where = f"{path}: reference {ref.recipe}/{ref.hardware}/{ref.variant}"
-            if not (directory / f"{ref.recipe}.yaml").is_file():
-                raise BenchDataError(f"{where}: no recipe {ref.recipe!r} in {directory}")
+            if ref.recipe not in catalog.recipes:
+                raise BenchDataError(f"{where}: no recipe {ref.recipe!r} (recipes/models/<slug>.yaml)")
             if ref.hardware not in catalog.hardware:
                 raise BenchDataError(f"{where}: unknown hardware {ref.hardware!r}")
-            if ref.recipe == catalog.recipe.id and ref.variant not in catalog.recipe.variants:
+            if ref.variant not in catalog.recipes[ref.recipe].variants:
                 raise BenchDataError(f"{where}: unknown variant {ref.variant!r}")
     return data
 

@@ -35,7 +35,7 @@ COMPOSE_RESULTS = "./bench-results"
 
 
 def bench_name(launch) -> str:
-    return f"{launch.settings.name}-bench"
+    return f"{launch.name}-bench"
 
 
 def _api_process(launch):
@@ -56,7 +56,7 @@ class K8sBench:
 
     @staticmethod
     def render(launch) -> dict:
-        name, namespace = launch.settings.name, launch.settings.namespace
+        name, namespace = launch.name, launch.settings.namespace
         url = f"http://{name}-api.{namespace}.svc:{_api_port(launch)}"
         proc = _api_process(launch)
         mounts, volumes = scratch_and_token(launch)

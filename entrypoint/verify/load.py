@@ -104,10 +104,12 @@ class LoadRun:
     """The load checks of one verify run; `outputs` gathers every reassembled text for the
     degenerate-output check."""
 
-    def __init__(self, url: str, model: str | None, features: frozenset[str], concurrency: int, timeout: float,
-                 budget: Callable[[int], int]):
-        self.url, self.model, self.features = url, model, features
-        self.n, self.timeout, self.budget = concurrency, timeout, budget
+    def __init__(self, verifier, concurrency: int, timeout: float):
+        """`verifier`: the single-request checks' Verifier, run first: the URL, the model name it
+        read, the features, the recipe's chat facts, its request bodies and max_tokens budget."""
+        self.url, self.features, self.chat = verifier.server.url, verifier.features, verifier.chat
+        self.verifier = verifier
+        self.n, self.timeout = concurrency, timeout
         self.outputs: list[str] = []
         self.streams = 0
 
@@ -118,9 +120,9 @@ class LoadRun:
     # -- the requests -----------------------------------------------------------------------------
 
     def _body(self, question: str, *, thinking: bool, max_tokens: int, tools: bool = False) -> dict:
-        body = {"model": self.model, "messages": [{"role": "user", "content": question}],
-                "max_tokens": self.budget(max_tokens), "chat_template_kwargs": {"thinking": thinking},
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = self.verifier._body([{"role": "user", "content": question}], thinking=thinking,
+                                   max_tokens=self.verifier.budget(max_tokens))
+        body.update(stream=True, stream_options={"include_usage": True})
         if tools:
             body.update(tools=[tool.schema() for tool in TOOLS.values()], temperature=0.01, top_p=0.95)
         return body
@@ -211,8 +213,10 @@ class LoadRun:
                 raise CheckFailed(f"the stream ended after {s.chunks} chunks without a finish_reason")
             if thinking and not s.reasoning:
                 raise CheckFailed(f"no reasoning reassembled (the answer was {excerpt(s.content)!r})")
-            if not thinking and (s.reasoning or "</think>" in s.content):
-                raise CheckFailed(f'instant mode ("thinking": false) reasoned: {excerpt(s.reasoning or s.content)!r}')
+            if not thinking and self.chat.thinking_off is not None and (s.reasoning or "</think>" in s.content):
+                switch = json.dumps(self.chat.thinking_off)
+                raise CheckFailed(f"instant mode (chat_template_kwargs {switch}) reasoned: "
+                                  f"{excerpt(s.reasoning or s.content)!r}")
             if "</think>" in s.content:
                 raise CheckFailed(f"the reasoning leaked into content: {excerpt(s.content)!r}")
             if not is_number_only(s.content, SUM_ANSWER):

@@ -52,8 +52,8 @@ def test_a_reference_is_matched_by_hardware_and_variant():
 def test_every_reference_names_what_the_recipe_data_has():
     catalog = load_catalog()
     for ref in bench_data().references:
-        assert ref.hardware in catalog.hardware and ref.variant in catalog.recipe.variants
-        assert (ROOT / "recipes" / f"{ref.recipe}.yaml").is_file()
+        assert ref.hardware in catalog.hardware and ref.variant in catalog.recipes[ref.recipe].variants
+        assert (ROOT / "recipes" / "models" / f"{ref.recipe}.yaml").is_file()
 
 
 def _edited(tmp_path: Path, edit) -> Path:
