@@ -200,6 +200,35 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
                                features=frozenset(launch.plan.features), chat=_chat_facts(launch.catalog.recipe))
 
 
+
+
+@dataclass(frozen=True)
+class BenchTarget:
+    deployment: Any  # entrypoint.core.bench.Deployment: recipe, hardware, variant, GPUs, TP
+    url: str  # the service, as a client on this machine reaches it
+    model: str  # what vLLM loads: the tokenizer's source
+    trust_remote_code: bool
+    cache_env: dict  # the launch's cache variables (HF_HOME ...), so the tokenizer comes from its cache
+
+
+def bench_target(environ: Optional[Mapping[str, str]] = None) -> BenchTarget:
+    """What `bench` compares by and sends, from the configured launch."""
+    from entrypoint.core.bench import Deployment
+    from entrypoint.node.cache import effective
+
+    environ = os.environ if environ is None else environ
+    launch = load_launch((), environ)
+    plan = launch.plan
+    proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
+        plan.find("router", 0)
+    argv = list(next((p for p in plan.processes if p.role != "router"), proc).argv)
+    tp = argv[argv.index("--tensor-parallel-size") + 1] if "--tensor-parallel-size" in argv[:-1] else None
+    deployment = Deployment(recipe=launch.catalog.recipe.id, hardware=plan.hardware, variant=plan.variant,
+                            gpus=sum(pool.gpus for pool in plan.pools),
+                            tensor_parallel=int(tp) if tp and tp.isascii() and tp.isdigit() else None)
+    cache = {k: v for k, v in effective(launch.settings.cache_dir, environ).items() if k != "HOME"}
+    return BenchTarget(deployment, local_url(launch, proc), plan.model, "--trust-remote-code" in argv, cache)
+
 def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
     """This container's process with only the env the project applies here (what `print` shows)."""
     from entrypoint.node.exec import as_applied

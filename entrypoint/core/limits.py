@@ -58,3 +58,20 @@ LOAD_SAMPLE_BYTES = 256 * 1024 * 1024
 LOAD_SAMPLE_BLOCK = 16 * 1024 * 1024  # one read: vLLM's loaders read in blocks of this order
 LOAD_SAMPLE_DEADLINE_S = 3.0  # a slow network volume stops here; what was read so far is the sample
 LOAD_SAMPLE_FILES = 512  # files looked at to find the sample's file (Kimi checkpoints have ~64 shards)
+
+# --- bench and verify under load ---------------------------------------------------------------
+# Kimi's context is 256k tokens; a benchmark prompt or answer longer than that cannot be served.
+MAX_BENCH_TOKENS = 262144
+# A sweep: InferenceX's have 5-8 levels; 16 keeps a run (one client run per level) to hours, not days.
+MAX_BENCH_LEVELS = 16
+# Concurrent requests of one level: 4096 is 8x the largest published sweep point (512) and within
+# what one client process can hold open.
+MAX_BENCH_CONCURRENCY = 4096
+MAX_BENCH_PROMPTS = 1_000_000  # --num-prompts: a day of requests at 10/s
+# One saved result of `vllm bench serve` (no per-request detail asked): ~2 KiB; with detail ~1 KiB
+# per request. 64 MiB holds the detailed result of MAX_BENCH_PROMPTS/16 requests.
+MAX_BENCH_RESULT_BYTES = 64 * 1024 * 1024
+MAX_BENCH_LOG_LINES = 40  # the client's last lines kept to explain a failure
+MAX_BENCH_TIMEOUT_S = 7 * 24 * 3600.0  # bench --timeout: a week; a sweep that needs longer is a hang
+# verify --concurrency: streams held open at once by one verify process (threads, one socket each).
+MAX_VERIFY_CONCURRENCY = 256

@@ -96,14 +96,20 @@ def _container_security(launch) -> dict:
             "seccompProfile": dict(_RUNTIME_DEFAULT)}
 
 
-def _volumes(launch, proc: Process, cache_claim: Optional[str]):
-    """(mounts, volumes): scratch and the token for every pod; /dev/shm and the cache for GPU pods."""
+def scratch_and_token(launch):
+    """(mounts, volumes) every pod has: emptyDir scratch (read-only root) and the optional token Secret."""
     mounts = [{"name": name, "mountPath": path} for name, path in scratch(launch).items()]
     volumes = [{"name": name, "emptyDir": {}} for name in scratch(launch)]
     mounts.append({"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True})
     volumes.append({"name": TOKEN_VOLUME, "secret": {"secretName": hf_token_secret(launch), "optional": True,
                                                      "defaultMode": 0o440,
                                                      "items": [{"key": HF_TOKEN, "path": TOKEN_FILE}]}})
+    return mounts, volumes
+
+
+def _volumes(launch, proc: Process, cache_claim: Optional[str]):
+    """(mounts, volumes): scratch and the token for every pod; /dev/shm and the cache for GPU pods."""
+    mounts, volumes = scratch_and_token(launch)
     if proc.role == "router":
         return mounts, volumes
     mounts += [{"name": CACHE_VOLUME, "mountPath": cache_mount(launch)},

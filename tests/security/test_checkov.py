@@ -65,7 +65,7 @@ def checkov():
 def k8s_reports(checkov, tmp_path_factory):
     out = tmp_path_factory.mktemp("k8s-scan")
     for case, environ in SHAPES.items():
-        docs = documents("k8s", environ)
+        docs = documents("k8s", environ) + documents("k8s-bench", environ)  # + the bench Job beside it
         pods = [pod for doc in docs if doc["kind"] == "LeaderWorkerSet" for pod in _pods_of(doc)]
         (out / f"{case}.yaml").write_text(yaml.safe_dump_all(docs + pods, sort_keys=False))
     control = _unhardened(documents("k8s", SHAPES["single-h200-digest"]))
