@@ -118,7 +118,7 @@ FIELDS: tuple = (
       "PodDisruptionBudget, surge-one rollouts and zone spread.", ("off", "keda", "hpa")),
     F("replicas", "int", 1, "`1`", "Copies of the deployment (each engine group); the fewest when autoscaling.",
       minimum=1, maximum=limits.MAX_REPLICAS),
-    F("max_replicas", "int", None, "KIMI_REPLICAS", "Most copies the autoscaler scales each engine group to.",
+    F("max_replicas", "int", 4, "`4` (KIMI_REPLICAS when larger)", "Most copies the autoscaler scales each engine group to.",
       minimum=1, maximum=limits.MAX_REPLICAS),
     F("scale_waiting", "int", 8, "`8`", "Requests waiting per copy above which the autoscaler adds one.",
       minimum=1, maximum=limits.MAX_SCALE_WAITING),

@@ -65,7 +65,7 @@ def _meta(obj: dict) -> dict:
 
 def _max_replicas(launch) -> int:
     values = launch.settings.values
-    return max(values["max_replicas"] or values["replicas"], values["replicas"])
+    return max(values["max_replicas"], values["replicas"])
 
 
 def _scaled_object(launch, obj: dict) -> dict:

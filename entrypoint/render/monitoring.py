@@ -60,7 +60,7 @@ def _meta(launch, name: str, component: str, labels=None) -> dict:
 def pod_monitor(launch) -> dict:
     m, name = facts(launch.catalog), launch.settings.name
     relabel = [{"sourceLabels": ["__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in label)],
-                "targetLabel": target} for label, target in m.pod_labels.items()]
+                "targetLabel": target} for label, target in sorted(m.pod_labels.items())]
     selector = {"matchLabels": {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "kimi-serve"},
                 "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In",
                                       "values": engine_components(launch)}]}
