@@ -147,7 +147,7 @@ def test_recorded_load_raises_no_alert_and_overload_raises_each(promtool, rules_
     quiet = {"interval": "1m", "input_series": _replayed(rules),
              "alert_rule_test": [{"eval_time": EVAL, "alertname": a, "exp_alerts": []} for a in ALERTS],
              # the replay is traffic, not silence: requests finish, the p95 time to first token is a number below 1 s
-             "promql_expr_test": [{"eval_time": EVAL, "expr": "count(rate(vllm:time_to_first_token_seconds_count[5m]) > 0)",
+             "promql_expr_test": [{"eval_time": EVAL, "expr": "count(rate(vllm:time_to_first_token_seconds_bucket{le=\"+Inf\"}[5m]) > 0)",
                                    "exp_samples": [{"labels": "{}", "value": 1}]},
                                   {"eval_time": EVAL, "expr": "count(histogram_quantile(0.95, sum by (le) "
                                    "(rate(vllm:time_to_first_token_seconds_bucket[5m]))) < 1)",
