@@ -19,7 +19,7 @@ import yaml
 from tests.chart.helm import install
 from tests.conftest import ROOT
 from tests.images import workflow
-from tests.images.test_publish import COSIGN, PUBLISH, _git
+from tests.images.test_publish import COSIGN, PUBLISH, clean_checkout
 
 pytestmark = pytest.mark.slow  # a fresh venv with the build extra (~40 s), helm, a registry
 HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"
@@ -45,15 +45,7 @@ def registry(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pushed(registry, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("publish-chart")
-    clone = tmp / "checkout"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    for rel in filter(None, files):
-        if (ROOT / rel).is_file():
-            (clone / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, clone / rel)
-    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "publish test"]):
-        _git(clone, *cmd)
+    clone = clean_checkout(tmp)
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     (tmp / "bin").mkdir()
