@@ -25,6 +25,11 @@ CASES = {
     "multi_node_dep-gb200x4": ({"hardware": "gb200", "strategy": "multi_node_dep", "nodes": 4}, {}, {}),
     "multi_node_tp_pp-mi355x-default-strategy": ({"hardware": "mi355x", "nodes": 3}, {}, {}),
     "pd-h200": ({"hardware": "h200", "strategy": "pd_cluster"}, {}, {}),
+    "pd-b200-port-lists-bools": ({"hardware": "b200", "strategy": "pd_cluster", "port": 9000, "download": True,
+                                  "dry_run": False, "decode_parallelism": "tep", "decode_nodes": 2,
+                                  "model_revision": "main", "served_model_name": "kimi"}, {}, {}),
+    "multi_node_tp-h200x2-addrs-list": ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 2,
+                                         "prefill_addrs": ["a", "b"], "vllm_version": "0.19.1"}, {}, {}),
     "pd-h200-2x1-tp": ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
                         "prefill_parallelism": "tp", "router_port": 8080}, {}, {}),
     "single-h200-operated-keda": (
@@ -183,3 +188,12 @@ def test_values_defaults_are_the_settings_defaults():
     assert (auto["maxReplicas"], auto["waitingPerReplica"], auto["kvCachePercent"], auto["prometheusUrl"]) == (
         BY_NAME["max_replicas"].default, BY_NAME["scale_waiting"].default, BY_NAME["scale_kv_percent"].default,
         BY_NAME["prometheus_url"].default)
+
+
+def test_the_release_namespace_is_the_objects_namespace_unless_settings_name_one(helm, tmp_path):
+    values = {"settings": {"hardware": "h200"}}
+    assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in template(helm, values, tmp_path)} == {"kimi-serve"}
+    released = template(helm, values, tmp_path, "--namespace", "serving")
+    assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in released} == {"serving"}
+    named = template(helm, {"settings": {"hardware": "h200", "namespace": "llm"}}, tmp_path, "--namespace", "serving")
+    assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in named} == {"llm"}

@@ -30,7 +30,8 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- if regexMatch "(^|\\s)--port(\\s|=|$)" ($s.extra_args | default "") }}{{ fail "settings.extra_args sets --port: give the API port as settings.port (the chart draws ports, probes and Services from it)" }}{{ end -}}
 {{- $name := $s.name | default "" -}}
 {{- range $f.settings }}{{ if and (eq .name "name") (not $name) }}{{ $name = .default }}{{ end }}{{ end -}}
-{{- $ns := $s.namespace | default "" -}}
+{{- /* settings.namespace; else the release's (helm install -n N); else the settings' default, as plan */ -}}
+{{- $ns := $s.namespace | default (ternary "" .Release.Namespace (eq .Release.Namespace "default")) -}}
 {{- range $f.settings }}{{ if and (eq .name "namespace") (not $ns) }}{{ $ns = .default }}{{ end }}{{ end -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" $ns) }}{{ fail (printf "settings.namespace=%q is not a Kubernetes namespace name" $ns) }}{{ end -}}
 {{- $cacheDir := "" -}}
