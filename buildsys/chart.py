@@ -23,6 +23,7 @@ from pathlib import Path
 from entrypoint.app import deployment_launch
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog
+from entrypoint.core.select import variant_unsupported
 from entrypoint.core.settings import ENV_ONLY, KIMI_FIELDS
 from entrypoint.render import deployment as dep
 from entrypoint.render import k8s, k8s_pod, monitoring
@@ -67,6 +68,9 @@ def _hardware(catalog) -> dict:
         proc, pod = _serving_pod(any_launch, any_launch.plan.processes[0].role)
         container = pod["containers"][0]
         entry = {"image": dep.image(any_launch), "resources": container["resources"]["limits"],
+                 "vram_gb": catalog.hardware[hw].vram_gb,
+                 "unsupported_variants": {v: why for v in catalog.recipe.variants
+                                          if (why := variant_unsupported(catalog, v, hw))},
                  "node_selector": pod["nodeSelector"], "pod_security": pod["securityContext"],
                  "strategies": sorted(offered)}
         if "pd_cluster" in offered:
@@ -146,7 +150,8 @@ def facts() -> dict:
     hardware = _hardware(catalog)
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES, "hardware": hardware,
             "strategies": _strategies(catalog, hardware), "pd": _pd(catalog, hardware),
-            "defaults": _defaults(catalog), "monitoring": _monitoring(catalog)}
+            "defaults": _defaults(catalog), "monitoring": _monitoring(catalog),
+            "variants": {v: var.vram_minimum_gb for v, var in catalog.recipe.variants.items()}}
 
 
 # ---------------------------------------------------------------- values.schema.json
@@ -174,6 +179,8 @@ def _setting_schema(field, catalog) -> dict:
         schema["enum"] = sorted(catalog.hardware)
     if field.name == "strategy":
         schema["enum"] = sorted(catalog.strategies)
+    if field.name == "variant":
+        schema["enum"] = sorted(catalog.recipe.variants)
     return schema
 
 

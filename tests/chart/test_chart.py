@@ -197,3 +197,33 @@ def test_the_release_namespace_is_the_objects_namespace_unless_settings_name_one
     assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in released} == {"serving"}
     named = template(helm, {"settings": {"hardware": "h200", "namespace": "llm"}}, tmp_path, "--namespace", "serving")
     assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in named} == {"llm"}
+
+
+def _plan_refuses(environ: dict) -> bool:
+    from entrypoint.core.errors import KimiError
+
+    try:
+        documents("k8s", environ)
+    except KimiError:
+        return True
+    return False
+
+
+def test_chart_refuses_the_variants_that_do_not_fit_or_run_where_plan_does(helm, tmp_path):
+    """The resolver's memory and variant checks, for every hardware and variant: one node, and a
+    PD cluster of one-node pools."""
+    from entrypoint.core.recipe import load_catalog
+
+    catalog = load_catalog()
+    agreed = []
+    for hw in catalog.hardware:
+        for variant in catalog.recipe.variants:
+            for extra in ({}, {"strategy": "pd_cluster"}):
+                settings = {"hardware": hw, "variant": variant, **extra}
+                environ = {f"KIMI_{k.upper()}": v for k, v in settings.items()}
+                path = tmp_path / "values.json"
+                path.write_text(json.dumps({"settings": settings}))
+                chart_refuses = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False).returncode != 0
+                assert chart_refuses == _plan_refuses(environ), settings
+                agreed.append(chart_refuses)
+    assert any(agreed) and not all(agreed)  # some fit, some do not

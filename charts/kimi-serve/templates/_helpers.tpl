@@ -84,6 +84,18 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
   {{- $apiPort = $routerPort -}}
 {{- end -}}
+{{- /* the variant runs on this hardware and fits each pool's GPUs (the resolver's memory check) */ -}}
+{{- $vid := $s.variant | default "default" -}}
+{{- with index $hwf.unsupported_variants $vid }}{{ fail . }}{{ end -}}
+{{- if not $s.skip_memory_check -}}
+  {{- $need := float64 (index $f.variants $vid) -}}
+  {{- range $g := $groups -}}
+    {{- if (first $g.procs).gpu -}}
+      {{- $have := mulf (len $g.procs) $hwf.vram_gb -}}
+      {{- if lt $have $need }}{{ fail (printf "settings.variant=%s needs at least %.0f GB of GPU memory, but %s's %d x %s nodes hold %.0f GB: add nodes (settings.nodes, or the pool's settings.<pool>_nodes), choose another variant, or settings.skip_memory_check=true to try anyway" $vid $need $g.name (len $g.procs) $hw $have) }}{{ end -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
 {{- $env := list -}}
 {{- range $f.settings -}}
   {{- if .passed -}}
