@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 
 from entrypoint.app import deployment_launch
 from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog
-from entrypoint.core.select import variant_unsupported
+from entrypoint.core.recipe import load_catalog, with_recipe
+from entrypoint.core.select import default_strategy, min_gpus, offered_strategies, variant_unsupported
 from entrypoint.core.settings import ENV_ONLY, KIMI_FIELDS
 from entrypoint.render import deployment as dep
 from entrypoint.render import k8s, k8s_pod, monitoring
@@ -44,14 +45,20 @@ def _launch(env: dict):
     return deployment_launch(k8s, {"KIMI_SKIP_MEMORY_CHECK": "1", **env})
 
 
-def _offered(hw: str, sid: str, multi: bool):
-    env = {"KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
-    if multi:
-        env["KIMI_NODES"] = str(PROBE_NODES)
+def _probe_nodes(catalog, sid: str, hw: str) -> int:
+    """Nodes of a probe of a multi-node strategy: a head and a worker, and the recipe's GPU floor."""
+    return max(PROBE_NODES, math.ceil(min_gpus(catalog, sid, hw) / catalog.hardware[hw].gpu_count))
+
+
+def _probe(catalog, slug: str, hw: str, sid: str, **more):
+    env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid,
+           **{f"KIMI_{k.upper()}": str(v) for k, v in more.items()}}
+    if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
+        env.setdefault("KIMI_NODES", str(_probe_nodes(catalog, sid, hw)))
     try:
         return _launch(env)
     except KimiError:
-        return None  # the recipe does not offer this strategy on this hardware
+        return None  # not a configuration this recipe renders (e.g. a variant on hardware it does not run on)
 
 
 def _serving_pod(launch, role: str):
@@ -60,67 +67,96 @@ def _serving_pod(launch, role: str):
 
 
 def _hardware(catalog) -> dict:
+    """What a pod of each hardware is, whatever the recipe: image, resources, selector, security."""
     out = {}
+    slug = catalog.serving.default_recipe
     for hw in catalog.hardware:
-        launches = {sid: _offered(hw, sid, st.deploy_type == dep.MULTI_NODE) for sid, st in catalog.strategies.items()}
-        offered = {sid: launch for sid, launch in launches.items() if launch is not None}
-        any_launch = next(iter(offered.values()))
-        proc, pod = _serving_pod(any_launch, any_launch.plan.processes[0].role)
-        container = pod["containers"][0]
-        entry = {"image": dep.image(any_launch), "resources": container["resources"]["limits"],
-                 "vram_gb": catalog.hardware[hw].vram_gb,
-                 "unsupported_variants": {v: why for v in catalog.recipe.variants
-                                          if (why := variant_unsupported(catalog, v, hw))},
-                 "node_selector": pod["nodeSelector"], "pod_security": pod["securityContext"],
-                 "strategies": sorted(offered)}
-        if "pd_cluster" in offered:
-            sel = offered["pd_cluster"].selection
-            entry["pd_pools"] = {p.role: {"nodes": p.nodes, "parallelism": p.parallelism} for p in (sel.prefill, sel.decode)}
-        out[hw] = entry
+        recipe_catalog = with_recipe(catalog, slug)
+        sid = offered_strategies(recipe_catalog, hw)[0]
+        launch = _probe(recipe_catalog, slug, hw, sid)
+        proc, pod = _serving_pod(launch, launch.plan.processes[0].role)
+        out[hw] = {"image": dep.image(launch), "resources": pod["containers"][0]["resources"]["limits"],
+                   "vram_gb": catalog.hardware[hw].vram_gb, "node_selector": pod["nodeSelector"],
+                   "pod_security": pod["securityContext"]}
     return out
 
 
-def _strategies(catalog, hardware: dict) -> dict:
+def _pd_pools(catalog, slug: str, hw: str) -> dict:
+    """variant -> the pools a PD cluster gets when the settings name none (derived from the variant's memory)."""
     out = {}
-    for sid, st in catalog.strategies.items():
-        hw = next((h for h, e in hardware.items() if sid in e["strategies"]), None)
-        if hw is None:
-            continue
-        launch = _offered(hw, sid, st.deploy_type == dep.MULTI_NODE)
-        procs = launch.plan.processes
-        out[sid] = {"shape": dep.shape(launch), "worker_serves_http": all(p.serves_http for p in procs)}
+    for vid in catalog.recipe.variants:
+        launch = _probe(catalog, slug, hw, "pd_cluster", variant=vid)
+        if launch is not None:
+            sel = launch.selection
+            out[vid] = {p.role: {"nodes": p.nodes, "parallelism": p.parallelism} for p in (sel.prefill, sel.decode)}
     return out
 
 
-def _pd(catalog, hardware: dict) -> dict:
-    hw = next(h for h, e in hardware.items() if "pd_cluster" in e["strategies"])
+def _pd_pool_facts(catalog, slug: str, hw: str, pd: dict) -> None:
+    """Each pool's port, and per parallelism whether its workers serve HTTP: from a pool of two
+    nodes (None where the recipe runs only one-node pools of that parallelism here)."""
     choices = next(f.choices for f in KIMI_FIELDS if f.name == "prefill_parallelism")
-    ports, serves = {}, {"prefill": {}, "decode": {}}
-    for par in choices:
-        launch = _launch({"KIMI_HARDWARE": hw, "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": str(PROBE_NODES),
-                          "KIMI_DECODE_NODES": str(PROBE_NODES), "KIMI_PREFILL_PARALLELISM": par,
-                          "KIMI_DECODE_PARALLELISM": par})
-        for role in serves:
-            group = [p for p in launch.plan.processes if p.role == role]
-            ports[role] = group[0].port
-            serves[role][par] = all(p.serves_http for p in group)
-        router_proc, router_pod = _serving_pod(launch, "router")
-    container = router_pod["containers"][0]
-    return {"ports": ports, "worker_serves_http": serves, "router": {
-        "resources": container["resources"]["limits"], "pod_security": router_pod["securityContext"]}}
+    for role in ("prefill", "decode"):
+        for par in choices:
+            for nodes in (PROBE_NODES, 1):
+                launch = _probe(catalog, slug, hw, "pd_cluster", **{f"{role}_nodes": nodes, f"{role}_parallelism": par})
+                if launch is None:
+                    continue
+                group = [p for p in launch.plan.processes if p.role == role]
+                pd["ports"][role] = group[0].port
+                if nodes > 1:
+                    pd["worker_serves_http"][role][par] = all(p.serves_http for p in group)
+                else:
+                    pd["worker_serves_http"][role].setdefault(par, None)
+                break
+
+
+def _recipe(catalog, slug: str) -> dict:
+    catalog = with_recipe(catalog, slug)
+    recipe = catalog.recipe
+    hardware, strategies, pd = {}, {}, {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
+    for hw in recipe.hardware:
+        offered = offered_strategies(catalog, hw)
+        entry = {"strategies": offered, "min_gpus": {sid: min_gpus(catalog, sid, hw) for sid in offered},
+                 "unsupported_variants": {v: why for v in recipe.variants if (why := variant_unsupported(catalog, v, hw))}}
+        for sid in offered:
+            launch = _probe(catalog, slug, hw, sid)
+            if launch is None or sid in strategies:
+                continue
+            strategies[sid] = {"shape": dep.shape(launch),
+                               "worker_serves_http": all(p.serves_http for p in launch.plan.processes)}
+        if "pd_cluster" in offered:
+            entry["pd_pools"] = _pd_pools(catalog, slug, hw)
+            _pd_pool_facts(catalog, slug, hw, pd)
+        hardware[hw] = entry
+    default_hw = next(iter(recipe.hardware))
+    return {"title": recipe.title, "deployment_name": recipe.deployment_name, "hardware": hardware,
+            "strategies": strategies, "pd": pd, "variants": {v: var.vram_minimum_gb for v, var in recipe.variants.items()},
+            "default_strategy": {"single": default_strategy(catalog, 1), "multi": default_strategy(catalog, PROBE_NODES)},
+            "probe_hardware": default_hw}
+
+
+def _router(catalog) -> dict:
+    slug = catalog.serving.default_recipe
+    recipe_catalog = with_recipe(catalog, slug)
+    hw = next(h for h in recipe_catalog.recipe.hardware if "pd_cluster" in offered_strategies(recipe_catalog, h))
+    launch = _probe(recipe_catalog, slug, hw, "pd_cluster")
+    _, pod = _serving_pod(launch, "router")
+    return {"resources": pod["containers"][0]["resources"]["limits"], "pod_security": pod["securityContext"]}
 
 
 def _defaults(catalog) -> dict:
-    hw = next(iter(catalog.hardware))
-    single, multi = (_launch({"KIMI_HARDWARE": hw, "KIMI_NODES": str(n)}) for n in (1, PROBE_NODES))
-    proc, pod = _serving_pod(single, "single")
+    slug = catalog.serving.default_recipe
+    recipe_catalog = with_recipe(catalog, slug)
+    hw = next(iter(recipe_catalog.recipe.hardware))
+    single = _probe(recipe_catalog, slug, hw, default_strategy(recipe_catalog, 1))
+    proc, pod = _serving_pod(single, single.plan.processes[0].role)
     container = pod["containers"][0]
     probes = {k: container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
-    return {"strategy": {"single": single.selection.strategy, "multi": multi.selection.strategy},
-            "port": proc.port, "probes": probes, "container_security": container["securityContext"],
-            "scratch": [[k, v] for k, v in dep.scratch(single).items()], "token": {"dir": dep.TOKEN_DIR, "file": dep.TOKEN_FILE,
-                                                      "key": dep.HF_TOKEN, "path_env": dep.HF_TOKEN_PATH,
-                                                      "mode": 0o440},
+    return {"port": proc.port, "probes": probes, "container_security": container["securityContext"],
+            "scratch": [[k, v] for k, v in dep.scratch(single).items()],
+            "token": {"dir": dep.TOKEN_DIR, "file": dep.TOKEN_FILE, "key": dep.HF_TOKEN, "path_env": dep.HF_TOKEN_PATH,
+                      "mode": 0o440},
             "skips": k8s_pod.SKIP_REASONS, "cache_size": k8s.CACHE_SIZE, "pss": k8s.PSS_LEVEL,
             "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
@@ -147,11 +183,10 @@ def _monitoring(catalog) -> dict:
 
 def facts() -> dict:
     catalog = load_catalog()
-    hardware = _hardware(catalog)
-    return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES, "hardware": hardware,
-            "strategies": _strategies(catalog, hardware), "pd": _pd(catalog, hardware),
-            "defaults": _defaults(catalog), "monitoring": _monitoring(catalog),
-            "variants": {v: var.vram_minimum_gb for v, var in catalog.recipe.variants.items()}}
+    return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
+            "default_recipe": catalog.serving.default_recipe, "hardware": _hardware(catalog),
+            "recipes": {slug: _recipe(catalog, slug) for slug in catalog.recipes},
+            "router": _router(catalog), "defaults": _defaults(catalog), "monitoring": _monitoring(catalog)}
 
 
 # ---------------------------------------------------------------- values.schema.json
@@ -180,7 +215,9 @@ def _setting_schema(field, catalog) -> dict:
     if field.name == "strategy":
         schema["enum"] = sorted(catalog.strategies)
     if field.name == "variant":
-        schema["enum"] = sorted(catalog.recipe.variants)
+        schema["enum"] = sorted({v for r in catalog.recipes.values() for v in r.variants})
+    if field.name == "recipe":
+        schema["enum"] = sorted(catalog.recipes)
     return schema
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 from entrypoint.core.plan import Plan, Process
-from entrypoint.core.recipe import Catalog, load_catalog
+from entrypoint.core.recipe import Catalog, load_catalog, with_recipe
 from entrypoint.core.resolve import resolve, this_process
 from entrypoint.core.select import Selection, select
 from entrypoint.core.settings import BY_NAME, Settings, read_settings
@@ -24,6 +24,11 @@ class Launch:
     selection: Selection
     plan: Plan
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
+
+    @property
+    def name(self) -> str:
+        """The rendered deployment's name (KIMI_NAME, else the recipe's deployment_name)."""
+        return self.selection.name
 
     def this_process(self) -> Process:
         proc = this_process(self.plan, self.selection)
@@ -39,8 +44,8 @@ class Launch:
 
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
             detected_vllm: Optional[str] = None) -> Launch:
-    """The pure part: settings -> selection -> plan."""
-    catalog = catalog or load_catalog()
+    """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names)."""
+    catalog = with_recipe(catalog or load_catalog(), settings.recipe)
     selection = select(settings, catalog, detected_hardware, detected_vllm)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=resolve(selection, catalog))
 
@@ -58,7 +63,7 @@ def wants_detection(settings: Settings) -> bool:
 def choices(environ: Mapping[str, str]):
     """The settings and selection a deployment is made of, before any address is known."""
     settings = read_settings(environ)
-    return settings, select(settings, load_catalog())
+    return settings, select(settings, with_recipe(load_catalog(), settings.recipe))
 
 
 def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:
@@ -108,6 +113,13 @@ class ServiceExpectations:
     url: str
     served_model_name: str
     features: frozenset
+    chat: Any = None  # entrypoint.verify.checks.ChatFacts of the recipe
+
+
+def _chat_facts(recipe) -> Any:
+    from entrypoint.verify.checks import ChatFacts
+
+    return ChatFacts.of(recipe)
 
 
 def service_expectations(environ: Optional[Mapping[str, str]] = None) -> ServiceExpectations:
@@ -116,7 +128,7 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
     proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
         launch.plan.find("router", 0)
     return ServiceExpectations(url=local_url(launch, proc), served_model_name=launch.plan.served_model_name,
-                               features=frozenset(launch.plan.features))
+                               features=frozenset(launch.plan.features), chat=_chat_facts(launch.catalog.recipe))
 
 
 def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
@@ -178,7 +190,8 @@ def diagnose(environ: Mapping[str, str]) -> dict:
     except KimiError as err:
         report["checks"].append({"check": "launch", "status": "error", "message": err.message})
         return report
-    report["launch"] = {"hardware": launch.plan.hardware, "variant": launch.plan.variant,
+    report["launch"] = {"recipe": launch.plan.recipe, "model": launch.plan.model,
+                        "hardware": launch.plan.hardware, "variant": launch.plan.variant,
                         "strategy": launch.plan.strategy, "nodes": launch.plan.nodes, "role": proc.role,
                         "rank": proc.rank, "local_gpus": proc.local_gpus, "port": proc.port}
     proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))

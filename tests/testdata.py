@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
-GOLDEN = DATA / "golden" / "kimi-k2.5.json"
+GOLDEN_DIR = DATA / "golden"
+GOLDEN = GOLDEN_DIR / "kimi-k2.5.json"
 COMPOSE_SPEC = DATA / "compose-spec.json"
 K8S_CRDS = DATA / "k8s"
 TAXONOMY = DATA / "vllm-recipes" / "taxonomy.yaml"

@@ -37,7 +37,7 @@ def engine_components(launch) -> list:
 def match(launch, component: str = "") -> str:
     """PromQL matchers selecting this deployment's engine series (one component's, if given)."""
     cat = launch.catalog
-    out = f'namespace="{launch.settings.namespace}",{series_label(cat, "app.kubernetes.io/name")}="{launch.settings.name}"'
+    out = f'namespace="{launch.settings.namespace}",{series_label(cat, "app.kubernetes.io/name")}="{launch.name}"'
     if component:
         out += f',{series_label(cat, "app.kubernetes.io/component")}="{component}"'
     return out
@@ -52,13 +52,13 @@ def fill(text: str, launch, matchers: str) -> str:
 
 
 def _meta(launch, name: str, component: str, labels=None) -> dict:
-    own = {"app.kubernetes.io/name": launch.settings.name, "app.kubernetes.io/part-of": "kimi-serve",
+    own = {"app.kubernetes.io/name": launch.name, "app.kubernetes.io/part-of": "kimi-serve",
            "app.kubernetes.io/component": component}
     return {"name": name, "namespace": launch.settings.namespace, "labels": {**own, **(labels or {})}}
 
 
 def pod_monitor(launch) -> dict:
-    m, name = facts(launch.catalog), launch.settings.name
+    m, name = facts(launch.catalog), launch.name
     relabel = [{"sourceLabels": ["__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in label)],
                 "targetLabel": target} for label, target in sorted(m.pod_labels.items())]
     selector = {"matchLabels": {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "kimi-serve"},
@@ -70,7 +70,7 @@ def pod_monitor(launch) -> dict:
 
 
 def prometheus_rule(launch) -> dict:
-    m, name, matchers = facts(launch.catalog), launch.settings.name, match(launch)
+    m, name, matchers = facts(launch.catalog), launch.name, match(launch)
     rules = [{"alert": a.name, "expr": fill(a.expr, launch, matchers), "for": a.for_,
               "labels": {"severity": a.severity},
               "annotations": {"summary": fill(a.summary, launch, matchers),
@@ -110,7 +110,7 @@ def dashboard_json(catalog) -> str:
 
 
 def dashboard_configmap(launch) -> dict:
-    name = launch.settings.name
+    name = launch.name
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": _meta(launch, f"{name}-dashboard", "monitoring", {DASHBOARD_LABEL: "1"}),
             "data": {DASHBOARD_FILE: dashboard_json(launch.catalog)}}

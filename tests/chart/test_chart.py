@@ -25,6 +25,14 @@ CASES = {
     "multi_node_dep-gb200x4": ({"hardware": "gb200", "strategy": "multi_node_dep", "nodes": 4}, {}, {}),
     "multi_node_tp_pp-mi355x-default-strategy": ({"hardware": "mi355x", "nodes": 3}, {}, {}),
     "pd-h200": ({"hardware": "h200", "strategy": "pd_cluster"}, {}, {}),
+    "k3-multi_node_tp_dp-h200x2": ({"recipe": "kimi-k3", "hardware": "h200", "strategy": "multi_node_tp_dp",
+                                    "nodes": 2}, {}, {}),
+    "k3-pd-b300-derived-pools": ({"recipe": "kimi-k3", "hardware": "b300", "strategy": "pd_cluster"}, {}, {}),
+    "k2-instruct-single-mi355x": ({"recipe": "kimi-k2-instruct", "hardware": "mi355x"}, {}, {}),
+    "k2.7-code-multi-gb200x4-operated": (
+        {"recipe": "kimi-k2.7-code", "hardware": "gb200", "nodes": 4},
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda"},
+        {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda"}}),
     "pd-b200-port-lists-bools": ({"hardware": "b200", "strategy": "pd_cluster", "port": 9000, "download": True,
                                   "dry_run": False, "decode_parallelism": "tep", "decode_nodes": 2,
                                   "model_revision": "main", "served_model_name": "kimi"}, {}, {}),
@@ -141,7 +149,7 @@ def test_schema_refuses_unknown_keys_and_bad_values(helm, tmp_path, values, why)
 
 @pytest.mark.parametrize("settings, why", [
     ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 1}, "nodes to 2 or more"),
-    ({"hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2}, "not one the recipe offers"),
+    ({"hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2}, "recipe offers on h200"),
     ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 0}, "A pool of 0 nodes"),
     ({"hardware": "h200", "extra_args": "--max-num-seqs 8 --port 9000"}, "--port"),
 ])
@@ -209,21 +217,28 @@ def _plan_refuses(environ: dict) -> bool:
     return False
 
 
-def test_chart_refuses_the_variants_that_do_not_fit_or_run_where_plan_does(helm, tmp_path):
-    """The resolver's memory and variant checks, for every hardware and variant: one node, and a
-    PD cluster of one-node pools."""
+def _configurations():
+    """Every recipe on every hardware with every variant (one node: its default strategy); a PD
+    cluster (pools derived from the variant) of every recipe on three hardware."""
     from entrypoint.core.recipe import load_catalog
 
     catalog = load_catalog()
+    for slug, recipe in catalog.recipes.items():
+        for hw in catalog.hardware:
+            for variant in recipe.variants:
+                yield {"recipe": slug, "hardware": hw, "variant": variant}
+        for hw in ("h200", "b200", "mi355x"):
+            yield {"recipe": slug, "hardware": hw, "strategy": "pd_cluster"}
+
+
+def test_chart_refuses_what_the_resolver_refuses_for_every_recipe_hardware_and_variant(helm, tmp_path):
+    """The recipe's hardware list, its variants' hardware and memory needs, its GPU floors."""
     agreed = []
-    for hw in catalog.hardware:
-        for variant in catalog.recipe.variants:
-            for extra in ({}, {"strategy": "pd_cluster"}):
-                settings = {"hardware": hw, "variant": variant, **extra}
-                environ = {f"KIMI_{k.upper()}": v for k, v in settings.items()}
-                path = tmp_path / "values.json"
-                path.write_text(json.dumps({"settings": settings}))
-                chart_refuses = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False).returncode != 0
-                assert chart_refuses == _plan_refuses(environ), settings
-                agreed.append(chart_refuses)
+    for settings in _configurations():
+        environ = {f"KIMI_{k.upper()}": v for k, v in settings.items()}
+        path = tmp_path / "values.json"
+        path.write_text(json.dumps({"settings": settings}))
+        done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
+        assert (done.returncode != 0) == _plan_refuses(environ), (settings, done.stderr[-500:])
+        agreed.append(done.returncode != 0)
     assert any(agreed) and not all(agreed)  # some fit, some do not

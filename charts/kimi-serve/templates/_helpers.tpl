@@ -23,13 +23,20 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $hw := required "settings.hardware is required: a hardware id of recipes/hardware.yaml" $s.hardware -}}
 {{- if not (hasKey $f.hardware $hw) }}{{ fail (printf "settings.hardware=%s is not a hardware id the chart knows" $hw) }}{{ end -}}
 {{- $hwf := index $f.hardware $hw -}}
+{{- $slug := $s.recipe | default $f.default_recipe -}}
+{{- $r := index $f.recipes $slug -}}
+{{- if not (hasKey $r.hardware $hw) }}{{ fail (printf "the %s recipe does not run on %s (it runs on %s)" $r.title $hw (join ", " (keys $r.hardware | sortAlpha))) }}{{ end -}}
+{{- $rhw := index $r.hardware $hw -}}
 {{- $nodes := int (hasKey $s "nodes" | ternary $s.nodes 1) -}}
-{{- $sid := $s.strategy | default (ternary $d.strategy.multi $d.strategy.single (gt $nodes 1)) -}}
-{{- if not (has $sid $hwf.strategies) }}{{ fail (printf "settings.strategy=%s is not one the recipe offers on %s (it offers %s)" $sid $hw (join ", " $hwf.strategies)) }}{{ end -}}
-{{- $st := index $f.strategies $sid -}}
+{{- $sid := $s.strategy | default (ternary $r.default_strategy.multi $r.default_strategy.single (gt $nodes 1)) -}}
+{{- if not (has $sid $rhw.strategies) }}{{ fail (printf "settings.strategy=%s is not one the %s recipe offers on %s (it offers %s)" $sid $r.title $hw (join ", " $rhw.strategies)) }}{{ end -}}
+{{- $st := index $r.strategies $sid -}}
+{{- $floor := int (index $rhw.min_gpus $sid | default 0) -}}
+{{- $gpus := mul (int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory")))) (ternary $nodes 1 (eq $st.shape "multi_node")) -}}
+{{- if and (ne $st.shape "pd_cluster") (lt $gpus $floor) }}{{ fail (printf "settings.strategy=%s on %d x %s GPUs: the %s recipe runs it on at least %d GPUs (strategy_min_gpus): add nodes" $sid $gpus $hw $r.title $floor) }}{{ end -}}
+{{- $vid := $s.variant | default "default" -}}
 {{- if regexMatch "(^|\\s)--port(\\s|=|$)" ($s.extra_args | default "") }}{{ fail "settings.extra_args sets --port: give the API port as settings.port (the chart draws ports, probes and Services from it)" }}{{ end -}}
-{{- $name := $s.name | default "" -}}
-{{- range $f.settings }}{{ if and (eq .name "name") (not $name) }}{{ $name = .default }}{{ end }}{{ end -}}
+{{- $name := $s.name | default $r.deployment_name -}}
 {{- /* settings.namespace; else the release's (helm install -n N); else the settings' default, as plan */ -}}
 {{- $ns := $s.namespace | default (ternary "" .Release.Namespace (eq .Release.Namespace "default")) -}}
 {{- range $f.settings }}{{ if and (eq .name "namespace") (not $ns) }}{{ $ns = .default }}{{ end }}{{ end -}}
@@ -64,17 +71,21 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- $addrs := dict -}}
   {{- range $role := list "prefill" "decode" -}}
     {{- $key := printf "%s_nodes" $role -}}
-    {{- $n := int (hasKey $s $key | ternary (index $s $key) (index $hwf.pd_pools $role).nodes) -}}
+    {{- $pools := index ($rhw.pd_pools | default dict) $vid -}}
+    {{- if not $pools }}{{ fail (printf "a PD cluster of the %s recipe with settings.variant=%s on %s: kimi-serve plan says why it cannot" $r.title $vid $hw) }}{{ end -}}
+    {{- $n := int (hasKey $s $key | ternary (index $s $key) (index $pools $role).nodes) -}}
     {{- if eq $n 0 }}{{ fail "A pool of 0 nodes shares one node's GPUs with the other pool, which Kubernetes cannot give to two pods. Set settings.prefill_nodes and settings.decode_nodes to 1 or more, or render the shared node for Compose: kimi-serve plan --format compose." }}{{ end -}}
     {{- $_ := set $pinned $key $n -}}
-    {{- $par := index $s (printf "%s_parallelism" $role) | default (index $hwf.pd_pools $role).parallelism -}}
+    {{- $par := index $s (printf "%s_parallelism" $role) | default (index $pools $role).parallelism -}}
+    {{- if not (hasKey (index $r.pd.worker_serves_http $role) $par) }}{{ fail (printf "settings.%s_parallelism=%s is not offered by the %s recipe's strategies" $role $par $r.title) }}{{ end -}}
+    {{- if and (gt $n 1) (kindIs "invalid" (index (index $r.pd.worker_serves_http $role) $par)) }}{{ fail (printf "the %s recipe runs no %s pool of %d nodes with %s parallelism: kimi-serve plan says why" $r.title $role $n $par) }}{{ end -}}
     {{- $lname := printf "%s-%s" $name $role -}}
     {{- $hosts := list (printf "%s-0.%s" $lname $lname) -}}
     {{- range $i := untilStep 1 $n 1 }}{{ $hosts = append $hosts (printf "%s-0-%d.%s" $lname $i $lname) }}{{ end -}}
     {{- $_ := set $addrs (printf "%s_addrs" $role) (join "," $hosts) -}}
-    {{- $rport := int (index $f.pd.ports $role) -}}
+    {{- $rport := int (index $r.pd.ports $role) -}}
     {{- $procs := list (dict "role" $role "serves" true "port" $rport "gpu" true) -}}
-    {{- range $i := untilStep 1 $n 1 }}{{ $procs = append $procs (dict "role" $role "serves" (index (index $f.pd.worker_serves_http $role) $par) "port" $rport "gpu" true) }}{{ end -}}
+    {{- range $i := untilStep 1 $n 1 }}{{ $procs = append $procs (dict "role" $role "serves" (index (index $r.pd.worker_serves_http $role) $par) "port" $rport "gpu" true) }}{{ end -}}
     {{- $groups = append $groups (dict "kind" "LeaderWorkerSet" "name" $lname "component" $role "procs" $procs) -}}
   {{- end -}}
   {{- range $k, $v := $addrs }}{{ $_ := set $eff $k $v }}{{ end -}}
@@ -85,10 +96,10 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- $apiPort = $routerPort -}}
 {{- end -}}
 {{- /* the variant runs on this hardware and fits each pool's GPUs (the resolver's memory check) */ -}}
-{{- $vid := $s.variant | default "default" -}}
-{{- with index $hwf.unsupported_variants $vid }}{{ fail . }}{{ end -}}
+{{- if not (hasKey $r.variants $vid) }}{{ fail (printf "settings.variant=%s is not a variant of the %s recipe (it has %s)" $vid $r.title (join ", " (keys $r.variants | sortAlpha))) }}{{ end -}}
+{{- with index $rhw.unsupported_variants $vid }}{{ fail . }}{{ end -}}
 {{- if not $s.skip_memory_check -}}
-  {{- $need := float64 (index $f.variants $vid) -}}
+  {{- $need := float64 (index $r.variants $vid) -}}
   {{- range $g := $groups -}}
     {{- if (first $g.procs).gpu -}}
       {{- $have := mulf (len $g.procs) $hwf.vram_gb -}}
@@ -141,7 +152,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- if $c.pd }}{{ $env = append $env (dict "name" "KIMI_ROLE" "value" $p.role) }}{{ end -}}
 {{- $env = append $env (dict "name" $d.token.path_env "value" (printf "%s/%s" $d.token.dir $d.token.file)) -}}
 {{- range ($v.extraEnv | default list) }}{{ $env = append $env (dict "name" .name "value" .value) }}{{ end -}}
-{{- $amounts := ternary (deepCopy $hwf.resources) (deepCopy $f.pd.router.resources) $p.gpu -}}
+{{- $amounts := ternary (deepCopy $hwf.resources) (deepCopy $f.router.resources) $p.gpu -}}
 {{- $resources := dict "limits" $amounts "requests" (deepCopy $amounts) -}}
 {{- $mounts := list -}}{{- $volumes := list -}}
 {{- range $d.scratch }}{{ $mounts = append $mounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ $volumes = append $volumes (dict "name" (index . 0) "emptyDir" dict) }}{{ end -}}
@@ -157,7 +168,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- $_ := set $container "ports" (list (dict "name" "http" "containerPort" $p.port)) -}}
   {{- range $k, $probe := $d.probes }}{{ $_ := set $container $k (deepCopy $probe) }}{{ end -}}
 {{- end -}}
-{{- $podSec := ternary (deepCopy $hwf.pod_security) (deepCopy $f.pd.router.pod_security) $p.gpu -}}
+{{- $podSec := ternary (deepCopy $hwf.pod_security) (deepCopy $f.router.pod_security) $p.gpu -}}
 {{- $spec := dict "enableServiceLinks" false "automountServiceAccountToken" false "securityContext" $podSec "containers" (list $container) "volumes" $volumes -}}
 {{- if $p.gpu -}}
   {{- $dmounts := list -}}
