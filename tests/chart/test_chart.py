@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from tests.chart.helm import CHART, run, template
 from tests.deploy.k8s_schema import validate
@@ -116,14 +117,23 @@ def test_every_chart_object_validates(helm, case, tmp_path):
         validate(obj)
 
 
-def test_lint_strict_is_clean_for_every_shape(helm, tmp_path):
-    for case in ("single-h200", "multi_node_tp-h100x2", "pd-h200-2x1-tp", "pd-mi355x-2x2-operated-keda"):
-        settings, _, values = CASES[case]
-        path = tmp_path / f"{case}.json"
-        path.write_text(json.dumps({"settings": settings, **values}))
-        done = run(helm, "lint", "--strict", str(CHART), "-f", str(path))
-        assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout, done.stdout
-        assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
+@pytest.mark.parametrize("values", sorted(p.name for p in (CHART / "ci").glob("*-values.yaml")))
+def test_lint_strict_is_clean_for_every_shape(helm, values):
+    """The chart's own example values (ci/: one node, multi-node, PD, another recipe)."""
+    done = run(helm, "lint", "--strict", str(CHART), "-f", str(CHART / "ci" / values))
+    assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout, done.stdout
+    assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
+
+
+def test_the_example_values_cover_every_shape(helm, tmp_path):
+    kinds = set()
+    for values in sorted((CHART / "ci").glob("*-values.yaml")):
+        objects = run(helm, "template", "kimi", str(CHART), "-f", str(values)).stdout
+        kinds |= {(o["kind"], o["metadata"]["labels"].get("app.kubernetes.io/component"))
+                  for o in yaml.safe_load_all(objects) if o}
+    assert {("Deployment", "single"), ("LeaderWorkerSet", "head"), ("LeaderWorkerSet", "prefill"),
+            ("Deployment", "router"), ("ScaledObject", "head"), ("HorizontalPodAutoscaler", "decode"),
+            ("PodMonitor", "monitoring")} <= kinds
 
 
 @pytest.mark.parametrize("values, why", [
