@@ -285,3 +285,20 @@ def run() -> None:
     except BuildError as exc:
         log(f"build.py: error: {exc}")
         sys.exit(1)
+
+
+@main.command("chart")
+@click.option("--check", is_flag=True, help="Fail (exit 1) when the chart's generated files are stale; write nothing.")
+def chart(check):
+    """Write the Helm chart's generated files (charts/kimi-serve: files/facts.json, files/dashboard.json,
+    values.schema.json) from the recipe data and the renderers."""
+    from buildsys import chart as chart_mod
+
+    if check:
+        stale = chart_mod.stale()
+        if stale:
+            raise click.ClickException(f"stale in {chart_mod.CHART}: {', '.join(stale)}; run `python build.py chart`")
+        click.echo("chart: generated files are current")
+        return
+    for rel in chart_mod.write():
+        click.echo(f"chart: wrote {rel}")

@@ -17,6 +17,13 @@ MAX_ADDRESSES = MAX_NODES  # entries of KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS
 # "-prefill-leader-0-0"-style suffixes and the LWS/StatefulSet controller adds hashes, so the
 # deployment name keeps 40 for itself.
 MAX_NAME_LENGTH = 40
+# Copies of one deployment: each is a full copy of a ~600 GB model on its own nodes; a fleet of 64
+# copies of a multi-node group is already thousands of GPUs.
+MAX_REPLICAS = 64
+# Autoscaling on waiting requests per copy: vLLM's own default batch is 256 sequences.
+MAX_SCALE_WAITING = 4096
+# An SLO on latency: 10 minutes per token is not a latency any more.
+MAX_SLO_MS = 600_000
 # Integers are read from text; no setting needs more digits than a TCP port or a node count.
 MAX_INT_DIGITS = 9
 # Any one setting's text (paths, argument lines, address lists of MAX_ADDRESSES names).

@@ -29,7 +29,15 @@ SINGLE, MULTI_NODE, PD_CLUSTER = "single", "multi_node", "pd_cluster"
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
 # head from the cluster runtime).
 _NOT_PASSED = {"image", "name", "namespace", "config", "recipes_dir", "image_target", "image_hardware",
-               "image_serves", "role", "node_rank", "head_addr"}
+               "image_serves", "role", "node_rank", "head_addr",
+               # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
+               "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",
+               "scale_waiting", "scale_kv_percent", "prometheus_url"}
+
+
+def passed(field) -> bool:
+    """Whether a setting reaches the containers as environment (else it is the renderer's own)."""
+    return field.name not in _NOT_PASSED
 
 
 def with_defaults(environ: Mapping[str, str], defaults: Mapping[str, str]) -> dict:
@@ -150,7 +158,7 @@ def settings_env(launch) -> dict:
         pinned.update(prefill_nodes=sel.prefill.nodes, decode_nodes=sel.decode.nodes)
     env = {}
     for field in KIMI_FIELDS:
-        if field.name in _NOT_PASSED:
+        if not passed(field):
             continue
         if field.name in pinned:
             env[field.env] = _env_value(pinned[field.name])
