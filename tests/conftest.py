@@ -50,7 +50,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-SERIAL_MARKERS = ("docker", "vllm", "serial")  # a shared engine, registry, images or venv: one worker, in turn
+# a shared engine, registry, images, build contexts or venv: one worker, in turn (`slow` builds images)
+SERIAL_MARKERS = ("docker", "vllm", "serial", "slow")
 
 
 def pytest_collection_modifyitems(config, items):

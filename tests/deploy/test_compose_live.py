@@ -107,7 +107,7 @@ def _up_and_down(exe, docker_client, project, doc, launch, tmp_path):
         assert up.returncode == 0, up.stderr
         serving = [s for s in doc["services"] if s != compose.download_name(launch)]
         containers = _wait_healthy(docker_client, project, serving)
-        by_name = {f"{launch.settings.name}-{p.role}": p for p in launch.plan.processes}
+        by_name = {f"{launch.name}-{p.role}": p for p in launch.plan.processes}
         for service, proc in by_name.items():
             record = read_standin_record(containers[service].logs().decode(errors="replace"))
             assert record is not None, f"{service} did not launch the stand-in"
@@ -119,8 +119,8 @@ def _up_and_down(exe, docker_client, project, doc, launch, tmp_path):
             assert state["ReadonlyRootfs"] is True and state["CapDrop"] == ["ALL"], service
             assert record["argv"] == list(proc.argv), service
             assert {k: record["env"].get(k) for k in proc.env} == proc.env, service
-        router = containers[f"{launch.settings.name}-router"]
-        argv = list(by_name[f"{launch.settings.name}-router"].argv)
+        router = containers[f"{launch.name}-router"]
+        argv = list(by_name[f"{launch.name}-router"].argv)
         pools = [argv[i + 1] for i, a in enumerate(argv) if a in ("--prefill", "--decode")]
         assert pools == ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
         for url in pools:
