@@ -7,9 +7,12 @@ the pure core (entrypoint.core) to its inputs (the environment, cluster wiring, 
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
+from entrypoint.core import kv
+from entrypoint.core.kv import KvChoice
 from entrypoint.core.plan import Plan, Process
 from entrypoint.core.recipe import Catalog, load_catalog
 from entrypoint.core.resolve import resolve, this_process
@@ -24,9 +27,10 @@ class Launch:
     selection: Selection
     plan: Plan
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
+    kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
 
     def this_process(self) -> Process:
-        proc = this_process(self.plan, self.selection)
+        proc = kv.this_process(self.plan, self.selection, self.kv) if self.kv else this_process(self.plan, self.selection)
         if proc.role == "router" and self.settings.user_args:
             from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -42,7 +46,9 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     """The pure part: settings -> selection -> plan."""
     catalog = catalog or load_catalog()
     selection = select(settings, catalog, detected_hardware, detected_vllm)
-    return Launch(settings=settings, catalog=catalog, selection=selection, plan=resolve(selection, catalog))
+    choice = kv.choose(settings, hostname=socket.gethostname())
+    plan = kv.compose(selection, catalog, choice) if choice else resolve(selection, catalog)
+    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, kv=choice)
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,

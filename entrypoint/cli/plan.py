@@ -25,8 +25,8 @@ FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.ren
 def _plan_json(launch) -> dict:
     from entrypoint.core.mask import mask_argv, mask_env
 
-    return {"processes": [{"role": p.role, "rank": p.rank, "argv": mask_argv(p.argv), "env": mask_env(p.env)}
-                          for p in launch.plan.processes]}
+    return {"processes": [{"role": p.role, "rank": p.rank, "argv": mask_argv(p.argv), "env": mask_env(p.env),
+                           **({"files": dict(p.files)} if p.files else {})} for p in launch.plan.processes]}
 
 
 def _line_env(line) -> dict:

@@ -289,6 +289,8 @@ class Recipe(Strict):
     strategy_overrides: Dict[str, StrategyOverride] = {}
     profiles: Dict[str, Profile] = {}
     vllm_env_removed: Dict[str, RemovedEnv] = {}
+    kv_offload_support: Dict[str, Literal["verified"]] = {}  # KV Offload option -> verified (requires_opt_in)
+    kv_cache_strategy_hardware: Dict[str, List[str]] = {}  # KV store -> the hardware it runs on (absent = all)
 
 
 # ---------------------------------------------------------------- catalog
