@@ -10,6 +10,8 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
 GOLDEN = DATA / "golden" / "kimi-k2.5.json"
+GOLDEN_KV = DATA / "golden" / "kimi-k2.5-kv.json"
+KV_STORES = DATA / "vllm-recipes" / "kv_store"
 COMPOSE_SPEC = DATA / "compose-spec.json"
 K8S_CRDS = DATA / "k8s"
 TAXONOMY = DATA / "vllm-recipes" / "taxonomy.yaml"

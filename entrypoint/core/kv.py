@@ -46,19 +46,25 @@ KV_PLACEHOLDERS = {
 }
 
 
-@lru_cache(maxsize=4)
 def load_kv(directory: Optional[str] = None) -> Record:
-    """recipes/kv_offload.yaml, validated (entrypoint.core.kv_schema) and read-only."""
+    """recipes/kv_offload.yaml (of `directory`, else of the recipe data), validated and read-only."""
+    from entrypoint.core.recipe import default_recipes_dir
+
+    return _load_kv(str(directory or default_recipes_dir()))
+
+
+@lru_cache(maxsize=4)
+def _load_kv(directory: str) -> Record:
     from pathlib import Path
 
     import yaml
     from pydantic import ValidationError
 
     from entrypoint.core import kv_schema
-    from entrypoint.core.recipe import RecipeDataError, default_recipes_dir
+    from entrypoint.core.recipe import RecipeDataError
     from entrypoint.core.recipe_schema import freeze
 
-    path = Path(directory or default_recipes_dir()) / "kv_offload.yaml"
+    path = Path(directory) / "kv_offload.yaml"
     try:
         with open(path, "rb") as fh:
             data = kv_schema.KvFile(**yaml.safe_load(fh))
