@@ -33,7 +33,6 @@ from entrypoint.core.record import Record
 from entrypoint.core.select import Selection, version_key
 from entrypoint.core.vllm_cli import dedupe, spec_for, values
 
-KV_ROLES = ("master", "store", "instance", "router")
 # Env layers the option's env comes after (docs/composition.md: base, variant, strategy, placement).
 _BEFORE_OPTION = ("base", "variant", "variant hardware override", "strategy", "pool placement")
 # What each KV placeholder of the data is filled from.
@@ -232,8 +231,9 @@ def _with_kv(proc: Process, sel: Selection, source: str, args, env: Mapping[str,
                                files={**proc.files, **(files or {})}, **changes)
 
 
-def _helper(role: str, argv, files: Optional[Dict[str, str]] = None) -> Process:
-    return Process(role=role, rank=0, argv=tuple(argv), env={}, provenance={}, local_gpus=0, port=None,
+def _helper(role: str, argv, port: int, files: Optional[Dict[str, str]] = None) -> Process:
+    """A process beside the engines: no GPU, a TCP port (not vLLM's HTTP API), maybe a file."""
+    return Process(role=role, rank=0, argv=tuple(argv), env={}, provenance={}, local_gpus=0, port=port,
                    serves_http=False, files=dict(files or {}))
 
 
@@ -242,7 +242,8 @@ def _option_plan(choice: KvChoice, opt: Record, plan: Plan, sel: Selection) -> T
     lookup = _lookup(choice, sel, {})
     procs = [_with_kv(p, sel, source, opt.args, opt.env, lookup) for p in plan.processes]
     if opt.companion is not None:
-        procs.append(_helper(opt.companion.role, [*opt.companion.argv, *opt.companion.bind_args]))
+        companion = opt.companion
+        procs.append(_helper(companion.role, [*companion.argv, *companion.bind_args], companion.ports["mp"]))
     return tuple(procs)
 
 
@@ -250,13 +251,14 @@ def _store_front(choice: KvChoice, store: Record, sel: Selection, files_dir: str
     """master (+ store) and the placeholders their files add."""
     vllm_path = posixpath.join(files_dir, store.vllm_config.file)
     extra = {"MOONCAKE_CONFIG_PATH": vllm_path}
-    front = [_helper("master", store.master.argv)]
+    front = [_helper("master", store.master.argv, store.master.port)]
     if store.store is not None:
         store_path = posixpath.join(files_dir, store.store.file)
         extra["MOONCAKE_STORE_CONFIG_PATH"] = store_path
         lookup = _lookup(choice, sel, extra)
         content = _filled({**store.store.config, **store.store.start_config}, lookup)
-        front.append(_helper("store", _filled(store.store.argv, lookup), {store_path: _file_text(content)}))
+        front.append(_helper("store", _filled(store.store.argv, lookup), store.store.port,
+                             {store_path: _file_text(content)}))
     return front, extra
 
 

@@ -28,7 +28,8 @@ class Companion(Strict):
     description: str
     argv: Args
     bind_args: Args = []  # the project's own: where the server listens (appended)
-    ports: Dict[str, int] = {}
+    ports: Dict[Literal["mp", "http"], int]  # mp: what the engine connects to (its health check's port)
+    resources: Resources
 
 
 class Option(Strict):
@@ -66,6 +67,7 @@ class Master(Strict):
 class Store(Strict):
     argv: Args
     file: str  # file name under files_dir
+    port: int = Field(gt=0, le=65535)  # its REST API
     config: Dict[str, Any]  # the recipe's store config, placeholders in its string values
     start_config: Dict[str, Any] = {}  # what the real store service needs beyond the recipe's
     resources: Resources

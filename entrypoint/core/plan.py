@@ -20,7 +20,7 @@ class Process:
     # ("base", "variant", "strategy", "hardware override", "feature:<id>", "profile:<id>", "user").
     provenance: dict = field(default_factory=dict)
     local_gpus: int = 0  # GPUs this process needs visible on its node (0 for the router)
-    port: Optional[int] = None  # the HTTP port it serves, when it serves HTTP
+    port: Optional[int] = None  # the port it listens on: vLLM's HTTP API when serves_http, else a TCP service
     serves_http: bool = True
     # Configuration files the entrypoint writes before exec: {absolute path: text} (KV stores).
     files: dict = field(default_factory=dict)

@@ -20,7 +20,8 @@ from typing import Optional
 
 from entrypoint.core.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, TOKEN_DIR, TOKEN_FILE, brand, container_env,
-                                          hardware, health, image, image_user, pinned, scratch, token_path)
+                                          hardware, health, helper_resources, image, image_user, pinned, scratch,
+                                          token_path)
 
 CACHE_VOLUME = "cache"
 SHM_VOLUME = "dshm"
@@ -39,7 +40,7 @@ def hf_token_secret(launch) -> str:
 def skip_annotations(launch, proc: Process) -> dict:
     """checkov skip annotations, each with its reason, for what the pod of `proc` cannot meet."""
     skips = {}
-    if not proc.serves_http:
+    if not proc.serves_http and not proc.port:
         for check in ("CKV_K8S_8", "CKV_K8S_9"):
             skips[check] = ("a headless vLLM worker serves no endpoint to probe; it exits when its engine fails "
                             "and the LeaderWorkerSet then recreates the whole group; the head's probes cover it")
@@ -64,11 +65,20 @@ def _probes(launch) -> dict:
     }
 
 
+def helper_probes(launch) -> dict:
+    """Probes of a process that serves no HTTP but listens (mooncake_master, the store, LMCache)."""
+    h = health(launch)
+    check = {"exec": {"command": ["kimi-serve", "healthcheck"]}, "timeoutSeconds": h.timeout_s,
+             "periodSeconds": h.interval_s}
+    return {"startupProbe": {**check, "failureThreshold": 30}, "readinessProbe": {**check, "failureThreshold": h.retries},
+            "livenessProbe": {**check, "failureThreshold": h.retries}}
+
+
 def _resources(launch, proc: Process) -> dict:
     """Requests = limits (Guaranteed QoS): the GPUs, and the process's share of the node's CPU and
     memory from the hardware data (the router's from its strategy's)."""
-    if proc.role == "router":
-        sized, share, gpus = launch.catalog.strategies[launch.plan.strategy].router.resources, 1, {}
+    if not proc.local_gpus:  # the router, a KV helper (recipes/kv_offload.yaml)
+        sized, share, gpus = helper_resources(launch, proc), 1, {}
     else:
         hw = hardware(launch)
         sized, share = hw.pod_resources, proc.local_gpus / hw.gpu_count
@@ -82,7 +92,7 @@ def _pod_security(launch, proc: Process) -> dict:
     ctx = {"runAsNonRoot": True, "runAsUser": user.uid, "runAsGroup": user.gid, "fsGroup": user.gid,
            # a 600 GB cache would be walked and chowned on every start otherwise
            "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": dict(_RUNTIME_DEFAULT)}
-    groups = brand(launch).k8s_supplemental_groups if proc.role != "router" else []
+    groups = brand(launch).k8s_supplemental_groups if proc.local_gpus else []
     if groups:
         ctx["supplementalGroups"] = list(groups)
     return ctx
@@ -103,7 +113,7 @@ def _volumes(launch, proc: Process, cache_claim: Optional[str]):
     volumes.append({"name": TOKEN_VOLUME, "secret": {"secretName": hf_token_secret(launch), "optional": True,
                                                      "defaultMode": 0o440,
                                                      "items": [{"key": HF_TOKEN, "path": TOKEN_FILE}]}})
-    if proc.role == "router":
+    if not proc.local_gpus:
         return mounts, volumes
     mounts += [{"name": CACHE_VOLUME, "mountPath": launch.settings.cache_dir},
                {"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
@@ -123,9 +133,12 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
         container.update(_probes(launch))
+    elif proc.port:  # a KV helper: its TCP port, checked by `kimi-serve healthcheck` (it connects)
+        container["ports"] = [{"name": "tcp", "containerPort": proc.port}]
+        container.update(helper_probes(launch))
     spec = {"enableServiceLinks": False, "automountServiceAccountToken": False,
             "securityContext": _pod_security(launch, proc), "containers": [container], "volumes": volumes}
-    if proc.role != "router":
+    if proc.local_gpus:
         spec["initContainers"] = [_download(container)]
         spec["nodeSelector"] = {brand(launch).k8s_product_label: hardware(launch).k8s_product}
     return spec

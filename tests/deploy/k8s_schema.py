@@ -22,7 +22,7 @@ from tests.testdata import K8S_CRDS
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = K8S_CRDS
 CRDS = {"LeaderWorkerSet": "leaderworkerset.x-k8s.io_leaderworkersets.yaml"}
-CORE = {"Deployment": "V1Deployment", "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
+CORE = {"Deployment": "V1Deployment", "StatefulSet": "V1StatefulSet", "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
         "Namespace": "V1Namespace", "NetworkPolicy": "V1NetworkPolicy"}
 
 

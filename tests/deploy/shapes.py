@@ -30,6 +30,14 @@ K8S: Dict[str, dict] = {
                     "KIMI_DECODE_NODES": "1", "KIMI_PREFILL_PARALLELISM": "tp"},
     "pd-mi355x-2x2": {"KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "2",
                       "KIMI_DECODE_NODES": "2"},
+    # KV offload (docs/kv-cache.md): LMCache's sidecar, the two Mooncake stores, one with PD pools
+    "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
+    "kv-simple-h100x2": {"KIMI_HARDWARE": "h100", "KIMI_NODES": "2", "KIMI_KV_OFFLOAD": "simple"},
+    "kv-centralized-h200x3": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake",
+                              "KIMI_KV_INSTANCES": "3"},
+    "kv-distributed-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"},
+    "kv-centralized-pd-b200": {"KIMI_HARDWARE": "b200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "1",
+                               "KIMI_DECODE_NODES": "1", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake"},
 }
 
 

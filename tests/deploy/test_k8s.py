@@ -19,10 +19,10 @@ SECRET = "hf_do_not_render_me_123"
 
 
 def _pod_specs(doc: dict):
-    if doc["kind"] not in ("Deployment", "LeaderWorkerSet"):
+    if doc["kind"] not in ("Deployment", "StatefulSet", "LeaderWorkerSet"):
         return
     spec = doc["spec"]
-    if doc["kind"] == "Deployment":
+    if doc["kind"] in ("Deployment", "StatefulSet"):
         yield spec["template"]["spec"]
     for key in ("leaderTemplate", "workerTemplate"):
         if key in spec.get("leaderWorkerTemplate", {}):
@@ -63,9 +63,16 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
     for doc in documents("k8s", environ):
         for pod in _pod_specs(doc):
             assert pod["enableServiceLinks"] is False  # a Service named kimi would set KIMI_PORT=tcp://...
-            (container,) = pod["containers"]
+            container, *companions = pod["containers"]
+            for side in companions:  # LMCache's server beside the engine: the same image, its own role
+                side_env = {e["name"]: e.get("value") for e in side["env"]}
+                assert side["name"] == side_env["KIMI_ROLE"] == "lmcache" and side["image"] == container["image"]
+                assert set(side["resources"]["limits"]) == {"cpu", "memory"} and "ports" not in side
             assert "command" not in container and "args" not in container
             env = {e["name"]: e for e in container["env"]}
+            rank = env.pop("KIMI_NODE_RANK", None)  # a StatefulSet's pods: their ordinal
+            assert rank is None or (doc["kind"] == "StatefulSet" and rank["valueFrom"] == {
+                "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}})
             assert "HF_TOKEN" not in env and all("valueFrom" not in e for e in env.values())
             assert env["HF_TOKEN_PATH"]["value"] == "/run/secrets/kimi-serve/hf_token"
             token = next(v for v in pod["volumes"] if v["name"] == k8s_pod.TOKEN_VOLUME)
@@ -78,7 +85,7 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
             resources = container["resources"]
             assert resources["requests"] == resources["limits"]  # Guaranteed QoS
             assert int(resources["limits"]["cpu"]) >= 1 and resources["limits"]["memory"].endswith("Gi")
-            if "KIMI_ROLE" in env and env["KIMI_ROLE"]["value"] == "router":
+            if "KIMI_ROLE" in env and env["KIMI_ROLE"]["value"] in ("router", "master", "store"):
                 assert set(resources["limits"]) == {"cpu", "memory"} and mounts == scratch
                 assert "initContainers" not in pod
                 continue
@@ -100,7 +107,7 @@ def test_serving_pods_have_probes_long_enough_for_the_load(case):
     for doc in documents("k8s", K8S[case]):
         for pod in _pod_specs(doc):
             container = pod["containers"][0]
-            if "ports" not in container:
+            if [p["name"] for p in container.get("ports", [])] != ["http"]:
                 continue
             startup = container["startupProbe"]
             assert startup["periodSeconds"] * startup["failureThreshold"] >= 3600  # a 600 GB load
