@@ -16,6 +16,11 @@ COMPOSE: Dict[str, dict] = {
                        "KIMI_DECODE_NODES": "0"},
     "pd-shared-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "0",
                          "KIMI_DECODE_NODES": "0", "KIMI_NAME": "kimi"},
+    # KV offload on one node (docs/kv-cache.md): LMCache beside the engine, a store of one instance, PD + store
+    "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
+    "kv-distributed-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"},
+    "kv-centralized-pd-shared-b200": {"KIMI_HARDWARE": "b200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "0",
+                                      "KIMI_DECODE_NODES": "0", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake"},
 }
 
 MULTI_NODE_STRATEGIES = ("multi_node_tp", "multi_node_tp_pp", "multi_node_dep", "multi_node_tep")

@@ -224,3 +224,33 @@ def test_settings_from_a_config_file_are_passed_one_by_one(tmp_path):
     (dep,) = _by_kind(documents("k8s", {"KIMI_HARDWARE": "h200", "KIMI_CONFIG": str(config)}), "Deployment")
     env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["KIMI_FEATURES"] == "-spec_decoding" and "KIMI_CONFIG" not in env
+
+
+def test_a_kv_store_gets_stable_names_for_its_pods():
+    docs = documents("k8s", K8S["kv-centralized-h200x3"])
+    sets = {d["metadata"]["name"]: d for d in _by_kind(docs, "StatefulSet")}
+    assert sets["kimi-k2-5-instance"]["spec"]["replicas"] == 3 and sets["kimi-k2-5-store"]["spec"]["replicas"] == 1
+    headless = {d["metadata"]["name"] for d in _by_kind(docs, "Service") if d["spec"].get("clusterIP") == "None"}
+    assert headless == {"kimi-k2-5-instance", "kimi-k2-5-store"}
+    env = {e["name"]: e.get("value") for e in sets["kimi-k2-5-instance"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KIMI_INSTANCE_ADDRS"] == ",".join(f"kimi-k2-5-instance-{i}.kimi-k2-5-instance" for i in range(3))
+    assert env["KIMI_MOONCAKE_STORE_HOST"] == "kimi-k2-5-store-0.kimi-k2-5-store"
+    assert env["KIMI_MOONCAKE_MASTER_ADDR"] == "kimi-k2-5-master" and env["KIMI_ROLE"] == "instance"
+    master = next(d for d in _by_kind(docs, "Service") if d["metadata"]["name"] == "kimi-k2-5-master")
+    assert master["spec"]["ports"][0]["port"] == 50051
+    api = next(d for d in _by_kind(docs, "Service") if d["metadata"]["name"] == "kimi-k2-5-api")
+    assert api["spec"]["selector"]["app.kubernetes.io/component"] == "router" and api["spec"]["ports"][0]["port"] == 30080
+
+
+def test_lmcache_runs_beside_the_engine_in_its_pod():
+    (dep,) = _by_kind(documents("k8s", K8S["kv-lmcache-h200"]), "Deployment")
+    engine, server = dep["spec"]["template"]["spec"]["containers"]
+    assert server["name"] == "lmcache" and {"name": "KIMI_ROLE", "value": "lmcache"} in server["env"]
+    assert server["livenessProbe"]["exec"]["command"] == ["kimi-serve", "healthcheck"]
+    assert {"name": "KIMI_KV_OFFLOAD", "value": "lmcache"} in engine["env"]
+
+
+def test_multi_node_kv_instances_are_not_rendered():
+    with pytest.raises(KimiError, match="LeaderWorkerSet per instance") as err:
+        documents("k8s", {"KIMI_HARDWARE": "h100", "KIMI_NODES": "2", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"})
+    assert err.value.code == "unsupported_combination"
