@@ -343,3 +343,12 @@ def this_process(plan: Plan, sel: Selection, choice: KvChoice) -> Process:
         raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={sel.node_rank} but the deployment has {count} {role} "
                         f"process(es): ranks run from 0 to {count - 1}.")
     return proc
+
+
+def engine_needs(choice: Optional[KvChoice], proc: Process) -> Tuple[str, ...]:
+    """The Python packages a vLLM process of this KV choice imports for its connector."""
+    if choice is None or proc.argv[:2] != ("vllm", "serve"):
+        return ()
+    data = load_kv()
+    entry = data.stores[choice.id] if choice.store else data.options[choice.id]
+    return tuple(entry.modules)

@@ -46,6 +46,7 @@ class Option(Strict):
     requires_opt_in: bool = False  # fail-closed: only where the recipe's kv_offload_support says verified
     min_vllm_version: Optional[str] = None
     install: Optional[str] = None  # the pip requirement of the companion
+    modules: List[str] = []  # Python packages the engine imports for the connector (preflight)
     companion: Optional[Companion] = None
 
 
@@ -94,6 +95,7 @@ class KvStore(Strict):
     brands: List[str]
     connectors: List[str]
     install: Dict[str, str]  # brand -> pip requirement of Mooncake's transfer engine
+    modules: List[str]  # Python packages the engine imports for the connector (preflight)
     vllm: VllmPart
     pd: Dict[Literal["prefill", "decode"], Args]
     router: Router

@@ -218,8 +218,25 @@ def weights_check(launch, environ, offline: bool) -> Optional[Tuple[str, str]]:
     return ("error" if offline else "warning"), f"weights incomplete in {hub} ({gaps}): {way}"
 
 
+def check_kv_components(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
+    """What KIMI_KV_OFFLOAD's connector imports in vLLM's Python (LMCache, Mooncake) is installed."""
+    import importlib.util
+
+    from entrypoint.core.kv import engine_needs
+
+    needs = engine_needs(launch.kv, proc)
+    if not needs:
+        return NodeCheck("kv_components", "skipped", "no KV connector package to import")
+    missing = [m for m in needs if importlib.util.find_spec(m) is None]
+    if not missing:
+        return NodeCheck("kv_components", "ok", f"{', '.join(needs)} installed for KIMI_KV_OFFLOAD={launch.kv.id}")
+    return NodeCheck("kv_components", "error", f"KIMI_KV_OFFLOAD={launch.kv.id}: vLLM imports {', '.join(missing)}, "
+                     "which this image does not have (docs/kv-cache.md, Images). Run an image that carries it, or "
+                     "choose another KIMI_KV_OFFLOAD.")
+
+
 CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_shm, check_platform,
-                                check_firmware, check_cache, check_model_source)
+                                check_firmware, check_cache, check_model_source, check_kv_components)
 
 
 # ---------------------------------------------------------------- running them

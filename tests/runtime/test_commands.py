@@ -48,7 +48,8 @@ def test_doctor_json_on_a_bare_node_detects_and_checks(monkeypatch, fake_tools, 
     assert report["detection"]["hardware"] == "h200" and report["detection"]["count"] == 8
     assert report["launch"]["hardware"] == "h200"  # KIMI_HARDWARE unset: auto
     names = [c["check"] for c in report["checks"]]
-    assert names == ["hardware", "gpu_count", "vram", "shm", "platform", "firmware", "cache", "model_source"]
+    assert names == ["hardware", "gpu_count", "vram", "shm", "platform", "firmware", "cache", "model_source",
+                     "kv_components"]
     assert result.exit_code == (0 if report["ok"] else 1)
 
 
