@@ -72,6 +72,9 @@ def _load_kv(directory: str) -> Record:
     return freeze(data)
 
 
+_STORE_SETTINGS = ("kv_instances", "instance_addrs", "mooncake_master_addr")  # only a KV store reads them
+
+
 @dataclass(frozen=True)
 class KvChoice:
     """What the KV settings ask for, checked against the data (not yet against the launch)."""
@@ -88,23 +91,17 @@ class KvChoice:
 def choose(settings, hostname: str = "", directory: Optional[str] = None) -> Optional[KvChoice]:
     """The KV settings -> a KvChoice, or None when KIMI_KV_OFFLOAD is unset."""
     kid = (settings.kv_offload or "").strip()
-    if not kid:
-        stray = [f"KIMI_{n.upper()}" for n in ("kv_instances", "instance_addrs", "mooncake_master_addr")
-                 if settings.is_set(n)]
-        if stray:
-            raise KimiError(E.INVALID_VALUE, f"{', '.join(stray)} configure a KV store, but KIMI_KV_OFFLOAD is not "
-                            "set. Set KIMI_KV_OFFLOAD (docs/kv-cache.md) or remove them.")
-        return None
-    data = load_kv(directory)
-    if kid not in data.options and kid not in data.stores:
+    store_settings = [f"KIMI_{n.upper()}" for n in _STORE_SETTINGS if settings.is_set(n)]
+    data = load_kv(directory) if kid else None
+    if data is not None and kid not in data.options and kid not in data.stores:
         raise unknown_value("KIMI_KV_OFFLOAD", kid, [*data.options, *data.stores], "Unset it for no KV offload.")
-    store = kid in data.stores
-    if not store:
-        given = [f"KIMI_{n.upper()}" for n in ("kv_instances", "instance_addrs", "mooncake_master_addr")
-                 if settings.is_set(n)]
-        if given:
-            raise KimiError(E.INVALID_VALUE, f"{', '.join(given)} configure a KV store, but KIMI_KV_OFFLOAD={kid} "
-                            "runs beside each engine. Remove them, or choose a kv_store_* deployment.")
+    store = data is not None and kid in data.stores
+    if store_settings and not store:
+        why = f"KIMI_KV_OFFLOAD={kid} runs beside each engine" if kid else "KIMI_KV_OFFLOAD is not set"
+        raise KimiError(E.INVALID_VALUE, f"{', '.join(store_settings)} configure a KV store, but {why}. Remove them, "
+                        "or set KIMI_KV_OFFLOAD to a kv_store_* deployment (docs/kv-cache.md).")
+    if not kid:
+        return None
     addrs = tuple(settings.instance_addrs)
     vals = {"MOONCAKE_DEVICE_NAME": settings.mooncake_device_name or "",
             "MOONCAKE_STORE_DEVICE_NAME": settings.mooncake_store_device_name or ""}
