@@ -276,6 +276,14 @@ def test_a_store_container_needs_its_role():
         build({"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "simple", "KIMI_ROLE": "store"}).this_process()
 
 
+@pytest.mark.parametrize("role", ["master", "store", "instance", "lmcache"])
+def test_a_kv_role_without_kv_offload_is_an_error(role):
+    with pytest.raises(KimiError) as err:
+        build({"KIMI_HARDWARE": "h200", "KIMI_ROLE": role, "KIMI_NODE_RANK": "3" if role == "instance" else "0"}
+              ).this_process()
+    assert err.value.code == "invalid_value" and "KIMI_KV_OFFLOAD is not set" in err.value.message
+
+
 def test_lmcache_container_runs_the_server():
     launch = build({"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"})
     assert launch.this_process().role == "single"
