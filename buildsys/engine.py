@@ -90,11 +90,17 @@ def python_of(cli: docker.DockerClient, data: Targets, target: str, image: str, 
 
 
 def labels(data: Targets, target: str, base: str, base_digest: str, src: dict) -> Dict[str, str]:
+    from buildsys.targets import RECIPES_DIR
+    from entrypoint.core.recipe import load_catalog_from
+
     t = data.targets[target]
     p = data.label_prefix
+    catalog = load_catalog_from(RECIPES_DIR)
+    recipes = data.recipes_served(target, catalog)
+    titles = ", ".join(catalog.recipes[r].title for r in recipes)
     out = {
         "org.opencontainers.image.title": data.image,
-        "org.opencontainers.image.description": f"Kimi-K2.5 on vLLM {data.vllm_version} for {', '.join(t.serves)}",
+        "org.opencontainers.image.description": f"{titles} on vLLM {data.vllm_version} for {', '.join(t.serves)}",
         "org.opencontainers.image.source": data.source,
         "org.opencontainers.image.revision": src["revision"],
         "org.opencontainers.image.version": f"{data.vllm_version}-{target}",
@@ -106,6 +112,7 @@ def labels(data: Targets, target: str, base: str, base_digest: str, src: dict) -
         f"{p}.hardware": t.hardware,
         f"{p}.serves": ",".join(t.serves),
         f"{p}.vllm-version": data.vllm_version,
+        f"{p}.recipes": ",".join(recipes),
         f"{p}.platform": t.platform,
     }
     if not base_digest:  # an unpinned base (no `build.py lock` yet) in a bake file: unknown until built
@@ -115,8 +122,10 @@ def labels(data: Targets, target: str, base: str, base_digest: str, src: dict) -
 
 def build_args(data: Targets, target: str, base: str) -> Dict[str, str]:
     t = data.targets[target]
+    stack = data.bases[t.base]
     return {"BASE_IMAGE": base, "KIMI_IMAGE_TARGET": target, "KIMI_IMAGE_HARDWARE": t.hardware,
-            "KIMI_IMAGE_SERVES": ",".join(t.serves), "KIMI_VLLM_VERSION": data.vllm_version}
+            "KIMI_IMAGE_SERVES": ",".join(t.serves), "KIMI_VLLM_VERSION": data.vllm_version,
+            "KIMI_IMAGE_CUDA": stack.cuda or "", "KIMI_IMAGE_ROCM": stack.rocm or ""}
 
 
 @dataclass

@@ -20,11 +20,26 @@ RECIPES_DIR = ROOT / "recipes"
 MIN_VLLM = (0, 19, 1)
 
 
+STACK_VERSION = r"\d+\.\d+(\.\d+)?"
+
+
 class Base(Strict):
     name: str
     tag: str
     digest: Optional[str] = None
     python: str
+    # The base's GPU software stack, as the base image itself says it (its CUDA_VERSION /
+    # ROCM_VERSION environment): baked into the image (KIMI_IMAGE_CUDA / KIMI_IMAGE_ROCM), checked
+    # against a recipe's min_stack at start, and in the labels' list of recipes the image serves.
+    cuda: Optional[str] = None
+    rocm: Optional[str] = None
+
+    @field_validator("cuda", "rocm")
+    @classmethod
+    def _stack(cls, v):
+        if v is not None and not re.fullmatch(STACK_VERSION, v):
+            raise ValueError(f"{v!r} is not a version like 13.0.2")
+        return v
 
     @field_validator("digest")
     @classmethod
@@ -49,8 +64,11 @@ class Base(Strict):
 class ReleaseBase(Strict):
     tag: str
     digest: Optional[str] = None
+    cuda: Optional[str] = None
+    rocm: Optional[str] = None
 
     _digest = field_validator("digest")(Base._digest.__func__)
+    _stack = field_validator("cuda", "rocm")(Base._stack.__func__)
 
 
 class Target(Strict):
@@ -149,6 +167,27 @@ class Targets(Strict):
 
     def repository(self, registry: Optional[str] = None) -> str:
         return f"{(registry or self.registry).rstrip('/')}/{self.image}"
+
+    def recipes_served(self, target: str, catalog) -> List[str]:
+        """The recipes an image of `target` on this release can launch: the recipe offers one of
+        the hardware it serves, its vLLM floor is met and its min_stack by the base's."""
+        t, base = self.targets[target], self.bases[self.targets[target].base]
+        vllm = _version(self.vllm_version)
+        out = []
+        for slug, recipe in catalog.recipes.items():
+            need = recipe.model.min_stack
+            if not set(t.serves) & set(recipe.hardware) or vllm < _version(recipe.model.min_vllm_version):
+                continue
+            if any(getattr(need, s) and getattr(base, s) and _version(getattr(base, s)) < _version(getattr(need, s))
+                   for s in ("cuda", "rocm")):
+                continue
+            out.append(slug)
+        return out
+
+
+def _version(text: str) -> tuple:
+    parts = [int(x) for x in re.findall(r"\d+", text)[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))  # 13.0 == 13.0.0
 
 
 class TargetsError(Exception):

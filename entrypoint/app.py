@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional
 from entrypoint.core import kv
 from entrypoint.core.kv import KvChoice
 from entrypoint.core.plan import Plan, Process
-from entrypoint.core.recipe import Catalog, load_catalog
+from entrypoint.core.recipe import Catalog, load_catalog, with_recipe
 from entrypoint.core.resolve import resolve, this_process
 from entrypoint.core.select import Selection, select
 from entrypoint.core.settings import BY_NAME, Settings, read_settings
@@ -28,6 +28,11 @@ class Launch:
     plan: Plan
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
     kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
+
+    @property
+    def name(self) -> str:
+        """The rendered deployment's name (KIMI_NAME, else the recipe's deployment_name)."""
+        return self.selection.name
 
     def this_process(self) -> Process:
         if self.kv is None and self.selection.role in kv.KV_ONLY_ROLES:
@@ -48,8 +53,8 @@ class Launch:
 
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
             detected_vllm: Optional[str] = None) -> Launch:
-    """The pure part: settings -> selection -> plan."""
-    catalog = catalog or load_catalog()
+    """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names)."""
+    catalog = with_recipe(catalog or load_catalog(), settings.recipe)
     selection = select(settings, catalog, detected_hardware, detected_vllm)
     choice = kv.choose(settings, hostname=socket.gethostname())
     plan = kv.compose(selection, catalog, choice) if choice else resolve(selection, catalog)
@@ -69,7 +74,7 @@ def wants_detection(settings: Settings) -> bool:
 def choices(environ: Mapping[str, str]):
     """The settings and selection a deployment is made of, before any address is known."""
     settings = read_settings(environ)
-    return settings, select(settings, load_catalog())
+    return settings, select(settings, with_recipe(load_catalog(), settings.recipe))
 
 
 def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:
@@ -119,6 +124,13 @@ class ServiceExpectations:
     url: str
     served_model_name: str
     features: frozenset
+    chat: Any = None  # entrypoint.verify.checks.ChatFacts of the recipe
+
+
+def _chat_facts(recipe) -> Any:
+    from entrypoint.verify.checks import ChatFacts
+
+    return ChatFacts.of(recipe)
 
 
 def service_expectations(environ: Optional[Mapping[str, str]] = None) -> ServiceExpectations:
@@ -127,7 +139,7 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
     proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
         launch.plan.find("router", 0)
     return ServiceExpectations(url=local_url(launch, proc), served_model_name=launch.plan.served_model_name,
-                               features=frozenset(launch.plan.features))
+                               features=frozenset(launch.plan.features), chat=_chat_facts(launch.catalog.recipe))
 
 
 def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
@@ -189,7 +201,8 @@ def diagnose(environ: Mapping[str, str]) -> dict:
     except KimiError as err:
         report["checks"].append({"check": "launch", "status": "error", "message": err.message})
         return report
-    report["launch"] = {"hardware": launch.plan.hardware, "variant": launch.plan.variant,
+    report["launch"] = {"recipe": launch.plan.recipe, "model": launch.plan.model,
+                        "hardware": launch.plan.hardware, "variant": launch.plan.variant,
                         "strategy": launch.plan.strategy, "nodes": launch.plan.nodes, "role": proc.role,
                         "rank": proc.rank, "local_gpus": proc.local_gpus, "port": proc.port}
     proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))

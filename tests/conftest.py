@@ -17,7 +17,7 @@ Fixtures (all session-scoped, so the expensive ones run once per pytest session)
   base kind of images/targets.yaml at the stand-ins.
 - ``built_images``: every target of images/targets.yaml built once with the real ``build.py``
   from the stand-ins and smoke-tested (``build --smoke``); ``{target: {"image_id", "tags",
-  ...}}``. Tags are ``TEST_REGISTRY/kimi-k2.5:<target>`` etc. (TEST_REGISTRY below).
+  ...}}``. Tags are ``TEST_REGISTRY/kimi:<target>`` etc. (TEST_REGISTRY below).
   ``KIMI_TEST_TARGETS=h200,b200`` builds only those (a local run of the tests that need them).
 - ``local_registry``: an open registry (docker-registry package) on ``127.0.0.1:<free port>``
   started with ``scripts/registry.sh`` and stopped at the end; value ``"127.0.0.1:PORT"``.

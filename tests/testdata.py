@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
-GOLDEN = DATA / "golden" / "kimi-k2.5.json"
-GOLDEN_KV = DATA / "golden" / "kimi-k2.5-kv.json"
+GOLDEN_DIR = DATA / "golden"
+GOLDEN = GOLDEN_DIR / "kimi-k2.5.json"
+GOLDEN_KV = GOLDEN_DIR / "kimi-k2.5-kv.json"
 KV_STORES = DATA / "vllm-recipes" / "kv_store"
 COMPOSE_SPEC = DATA / "compose-spec.json"
 K8S_CRDS = DATA / "k8s"

@@ -30,7 +30,7 @@ def render_text(report: dict) -> str:
         lines.append(f"cluster: {decision}")
     if report["launch"]:
         la = report["launch"]
-        lines.append(f"launch: {la['hardware']} {la['variant']} {la['strategy']}, {la['role']} rank {la['rank']} "
+        lines.append(f"launch: {la['recipe']} ({la['model']}) on {la['hardware']} {la['variant']} {la['strategy']}, {la['role']} rank {la['rank']} "
                      f"of {la['nodes']} node(s), {la['local_gpus']} GPU(s) on this node")
     from entrypoint.core.table import text_table
 

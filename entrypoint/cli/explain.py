@@ -49,7 +49,7 @@ def command(fmt: str, all_processes: bool) -> None:
                                 "items": [dict(zip(("kind", "name", "value", "source"), r))
                                           for r in explain_rows(p, os.environ)]} for p in procs], indent=2))
         return
-    click.echo(f"Kimi-K2.5 on {sel.hardware}: variant {sel.variant} (model {sel.model}), strategy {sel.strategy}, "
+    click.echo(f"{launch.catalog.recipe.title} on {sel.hardware}: variant {sel.variant} (model {sel.model}), strategy {sel.strategy}, "
                f"features {','.join(sel.features) or 'none'}, profile {sel.profile or 'none'}")
     if platform and platform["platform"]:
         click.echo(f"platform contract: {platform['platform']} ({platform['name']}), chosen by {platform['reason']}")

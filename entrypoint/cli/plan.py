@@ -25,7 +25,8 @@ FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.ren
 def _plan_json(launch) -> dict:
     from entrypoint.core.mask import mask_argv, mask_env
 
-    return {"processes": [{"role": p.role, "rank": p.rank, "argv": mask_argv(p.argv), "env": mask_env(p.env),
+    return {"recipe": launch.plan.recipe,
+            "processes": [{"role": p.role, "rank": p.rank, "argv": mask_argv(p.argv), "env": mask_env(p.env),
                            **({"files": dict(p.files)} if p.files else {})} for p in launch.plan.processes]}
 
 
@@ -153,7 +154,7 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
         from entrypoint.render.shell import render_plan
 
         sel = launch.selection
-        click.echo(render_plan(launch.plan, [f"Kimi-K2.5 on {sel.hardware}: variant {sel.variant}, strategy "
+        click.echo(render_plan(launch.plan, [f"{launch.catalog.recipe.title} on {sel.hardware}: variant {sel.variant}, strategy "
                                              f"{sel.strategy}, features {','.join(sel.features) or 'none'}"]))
 
 

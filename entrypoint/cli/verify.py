@@ -10,17 +10,30 @@ import click
 from entrypoint.cli._context import check_timeout, guarded
 from entrypoint.core import select
 from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.recipe import load_catalog, with_recipe
 from entrypoint.verify.run import run_verify
+
+
+def _recipe():
+    """The recipe KIMI_RECIPE names (the default one when unset)."""
+    import os
+
+    from entrypoint.core.settings import read_settings
+
+    return with_recipe(load_catalog(), read_settings(os.environ).recipe).recipe
 
 
 def parse_features(text: str) -> frozenset[str]:
     """A comma list of the recipe's feature ids ("" for none), read like KIMI_FEATURES."""
-    return frozenset(select.parse_features(text, (), load_catalog().recipe.features, label="--features"))
+    return frozenset(select.parse_features(text, (), _recipe().features, label="--features"))
 
 
 def _settings(url: str | None, expect_model: str | None, features: str | None):
-    """URL, expected served name and features: the options, else the configured service."""
+    """URL, expected served name, features and the recipe's chat facts: the options, else the
+    configured service."""
+    from entrypoint.verify.checks import ChatFacts
+
+    chat = None
     if url is None or expect_model is None or features is None:
         from entrypoint.app import service_expectations
 
@@ -28,6 +41,7 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
         url = url or expected.url
         expect_model = expect_model or expected.served_model_name
         chosen = expected.features if features is None else parse_features(features)
+        chat = getattr(expected, "chat", None)
     else:
         chosen = parse_features(features)
     from entrypoint.verify.bounded import parse_url
@@ -37,7 +51,7 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
     except ValueError as exc:
         raise KimiError(INVALID_VALUE, f"--url: {exc}. Give the server root, e.g. http://127.0.0.1:8000 "
                         "(IPv6 in brackets: http://[::1]:8000).") from None
-    return url, expect_model, chosen
+    return url, expect_model, chosen, chat or ChatFacts.of(_recipe())
 
 
 @click.command("verify", context_settings={"help_option_names": ["-h", "--help"]})
@@ -60,7 +74,7 @@ def command(url, model, expect_model, features, output_format, timeout):
 
     Exit code 0 when every check passes or is skipped, 1 when any fails, 2 on bad settings.
     """
-    url, expect_model, chosen = _settings(url, expect_model, features)
-    report = run_verify(url, model=model, expected_model=expect_model, features=chosen, timeout=timeout)
+    url, expect_model, chosen, chat = _settings(url, expect_model, features)
+    report = run_verify(url, model=model, expected_model=expect_model, features=chosen, timeout=timeout, chat=chat)
     click.echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
     sys.exit(0 if report.ok else 1)

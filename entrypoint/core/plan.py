@@ -46,6 +46,7 @@ class Pool:
 class Choice:
     """What a deployment is: the choices a Selection makes and its Plan carries."""
 
+    recipe: str  # the recipe's slug (recipes/models/<slug>.yaml)
     hardware: str
     variant: str
     strategy: str
@@ -63,7 +64,7 @@ class Plan(Choice):
     processes: tuple  # of Process
 
     def as_dict(self) -> dict:
-        return {"processes": [p.as_dict() for p in self.processes]}
+        return {"recipe": self.recipe, "processes": [p.as_dict() for p in self.processes]}
 
     def find(self, role: str, rank: int) -> Optional[Process]:
         for proc in self.processes:

@@ -1,8 +1,10 @@
 """Load the recipe data (recipes/*.yaml), validated by the models of `entrypoint.core.recipe_schema`.
 
 What callers get is a read-only record tree of the validated data (`entrypoint.core.record.Record`,
-with the fields of the schema's models; maps stay dicts, lists stay lists):
-`catalog.recipe`, `catalog.hardware[id]`, `catalog.strategies[id]`.
+with the fields of the schema's models; maps are FrozenDicts, lists tuples):
+`catalog.recipes[slug]`, `catalog.recipe` (the one chosen: `with_recipe`; the default recipe as
+loaded), `catalog.hardware[id]`, `catalog.strategies[id]`. A recipe is one file of
+`recipes/models/` (its slug is the file's name).
 
 Validation gives the same result for the same bytes, so its result is kept: a cache keyed by a
 digest of every data file and of the schema's source. A start whose data is unchanged reads the
@@ -38,14 +40,19 @@ def default_recipes_dir() -> Path:
         return Path(override)
     here = Path(__file__).resolve().parent.parent  # the entrypoint package
     checkout = here.parent / "recipes"
-    if (checkout / "kimi-k2.5.yaml").is_file():
+    if (checkout / "hardware.yaml").is_file():
         return checkout
     return here / "recipes_data"
 
 
+def _model_files(directory: Path) -> List[Path]:
+    return sorted((directory / "models").glob("*.yaml"))
+
+
 def _data_files(directory: Path) -> List[Path]:
-    return [directory / "kimi-k2.5.yaml", directory / "hardware.yaml", directory / "serving.yaml",
-            directory / "platforms.yaml", *sorted((directory / "strategies").glob("*.yaml"))]
+    return [*_model_files(directory), directory / "hardware.yaml", directory / "serving.yaml",
+            directory / "platforms.yaml", directory / "vllm" / "removed_env.yaml",
+            *sorted((directory / "strategies").glob("*.yaml"))]
 
 
 def _validate(directory: Path) -> Record:
@@ -62,14 +69,22 @@ def _validate(directory: Path) -> Record:
 
     try:
         hardware = schema.HardwareFile(**read(directory / "hardware.yaml"))
+        serving = read(directory / "serving.yaml")
+        recipes = {p.stem: read(p) for p in _model_files(directory)}
+        if not recipes:
+            raise OSError(f"no recipe in {directory / 'models'} (one <slug>.yaml per model)")
         catalog = schema.Catalog(
-            recipe=read(directory / "kimi-k2.5.yaml"),
+            recipes=recipes,
+            recipe=recipes.get(serving.get("default_recipe") if isinstance(serving, dict) else None)
+            or next(iter(recipes.values())),
             hardware=hardware.hardware, brands=hardware.brands, architectures=hardware.architectures,
+            multi_node_nvlink_args=hardware.multi_node_nvlink_args,
             strategies={p.stem: read(p) for p in sorted((directory / "strategies").glob("*.yaml"))},
-            serving=read(directory / "serving.yaml"),
+            serving=serving,
             platforms=read(directory / "platforms.yaml"),
+            vllm_env_removed=read(directory / "vllm" / "removed_env.yaml") or {},
         )
-    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
+    except (OSError, yaml.YAMLError, ValidationError, TypeError, AttributeError) as exc:
         raise RecipeDataError(f"recipe data in {directory} is invalid: {exc}") from exc
     return schema.freeze(catalog)
 
@@ -124,6 +139,20 @@ def load_catalog(directory: Optional[Path] = None) -> Record:
     return _load_cached(str(directory or default_recipes_dir()))
 
 
+def with_recipe(catalog: Record, slug: Optional[str]) -> Record:
+    """The catalog whose `recipe` is the one named by its slug (None: the default recipe); an
+    unknown slug is an error that lists the recipes and the closest one."""
+    from entrypoint.core.errors import unknown_value
+
+    slug = slug or catalog.serving.default_recipe
+    if slug not in catalog.recipes:
+        raise unknown_value("KIMI_RECIPE", slug, catalog.recipes)
+    if catalog.recipe.id == slug:
+        return catalog
+    fields = {name: getattr(catalog, name) for name in catalog._fields}
+    return Record("Catalog", {**fields, "recipe": catalog.recipes[slug]})
+
+
 def gpu_vram_gb(hw: Record) -> float:
     """Memory of one GPU of a hardware profile."""
     return hw.vram_gb / hw.gpu_count
@@ -137,5 +166,5 @@ def default_features(recipe: Record, hw: str) -> tuple:
 
 if __name__ == "__main__":  # validate the data and fill the cache beside it (run at image build)
     _catalog = load_catalog()
-    print(f"recipe data valid: {len(_catalog.hardware)} hardware profiles, {len(_catalog.strategies)} strategies, "
-          f"{len(_catalog.recipe.variants)} variants")
+    print(f"recipe data valid: {len(_catalog.recipes)} recipes, {len(_catalog.hardware)} hardware profiles, "
+          f"{len(_catalog.strategies)} strategies")

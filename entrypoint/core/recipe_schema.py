@@ -81,6 +81,7 @@ class Hardware(Strict):
 
 class HardwareFile(Strict):
     architectures: Dict[str, Literal["amd64", "arm64"]]
+    multi_node_nvlink_args: Dict[str, List[str]] = {}  # flag -> values that need multi-node NVLink
     brands: Dict[str, Brand]
     hardware: Dict[str, Hardware]
 
@@ -130,6 +131,7 @@ class Health(Strict):
 class Serving(Strict):
     image: ImageRepo
     health: Health
+    default_recipe: str  # the recipe KIMI_RECIPE names when unset (a slug of recipes/models/)
 
 
 # ---------------------------------------------------------------- strategies
@@ -192,6 +194,13 @@ class Feature(Strict):
     # keyed by hw id > generation > brand > `default`; replaces args (and env when given)
     hardware_overrides: Dict[str, FeatureOverride] = {}
     conflicts_with: List[str] = []
+    # The strategies it applies to (None = every one); on the others its args are left out, as the
+    # recipe site does (K3: DSpark is off multi_node_tp_pp, DCP only on single_node_tp).
+    strategies: Optional[List[str]] = None
+    # Flags of a declared exclusive partner that a hardware override adds on its own (the partner
+    # being absent from this recipe): with this feature selected they are left out, since the
+    # feature the user chose makes them moot (docs/composition.md, `forced-exclusive-flag`).
+    conflicts_with_args: List[str] = []
 
 
 TpSetting = Union[int, Dict[str, int]]  # a number, or a map keyed by hw id > generation > brand > default
@@ -211,13 +220,19 @@ class Variant(Strict):
 
 
 class PoolDefaults(Strict):
-    nodes: int = Field(1, ge=0)
+    # None: as many nodes as the pool needs for the variant's memory and the strategy GPU floor
+    nodes: Optional[int] = Field(None, ge=0)
     parallelism: Literal["tp", "tep", "dep"] = "dep"
     tp: Optional[int] = Field(None, gt=0)
     extra_args: Args = []
     vllm_args: Args = []
     env: Env = {}
     hardware_overrides: Dict[str, ArgsOverride] = {}
+
+
+class RouterOverride(Strict):
+    # the router's --intra-node-data-parallel-size, pinned (else the largest DEP pool's local DP)
+    intra_node_data_parallel_size: Optional[int] = Field(None, gt=0)
 
 
 class StrategyOverride(Strict):
@@ -229,6 +244,7 @@ class StrategyOverride(Strict):
     hardware_overrides: Dict[str, ArgsOverride] = {}
     prefill: Optional[PoolDefaults] = None
     decode: Optional[PoolDefaults] = None
+    router: Optional[RouterOverride] = None
 
 
 class RequiredArg(Strict):
@@ -265,30 +281,61 @@ class RemovedEnv(Strict):
     source: str  # where in vLLM's source/release notes this was read (file + version)
 
 
+class Stack(Strict):
+    """What the image's GPU software stack must be at least (read from the base: images/targets.yaml)."""
+
+    cuda: Optional[VllmVersion] = None  # e.g. 13.0.0: a CUDA 13 build (r580+ driver)
+    rocm: Optional[VllmVersion] = None
+    why: str = ""
+
+
 class ModelInfo(Strict):
     model_id: str
-    min_vllm_version: str
+    min_vllm_version: VllmVersion
     context_length: int
     base_args: Args = []
     base_env: Env = {}
     files: ModelFiles
+    min_stack: Stack = Stack()
+
+
+class Chat(Strict):
+    """How a client talks to this model (verify's expectations)."""
+
+    # chat_template_kwargs that turn thinking on / off for one request (None: the template has no switch)
+    thinking_on: Optional[Dict[str, Any]] = None
+    thinking_off: Optional[Dict[str, Any]] = None
+
+
+StrategySupport = Literal["supported", "unsupported"]
+DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
 
 
 class Recipe(Strict):
-    id: str
+    id: str  # the recipe's slug (KIMI_RECIPE), the file's name
     title: str
     provider: str
+    description: str = ""
+    deployment_name: DnsLabel  # the default KIMI_NAME of its rendered deployments
     model: ModelInfo
+    chat: Chat = Chat()
     hardware: List[str]
+    default_hardware: Optional[str] = None  # the site's landing hardware (shown by `list`)
     features: Dict[str, Feature]
     opt_in_features: List[str] = []
     hardware_opt_in_features: Dict[str, List[str]] = {}
     variants: Dict[str, Variant]
     compatible_strategies: List[str]
+    default_strategy: Optional[str] = None  # one node (its multi_node_ sibling on several); else single_node_tp
+    # strategy -> {hw id | generation | brand | default: supported | unsupported}: grants a strategy
+    # the list lacks, or takes one away, on that hardware (most specific key wins)
+    strategy_hardware: Dict[str, Dict[str, StrategySupport]] = {}
+    # The fewest GPUs a layout may span: keyed by strategy id, or by hw id for every layout on that
+    # hardware; the highest value that applies wins. PD pools use multi_node_<mode>.
+    strategy_min_gpus: Dict[str, int] = {}
     hardware_overrides: Dict[str, ArgsOverride] = {}
     strategy_overrides: Dict[str, StrategyOverride] = {}
     profiles: Dict[str, Profile] = {}
-    vllm_env_removed: Dict[str, RemovedEnv] = {}
     kv_offload_support: Dict[str, Literal["verified"]] = {}  # KV Offload option -> verified (requires_opt_in)
     kv_cache_strategy_hardware: Dict[str, List[str]] = {}  # KV store -> the hardware it runs on (absent = all)
 
@@ -297,8 +344,10 @@ class Recipe(Strict):
 
 
 class Catalog(Strict):
-    """The recipe, the hardware profiles and the strategies, cross-checked."""
+    """The recipes, the hardware profiles and the strategies, cross-checked. `recipe` is the
+    default recipe here; `entrypoint.core.recipe.with_recipe` hands out the catalog of another."""
 
+    recipes: Dict[str, Recipe]  # slug -> recipe (recipes/models/<slug>.yaml)
     recipe: Recipe
     hardware: Dict[str, Hardware]
     brands: Dict[str, Brand]
@@ -306,21 +355,56 @@ class Catalog(Strict):
     strategies: Dict[str, Strategy]
     serving: Serving
     platforms: PlatformsFile  # cloud container platforms (recipes/platforms.yaml)
+    multi_node_nvlink_args: Dict[str, List[str]] = {}  # hardware.yaml: flag -> values needing NVL trays
+    # Environment the recipes set that a later vLLM dropped (recipes/vllm/removed_env.yaml): from
+    # `removed_in` on, the variable is left out and `replacement_args` go in instead.
+    vllm_env_removed: Dict[str, RemovedEnv] = {}
 
     @model_validator(mode="after")
     def _references_exist(self):
-        r = self.recipe
+        problems: List[str] = []
+        if self.serving.default_recipe not in self.recipes:
+            problems.append(f"serving.default_recipe '{self.serving.default_recipe}' is not a recipe "
+                            f"(recipes/models/: {', '.join(self.recipes)})")
+        names: Dict[str, str] = {}
+        for slug, r in self.recipes.items():
+            if r.id != slug:
+                problems.append(f"recipe file {slug}.yaml declares id '{r.id}'")
+            if r.deployment_name in names:
+                problems.append(f"recipes {names[r.deployment_name]} and {slug} share deployment_name "
+                                f"'{r.deployment_name}'")
+            names[r.deployment_name] = slug
+            problems += self._recipe_problems(r)
+        for name, strat in self.strategies.items():
+            if strat.name != name:
+                problems.append(f"strategy file {name}.yaml declares name '{strat.name}'")
+        for pid, found in self.platforms.platforms.items():
+            need_all = [h for h in found.offerings if h not in self.hardware]
+            problems += [f"platform {pid}'s offerings names hardware '{h}', which does not exist" for h in need_all]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _recipe_problems(self, r: Recipe) -> List[str]:
         problems: List[str] = []
 
         def need(kind: str, names, known, where: str):
             for name in names:
                 if name not in known:
-                    problems.append(f"{where} names {kind} '{name}', which does not exist")
+                    problems.append(f"{r.id}: {where} names {kind} '{name}', which does not exist")
 
         generations = {h.generation for h in self.hardware.values()} | {"nvidia"}
+        hw_keys = set(self.hardware) | generations | set(self.brands) | {"default"}
         need("hardware", r.hardware, self.hardware, "recipe.hardware")
+        need("hardware", [r.default_hardware] if r.default_hardware else [], r.hardware, "recipe.default_hardware")
         need("strategy", r.compatible_strategies, self.strategies, "recipe.compatible_strategies")
+        need("strategy", [r.default_strategy] if r.default_strategy else [], self.strategies, "recipe.default_strategy")
         need("strategy", r.strategy_overrides, self.strategies, "recipe.strategy_overrides")
+        need("strategy", r.strategy_hardware, self.strategies, "recipe.strategy_hardware")
+        for sid, by_hw in r.strategy_hardware.items():
+            need("hardware, generation or brand", by_hw, hw_keys, f"recipe.strategy_hardware.{sid}")
+        need("strategy or hardware", r.strategy_min_gpus, set(self.strategies) | set(self.hardware),
+             "recipe.strategy_min_gpus")
         need("feature", r.opt_in_features, r.features, "recipe.opt_in_features")
         need("hardware", r.hardware_opt_in_features, self.hardware, "recipe.hardware_opt_in_features")
         for hw, feats in r.hardware_opt_in_features.items():
@@ -328,16 +412,15 @@ class Catalog(Strict):
         need("generation", r.hardware_overrides, generations, "recipe.hardware_overrides")
         for fid, feat in r.features.items():
             need("feature", feat.conflicts_with, r.features, f"feature {fid}.conflicts_with")
-            need("hardware, generation or brand", feat.hardware_overrides,
-                 set(self.hardware) | generations | {"amd", "default"}, f"feature {fid}.hardware_overrides")
+            need("hardware, generation or brand", feat.hardware_overrides, hw_keys, f"feature {fid}.hardware_overrides")
+            need("strategy", feat.strategies or [], self.strategies, f"feature {fid}.strategies")
         for vid, var in r.variants.items():
             need("hardware", var.supported_hardware or [], self.hardware, f"variant {vid}.supported_hardware")
             need("generation", var.supported_generations or [], generations, f"variant {vid}.supported_generations")
             need("hardware or generation", var.hardware_overrides, set(self.hardware) | generations,
                  f"variant {vid}.hardware_overrides")
             if isinstance(var.tp, dict):
-                keys = set(self.hardware) | generations | {"amd", "default"}
-                need("hardware, generation or brand", var.tp, keys, f"variant {vid}.tp")
+                need("hardware, generation or brand", var.tp, hw_keys, f"variant {vid}.tp")
         for sid, so in r.strategy_overrides.items():
             need("hardware or generation", so.hardware_overrides, set(self.hardware) | generations,
                  f"strategy_overrides.{sid}.hardware_overrides")
@@ -351,15 +434,8 @@ class Catalog(Strict):
             need("variant", prof.variants, r.variants, f"profile {pid}.variants")
             need("strategy", prof.strategies, self.strategies, f"profile {pid}.strategies")
         if "default" not in r.variants:
-            problems.append("recipe.variants needs a 'default' variant")
-        for name, strat in self.strategies.items():
-            if strat.name != name:
-                problems.append(f"strategy file {name}.yaml declares name '{strat.name}'")
-        for pid, found in self.platforms.platforms.items():
-            need("hardware", found.offerings, self.hardware, f"platform {pid}'s offerings")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+            problems.append(f"{r.id}: recipe.variants needs a 'default' variant")
+        return problems
 
 
 def freeze(value: Any) -> Any:

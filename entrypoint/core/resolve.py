@@ -39,7 +39,7 @@ class _Ctx:
     def removed_env(self) -> Dict[str, Record]:
         """Recipe env vars this vLLM version no longer has, with what replaces each."""
         version = version_key(self.sel.vllm_version)
-        return {k: r for k, r in self.recipe.vllm_env_removed.items() if version >= version_key(r.removed_in)}
+        return {k: r for k, r in self.cat.vllm_env_removed.items() if version >= version_key(r.removed_in)}
 
     def by_generation(self, mapping):
         """Generation key first, then `nvidia` for NVIDIA hardware."""
@@ -67,16 +67,18 @@ def _override_layers(ctx: _Ctx, pool_defaults) -> Tuple[Tagged, EnvLayers]:
     env: EnvLayers = []
     so = ctx.override
     gen_so = ctx.by_generation(so.hardware_overrides) if so else None
-    if gen_so is not None:
-        args += tag("strategy hardware override", gen_so.extra_args)
-        env.append(("strategy hardware override", gen_so.extra_env))
-    else:
+    if gen_so is None or not _restates(gen_so, ctx.by_generation(ctx.recipe.hardware_overrides)):
+        # Deliberate difference (`hw-baseline-dropped`): a strategy generation block that restates
+        # nothing of the recipe's adds to it; the site would drop the recipe's whole baseline.
         for source, mapping in (("hardware override", ctx.recipe.hardware_overrides),
                                 ("variant hardware override", ctx.variant.hardware_overrides)):
             found = ctx.by_generation(mapping)
             if found is not None:
                 args += tag(source, found.extra_args)
                 env.append((source, found.extra_env))
+    if gen_so is not None:
+        args += tag("strategy hardware override", gen_so.extra_args)
+        env.append(("strategy hardware override", gen_so.extra_env))
     exact = [so.hardware_overrides.get(ctx.sel.hardware) if so else None,
              pool_defaults.hardware_overrides.get(ctx.sel.hardware) if pool_defaults else None]
     for found in exact:
@@ -84,6 +86,56 @@ def _override_layers(ctx: _Ctx, pool_defaults) -> Tuple[Tagged, EnvLayers]:
             args += tag("strategy hardware override", found.extra_args)
             env.append(("strategy hardware override", found.extra_env))
     return args, env
+
+
+def _restates(block, baseline) -> bool:
+    """Whether a strategy's generation block sets any flag or variable the recipe's own block does
+    (then it replaces that block, as the recipe site does)."""
+    if baseline is None:
+        return True
+    flags = {a.split("=", 1)[0] for a in block.extra_args if a.startswith("-")}
+    return bool(flags & {a.split("=", 1)[0] for a in baseline.extra_args if a.startswith("-")}
+                or set(block.extra_env) & set(baseline.extra_env))
+
+
+def _drop_moot(ctx: _Ctx, args: Tagged) -> Tagged:
+    """Deliberate difference (`forced-exclusive-flag`): flags a hardware override adds that a
+    selected feature makes moot (its `conflicts_with_args`) are left out."""
+    moot = {flag for fid in ctx.sel.features for flag in ctx.recipe.features[fid].conflicts_with_args}
+    if not moot:
+        return args
+    out: Tagged = []
+    skip_value = False
+    for tok, source in args:
+        if skip_value:
+            skip_value = False
+            if not tok.startswith("-"):
+                continue
+        if "hardware override" in source and tok.split("=", 1)[0] in moot:
+            skip_value = "=" not in tok
+            continue
+        out.append((tok, source))
+    return out
+
+
+def _drop_nvlink_only(ctx: _Ctx, args: Tagged) -> Tagged:
+    """Deliberate difference 4: recipe values that need a multi-node NVLink domain (hardware.yaml
+    `multi_node_nvlink_args`) are left out on hardware without one; the user's own args are kept."""
+    rules = ctx.cat.multi_node_nvlink_args
+    if ctx.hw.multi_node_nvlink or not rules:
+        return args
+    out: Tagged = []
+    i = 0
+    while i < len(args):
+        tok, source = args[i]
+        flag, _, inline = tok.partition("=")
+        value = inline if inline else (args[i + 1][0] if i + 1 < len(args) else "")
+        if source != "user" and flag in rules and value in rules[flag]:
+            i += 1 if inline else 2
+            continue
+        out.append(args[i])
+        i += 1
+    return out
 
 
 def _feature_layers(ctx: _Ctx) -> Tuple[Tagged, EnvLayers]:
@@ -131,7 +183,7 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
     if sel.port is not None and own_port:
         args += tag("settings", ["--port", str(sel.port)])
     args += tag("user", sel.user_args)
-    args = dedupe(args, ctx.spec)
+    args = dedupe(_drop_nvlink_only(ctx, _drop_moot(ctx, args)), ctx.spec)
 
     layers: EnvLayers = [("base", recipe.model.base_env), ("variant", var.extra_env)]
     if exact_var is not None:
@@ -357,8 +409,9 @@ def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, Pr
             host = url_host(ctx.sel.values[name]) if name in ctx.sel.values else f"${name}"  # IPv6 in brackets
             argv += [f"--{role}", f"http://{host}:{port}"]
         locals_.append(_pool_local_dp(ctx, pool, defaults))
+    pinned = ctx.override.router.intra_node_data_parallel_size if ctx.override and ctx.override.router else None
     argv += ["--host", "$ROUTER_HOST", "--port", "$ROUTER_PORT",
-             "--intra-node-data-parallel-size", str(max(max(locals_), 1))]
+             "--intra-node-data-parallel-size", str(pinned or max(max(locals_), 1))]
     return _finish(ctx, "router", 0, [router.program], tag("strategy", argv), {}, {})
 
 
@@ -433,6 +486,22 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
 # ---------------------------------------------------------------- profile checks on the final launch
 
 
+def _check_parallel_sizes(ctx: _Ctx, processes: List[Process]) -> None:
+    """vLLM's own rule (ParallelConfig): the decode context parallel size divides the tensor
+    parallel size. The site renders K2-Instruct's tp_pp override against it on 4-GPU trays."""
+    for proc in processes:
+        if proc.role == "router":
+            continue
+        found = values(proc.argv[3:], ctx.spec)
+        dcp = int_value(found, "decode_context_parallel_size", 1)
+        tp = int_value(found, "tensor_parallel_size", 1)
+        if dcp > 1 and tp % dcp:
+            raise KimiError(E.UNSUPPORTED_COMBINATION, f"--decode-context-parallel-size {dcp} does not divide "
+                            f"--tensor-parallel-size {tp} ({proc.role} of {ctx.sel.strategy} on {ctx.sel.hardware}); "
+                            "vLLM refuses it. Use a layout whose TP is a multiple of it (e.g. a node of 8 GPUs), or "
+                            f"give --decode-context-parallel-size {math.gcd(dcp, tp)} in KIMI_EXTRA_ARGS.")
+
+
 def _check_profile_args(ctx: _Ctx, processes: List[Process]) -> None:
     prof, pid = ctx.profile, ctx.sel.profile
     if prof is None:
@@ -470,8 +539,9 @@ def resolve(sel: Selection, cat: Catalog) -> Plan:
     pools = _pools(ctx, processes)
     if not sel.skip_memory_check:
         _check_memory(ctx, pools)
+    _check_parallel_sizes(ctx, processes)
     _check_profile_args(ctx, processes)
-    return Plan(hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
+    return Plan(recipe=sel.recipe, hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
                 profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,
                 vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools), processes=tuple(processes))
 

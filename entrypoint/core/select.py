@@ -5,6 +5,7 @@ Pure: no environment reads, no I/O. Detected hardware (for KIMI_HARDWARE=auto) i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
@@ -56,6 +57,7 @@ class Selection(Choice):
     values: Mapping[str, str]  # placeholder name -> value (PREFILL_NODE_1, HEAD_IP, ...)
     load_args: tuple = ()  # how vLLM loads the model's source (object storage: --load-format ...)
     revision: Optional[str] = None  # KIMI_MODEL_REVISION: vLLM's --revision
+    name: str = ""  # the rendered deployment's name: KIMI_NAME, else the recipe's deployment_name
 
     @property
     def is_multi_node(self) -> bool:
@@ -77,14 +79,14 @@ def _valid_hardware(settings: Settings, catalog: Catalog, detected: Optional[str
     if hw not in catalog.hardware:
         raise unknown_value(source, hw, recipe.hardware, "Or use auto to detect it.")
     if hw not in recipe.hardware:
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"Kimi-K2.5 has no recipe for {hw}. Supported: "
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe has no launch for {hw}. Supported: "
                         f"{', '.join(recipe.hardware)}.")
     serves = settings.image_serves
     if serves and hw not in serves:
         target = settings.image_target or "this image"
         raise KimiError(E.UNSUPPORTED_COMBINATION,
                         f"KIMI_HARDWARE={hw}, but image target {target} serves only {', '.join(serves)}. "
-                        f"Run the image built for {hw} (tag kimi-k2.5:<version>-<target>), or set KIMI_HARDWARE to "
+                        f"Run the image built for {hw} (tag {catalog.serving.image.name}:<version>-<target>), or set KIMI_HARDWARE to "
                         f"one of {', '.join(serves)}.")
     return hw
 
@@ -113,20 +115,71 @@ def _valid_variant(settings: Settings, catalog: Catalog, hw: str) -> str:
     return vid
 
 
-def _valid_strategy(settings: Settings, catalog: Catalog) -> str:
+def strategy_support(catalog: Catalog, sid: str, hw: str) -> Optional[str]:
+    """The recipe's `strategy_hardware` word for a strategy on this hardware (hw id > generation >
+    brand > default), or None when it says nothing."""
+    found = catalog.recipe.strategy_hardware.get(sid, {})
+    hardware = catalog.hardware[hw]
+    for key in (hw, hardware.generation, hardware.brand, "default"):
+        if key in found:
+            return found[key]
+    return None
+
+
+def offered_strategies(catalog: Catalog, hw: str) -> list:
+    """The strategies the recipe offers on this hardware: its list, plus what `strategy_hardware`
+    grants there, less what it takes away there."""
+    recipe = catalog.recipe
+    candidates = list(recipe.compatible_strategies) + [s for s in recipe.strategy_hardware
+                                                       if s not in recipe.compatible_strategies]
+    out = []
+    for sid in candidates:
+        support = strategy_support(catalog, sid, hw)
+        if support == "unsupported" or (support is None and sid not in recipe.compatible_strategies):
+            continue
+        out.append(sid)
+    return out
+
+
+def min_gpus(catalog: Catalog, sid: str, hw: str) -> int:
+    """The fewest GPUs the recipe lets a layout of strategy `sid` span on `hw` (0: no floor)."""
+    floors = catalog.recipe.strategy_min_gpus
+    return max(floors.get(sid, 0), floors.get(hw, 0))
+
+
+def default_strategy(catalog: Catalog, nodes: int) -> str:
+    base = catalog.recipe.default_strategy or "single_node_tp"
+    if nodes > 1 and catalog.strategies[base].deploy_type == "single_node":
+        return base.replace("single_node_", "multi_node_")
+    return base
+
+
+def _valid_strategy(settings: Settings, catalog: Catalog, hw: str) -> str:
     recipe = catalog.recipe
     nodes = settings.nodes
-    sid = settings.strategy or ("multi_node_tp" if nodes > 1 else "single_node_tp")
+    sid = settings.strategy or default_strategy(catalog, nodes)
     if sid not in catalog.strategies:
         raise unknown_value("KIMI_STRATEGY", sid, catalog.strategies)
-    if sid not in recipe.compatible_strategies:
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} is not one the Kimi-K2.5 recipe lists. "
-                        f"Use one of: {', '.join(recipe.compatible_strategies)}.")
+    offered = offered_strategies(catalog, hw)
+    if sid not in offered:
+        why = (f"is marked unsupported on {hw} by the {recipe.title} recipe" if strategy_support(catalog, sid, hw)
+               == "unsupported" else f"is not one the {recipe.title} recipe offers on {hw}")
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} {why}. Use one of: {', '.join(offered)}.")
     strat = catalog.strategies[sid]
     if strat.deploy_type == "single_node" and nodes > 1:
         alt = sid.replace("single_node_", "multi_node_")
-        hint = f" Use KIMI_STRATEGY={alt} for {nodes} nodes." if alt in recipe.compatible_strategies else ""
+        hint = f" Use KIMI_STRATEGY={alt} for {nodes} nodes." if alt in offered else ""
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} runs on one node, but KIMI_NODES={nodes}.{hint}")
+    floor = min_gpus(catalog, sid, hw)
+    count = catalog.hardware[hw].gpu_count
+    spans = count * (nodes if strat.deploy_type == "multi_node" else 1)
+    if strat.deploy_type != "pd_cluster" and spans < floor:
+        need = math.ceil(floor / count)
+        multi = sid if strat.deploy_type == "multi_node" else sid.replace("single_node_", "multi_node_")
+        way = (f"KIMI_NODES={need}" + ("" if multi == sid else f" with KIMI_STRATEGY={multi}")) \
+            if multi in offered else f"another strategy ({', '.join(offered)})"
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} on {spans} x {hw} GPUs: the "
+                        f"{recipe.title} recipe runs it on at least {floor} GPUs (strategy_min_gpus). Use {way}.")
     return sid
 
 
@@ -150,9 +203,26 @@ def parse_features(spec: Optional[str], defaults: tuple, known, label: str = "KI
     return tuple(dict.fromkeys(chosen))
 
 
-def _valid_features(settings: Settings, catalog: Catalog, hw: str) -> tuple:
+def _named(spec: Optional[str]) -> set:
+    """Features a KIMI_FEATURES value names to have (plain or +f entries)."""
+    entries = [e.strip() for e in (spec or "").split(",") if e.strip()]
+    return {e.lstrip("+").strip() for e in entries if e[0] != "-"}
+
+
+def _valid_features(settings: Settings, catalog: Catalog, hw: str, sid: str) -> tuple:
     recipe = catalog.recipe
     chosen = parse_features(settings.features, default_features(recipe, hw), recipe.features)
+    named = _named(settings.features)
+    kept = []
+    for fid in chosen:
+        allowed = recipe.features[fid].strategies
+        if allowed is None or sid in allowed:
+            kept.append(fid)
+        elif fid in named:
+            raise KimiError(E.UNSUPPORTED_COMBINATION, f"Feature {fid} applies to {', '.join(allowed)} in the "
+                            f"{recipe.title} recipe, not to KIMI_STRATEGY={sid}. Drop it (KIMI_FEATURES=-{fid}) or "
+                            "choose one of those strategies.")
+    chosen = tuple(kept)  # a default feature the strategy does not take is left out, as the recipe says
     for fid in chosen:
         for other in recipe.features[fid].conflicts_with:
             if other in chosen:
@@ -195,9 +265,31 @@ def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional
     version = match.group(1)
     floor = catalog.recipe.model.min_vllm_version
     if version_key(version) < version_key(floor):
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"{source}={version}: the Kimi-K2.5 recipe needs vLLM >= {floor}. "
-                        f"Use an image built on vLLM {', '.join(known)} (tags <vllm>-<target>).")
+        fit = [v for v in known if version_key(v) >= version_key(floor)]
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"{source or 'KIMI_VLLM_VERSION'}={version}: the "
+                        f"{catalog.recipe.title} recipe needs vLLM >= {floor}. Use an image built on vLLM "
+                        f"{', '.join(fit) or floor} (the default tags; <vllm>-<target> for another release), or "
+                        "another KIMI_RECIPE.")
     return version
+
+
+def _check_stack(settings: Settings, catalog: Catalog, hw: str) -> None:
+    """A recipe's `min_stack` (K3: CUDA 13) against the image's base, where the image says it."""
+    need = catalog.recipe.model.min_stack
+    brand = catalog.hardware[hw].brand
+    for stack, have, name in (("cuda", settings.image_cuda, "KIMI_IMAGE_CUDA"),
+                              ("rocm", settings.image_rocm, "KIMI_IMAGE_ROCM")):
+        want = getattr(need, stack)
+        if not want or not have or (stack == "cuda") != (catalog.brands[brand].name.lower() == "nvidia"):
+            continue
+        import re
+
+        found = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", have.strip())
+        got = tuple(int(x or 0) for x in found.groups()) if found else None
+        if got is None or got < version_key(want):
+            raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {catalog.recipe.title} recipe needs {stack.upper()} >= "
+                            f"{want}, but this image's base has {have} ({name}). {need.why} Run an image built on "
+                            f"a {stack.upper()} {want.split('.')[0]} base (the default tags).")
 
 
 def _check_version_needs(catalog: Catalog, version: str, pid: Optional[str], features: tuple) -> None:
@@ -211,21 +303,56 @@ def _check_version_needs(catalog: Catalog, version: str, pid: Optional[str], fea
                             f"{minimum} (the default tags), or drop {what.split('=')[0] if '=' in what else what}.")
 
 
-def _pool(settings: Settings, catalog: Catalog, role: str) -> PoolChoice:
-    defaults = getattr(catalog.recipe.strategy_overrides.get("pd_cluster"), role, None)
-    nodes = settings.values[f"{role}_nodes"]
-    if nodes is None:
-        nodes = defaults.nodes if defaults else (1 if settings.nodes > 1 else 0)
-    mode = settings.values[f"{role}_parallelism"] or (defaults.parallelism if defaults else "dep")
+def _pool(settings: Settings, catalog: Catalog, role: str, hw: str) -> PoolChoice:
+    recipe = catalog.recipe
+    defaults = getattr(recipe.strategy_overrides.get("pd_cluster"), role, None)
+    mode = settings.values[f"{role}_parallelism"] or (defaults.parallelism if defaults else "tp")
     allowed = []
-    for sid in catalog.recipe.compatible_strategies:
+    for sid in recipe.compatible_strategies:
         for suffix, m in _POOL_MODE_BY_SUFFIX:
             if sid.endswith(suffix) and m not in allowed:
                 allowed.append(m)
     if mode not in allowed:
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_{role.upper()}_PARALLELISM={mode} is not offered by the "
                         f"recipe's strategies; use one of {', '.join(allowed)}.")
-    return PoolChoice(role=role, nodes=nodes, parallelism=mode)
+    hardware = catalog.hardware[hw]
+    floor = min_gpus(catalog, f"multi_node_{mode}", hw)
+    nodes = settings.values[f"{role}_nodes"]
+    if nodes is None and defaults is not None:
+        nodes = defaults.nodes
+    if nodes is None:  # as many whole nodes as the variant's memory and the recipe's GPU floor need
+        vram = recipe.variants[settings.variant or "default"].vram_minimum_gb \
+            if (settings.variant or "default") in recipe.variants else 0
+        nodes = max(1, math.ceil(vram / hardware.vram_gb), math.ceil(floor / hardware.gpu_count))
+    pool = PoolChoice(role=role, nodes=nodes, parallelism=mode)
+    _check_pool(catalog, hw, pool, defaults, floor)
+    return pool
+
+
+def _check_pool(catalog: Catalog, hw: str, pool: PoolChoice, defaults, floor: int) -> None:
+    """Pools the recipe's own data rules out (docs/composition.md: the site renders them anyway)."""
+    recipe, role = catalog.recipe, pool.role
+    count = catalog.hardware[hw].gpu_count
+    gpus = pool.node_count * (count if pool.nodes >= 1 else max(1, count // 2))
+    setting = f"KIMI_{role.upper()}"
+    others = [m for m in ("tp", "tep", "dep") if m != pool.parallelism
+              and strategy_support(catalog, f"multi_node_{m}", hw) != "unsupported"]
+    if strategy_support(catalog, f"multi_node_{pool.parallelism}", hw) == "unsupported":
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {role} pool's {pool.parallelism} layout: the {recipe.title} "
+                        f"recipe marks multi_node_{pool.parallelism} unsupported on {hw}. Set "
+                        f"{setting}_PARALLELISM to {' or '.join(others)}.")
+    if gpus < floor:
+        need = math.ceil(floor / count)
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {role} pool spans {gpus} x {hw} GPUs, but the {recipe.title} "
+                        f"recipe runs a {pool.parallelism} layout on at least {floor} (strategy_min_gpus). Set "
+                        f"{setting}_NODES={need}.")
+    tp = defaults.tp if defaults is not None else None
+    if tp and pool.parallelism in ("tp", "tep") and gpus != tp:
+        way = f"{setting}_NODES={tp // count}" if tp % count == 0 and tp >= count else ""
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe gives the {role} pool tensor parallel "
+                        f"size {tp}, but its {pool.parallelism} layout spans {gpus} x {hw} GPUs and would run TP "
+                        f"{gpus}, not what the recipe means. Set {setting}_PARALLELISM=dep (TP {tp} per data-parallel "
+                        f"rank)" + (f", or {way} if the model fits" if way else "") + ".")
 
 
 def _placeholder_values(settings: Settings) -> dict:
@@ -249,16 +376,17 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
 
     hw = _valid_hardware(settings, catalog, detected_hardware)
     vllm_version = _valid_vllm_version(settings, catalog, detected_vllm, available_versions())
+    _check_stack(settings, catalog, hw)
     vid = _valid_variant(settings, catalog, hw)
-    sid = _valid_strategy(settings, catalog)
-    features = _valid_features(settings, catalog, hw)
+    sid = _valid_strategy(settings, catalog, hw)
+    features = _valid_features(settings, catalog, hw, sid)
     pid = _valid_profile(settings, catalog, hw, vid, sid)
     _check_version_needs(catalog, vllm_version, pid, features)
     strat = catalog.strategies[sid]
     is_pd = strat.deploy_type == "pd_cluster"
     nodes = settings.nodes if strat.deploy_type == "multi_node" else 1
-    prefill = _pool(settings, catalog, "prefill") if is_pd else None
-    decode = _pool(settings, catalog, "decode") if is_pd else None
+    prefill = _pool(settings, catalog, "prefill", hw) if is_pd else None
+    decode = _pool(settings, catalog, "decode", hw) if is_pd else None
     if is_pd:
         for pool in (prefill, decode):
             addrs = settings.values[f"{pool.role}_addrs"]
@@ -284,6 +412,7 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         prefill=prefill, decode=decode,
         model=model,
         served_model_name=settings.served_model_name or model_id,
+        recipe=catalog.recipe.id,
         host=settings.host, port=settings.port,
         user_args=user_args,
         skip_memory_check=settings.skip_memory_check,
@@ -291,6 +420,7 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         values=_placeholder_values(settings),
         load_args=_load_args(model, user_args, vllm_version),
         revision=settings.model_revision,
+        name=settings.name or catalog.recipe.deployment_name,
     )
 
 

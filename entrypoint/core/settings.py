@@ -47,6 +47,7 @@ class Field:
 
 F = Field
 FIELDS: tuple = (
+    F("recipe", "str", None, "`{default_recipe}`", "Which Kimi model: a recipe slug ({recipes})."),
     F("hardware", "str", None, "the image's own target; `auto` = detect",
       "Hardware id: {hardware}, or `auto`."),
     F("variant", "str", "default", "`default`", "Checkpoint variant: {variants}."),
@@ -118,7 +119,8 @@ FIELDS: tuple = (
       pattern=r"/.*", pattern_doc="an absolute path"),
     F("debug", "bool", False, "`0`", "1 = an unexpected error shows its full Python traceback (for a bug report)."),
     F("image", "str", None, "the project's published image for the target", "Image that rendered deployments run."),
-    F("name", "str", "kimi-k2-5", "`kimi-k2-5`", "Name of a rendered deployment (a DNS label: a-z, 0-9, `-`).",
+    F("name", "str", None, "the recipe's (`{default_name}` for {default_recipe})",
+      "Name of a rendered deployment (a DNS label: a-z, 0-9, `-`).",
       pattern=r"[a-z]([-a-z0-9]*[a-z0-9])?", pattern_doc=f"a DNS label: lower-case letters, digits and '-', "
       f"starting with a letter, ending with a letter or digit, at most {limits.MAX_NAME_LENGTH} characters"),
     F("namespace", "str", "kimi-serve", "`kimi-serve`",
@@ -126,12 +128,16 @@ FIELDS: tuple = (
     F("image_target", "str", None, "baked in at build", "The image's build target (set by the image)."),
     F("image_hardware", "str", None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image)."),
     F("image_serves", "list", (), "baked in at build", "Hardware ids the image serves (set by the image)."),
+    F("image_cuda", "str", None, "baked in at build (CUDA images)",
+      "CUDA version of the image's base (set by the image; a recipe's `min_stack` is checked against it)."),
+    F("image_rocm", "str", None, "baked in at build (ROCm images)",
+      "ROCm version of the image's base (set by the image; a recipe's `min_stack` is checked against it)."),
     F("config", "str", None, "none", "Path of a TOML file with the same keys in lower case, without the prefix."),
     F("platform", "str", None, "detected from the platform's own variables (and SageMaker's `serve` argument)",
       "Cloud container platform whose contract the container follows: sagemaker, vertex, azureml, skypilot, or "
       "`none` (docs/cloud.md)."),
     F("recipes_dir", "str", None, "the recipe data of the checkout or the package",
-      "A directory of recipe data (kimi-k2.5.yaml, hardware.yaml, strategies/) to use instead; for maintainers."),
+      "A directory of recipe data (models/, hardware.yaml, strategies/, ...) to use instead; for maintainers."),
     # Variables others set, read by the cluster wiring, detection and preflight (env only).
     F("lws_leader_address", "str", None, "-", "Address of the group's leader pod: KIMI_HEAD_ADDR when unset.",
       external="LWS_LEADER_ADDRESS", owner="LeaderWorkerSet"),

@@ -21,7 +21,7 @@ FILES = ("azureml-endpoint.yml", "azureml-deployment.yml")
 def documents(launch) -> tuple:
     found, offer = platform_offering(launch, PID)
     one_instance(launch, PID, found.display_name)
-    name, port, timing = launch.settings.name, serving_port(launch), health(launch)
+    name, port, timing = launch.name, serving_port(launch), health(launch)
     probe = {"period": timing.interval_s, "timeout": timing.timeout_s}
     routes = {"liveness_route": {"port": port, "path": timing.path},
               "readiness_route": {"port": port, "path": found.routes["health"].path},

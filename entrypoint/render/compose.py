@@ -98,7 +98,7 @@ def _service(launch, proc: Process) -> dict:
 
 
 def download_name(launch) -> str:
-    return f"{launch.settings.name}-download"
+    return f"{launch.name}-download"
 
 
 def _download(launch) -> dict:
@@ -110,7 +110,7 @@ def _download(launch) -> dict:
 
 def _header(launch) -> str:
     plan = launch.plan
-    lines = [f"Kimi-K2.5 on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.",
+    lines = [f"{launch.catalog.recipe.title} on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.",
              "Rendered by `kimi-serve plan --format compose`; start it with `docker compose up -d`.",
              f"The Hugging Face token is read from the file {TOKEN_SOURCE} beside this file (empty for a public",
              f"model), readable by UID {image_user(launch).uid}: ( umask 077; printf %s \"$HF_TOKEN\" > {TOKEN_SOURCE} ); "

@@ -118,7 +118,7 @@ def token_path() -> str:
 
 def service_name(launch, proc: Process) -> str:
     """`<name>` for a single node, `<name>-<role>` for the processes of a PD cluster."""
-    return launch.settings.name if proc.role == "single" else f"{launch.settings.name}-{proc.role}"
+    return launch.name if proc.role == "single" else f"{launch.name}-{proc.role}"
 
 
 def _env_value(value) -> str:

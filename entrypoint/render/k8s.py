@@ -57,18 +57,18 @@ def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
     """The rendering environment: the addresses the deployment gives its own pods."""
     kv = k8s_kv.deployment_environ(environ, settings, sel)  # a KV store's Services and pod names
     if sel.prefill is not None:
-        addrs = {f"KIMI_{p.role.upper()}_ADDRS": ",".join(pod_addresses(lws_name(settings.name, p.role), p.node_count))
+        addrs = {f"KIMI_{p.role.upper()}_ADDRS": ",".join(pod_addresses(lws_name(sel.name, p.role), p.node_count))
                  for p in (sel.prefill, sel.decode)}
         return with_defaults(environ, {**addrs, **AUTO_IFACE, **kv})
     if sel.is_multi_node:
-        head = pod_addresses(lws_name(settings.name), sel.nodes)[0]
+        head = pod_addresses(lws_name(sel.name), sel.nodes)[0]
         return with_defaults(environ, {"KIMI_HEAD_ADDR": head, **AUTO_IFACE})
     return with_defaults(environ, kv)
 
 
 def _own(launch) -> dict:
     """The labels every pod of the deployment carries."""
-    return {"app.kubernetes.io/name": launch.settings.name, "app.kubernetes.io/part-of": "kimi-serve"}
+    return {"app.kubernetes.io/name": launch.name, "app.kubernetes.io/part-of": "kimi-serve"}
 
 
 def _labels(launch, component: str) -> dict:
@@ -119,7 +119,7 @@ def _lws(launch, name: str, group: List[Process]) -> dict:
 
 
 def _service(launch, selector: dict, port: int) -> dict:
-    name = f"{launch.settings.name}-api"
+    name = f"{launch.name}-api"
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(launch, name, "api"),
             "spec": {"selector": selector, "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}
 
@@ -136,7 +136,7 @@ def _namespace(launch) -> dict:
 
 def _network_policies(launch, api_selector: dict, port: int) -> list:
     """The API port from anywhere to the pods that serve it; any port between the deployment's pods."""
-    name, own = launch.settings.name, _own(launch)
+    name, own = launch.name, _own(launch)
     api = {"podSelector": {"matchLabels": api_selector}, "policyTypes": ["Ingress"],
            "ingress": [{"ports": [{"protocol": "TCP", "port": port}]}]}
     internal = {"podSelector": {"matchLabels": own}, "policyTypes": ["Ingress"],
@@ -153,7 +153,7 @@ def _exposed(launch, objects: list, selector: dict, port: int) -> list:
 
 def _single(launch) -> list:
     proc = launch.plan.processes[0]
-    claim = f"{launch.settings.name}-cache"
+    claim = f"{launch.name}-cache"
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(launch, claim, "cache"),
            "spec": _cache_claim_spec()}
     deployment = _deployment(launch, proc, claim)
@@ -163,7 +163,7 @@ def _single(launch) -> list:
 
 def _multi_node(launch) -> list:
     procs = list(launch.plan.processes)
-    name = lws_name(launch.settings.name)
+    name = lws_name(launch.name)
     selector = {LWS_NAME_LABEL: name}
     if not all(p.serves_http for p in procs):
         selector[LWS_INDEX_LABEL] = "0"  # only the head serves the API
@@ -179,7 +179,7 @@ def _pd_cluster(launch) -> list:
     objects = []
     for pool in pools:
         group = sorted((p for p in launch.plan.processes if p.role == pool.role), key=lambda p: p.rank)
-        objects.append(_lws(launch, lws_name(launch.settings.name, pool.role), group))
+        objects.append(_lws(launch, lws_name(launch.name, pool.role), group))
     router = launch.plan.find("router", 0)
     return _exposed(launch, objects + [_deployment(launch, router)], _labels(launch, "router"), router.port)
 
@@ -195,7 +195,7 @@ _SHAPES = {SINGLE: _single, MULTI_NODE: _multi_node, PD_CLUSTER: _pd_cluster, KV
 
 def render(launch) -> dict:
     plan = launch.plan
-    header = (f"# Kimi-K2.5 on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.\n"
+    header = (f"# {launch.catalog.recipe.title} on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.\n"
               "# Rendered by `kimi-serve plan --format k8s`; apply with `kubectl apply -f`. The Hugging Face token\n"
               f"# comes from the optional Secret {hf_token_secret(launch)} (key HF_TOKEN), mounted as a file:\n"
               f"#   kubectl -n {launch.settings.namespace} create secret generic {hf_token_secret(launch)} "

@@ -34,7 +34,7 @@ _RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 
 def hf_token_secret(launch) -> str:
     """The Secret (key HF_TOKEN) the pods read the token from; optional, so public models need none."""
-    return f"{launch.settings.name}-hf-token"
+    return f"{launch.name}-hf-token"
 
 
 def skip_annotations(launch, proc: Process) -> dict:

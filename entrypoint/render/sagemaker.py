@@ -21,7 +21,7 @@ VARIANT = "AllTraffic"
 
 
 def _variant(launch, found, offer) -> dict:
-    name = launch.settings.name
+    name = launch.name
     load_s = health(launch).start_period_s
     variant = {"VariantName": VARIANT, "ModelName": name, "InstanceType": offer.instance_type,
                "InitialInstanceCount": 1, "ContainerStartupHealthCheckTimeoutInSeconds": load_s,
@@ -32,14 +32,14 @@ def _variant(launch, found, offer) -> dict:
     if found.max_volume_gb and need > found.max_volume_gb:
         raise KimiError(UNSUPPORTED_COMBINATION, f"{offer.instance_type} has no instance storage for {need} GB of "
                         f"weights and a SageMaker volume holds at most {found.max_volume_gb} GB. Stream the weights "
-                        "from S3 instead (KIMI_MODEL=s3://bucket/Kimi-K2.5).")
+                        "from S3 instead (KIMI_MODEL=s3://bucket/<model>).")
     return {**variant, "VolumeSizeInGB": need}
 
 
 def requests(launch) -> dict:
     found, offer = platform_offering(launch, PID)
     one_instance(launch, PID, found.display_name)
-    name = launch.settings.name
+    name = launch.name
     model = {"ModelName": name, "ExecutionRoleArn": ROLE_PLACEHOLDER,
              "PrimaryContainer": {"Image": image(launch), "Mode": "SingleModel",
                                   "Environment": platform_env(launch, PID)}}

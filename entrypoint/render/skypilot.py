@@ -29,7 +29,7 @@ def task(launch) -> dict:
                         "server beside the engine or a store) runs different processes, which one SkyPilot task does "
                         "not express: render Kubernetes (--format k8s).")
     env = platform_env(launch, PID)
-    return {"name": launch.settings.name,
+    return {"name": launch.name,
             "resources": {"accelerators": offer.accelerators, "image_id": f"docker:{image(launch)}",
                           "disk_size": checkpoint_gb(launch) * DISK_HEADROOM, "ports": serving_port(launch)},
             "num_nodes": launch.plan.nodes, "envs": {**env, HF_TOKEN: None}, "run": RUN}
@@ -40,7 +40,7 @@ def deployment_environ(environ, settings, sel) -> dict:
 
 
 def file_name(launch) -> str:
-    return f"{launch.settings.name}.sky.yaml"
+    return f"{launch.name}.sky.yaml"
 
 
 def render(launch) -> dict:

@@ -31,11 +31,11 @@ def requests(launch) -> tuple:
             "predictRoute": found.routes["predict"].path, "sharedMemorySizeMb": str(found.shared_memory_mb),
             "startupProbe": _probe(timing, port, timing.start_period_s // timing.interval_s),
             "healthProbe": _probe(timing, port, timing.retries)}
-    upload = {"model": {"displayName": launch.settings.name, "containerSpec": spec}}
+    upload = {"model": {"displayName": launch.name, "containerSpec": spec}}
     machine = {"machineType": offer.machine_type, "acceleratorType": offer.accelerator_type,
                "acceleratorCount": offer.accelerator_count}
     deploy = {"deployedModel": {"model": "projects/PROJECT/locations/REGION/models/MODEL_ID",
-                                "displayName": launch.settings.name,
+                                "displayName": launch.name,
                                 "dedicatedResources": {"machineSpec": machine, "minReplicaCount": 1,
                                                        "maxReplicaCount": 1}},
               "trafficSplit": {"0": 100}}

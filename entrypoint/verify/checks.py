@@ -7,7 +7,10 @@ Requests are sized to the server: max_tokens never exceeds what its max_model_le
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Optional
 
 from entrypoint.verify.client import CheckFailed, Reply, Server, ServerError, excerpt
 from entrypoint.verify.questions import (
@@ -20,14 +23,37 @@ ANSWER_MAX_TOKENS = 256
 PROMPT_ALLOWANCE = 1024  # tokens kept for the prompt (the tool schemas are the longest, ~500)
 MAX_TOOL_ROUNDS = 3
 
-REASONING_PARSER = "--reasoning-parser kimi_k2"
-TOOL_PARSER = "--enable-auto-tool-choice --tool-call-parser kimi_k2"
 TOOL_MARKUP = ("<|tool_calls_section_begin|>", "<|tool_call_begin|>")
 WRONG_ANSWER_CAUSES = ("possible causes: wrong or damaged weights, a chat template other than the model's, "
                        "a quantization or kernel fault")
 
 
-def skip_reason(check: str, features: frozenset[str]) -> str | None:
+@dataclass(frozen=True)
+class ChatFacts:
+    """What the recipe says about talking to its model (its `chat` and its features' args): the
+    parser flags a hint names, and the chat_template_kwargs that switch thinking on and off (None:
+    the template has no switch). The defaults are Kimi-K2.5's."""
+
+    title: str = "Kimi-K2.5"
+    reasoning_args: str = "--reasoning-parser kimi_k2"
+    tool_args: str = "--tool-call-parser kimi_k2 --enable-auto-tool-choice"
+    thinking_on: Optional[dict] = field(default_factory=lambda: {"thinking": True})
+    thinking_off: Optional[dict] = field(default_factory=lambda: {"thinking": False})
+
+    @classmethod
+    def of(cls, recipe) -> "ChatFacts":
+        """The facts of a recipe (a record of recipes/models/<slug>.yaml)."""
+        def args(fid: str) -> str:
+            return " ".join(recipe.features[fid].args) if fid in recipe.features else f"(the recipe has no {fid})"
+
+        return cls(title=recipe.title, reasoning_args=args("reasoning"), tool_args=args("tool_calling"),
+                   thinking_on=dict(recipe.chat.thinking_on) if recipe.chat.thinking_on else None,
+                   thinking_off=dict(recipe.chat.thinking_off) if recipe.chat.thinking_off else None)
+
+
+def skip_reason(check: str, features: frozenset[str], chat: ChatFacts = ChatFacts()) -> str | None:
+    if check == "chat_instant" and "reasoning" in features and chat.thinking_off is None:
+        return f"{chat.title}'s chat template has no switch to turn thinking off"
     if check == "chat_thinking" and "reasoning" not in features:
         return "the reasoning feature is off (no reasoning parser)"
     if check.startswith("tools_") and "tool_calling" not in features:
@@ -65,11 +91,13 @@ def wrong_answer(what: str, reply: Reply, expected: str) -> CheckFailed:
 
 
 class Verifier:
-    def __init__(self, server: Server, model: str | None, expected_model: str | None, features: frozenset[str]):
+    def __init__(self, server: Server, model: str | None, expected_model: str | None, features: frozenset[str],
+                 chat: ChatFacts = ChatFacts()):
         self.server = server
         self.model = model
         self.expected_model = expected_model
         self.features = features
+        self.chat = chat
         self.max_model_len: int | None = None  # from /v1/models
 
     def checks(self) -> list[tuple[str, Callable[[], str]]]:
@@ -140,7 +168,7 @@ class Verifier:
         reply = self._chat([_user(SUM_QUESTION)], thinking=True, max_tokens=max_tokens)
         if reasoning_inline(reply):
             raise CheckFailed(f"the reasoning came back inside content ({excerpt(reply.content)!r}) and no reasoning "
-                              f"field: the server has no reasoning parser; start vLLM with {REASONING_PARSER}")
+                              f"field: the server has no reasoning parser; start vLLM with {self.chat.reasoning_args}")
         if not reply.reasoning:
             causes = ("possible causes: no reasoning parser on the server and a model that did not think, or a chat "
                       'template that ignores "thinking": true')
@@ -160,8 +188,10 @@ class Verifier:
         reply = self._chat([_user(SUM_QUESTION)], thinking=False, max_tokens=self.budget(ANSWER_MAX_TOKENS))
         if reply.reasoning or "</think>" in reply.content:
             shown = reply.reasoning or reply.content
-            raise CheckFailed(f'instant mode ("thinking": false) still reasoned: {excerpt(shown)!r}; possible causes: '
-                              'a chat template that ignores "thinking": false, a model that is not Kimi-K2.5')
+            switch = json.dumps(self.chat.thinking_off or {})
+            raise CheckFailed(f"instant mode (chat_template_kwargs {switch}) still reasoned: {excerpt(shown)!r}; "
+                              f"possible causes: a chat template that ignores {switch}, a model that is not "
+                              f"{self.chat.title}")
         if not is_number_only(reply.content, SUM_ANSWER):
             raise wrong_answer("the answer", reply, f"{SUM_ANSWER} (asked: {SUM_QUESTION!r})")
         return f"answer {SUM_ANSWER!r}, no reasoning"
@@ -179,7 +209,7 @@ class Verifier:
         if not reply.tool_calls:
             if tool_call_as_text(reply):
                 raise CheckFailed(f"the tool call came back as text in content ({excerpt(reply.content)!r}): the "
-                                  f"server's tool-call parser is not kimi_k2; start vLLM with {TOOL_PARSER}")
+                                  f"server's tool-call parser is not kimi_k2; start vLLM with {self.chat.tool_args}")
             raise CheckFailed(f"no tool call; the model answered {excerpt(reply.content)!r} (finish_reason "
                               f"{reply.finish_reason!r}); possible causes: a model that does not use tools, a chat "
                               "template that drops them, wrong or damaged weights")
@@ -243,12 +273,11 @@ class Verifier:
     # --- requests --------------------------------------------------------------------------------
 
     def _body(self, messages: list, *, thinking: bool, max_tokens: int) -> dict:
-        return {
-            "model": self.model,
-            "messages": messages,
-            "max_tokens": max_tokens,
-            "chat_template_kwargs": {"thinking": thinking},
-        }
+        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens}
+        kwargs = self.chat.thinking_on if thinking else self.chat.thinking_off
+        if kwargs:
+            body["chat_template_kwargs"] = dict(kwargs)
+        return body
 
     def _chat(self, messages: list, *, thinking: bool, max_tokens: int) -> Reply:
         return Reply.parse(self.server.chat(self._body(messages, thinking=thinking, max_tokens=max_tokens)))
@@ -263,6 +292,6 @@ class Verifier:
             return Reply.parse(self.server.chat(body))
         except ServerError as error:
             if no_tool_parser(error):
-                hint = f"the server has no tool-call parser; start vLLM with {TOOL_PARSER}"
+                hint = f"the server has no tool-call parser; start vLLM with {self.chat.tool_args}"
                 raise CheckFailed(f"{error}: {hint}") from None
             raise

@@ -1,4 +1,4 @@
-"""Verify a running Kimi-K2.5 server: health, model name, chat, reasoning, tools, images, streaming.
+"""Verify a running Kimi server: health, model name, chat, reasoning, tools, images, streaming.
 
 Every check ends as pass, fail or skip (with why), within its own deadline. A server that refuses
 connections, hangs, drips, answers garbage or too much yields a failed check, never an exception.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from entrypoint.verify.checks import Verifier, skip_reason
+from entrypoint.verify.checks import ChatFacts, Verifier, skip_reason
 from entrypoint.verify.client import CheckFailed, Server, normalize_url
 from entrypoint.verify.report import FAIL, PASS, SKIP, ServerCheck, VerifyReport
 
@@ -34,17 +34,18 @@ def run_verify(
     expected_model: str | None,
     features: frozenset[str],
     timeout: float,
+    chat: ChatFacts = ChatFacts(),
 ) -> VerifyReport:
     """Run every check against the server at url, each within `timeout` seconds in all; checks
     that don't apply to features are skipped."""
     url = normalize_url(url)
     server = Server(url)
-    verifier = Verifier(server, model, expected_model, features)
+    verifier = Verifier(server, model, expected_model, features, chat)
     results: list[ServerCheck] = []
     blocked = None  # why the remaining checks cannot run
     try:
         for name, run in verifier.checks():
-            skip = skip_reason(name, features)
+            skip = skip_reason(name, features, chat)
             if skip:
                 results.append(ServerCheck(name, SKIP, skip))
                 continue

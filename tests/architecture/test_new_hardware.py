@@ -25,16 +25,22 @@ NEW_HARDWARE = {
 }
 
 
-@pytest.fixture(scope="module")
-def recipes(tmp_path_factory) -> Path:
+def data_with_new_hardware(tmp_path_factory) -> Path:
+    """A copy of recipes/ whose hardware.yaml has the made-up GPU."""
     copy = tmp_path_factory.mktemp("data") / "recipes"
     shutil.copytree(ROOT / "recipes", copy, ignore=shutil.ignore_patterns(".validated"))
     hardware = yaml.safe_load((copy / "hardware.yaml").read_text())
     hardware["hardware"][NEW_ID] = NEW_HARDWARE
     (copy / "hardware.yaml").write_text(yaml.safe_dump(hardware, sort_keys=False))
-    recipe = yaml.safe_load((copy / "kimi-k2.5.yaml").read_text())
+    return copy
+
+
+@pytest.fixture(scope="module")
+def recipes(tmp_path_factory) -> Path:
+    copy = data_with_new_hardware(tmp_path_factory)
+    recipe = yaml.safe_load((copy / "models" / "kimi-k2.5.yaml").read_text())
     recipe["hardware"].append(NEW_ID)
-    (copy / "kimi-k2.5.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    (copy / "models" / "kimi-k2.5.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     return copy
 
 
@@ -64,7 +70,7 @@ def test_print_and_plan_in_every_format(recipes, tmp_path):
         out = kimi(recipes, "plan", "--format", fmt, "--output", str(where), **env)
         assert out.returncode == 0, out.stderr
         text = "".join(p.read_text() for p in where.iterdir())
-        assert "ghcr.io/kimi-serve/kimi-k2.5:b200" in text
+        assert "ghcr.io/kimi-serve/kimi:b200" in text
         if fmt == "k8s":
             assert "nvidia.com/gpu.product: NVIDIA-X900" in text and "nvidia.com/gpu: '8'" in text
 

@@ -16,6 +16,7 @@ COMPOSE: Dict[str, dict] = {
                        "KIMI_DECODE_NODES": "0"},
     "pd-shared-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "0",
                          "KIMI_DECODE_NODES": "0", "KIMI_NAME": "kimi"},
+    "k2-instruct-single-b200": {"KIMI_RECIPE": "kimi-k2-instruct", "KIMI_HARDWARE": "b200"},
     # KV offload on one node (docs/kv-cache.md): LMCache beside the engine, a store of one instance, PD + store
     "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
     "kv-distributed-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"},
@@ -35,6 +36,11 @@ K8S: Dict[str, dict] = {
                     "KIMI_DECODE_NODES": "1", "KIMI_PREFILL_PARALLELISM": "tp"},
     "pd-mi355x-2x2": {"KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "2",
                       "KIMI_DECODE_NODES": "2"},
+    # the other recipes: K3's own shapes (its tp_dp grant, its derived PD pools: prefill 1, decode 2)
+    "k3-single-b300": {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "b300"},
+    "k3-tp_dp-gb300x4": {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "gb300", "KIMI_STRATEGY": "multi_node_tp_dp",
+                         "KIMI_NODES": "4"},
+    "k3-pd-mi355x": {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster"},
     # KV offload (docs/kv-cache.md): LMCache's sidecar, the two Mooncake stores, one with PD pools
     "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
     "kv-simple-h100x2": {"KIMI_HARDWARE": "h100", "KIMI_NODES": "2", "KIMI_KV_OFFLOAD": "simple"},
@@ -44,6 +50,16 @@ K8S: Dict[str, dict] = {
     "kv-centralized-pd-b200": {"KIMI_HARDWARE": "b200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "1",
                                "KIMI_DECODE_NODES": "1", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake"},
 }
+
+
+# Each recipe's default deployment name (its `deployment_name`), written out here.
+DEFAULT_NAMES = {None: "kimi-k2-5", "kimi-k2.5": "kimi-k2-5", "kimi-k3": "kimi-k3",
+                 "kimi-k2-instruct": "kimi-k2-instruct"}
+
+
+def deployment_name(environ: Mapping[str, str]) -> str:
+    """The name a shape's deployment has: KIMI_NAME, else its recipe's default."""
+    return environ.get("KIMI_NAME") or DEFAULT_NAMES[environ.get("KIMI_RECIPE")]
 
 
 def renderer(fmt: str):

@@ -16,7 +16,7 @@ import yaml
 from entrypoint.core.errors import KimiError
 from entrypoint.render import compose
 from tests.conftest import IN_CI
-from tests.deploy.shapes import COMPOSE, launch_for, render
+from tests.deploy.shapes import COMPOSE, deployment_name, launch_for, render
 from tests.testdata import COMPOSE_SPEC
 
 SPEC = COMPOSE_SPEC
@@ -61,7 +61,7 @@ def test_one_service_per_process(case):
     doc = yaml.safe_load(text)
     launch = launch_for("compose", environ)
     brand = launch.catalog.hardware[launch.plan.hardware].brand
-    name = environ.get("KIMI_NAME", "kimi-k2-5")
+    name = deployment_name(environ)
     assert list(doc["volumes"]) == [compose.CACHE_VOLUME] and doc["secrets"] == {"hf_token": {"file": "./hf_token"}}
     want = [name if p.role == "single" else f"{name}-{p.role}" for p in launch.plan.processes]
     assert list(doc["services"]) == [f"{name}-download"] + want
@@ -72,7 +72,7 @@ def test_one_service_per_process(case):
     assert "deploy" not in download and "devices" not in download  # fetching needs no GPU
     for proc, svc in zip(launch.plan.processes, doc["services"].values()):
         target = launch.catalog.hardware[launch.plan.hardware].image_target
-        assert svc["image"] == f"ghcr.io/kimi-serve/kimi-k2.5:{target}"
+        assert svc["image"] == f"ghcr.io/kimi-serve/kimi:{target}"
         assert "command" not in svc and "entrypoint" not in svc
         env = svc["environment"]
         assert "HF_TOKEN" not in env and env["KIMI_HARDWARE"] == environ["KIMI_HARDWARE"]

@@ -14,7 +14,7 @@ import pytest
 from entrypoint.app import choices
 from entrypoint.node.cluster import default_route_iface
 from entrypoint.render import k8s
-from tests.deploy.shapes import K8S, documents
+from tests.deploy.shapes import K8S, deployment_name, documents
 
 NAMESPACE = "serving"
 CASES = sorted(K8S)
@@ -61,7 +61,7 @@ def test_each_pod_launches_its_process_of_the_plan(case):
     # The plan as the pods see it: the interface `auto` finds, and the head address LWS gives.
     plan_env = {**render_env, "KIMI_IFACE": iface}
     if "KIMI_HEAD_ADDR" in render_env:
-        plan_env["KIMI_HEAD_ADDR"] = _leader_address(k8s.lws_name(render_env.get("KIMI_NAME", "kimi-k2-5")))
+        plan_env["KIMI_HEAD_ADDR"] = _leader_address(k8s.lws_name(deployment_name(render_env)))
     plan = _kimi(["plan", "--format", "json"], plan_env)["processes"]
     launched = []
     for pod_env, index in pods(documents("k8s", environ)):

@@ -1,9 +1,22 @@
-"""The golden launches (tests/data/golden, see tests/data/PROVENANCE.md)."""
+"""The golden launches (tests/data/golden, see tests/data/PROVENANCE.md): one file per recipe."""
 
 import json
 
-from tests.testdata import GOLDEN
+from tests.testdata import GOLDEN, GOLDEN_DIR
+
+RECIPE_GOLDENS = ("kimi-k2-instruct", "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "kimi-k2.7-code", "kimi-k3")
 
 
-def golden_cases():
-    return json.loads(GOLDEN.read_text())["cases"]
+def golden_cases(slug: str = "kimi-k2.5"):
+    path = GOLDEN if slug == "kimi-k2.5" else GOLDEN_DIR / f"{slug}.json"
+    return json.loads(path.read_text())["cases"]
+
+
+def family_cases():
+    """(slug, case) of every recipe's golden, the cases the site's rendering is kept for."""
+    return [(slug, c) for slug in RECIPE_GOLDENS for c in golden_cases(slug) if "expect" in c]
+
+
+def excluded_cases():
+    """(slug, case) the golden marks `excluded`: renderings the project refuses or corrects."""
+    return [(slug, c) for slug in RECIPE_GOLDENS for c in golden_cases(slug) if "excluded" in c]

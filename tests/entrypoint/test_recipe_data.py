@@ -43,12 +43,12 @@ def test_shipped_data_matches_the_reference_facts(data):
 
 
 @pytest.mark.parametrize("file, change, words", [
-    ("kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(vram_min=1), "vram_min"),
-    ("kimi-k2.5.yaml", lambda d: d["opt_in_features"].append("vision"), "feature 'vision'"),
-    ("kimi-k2.5.yaml", lambda d: d["compatible_strategies"].append("ring"), "strategy 'ring'"),
-    ("kimi-k2.5.yaml", lambda d: d["variants"]["mxfp4"].update(supported_hardware=["mi400x"]), "'mi400x'"),
-    ("kimi-k2.5.yaml", lambda d: d["profiles"]["flydsl"].update(variants=["int8"]), "variant 'int8'"),
-    ("kimi-k2.5.yaml", lambda d: d["features"]["text_only"].update(conflicts_with=["audio"]), "feature 'audio'"),
+    ("models/kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(vram_min=1), "vram_min"),
+    ("models/kimi-k2.5.yaml", lambda d: d["opt_in_features"].append("vision"), "feature 'vision'"),
+    ("models/kimi-k2.5.yaml", lambda d: d["compatible_strategies"].append("ring"), "strategy 'ring'"),
+    ("models/kimi-k2.5.yaml", lambda d: d["variants"]["mxfp4"].update(supported_hardware=["mi400x"]), "'mi400x'"),
+    ("models/kimi-k2.5.yaml", lambda d: d["profiles"]["flydsl"].update(variants=["int8"]), "variant 'int8'"),
+    ("models/kimi-k2.5.yaml", lambda d: d["features"]["text_only"].update(conflicts_with=["audio"]), "feature 'audio'"),
     ("hardware.yaml", lambda d: d["hardware"]["mi300x"].pop("gfx"), "gfx"),
     ("hardware.yaml", lambda d: d["hardware"]["h200"].update(gpus=8), "gpus"),
     ("strategies/pd_cluster.yaml", lambda d: d.pop("router"), "router"),
@@ -66,9 +66,9 @@ def test_validated_cache_is_reused_and_invalidated_by_content(data, tmp_path):
         list((data / ".validated").glob("catalog-*.pickle"))
     assert len(cached) == 1
     assert load_catalog_from(data) == first
-    edit(data / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(vram_minimum_gb=700))
+    edit(data / "models" / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(vram_minimum_gb=700))
     assert load_catalog_from(data).recipe.variants["default"].vram_minimum_gb == 700
-    edit(data / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(bogus=1))
+    edit(data / "models" / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(bogus=1))
     with pytest.raises(RecipeDataError):
         load_catalog_from(data)
 

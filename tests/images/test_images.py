@@ -14,6 +14,9 @@ TARGETS = list(DATA.targets)
 STOP_TIMEOUT = 20
 
 
+EVERY_RECIPE = ("kimi-k2-instruct", "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "kimi-k2.7-code", "kimi-k3")
+
+
 def image_of(built_images, target):
     r = built_images.get(target)
     assert r and r["ok"], f"{target} did not build/smoke: {(r or {}).get('error')}\n{built_images['_stderr'][-3000:]}"
@@ -26,10 +29,15 @@ def test_builds_and_passes_smoke(built_images, docker_client, target):
     attrs = docker_client.images.get(image).attrs
     assert attrs["Architecture"] == DATA.targets[target].arch
     tags = set(attrs["RepoTags"])
-    assert {f"{TEST_REGISTRY}/kimi-k2.5:{target}", f"{TEST_REGISTRY}/kimi-k2.5:{DATA.vllm_version}-{target}"} <= tags
+    assert {f"{TEST_REGISTRY}/kimi:{target}", f"{TEST_REGISTRY}/kimi:{DATA.vllm_version}-{target}"} <= tags
     # The base's vLLM release is baked in: the grammar launches are checked against, and a label.
     assert f"KIMI_VLLM_VERSION={DATA.vllm_version}" in attrs["Config"]["Env"]
     assert attrs["Config"]["Labels"]["org.kimi-serve.vllm-version"] == DATA.vllm_version
+    # One image serves every recipe (KIMI_RECIPE at run time); its base's CUDA is baked in for K3's floor.
+    assert attrs["Config"]["Labels"]["org.kimi-serve.recipes"] == ",".join(EVERY_RECIPE)
+    cuda = DATA.bases[DATA.targets[target].base].cuda
+    assert f"KIMI_IMAGE_CUDA={cuda or ''}" in attrs["Config"]["Env"]
+    assert (cuda or "").startswith("13.") == (DATA.targets[target].base == "cuda")
 
 
 def test_summary_table_printed(built_images):

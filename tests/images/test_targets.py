@@ -78,7 +78,7 @@ def test_image_target_and_arch_must_agree_with_hardware_data(tmp_path, hw_id, ke
 
 def test_published_repository_comes_from_the_recipe_data():
     data = targets.load()
-    assert (data.registry, data.image) == ("ghcr.io/kimi-serve", "kimi-k2.5")
+    assert (data.registry, data.image) == ("ghcr.io/kimi-serve", "kimi")
     assert "registry" not in yaml.safe_load(targets.TARGETS_FILE.read_text())
 
 
@@ -92,8 +92,8 @@ def test_list_shows_every_tag_a_build_creates():
     rows = json.loads(run_build_py("list", "--format", "json", "--registry", "r.example/x").stdout)
     sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     h200 = next(r for r in rows if r["target"] == "h200")
-    assert h200["tags"] == [f"r.example/x/kimi-k2.5:{targets.load().vllm_version}-h200", "r.example/x/kimi-k2.5:h200",
-                            *([f"r.example/x/kimi-k2.5:{sha}-h200"] if sha else [])]
+    assert h200["tags"] == [f"r.example/x/kimi:{targets.load().vllm_version}-h200", "r.example/x/kimi:h200",
+                            *([f"r.example/x/kimi:{sha}-h200"] if sha else [])]
     table = run_build_py("list", "--registry", "r.example/x").stdout
     assert all(tag.rsplit(":", 1)[1] in table for r in rows for tag in r["tags"])
 

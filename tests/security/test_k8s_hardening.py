@@ -133,7 +133,7 @@ def test_a_digest_locked_in_the_data_pins_the_published_image(tmp_path, monkeypa
     digest = "sha256:" + "0123456789abcdef" * 4
     monkeypatch.setenv("KIMI_RECIPES_DIR", _recipes_with_digests(tmp_path / "good", {"h200": digest}))
     (dep,) = [d for d in documents("k8s", K8S["single-h200"]) if d["kind"] == "Deployment"]
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == f"ghcr.io/kimi-serve/kimi-k2.5:h200@{digest}"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == f"ghcr.io/kimi-serve/kimi:h200@{digest}"
     assert "annotations" not in dep["metadata"]  # nothing left to skip
     (dep,) = [d for d in documents("k8s", K8S["single-mi300x-features"]) if d["kind"] == "Deployment"]
     assert "@" not in dep["spec"]["template"]["spec"]["containers"][0]["image"]  # no digest locked for it

@@ -32,10 +32,10 @@ def test_the_floor_stays_buildable_with_its_own_tags():
     floor = load_catalog().recipe.model.min_vllm_version
     old = data.for_release(floor)
     assert old.bases["cuda"].ref.endswith(f":v{floor}") and old.bases["cuda"].name == data.bases["cuda"].name
-    assert old.tags("h200", "r.example", "abc1234") == [f"r.example/kimi-k2.5:{floor}-h200",
-                                                        f"r.example/kimi-k2.5:abc1234-{floor}-h200"]
-    assert data.tags("h200", "r.example")[:2] == [f"r.example/kimi-k2.5:{newest_version()}-h200",
-                                                  "r.example/kimi-k2.5:h200"]
+    assert old.tags("h200", "r.example", "abc1234") == [f"r.example/kimi:{floor}-h200",
+                                                        f"r.example/kimi:abc1234-{floor}-h200"]
+    assert data.tags("h200", "r.example")[:2] == [f"r.example/kimi:{newest_version()}-h200",
+                                                  "r.example/kimi:h200"]
     assert engine.build_args(old, "h200", old.bases["cuda"].ref)["KIMI_VLLM_VERSION"] == floor
     assert engine.build_args(data, "h200", data.bases["cuda"].ref)["KIMI_VLLM_VERSION"] == newest_version()
     assert "rocm-gfx950" not in old.targets  # the gfx950 target lists only the releases it supports
@@ -71,8 +71,8 @@ def test_build_cli_lists_a_release():
                          capture_output=True, text=True, check=True)
     rows = {r["target"]: r for r in json.loads(out.stdout)}
     sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    assert rows["h200"]["tags"] == ["ghcr.io/kimi-serve/kimi-k2.5:0.19.1-h200",  # every tag a build creates
-                                    *([f"ghcr.io/kimi-serve/kimi-k2.5:{sha}-0.19.1-h200"] if sha else [])]
+    assert rows["h200"]["tags"] == ["ghcr.io/kimi-serve/kimi:0.19.1-h200",  # every tag a build creates
+                                    *([f"ghcr.io/kimi-serve/kimi:{sha}-0.19.1-h200"] if sha else [])]
     assert rows["h200"]["base"].endswith("vllm-openai:v0.19.1")
     bad = subprocess.run([sys.executable, str(ROOT / "build.py"), "list", "--vllm", "0.5.0"], capture_output=True,
                          text=True)
