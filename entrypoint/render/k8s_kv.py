@@ -45,7 +45,7 @@ def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
                         "rendering does not draw yet (a LeaderWorkerSet per instance). Render single-node "
                         "instances (KIMI_STRATEGY=single_node_*), or run the plan's processes yourself "
                         "(`kimi-serve plan`).")
-    where = addresses(settings.name)
+    where = addresses(sel.name)
     out = {"KIMI_MOONCAKE_MASTER_ADDR": where["master"], "KIMI_MOONCAKE_STORE_HOST": where["store"]}
     if sel.prefill is None:
         out["KIMI_INSTANCE_ADDRS"] = ",".join(where["instance"](i) for i in range(choice.instances))
@@ -67,7 +67,7 @@ def _with_rank(spec: dict) -> dict:
 
 
 def _stateful_set(k8s, launch, proc: Process, replicas: int, claims: bool) -> dict:
-    name = f"{launch.settings.name}-{proc.role}"
+    name = f"{launch.name}-{proc.role}"
     spec = {"replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": k8s._labels(launch, proc.role)},
             "template": {"metadata": k8s._template_meta(launch, proc), "spec": _with_rank(pod_spec(launch, proc, None))}}
@@ -78,7 +78,7 @@ def _stateful_set(k8s, launch, proc: Process, replicas: int, claims: bool) -> di
 
 
 def _master_service(k8s, launch, master: Process) -> dict:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": k8s._meta(launch, f"{launch.settings.name}-master",
+    return {"apiVersion": "v1", "kind": "Service", "metadata": k8s._meta(launch, f"{launch.name}-master",
                                                                          "master"),
             "spec": {"selector": k8s._labels(launch, "master"),
                      "ports": [{"name": "tcp", "port": master.port, "targetPort": "tcp"}]}}
@@ -90,14 +90,14 @@ def kv_store(k8s, launch) -> list:
     objects: List[dict] = [k8s._deployment(launch, master), _master_service(k8s, launch, master)]
     if store is not None:
         objects += [_stateful_set(k8s, launch, store, 1, claims=False),
-                    _headless(k8s, launch, f"{launch.settings.name}-store", "store")]
+                    _headless(k8s, launch, f"{launch.name}-store", "store")]
     router = plan.find("router", 0)
     if launch.selection.prefill is not None:  # PD pools + their router, as k8s.py draws them
         pd = k8s._pd_cluster(launch)
         return pd[:1] + objects + pd[1:]
     instances = [p for p in plan.processes if p.role == "instance"]
     objects += [_stateful_set(k8s, launch, instances[0], len(instances), claims=True),
-                _headless(k8s, launch, f"{launch.settings.name}-instance", "instance")]
+                _headless(k8s, launch, f"{launch.name}-instance", "instance")]
     if router is None:  # one instance serves the API itself
         return k8s._exposed(launch, objects, k8s._labels(launch, "instance"), instances[0].port)
     return k8s._exposed(launch, objects + [k8s._deployment(launch, router)], k8s._labels(launch, "router"),

@@ -52,7 +52,7 @@ def _compare(expect: dict, got: dict, removed: set):
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_golden_kv_case(case, catalog):
-    removed = set() if "KIMI_VLLM_VERSION" in case["settings"] else set(catalog.recipe.vllm_env_removed)
+    removed = set() if "KIMI_VLLM_VERSION" in case["settings"] else set(catalog.vllm_env_removed)
     try:
         got = build(case["settings"], catalog=catalog).plan.as_dict()
     except KimiError as err:
@@ -75,7 +75,7 @@ def test_golden_kv_through_the_batch_cli(tmp_path):
     assert len(results) == len(CASES)
     from entrypoint.core.recipe import load_catalog
 
-    removed = set(load_catalog().recipe.vllm_env_removed)
+    removed = set(load_catalog().vllm_env_removed)
     for case, result in zip(CASES, results):
         if "error" in case["expect"]:
             assert result["error"]["code"] == case["expect"]["error"], case["id"]

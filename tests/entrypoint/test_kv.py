@@ -124,7 +124,7 @@ def test_opt_in_options_are_closed_without_a_verified_run():
 def _data_copy(tmp_path, edit_recipe=None, edit_kv=None):
     data = tmp_path / "recipes"
     shutil.copytree(default_recipes_dir(), data, ignore=shutil.ignore_patterns(".validated", "__pycache__"))
-    for name, edit in (("kimi-k2.5.yaml", edit_recipe), ("kv_offload.yaml", edit_kv)):
+    for name, edit in (("models/kimi-k2.5.yaml", edit_recipe), ("kv_offload.yaml", edit_kv)):
         if edit:
             doc = yaml.safe_load((data / name).read_text())
             edit(doc)
