@@ -14,10 +14,10 @@ from pydantic import ValidationError, field_validator, model_validator
 from buildsys import ROOT
 from entrypoint.core.recipe import RecipeDataError, load_catalog_from
 from entrypoint.core.recipe_schema import Strict
+from entrypoint.core.versions import is_digest, version_key
 
 TARGETS_FILE = ROOT / "images" / "targets.yaml"
 RECIPES_DIR = ROOT / "recipes"
-MIN_VLLM = (0, 19, 1)
 
 
 STACK_VERSION = r"\d+\.\d+(\.\d+)?"
@@ -44,7 +44,7 @@ class Base(Strict):
     @field_validator("digest")
     @classmethod
     def _digest(cls, v):
-        if v is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", v):
+        if v is not None and not is_digest(v):
             raise ValueError(f"{v!r} is not a sha256 digest")
         return v
 
@@ -107,9 +107,9 @@ class Targets(Strict):
     @field_validator("vllm_version")
     @classmethod
     def _vllm(cls, v):
-        parts = tuple(int(x) for x in re.findall(r"\d+", v)[:3])
-        if parts < MIN_VLLM:
-            raise ValueError(f"vLLM {v} is older than {'.'.join(map(str, MIN_VLLM))}")
+        floor = load_catalog_from(RECIPES_DIR).recipe.model.min_vllm_version  # the recipe's, the one floor
+        if version_key(v) < version_key(floor):
+            raise ValueError(f"vLLM {v} is older than {floor}, the recipe's min_vllm_version")
         return v
 
     @model_validator(mode="after")

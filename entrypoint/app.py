@@ -54,10 +54,18 @@ class Launch:
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
             detected_vllm: Optional[str] = None) -> Launch:
     """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names)."""
+    from entrypoint.core import placement
+    from entrypoint.core.vllm_cli import spec_for
+
     catalog = with_recipe(catalog or load_catalog(), settings.recipe)
     selection = select(settings, catalog, detected_hardware, detected_vllm)
+    placement.check_addresses(settings)
+    placement.check_user_args(selection.user_args, spec_for(selection.vllm_version))
     choice = kv.choose(settings, hostname=socket.gethostname())
     plan = kv.compose(selection, catalog, choice) if choice else resolve(selection, catalog)
+    placement.check_role(settings, plan)
+    placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings,
+                             spec_for(selection.vllm_version))
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, kv=choice)
 
 
@@ -65,6 +73,25 @@ def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: 
           catalog: Optional[Catalog] = None) -> Launch:
     """The launch of an already wired environment (no detection, no cluster wiring)."""
     return compose(read_settings(environ, user_args), detected_hardware, catalog)
+
+
+def platform_launch(environ: Mapping[str, str], args: tuple = ()) -> Launch:
+    """The launch of a container described by its variables alone (a `plan --batch` line, a cloud
+    rendering's container): the platform's contract applied as that container would start, never
+    this machine's network or GPUs."""
+    platform = wire_platform(args, environ)
+    return _checked(replace(build(platform.environ, platform.args), platform=platform))
+
+
+def _checked(launch: Launch) -> Launch:
+    """A platform's contract holds for the launch: the vLLM args may not move the port or the
+    bind address the platform sends traffic to."""
+    if launch.platform is not None and launch.platform.platform:
+        from entrypoint.core.vllm_cli import spec_for
+        from entrypoint.node.platform import check_contract
+
+        check_contract(launch.platform, launch.plan, spec_for(launch.selection.vllm_version))
+    return launch
 
 
 def wants_detection(settings: Settings) -> bool:
@@ -109,7 +136,7 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
         from entrypoint.node.detect import installed_vllm_version
 
         vllm = installed_vllm_version()
-    return replace(compose(settings, detected, detected_vllm=vllm), platform=platform)
+    return _checked(replace(compose(settings, detected, detected_vllm=vllm), platform=platform))
 
 
 def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:
@@ -117,6 +144,23 @@ def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None
     deployment gives its own containers."""
     environ = os.environ if environ is None else environ
     return build(render_module.deployment_environ(environ, *choices(environ)))
+
+
+def deployment_files(render_module, environ: Optional[Mapping[str, str]] = None) -> dict:
+    """The files a renderer writes ({name: text}); a cloud platform's container is first started
+    here (to its launch, not exec) as the platform will start it, so that a container the platform
+    would see exit 2 is refused before anything is written."""
+    launch = deployment_launch(render_module, environ)
+    files = render_module.render(launch)
+    pid = getattr(render_module, "PID", None)
+    if pid:
+        from entrypoint.core.platforms import platform as platform_data
+        from entrypoint.render.deployment import platform_env
+
+        found = platform_data(pid)
+        if any(b.binding == "contract" for b in found.contract.values()):  # one container per instance
+            platform_launch(platform_env(launch, pid), tuple(found.detect.args[:1]))
+    return files
 
 
 @dataclass(frozen=True)
@@ -138,7 +182,8 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
     launch = load_launch((), environ)
     proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
         launch.plan.find("router", 0)
-    return ServiceExpectations(url=local_url(launch, proc), served_model_name=launch.plan.served_model_name,
+    named = proc if proc.role != "router" else next(p for p in launch.plan.processes if p.role != "router")
+    return ServiceExpectations(url=local_url(launch, proc), served_model_name=served_name(launch, named),
                                features=frozenset(launch.plan.features), chat=_chat_facts(launch.catalog.recipe))
 
 
@@ -154,8 +199,27 @@ def local_url(launch: Launch, proc: Process, port: Optional[int] = None) -> str:
     `port` overrides the plan's (the port the start recorded)."""
     from entrypoint.core.net import client_url
 
-    host = launch.settings.router_host if proc.role == "router" else launch.settings.host
+    host = launch.settings.router_host if proc.role == "router" else effective(launch, proc).get("host",
+                                                                                               launch.settings.host)
     return client_url(host, port or proc.port or 8000)
+
+
+def effective(launch: Launch, proc: Process) -> dict:
+    """What vLLM itself reads from the process's argv (the vLLM args come last and win): dest -> value."""
+    if proc.role == "router":
+        return {}
+    from entrypoint.core.vllm_cli import spec_for, values
+
+    return values(proc.argv[2:], spec_for(launch.selection.vllm_version))
+
+
+def served_name(launch: Launch, proc: Process) -> str:
+    """The name the server answers to: the effective --served-model-name (its first name), else
+    the model argument."""
+    names = effective(launch, proc).get("served_model_name")
+    if isinstance(names, list) and names:
+        return names[0]
+    return names if isinstance(names, str) and names else launch.plan.served_model_name
 
 
 def announce(proc: Process, environ: Mapping[str, str], log) -> None:
@@ -269,7 +333,9 @@ def _weights(launch, environ: Mapping[str, str]):
     from entrypoint.core.weights import sources
     from entrypoint.node.cache import uses_modelscope
     from entrypoint.node.hub_cache import hub_dir
+    from entrypoint.node.weights import check_token_file
 
+    check_token_file(environ)
     if uses_modelscope(environ):
         raise KimiError(UNSUPPORTED_COMBINATION, "kimi-serve download fetches from the Hugging Face Hub; with "
                         "VLLM_USE_MODELSCOPE=true use `modelscope download --model <id> --cache_dir "

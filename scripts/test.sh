@@ -8,7 +8,8 @@
 #      when pyproject.toml changed);
 #   3. starts a Docker engine unless one is running (and stops it at the end only if it started
 #      it); the tests start their own registry on 127.0.0.1 and stop it;
-#   4. runs `python -m pytest tests` with any arguments given, and exits with pytest's status.
+#   4. runs `python -m pytest tests` on every core (pytest-xdist) with any arguments given, and exits
+#      with pytest's status.
 # Usage: bash scripts/test.sh [PYTEST_ARGS...]      e.g. bash scripts/test.sh -m "not slow and not docker"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,9 +38,16 @@ else
   log "no Docker engine and not root: docker tests skip (or fail under CI=true)"
 fi
 
-log "$py -m pytest tests -q $*"
+# Every core (pytest-xdist): tests that share the Docker engine, a registry or a tool's venv are
+# in one xdist group (tests/conftest.py, markers docker/vllm/serial) and run in turn on one worker.
+# PYTEST_WORKERS=0 runs in this process; an explicit -n/-p no:xdist among the arguments wins.
+parallel=(-n "${PYTEST_WORKERS:-auto}" --dist loadgroup)
+if [[ "${PYTEST_WORKERS:-auto}" == 0 || " $* " == *" -n"* || " $* " == *"no:xdist"* ]]; then
+  parallel=()
+fi
+log "$py -m pytest tests -q ${parallel[*]} $*"
 set +e
-PATH="$bin:$PATH" "$py" -m pytest tests -q -rfEs -p no:cacheprovider "$@" </dev/null
+PATH="$bin:$PATH" "$py" -m pytest tests -q -rfEs -p no:cacheprovider "${parallel[@]}" "$@" </dev/null
 status=$?
 set -e
 log "pytest exited $status"

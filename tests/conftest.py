@@ -50,6 +50,17 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+SERIAL_MARKERS = ("docker", "vllm", "serial")  # a shared engine, registry, images or venv: one worker, in turn
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (--dist loadgroup, scripts/test.sh), every test that uses a shared
+    resource is in one group, so one worker runs them one after another; the rest spread."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in SERIAL_MARKERS):
+            item.add_marker(pytest.mark.xdist_group("serial"))
+
+
 def _no_engine(reason: str):
     if IN_CI:
         pytest.fail(f"CI=true but no Docker engine: {reason}", pytrace=False)

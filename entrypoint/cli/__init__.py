@@ -93,7 +93,19 @@ def _run_command(name: str, args: List[str]) -> None:
 
 
 def _json_log() -> bool:
-    return os.environ.get("KIMI_LOG_FORMAT", "").strip().lower() == "json"
+    """KIMI_LOG_FORMAT read through the settings like every other variable (the environment, else
+    the KIMI_CONFIG file). Never failing: when the settings cannot be read (that error is what
+    gets reported), the file and the variable alone are asked, then the default (text)."""
+    from entrypoint.core.settings import BY_NAME, read_settings
+
+    names = (BY_NAME["config"].env, BY_NAME["log_format"].env)
+    for environ in (os.environ, {k: os.environ[k] for k in names if k in os.environ},
+                    {k: os.environ[k] for k in names[1:] if k in os.environ}):
+        try:
+            return read_settings(environ).log_format == "json"
+        except Exception:  # noqa: BLE001 - the guard's own input: fall back, never fail here
+            continue
+    return False
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -29,9 +29,9 @@ def _debug() -> bool:
 
 def say(message: str, level: str = "error", json_log: bool = False, code: str = "") -> None:
     """One line on stderr, secrets masked: `kimi-serve: error: ...`, or a JSON record."""
-    from entrypoint.core.mask import mask_flags, mask_text, secret_values
+    from entrypoint.core.mask import mask_output
 
-    message = mask_flags(mask_text(message, secret_values(os.environ, ARGV)))
+    message = mask_output(message, os.environ, ARGV)
     if json_log:
         record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": level, "event": level,
                   "message": message}
@@ -42,9 +42,13 @@ def say(message: str, level: str = "error", json_log: bool = False, code: str = 
         print(f"kimi-serve: {level}: {message}", file=sys.stderr, flush=True)
 
 
-def fail(err: KimiError, exit_code: int = None, json_log: bool = False) -> NoReturn:
-    say(err.message, json_log=json_log, code=err.code)
-    sys.exit(exit_code if exit_code is not None else err.exit_code)
+def echo(text: str, err: bool = False) -> None:
+    """What a command prints on stdout (or stderr), through the one masking of secrets."""
+    import click
+
+    from entrypoint.core.mask import mask_output
+
+    click.echo(mask_output(text, os.environ, ARGV), err=err)
 
 
 def _os_message(err: OSError) -> str:
@@ -93,6 +97,16 @@ def guarded(fn):
         return run_guarded(fn, *args, **kwargs)
 
     return wrapper
+
+
+def not_empty(ctx, param, value):
+    """click callback: an option given with an empty value (`--batch ""`) is an error, never the
+    same as leaving the option out."""
+    import click
+
+    if value is not None and not str(value).strip():
+        raise click.BadParameter("is empty; give a value, or leave the option out")
+    return value
 
 
 def check_timeout(ctx, param, value: float) -> float:

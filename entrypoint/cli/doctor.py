@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from entrypoint.cli._context import guarded
+from entrypoint.cli._context import echo, guarded
 
 EXIT_PROBLEMS = 1
 
@@ -49,8 +49,7 @@ def command(fmt: str) -> None:
 
     report = diagnose(os.environ)
     report["ok"] = not any(c["status"] == "error" for c in report["checks"])
-    from entrypoint.core.mask import mask_flags, mask_text, secret_values
 
     text = json.dumps(report, indent=2) if fmt == "json" else render_text(report)
-    click.echo(mask_flags(mask_text(text, secret_values(os.environ))))
+    echo(text)
     sys.exit(0 if report["ok"] else EXIT_PROBLEMS)

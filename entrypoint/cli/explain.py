@@ -8,7 +8,7 @@ import os
 import click
 
 from entrypoint.app import load_launch
-from entrypoint.cli._context import guarded
+from entrypoint.cli._context import echo, guarded
 
 
 def explain_rows(proc, environ) -> list:
@@ -45,20 +45,19 @@ def command(fmt: str, all_processes: bool) -> None:
     sel = launch.selection
     platform = launch.platform.as_dict() if launch.platform else None
     if fmt == "json":
-        click.echo(json.dumps([{"role": p.role, "rank": p.rank, "platform": platform,
-                                "items": [dict(zip(("kind", "name", "value", "source"), r))
-                                          for r in explain_rows(p, os.environ)]} for p in procs], indent=2))
+        echo(json.dumps([{"role": p.role, "rank": p.rank, "platform": platform,
+                          "items": [dict(zip(("kind", "name", "value", "source"), r))
+                                    for r in explain_rows(p, os.environ)]} for p in procs], indent=2))
         return
-    click.echo(f"{launch.catalog.recipe.title} on {sel.hardware}: variant {sel.variant} (model {sel.model}), strategy {sel.strategy}, "
-               f"features {','.join(sel.features) or 'none'}, profile {sel.profile or 'none'}")
+    echo(f"{launch.plan.headline(launch.catalog.recipe.title)}; model {sel.model}")
     if platform and platform["platform"]:
-        click.echo(f"platform contract: {platform['platform']} ({platform['name']}), chosen by {platform['reason']}")
+        echo(f"platform contract: {platform['platform']} ({platform['name']}), chosen by {platform['reason']}")
         for line in platform["decisions"]:
-            click.echo(f"  {line}")
+            echo(f"  {line}")
     for proc in procs:
-        click.echo(f"\n{proc.role} rank {proc.rank}: {' '.join(proc.argv[:3])}")
+        echo(f"\n{proc.role} rank {proc.rank}: {' '.join(proc.argv[:3])}")
         rows = explain_rows(proc, os.environ)
         width = max((len(r[1]) + len(r[2]) for r in rows), default=0) + 2
         for kind, name, value, source in rows:
             shown = f"{name} {value}".strip() if kind == "flag" else f"{name}={value}"
-            click.echo(f"  {shown.ljust(width)}  <- {source}")
+            echo(f"  {shown.ljust(width)}  <- {source}")

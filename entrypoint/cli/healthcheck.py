@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from entrypoint.cli._context import check_timeout
+from entrypoint.cli._context import echo, check_timeout
 from entrypoint.core.errors import KimiError
 
 EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1
@@ -16,7 +16,7 @@ EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1
 
 def probe(url: str, timeout: float) -> tuple:
     """(healthy, what happened): one GET within `timeout` seconds in total, body capped."""
-    from entrypoint.verify.bounded import ConnectionRefused, HttpError, request
+    from entrypoint.core.bounded import ConnectionRefused, HttpError, request
 
     try:
         resp = request("GET", url, timeout=timeout, max_bytes=64 * 1024)
@@ -49,14 +49,14 @@ def command(timeout: float) -> None:
         launch = load_launch(())
         proc = launch.this_process()
     except KimiError as err:
-        click.echo(f"unhealthy: cannot tell which server to ask: {err.message}")
+        echo(f"unhealthy: cannot tell which server to ask: {err.message}")
         sys.exit(EXIT_UNHEALTHY)
     if not proc.serves_http and proc.port:  # a KV helper (mooncake_master, store, LMCache): its TCP port
         healthy, what = listening(proc.port, timeout)
         click.echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} 127.0.0.1:{proc.port}: {what}")
         sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)
     if not proc.serves_http:
-        click.echo(f"healthy: the {proc.role} (rank {proc.rank}) serves no HTTP; nothing to ask")
+        echo(f"healthy: the {proc.role} (rank {proc.rank}) serves no HTTP; nothing to ask")
         sys.exit(EXIT_HEALTHY)
     from entrypoint.app import recorded_port
 
@@ -65,5 +65,5 @@ def command(timeout: float) -> None:
     told = launch.settings.is_set("router_port" if proc.role == "router" else "port")
     url = local_url(launch, proc, None if told else recorded_port()) + launch.catalog.serving.health.path
     healthy, what = probe(url, timeout)
-    click.echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} {url}: {what}")
+    echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} {url}: {what}")
     sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)

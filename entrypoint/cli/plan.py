@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -12,7 +13,7 @@ from typing import Optional
 import click
 
 from entrypoint.app import load_launch
-from entrypoint.cli._context import guarded
+from entrypoint.cli._context import echo, guarded, not_empty
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -55,14 +56,14 @@ def _line_env(line) -> dict:
 def batch_line(line) -> dict:
     """One JSON-lines entry: an object of KIMI_* variables -> the plan, or an error object. Never
     raises: a line that breaks anything yields an error object for that line."""
-    from entrypoint.app import build
+    from entrypoint.app import platform_launch
     from entrypoint.core.errors import INTERNAL_ERROR
-    from entrypoint.core.mask import mask_flags, mask_text, secret_values
+    from entrypoint.core.mask import mask_output
 
     env: dict = {}
     try:
         env = _line_env(line)
-        return _plan_json(build(env))
+        return _plan_json(platform_launch(env))
     except KimiError as err:
         error = err.as_dict()
     except (RecursionError, MemoryError) as err:
@@ -70,7 +71,7 @@ def batch_line(line) -> dict:
     except Exception as err:  # noqa: BLE001 - one line must not end the batch
         error = {"code": INTERNAL_ERROR, "message": f"{type(err).__name__}: {str(err)[:200]} (a bug in "
                  "kimi-serve: please report it)"}
-    error["message"] = mask_flags(mask_text(error["message"], secret_values(env)))
+    error["message"] = mask_output(error["message"], env)
     return {"error": error}
 
 
@@ -93,7 +94,13 @@ def _open_batch(path: str):
     if path == "-":
         stdin = sys.stdin
         return getattr(stdin, "buffer", None) or io.BytesIO(stdin.read().encode("utf-8", "surrogateescape"))
+    import stat
+
     try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero: one endless line; a pipe is a stream
+            raise KimiError(INVALID_VALUE, f"--batch {path} is a device, not a file of JSON lines: give a file, a "
+                            "pipe, or - for standard input.")
         return open(path, "rb")
     except OSError as exc:
         raise KimiError(INVALID_VALUE, f"--batch {path}: cannot read it ({exc.strerror or exc}). Give a file of "
@@ -116,15 +123,18 @@ def _write_files(files: dict, output: Optional[str]) -> None:
     if output is None:
         for name, text in files.items():
             if len(files) > 1:
-                click.echo(f"# --- {name}")
-            click.echo(text.rstrip("\n"))
+                echo(f"# --- {name}")
+            echo(text.rstrip("\n"))
         return
     out = Path(output)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        for name in files:  # every target checked before the first is written
+            if (out / name).is_dir() and not (out / name).is_symlink():
+                raise IsADirectoryError(21, "a directory is in the way", str(out / name))
         for name, text in files.items():
-            (out / name).write_text(text, encoding="utf-8")
-            click.echo(f"wrote {out / name}", err=True)
+            _write_inside(out, name, text)
+            echo(f"wrote {out / name}", err=True)
     except OSError as exc:
         where = exc.filename or output
         raise KimiError(INVALID_VALUE, f"--output {output}: cannot write {where} ({exc.strerror or exc}). Give a "
@@ -132,16 +142,35 @@ def _write_files(files: dict, output: Optional[str]) -> None:
                         "the files.") from None
 
 
+def _write_inside(out: Path, name: str, text: str) -> None:
+    """`out/name` replaced by a new file: a symbolic link already there is replaced, never followed
+    (nothing is written outside --output, whatever it holds)."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out / name)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--format", "fmt", type=click.Choice(["shell", "json", *FILE_RENDERERS]), default="shell",
               show_default=True)
-@click.option("--batch", "batch", metavar="FILE",
+@click.option("--batch", "batch", metavar="FILE", callback=not_empty,
               help="JSON lines of KIMI_* objects ('-' = stdin); prints one JSON line per input line.")
-@click.option("--output", "output", metavar="DIR", help="Write the rendered files (compose, k8s, sagemaker, vertex, azureml, skypilot) into DIR.")
+@click.option("--output", "output", metavar="DIR", callback=not_empty, help="Write the rendered files (compose, k8s, sagemaker, vertex, azureml, skypilot) into DIR.")
 @guarded
 def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
     """Print every process of the deployment: head and workers, prefill, decode and router."""
-    if batch:
+    if batch is not None:
         _run_batch(batch)
         return
     if fmt in FILE_RENDERERS:
@@ -149,19 +178,16 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
         return
     launch = load_launch()
     if fmt == "json":
-        click.echo(json.dumps(_plan_json(launch), indent=2))
+        echo(json.dumps(_plan_json(launch), indent=2))
     elif fmt == "shell":
         from entrypoint.render.shell import render_plan
 
-        sel = launch.selection
-        click.echo(render_plan(launch.plan, [f"{launch.catalog.recipe.title} on {sel.hardware}: variant {sel.variant}, strategy "
-                                             f"{sel.strategy}, features {','.join(sel.features) or 'none'}"]))
+        echo(render_plan(launch.plan, [launch.plan.headline(launch.catalog.recipe.title)]))
 
 
 def _render_files(fmt: str, output: Optional[str]) -> None:
     """A deployment is built from the rendering environment plus the addresses it gives its own
     containers (pod DNS names, loopback); never from this machine's network (no cluster wiring)."""
-    from entrypoint.app import deployment_launch
+    from entrypoint.app import deployment_files
 
-    module = importlib.import_module(FILE_RENDERERS[fmt])
-    _write_files(module.render(deployment_launch(module)), output)
+    _write_files(deployment_files(importlib.import_module(FILE_RENDERERS[fmt])), output)

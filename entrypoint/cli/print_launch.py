@@ -7,7 +7,7 @@ import os
 
 import click
 
-from entrypoint.cli._context import guarded
+from entrypoint.cli._context import echo, guarded
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
@@ -23,6 +23,6 @@ def command(fmt: str, vllm_args: tuple) -> None:
 
     proc = applied_process(vllm_args, os.environ)
     if fmt == "json":
-        click.echo(json.dumps({"argv": mask_argv(proc.argv), "env": mask_env(proc.env)}, indent=2))
+        echo(json.dumps({"argv": mask_argv(proc.argv), "env": mask_env(proc.env)}, indent=2))
     else:
-        click.echo(render_process(proc))
+        echo(render_process(proc))

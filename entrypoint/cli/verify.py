@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from entrypoint.cli._context import check_timeout, guarded
+from entrypoint.cli._context import check_timeout, echo, guarded, not_empty
 from entrypoint.core import select
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
@@ -38,13 +38,13 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
         from entrypoint.app import service_expectations
 
         expected = service_expectations()
-        url = url or expected.url
-        expect_model = expect_model or expected.served_model_name
+        url = expected.url if url is None else url
+        expect_model = expected.served_model_name if expect_model is None else expect_model
         chosen = expected.features if features is None else parse_features(features)
         chat = getattr(expected, "chat", None)
     else:
         chosen = parse_features(features)
-    from entrypoint.verify.bounded import parse_url
+    from entrypoint.core.bounded import parse_url
 
     try:
         parse_url(url)
@@ -55,9 +55,9 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
 
 
 @click.command("verify", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--url", help="Server root URL.  [default: the configured host and port]")
-@click.option("--model", help="Model name to send.  [default: the one id /v1/models lists]")
-@click.option("--expect-model", help="Served model name the server must list.  [default: the configured one]")
+@click.option("--url", callback=not_empty, help="Server root URL.  [default: the configured host and port]")
+@click.option("--model", callback=not_empty, help="Model name to send.  [default: the one id /v1/models lists]")
+@click.option("--expect-model", callback=not_empty, help="Served model name the server must list.  [default: the configured one]")
 @click.option("--features", help="Comma list of enabled feature ids.  [default: the configured ones]")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
@@ -76,5 +76,5 @@ def command(url, model, expect_model, features, output_format, timeout):
     """
     url, expect_model, chosen, chat = _settings(url, expect_model, features)
     report = run_verify(url, model=model, expected_model=expect_model, features=chosen, timeout=timeout, chat=chat)
-    click.echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
+    echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
     sys.exit(0 if report.ok else 1)

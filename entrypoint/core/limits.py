@@ -26,7 +26,8 @@ MAX_SETTING_CHARS = 64 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024  # a KIMI_CONFIG TOML file: a few dozen keys fit in a few KiB
 MAX_CONFIG_DEPTH = 4  # TOML nesting: a list of strings is depth 2; nothing we read is deeper
 MAX_BATCH_LINE_BYTES = 1024 * 1024  # one `plan --batch` line: one object of KIMI_* variables
-MAX_JSON_DEPTH = 64  # a batch line or a GPU tool's JSON: real ones are 4 levels deep
+MAX_KEY_FILE_BYTES = 64 * 1024  # a credentials file (a GCS service-account key is ~2.3 KB)
+MAX_NODE_FILE_BYTES = 1024 * 1024  # one /proc or /sys file, a hub ref: /proc/mounts of a busy node is ~100 KB
 
 # --- the node ----------------------------------------------------------------------------------
 MAX_GPUS_PER_NODE = 64  # 8 on every supported system (4 on GB200/GB300 trays); 64 leaves room
@@ -41,3 +42,7 @@ MAX_NODELIST_HOSTS = 65536
 MAX_HTTP_HEADER_BYTES = 64 * 1024  # vLLM's headers are a few hundred bytes
 MAX_HTTP_BODY_BYTES = 16 * 1024 * 1024  # a chat answer of 4096 tokens is ~50 KB; a stream ~1 MB
 MAX_TIMEOUT_S = 3600.0  # --timeout: one hour; a request that needs longer is a hang
+# The object-store check (doctor, preflight): one ListObjectsV2 of the model's prefix, 1000 keys at
+# most (~300 KB of XML); the whole exchange, connect to last byte, within the deadline.
+OBJECT_STORE_DEADLINE_S = 5.0
+MAX_OBJECT_LISTING_BYTES = 4 * 1024 * 1024

@@ -37,14 +37,6 @@ def mask_text(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-def secret_flag_strings() -> tuple:
-    """The option strings vLLM marks as credentials (`--api-key`, `--hf-token`, ...), longest first."""
-    from entrypoint.core.vllm_cli import secret_spec
-
-    strings = {t for o in secret_spec().options.values() if o.secret for t in o.strings}
-    return tuple(sorted(strings, key=len, reverse=True))
-
-
 def secret_values(environ: Mapping[str, str], argv: Sequence[str] = ()) -> list:
     """Every secret a message could leak: values of secret-named variables, and the values of
     vLLM's credential options in argv and in KIMI_EXTRA_ARGS (split on blanks, quotes or not, so
@@ -57,11 +49,41 @@ def secret_values(environ: Mapping[str, str], argv: Sequence[str] = ()) -> list:
     return sorted({s for s in found if s}, key=len, reverse=True)
 
 
+_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w.-]*)")
+# After a credential option: `=` or blanks, then the value: quoted (the quotes kept, all inside
+# masked, blanks included) or one word (not an option: argparse would not take it as the value).
+_VALUE = re.compile(r"""(?:=|\s+)(?:'(?P<single>[^']*)'?|"(?P<double>[^"]*)"?|(?P<word>[^\s'"]+))""")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/@:]*):([^\s/@]*)@")
+
+
 def mask_flags(text: str) -> str:
-    """The value after a credential option (`--api-key X`, `--api-key=X`) anywhere in a message,
-    whatever setting it was typed into, masked."""
-    flags = "|".join(re.escape(f) for f in secret_flag_strings())
-    if not flags:
-        return text
-    pattern = r"(?<![\w-])(%s)(=|\s+)(['\"]?)[^\s'\"]+" % flags
-    return re.sub(pattern, lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{MASK}", text)
+    """The value after a credential option anywhere in a message (`--api-key X`, `--api_key=X`,
+    `--api-k 'X'`: every spelling vLLM accepts, through its own grammar), whatever setting it was
+    typed into, masked."""
+    from entrypoint.core.vllm_cli import is_secret_option
+
+    out, pos = [], 0
+    for flag in _FLAG.finditer(text):
+        if flag.start() < pos or not is_secret_option(flag.group(1)):
+            continue
+        value = _VALUE.match(text, flag.end())
+        if value is None:
+            continue
+        group = next(g for g in ("single", "double", "word") if value.group(g) is not None)
+        if group == "word" and text[flag.end()] != "=" and value.group(group).startswith("-"):
+            continue  # the next option, not a value
+        out.append(text[pos:value.start(group)] + MASK)
+        pos = value.end(group)
+    return "".join(out) + text[pos:]
+
+
+def mask_userinfo(text: str) -> str:
+    """`scheme://user:password@host` -> `scheme://user:****@host` (a URL given with credentials)."""
+    return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
+
+
+def mask_output(text: str, environ: Mapping[str, str], argv: Sequence[str] = ()) -> str:
+    """The one masking of a line anything prints (errors, logs, reports, explanations): the values
+    of secret-named variables and credential options, the value after a credential option in any
+    spelling, and the password of a URL."""
+    return mask_flags(mask_text(mask_userinfo(text), secret_values(environ, argv)))

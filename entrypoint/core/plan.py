@@ -54,6 +54,11 @@ class Choice:
     profile: Optional[str]
     nodes: int
 
+    def headline(self, title: str) -> str:
+        """The one line that names a deployment (`title` is the recipe's), for every header."""
+        return (f"{title} on {self.hardware}: variant {self.variant}, strategy {self.strategy}, features "
+                f"{','.join(self.features) or 'none'}, profile {self.profile or 'none'}")
+
 
 @dataclass(frozen=True)
 class Plan(Choice):

@@ -1,13 +1,14 @@
 """Load the recipe data (recipes/*.yaml), validated by the models of `entrypoint.core.recipe_schema`.
 
 What callers get is a read-only record tree of the validated data (`entrypoint.core.record.Record`,
-with the fields of the schema's models; maps are FrozenDicts, lists tuples):
+with the fields of the schema's models; mappings are read-only `FrozenDict`s, lists tuples):
 `catalog.recipes[slug]`, `catalog.recipe` (the one chosen: `with_recipe`; the default recipe as
 loaded), `catalog.hardware[id]`, `catalog.strategies[id]`. A recipe is one file of
 `recipes/models/` (its slug is the file's name).
 
-Validation gives the same result for the same bytes, so its result is kept: a cache keyed by a
-digest of every data file and of the schema's source. A start whose data is unchanged reads the
+Validation gives the same result for the same bytes, so its result is kept as readable JSON
+(`entrypoint.core.catalog_cache`): a cache keyed by a digest of every data file and of the
+schema's source. A start whose data is unchanged reads the
 cache and imports neither pydantic nor yaml; any change to the data or the schema validates
 again. The image fills the cache beside its data at build time (`python -m entrypoint.core.recipe`).
 """
@@ -16,33 +17,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional
 
+from entrypoint.core import catalog_cache
+from entrypoint.core.datadir import default_recipes_dir
 from entrypoint.core.record import Record
-from entrypoint.core.settings import BY_NAME
+
+__all__ = ["Catalog", "RecipeDataError", "default_recipes_dir", "default_features", "gpu_vram_gb",
+           "load_catalog", "load_catalog_from", "with_recipe"]
 
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
 _SCHEMA_SOURCES = (Path(__file__), Path(__file__).with_name("recipe_schema.py"),
-                   Path(__file__).with_name("platform_schema.py"), Path(__file__).with_name("record.py"))
+                   Path(__file__).with_name("platform_schema.py"), Path(__file__).with_name("record.py"),
+                   Path(__file__).with_name("catalog_cache.py"))
 
 
 class RecipeDataError(Exception):
     """The recipe data itself is broken (a defect of the image, not of the user's settings)."""
-
-
-def default_recipes_dir() -> Path:
-    """recipes/ of a source checkout, else the copy shipped inside the package."""
-    override = os.environ.get(BY_NAME["recipes_dir"].env)
-    if override:
-        return Path(override)
-    here = Path(__file__).resolve().parent.parent  # the entrypoint package
-    checkout = here.parent / "recipes"
-    if (checkout / "hardware.yaml").is_file():
-        return checkout
-    return here / "recipes_data"
 
 
 def _model_files(directory: Path) -> List[Path]:
@@ -106,28 +99,10 @@ def load_catalog_from(directory: Path, use_cache: bool = True) -> Record:
     if not use_cache:
         return _validate(directory)
     try:
-        name = f"catalog-{_digest(directory)}.pickle"
+        name = f"catalog-{_digest(directory)}.json"
     except OSError as exc:
         raise RecipeDataError(f"recipe data in {directory} cannot be read: {exc}") from exc
-    for cache in _cache_dirs(directory):
-        try:
-            with open(cache / name, "rb") as fh:
-                found = pickle.load(fh)
-            if isinstance(found, Record):
-                return found
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
-            continue
-    catalog = _validate(directory)
-    for cache in _cache_dirs(directory):
-        try:
-            cache.mkdir(parents=True, exist_ok=True)
-            tmp = cache / f".{name}.{os.getpid()}"
-            tmp.write_bytes(pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL))
-            os.replace(tmp, cache / name)
-            break
-        except OSError:
-            continue
-    return catalog
+    return catalog_cache.cached(name, _cache_dirs(directory), lambda: _validate(directory))
 
 
 @lru_cache(maxsize=4)

@@ -7,13 +7,13 @@ models and hands out read-only records of the result; nothing here decides a lau
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from entrypoint.core.platform_schema import PlatformsFile
 from entrypoint.core.record import FrozenDict, Record
+from entrypoint.core.versions import RELEASE, is_digest
 
 Args = List[str]
 Env = Dict[str, str]
@@ -114,7 +114,7 @@ class ImageRepo(Strict):
 
     @model_validator(mode="after")
     def _digests_are_sha256(self):
-        bad = {t: d for t, d in self.digests.items() if not re.fullmatch(r"sha256:[0-9a-f]{64}", d)}
+        bad = {t: d for t, d in self.digests.items() if not is_digest(d)}
         if bad:
             raise ValueError(f"image digests must be sha256:<64 hex digits>: {bad}")
         return self
@@ -183,7 +183,7 @@ class FeatureOverride(Strict):
     env: Env = {}
 
 
-VllmVersion = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")]
+VllmVersion = Annotated[str, StringConstraints(pattern=f"^{RELEASE}$")]
 
 
 class Feature(Strict):

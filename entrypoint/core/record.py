@@ -6,7 +6,7 @@ from typing import Any, Dict
 
 
 class FrozenDict(dict):
-    """A dict that refuses every change (the catalog's mappings); pickles as itself."""
+    """A dict that refuses every change (the catalog's mappings)."""
 
     __slots__ = ()
 

@@ -312,7 +312,7 @@ def _placeholder_lookup(sel: Selection):
 
 
 def _finish(ctx: _Ctx, role: str, rank: int, program: List[str], args: Tagged, env: Dict[str, str],
-            env_origin: Dict[str, str], dedupe_ok: bool = True) -> Process:
+            env_origin: Dict[str, str]) -> Process:
     lookup = _placeholder_lookup(ctx.sel)
     # Placeholders live in recipe data only: user and settings values pass through untouched.
     argv = tuple(program + [a if source in ("user", "settings") else substitute(a, lookup) for a, source in args])
@@ -470,7 +470,10 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
         if pool.gpus < node_gpus:
             ways.append(f"span all {node_gpus} GPUs (the vLLM args give TP x PP x DP = {pool.gpus}: drop or raise "
                         "--tensor-parallel-size / --pipeline-parallel-size / --data-parallel-size)")
-        if pool.name == "deployment":
+        current = sel.nodes if pool.name == "deployment" else max(1, pool.nodes)
+        if nodes_needed <= current:  # the nodes hold it: only the vLLM args leave GPUs out
+            pass
+        elif pool.name == "deployment":
             ways.append(f"KIMI_NODES={nodes_needed} with a multi-node strategy (e.g. KIMI_STRATEGY=multi_node_tp, "
                         f"{nodes_needed * hw.vram_gb:.0f} GB)")
         else:

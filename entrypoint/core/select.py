@@ -14,6 +14,7 @@ from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.plan import Choice
 from entrypoint.core.recipe import Catalog, default_features
 from entrypoint.core.settings import Settings
+from entrypoint.core.versions import version_key  # noqa: F401 - resolve imports it from here
 
 # Placeholders the recipe data uses, and the setting that fills each one.
 PLACEHOLDER_SETTINGS = {
@@ -248,10 +249,6 @@ def _valid_profile(settings: Settings, catalog: Catalog, hw: str, vid: str, sid:
     return pid
 
 
-def version_key(version: str) -> tuple:
-    return tuple(int(x) for x in version.split("."))
-
-
 def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional[str], known) -> str:
     """KIMI_VLLM_VERSION, else the installed vLLM's (`detected`), else the newest supported."""
     import re
@@ -348,11 +345,16 @@ def _check_pool(catalog: Catalog, hw: str, pool: PoolChoice, defaults, floor: in
                         f"{setting}_NODES={need}.")
     tp = defaults.tp if defaults is not None else None
     if tp and pool.parallelism in ("tp", "tep") and gpus != tp:
-        way = f"{setting}_NODES={tp // count}" if tp % count == 0 and tp >= count else ""
+        ways = []
+        if count % tp == 0 and strategy_support(catalog, "multi_node_dep", hw) != "unsupported":
+            ways.append(f"{setting}_PARALLELISM=dep (TP {tp} per data-parallel rank)")
+        if tp % count == 0:
+            ways.append(f"{setting}_NODES={tp // count} if the model fits")
+        way = " or ".join(ways) if ways else f"another strategy: a {tp}-GPU tensor-parallel group does not fit a " \
+            f"{hw} pool of whole nodes ({count} GPUs each)"
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe gives the {role} pool tensor parallel "
                         f"size {tp}, but its {pool.parallelism} layout spans {gpus} x {hw} GPUs and would run TP "
-                        f"{gpus}, not what the recipe means. Set {setting}_PARALLELISM=dep (TP {tp} per data-parallel "
-                        f"rank)" + (f", or {way} if the model fits" if way else "") + ".")
+                        f"{gpus}, not what the recipe means. Use {way}.")
 
 
 def _placeholder_values(settings: Settings) -> dict:

@@ -111,6 +111,8 @@ FIELDS: tuple = (
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",
       "1 = the start runs `kimi-serve download` before preflight (platforms with one container and no init step)."),
+    F("download_backoff_s", "int", 2, "`2`", "Seconds before the first retry of a failed hub request (`kimi-serve "
+      "download`); each retry doubles it, up to 60; 0 = retry at once.", maximum=60),
     F("dry_run", "bool", False, "`0`", "1 = print the launch and exit 0."),
     F("preflight", "choice", "on", "`on`", "Node checks before exec: on, warn (errors become warnings), off.",
       ("on", "warn", "off")),
@@ -396,9 +398,10 @@ def _read_file(path: str) -> dict:
         import tomllib as _toml
     except ImportError:  # Python < 3.11
         import tomli as _toml  # type: ignore[no-redef]
+    from entrypoint.core.files import read_capped
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limits.MAX_CONFIG_BYTES + 1)
+        data = read_capped(path, limits.MAX_CONFIG_BYTES)  # a FIFO or a device is refused, not waited on
     except OSError as exc:
         raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path}: cannot read it ({exc.strerror or exc}). "
                         "Mount the file readable or unset KIMI_CONFIG.") from None

@@ -6,7 +6,9 @@ vLLM's parser is argparse behind `FlexibleArgumentParser`: in a long option's na
 are the same (up to the first `.`), `--opt=value` is one token, `--opt.key value` sets one key of
 a JSON option (several accumulate), a unique prefix of a long option is that option
 (argparse's allow_abbrev), `-tp` and friends are aliases of one destination, `append` options
-accumulate and `nargs` options take a whole list. Pure: reads only the packaged data files.
+accumulate and `nargs` options take a whole list. Reads only the grammar files of the data
+directory (`core/datadir.py`: KIMI_RECIPES_DIR, else the checkout's or the package's), cached per
+directory.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from entrypoint.core import errors as E
+from entrypoint.core.datadir import default_recipes_dir
+from entrypoint.core.versions import version_key
 from entrypoint.core.errors import KimiError
 
 Tagged = List[Tuple[str, str]]  # (token, source)
@@ -28,10 +32,6 @@ _NAME = re.compile(r"(?<=--)[^.]*")
 _ACCUMULATE = ("append", "append_const", "count")
 NO_VALUE_KINDS = ("store_true", "store_false", "store_const", "append_const", "count", "boolean_optional",
                   "help", "version")
-
-
-def _version_key(version: str) -> tuple:
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,6 @@ class Spec:
     allow_abbrev: bool = True
     provenance: str = ""
 
-    def by_dest(self, dest: str) -> Optional[Option]:
-        for opt in self.options.values():
-            if opt.dest == dest:
-                return opt
-        return None
-
     def lookup(self, name: str) -> Tuple[Optional[Option], List[str]]:
         """(the option `name` spells, or None; the candidates when an abbreviation is ambiguous)."""
         if name.startswith("--"):
@@ -102,20 +96,26 @@ class Spec:
 
 
 def specs_dir() -> Path:
-    from entrypoint.core.recipe import default_recipes_dir
-
     return default_recipes_dir() / "vllm"
 
 
-@lru_cache(maxsize=None)
 def available_versions() -> Tuple[str, ...]:
-    return tuple(sorted((p.stem for p in specs_dir().glob("*.json")), key=_version_key))
+    """The vLLM releases whose grammar the data directory holds (KIMI_RECIPES_DIR moves it)."""
+    return _versions_in(str(specs_dir()))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=8)
+def _versions_in(directory: str) -> Tuple[str, ...]:
+    return tuple(sorted((p.stem for p in Path(directory).glob("*.json")), key=version_key))
+
+
 def load_spec(version: str) -> Spec:
-    path = specs_dir() / f"{version}.json"
-    with open(path, encoding="utf-8") as fh:
+    return _load_spec(str(specs_dir()), version)
+
+
+@lru_cache(maxsize=32)
+def _load_spec(directory: str, version: str) -> Spec:
+    with open(Path(directory) / f"{version}.json", encoding="utf-8") as fh:
         raw = json.load(fh)
     options: Dict[str, Option] = {}
     for o in raw["options"]:
@@ -137,7 +137,7 @@ def spec_for(version: str) -> Spec:
     known = available_versions()
     if version in known:
         return load_spec(version)
-    older = [v for v in known if _version_key(v) <= _version_key(version)]
+    older = [v for v in known if version_key(v) <= version_key(version)]
     return load_spec(older[-1] if older else known[0])
 
 
@@ -314,17 +314,35 @@ def int_value(found: Dict[str, object], dest: str, default: int) -> int:
 # ---------------------------------------------------------------- secrets
 
 
-@lru_cache(maxsize=None)
 def secret_spec() -> Spec:
     """Every option of every checked-in version, so that masking knows a secret whatever the
     version (a secret is masked even where a version no longer knows the option)."""
+    return _union_spec(str(specs_dir()))
+
+
+@lru_cache(maxsize=8)
+def _union_spec(directory: str) -> Spec:
     options: Dict[str, Option] = {}
     env: set = set()
-    for version in available_versions():
-        spec = load_spec(version)
+    for version in _versions_in(directory):
+        spec = _load_spec(directory, version)
         options.update(spec.options)
         env |= spec.env
     return Spec(version="any", package="vllm", options=options, env=frozenset(env))
+
+
+def is_secret_option(token: str, spec: Optional[Spec] = None) -> bool:
+    """Whether an option token (`--api-key`, `--api_key=x`, `--api-k`, `--hf_tok`) names a
+    credential in any checked-in vLLM: exactly, or as an abbreviation that could be one (an
+    abbreviation ambiguous across versions may be unique in the one that runs)."""
+    spec = spec or secret_spec()
+    if not looks_like_flag(token):
+        return False
+    name = token.split("=", 1)[0].split(".", 1)[0]
+    opt, candidates = spec.lookup(name)
+    if opt is not None:
+        return opt.secret
+    return any(spec.options[c].secret for c in candidates)
 
 
 def secret_positions(argv: Sequence[str], spec: Optional[Spec] = None) -> List[int]:
@@ -332,11 +350,18 @@ def secret_positions(argv: Sequence[str], spec: Optional[Spec] = None) -> List[i
     spec = spec or secret_spec()
     hidden: List[int] = []
     i = 0
-    for unit in parse([(t, "") for t in argv], spec, strict=False):
+    units = parse([(t, "") for t in argv], spec, strict=False)
+    for k, unit in enumerate(units):
         n = len(unit.tokens)
-        if unit.option is not None and unit.option.secret:
-            if "=" in unit.tokens[0][0]:
+        first = unit.tokens[0][0]
+        secret = unit.option.secret if unit.option is not None else \
+            (not unit.values and is_secret_option(first))  # an abbreviation ambiguous across versions
+        if secret:
+            if "=" in first:
                 hidden.append(i)
             hidden += list(range(i + 1, i + n))
+            if unit.option is None and "=" not in first and k + 1 < len(units) and units[k + 1].option is None \
+                    and units[k + 1].values:
+                hidden.append(i + n)  # its value became a lone positional
         i += n
     return hidden

@@ -1,7 +1,8 @@
 """Cluster wiring with nothing typed by hand: KIMI_HEAD_ADDR / KIMI_NODES / KIMI_NODE_RANK from a
 Kubernetes LeaderWorkerSet or a Slurm job, and KIMI_IFACE from the routing table.
 
-Explicit KIMI_* settings always win; this only fills what is unset. `wire(environ)` returns the
+A KIMI_* setting from any source (the environment or the KIMI_CONFIG file) wins; this only fills
+what no source sets. `wire(environ)` returns the
 environment the launch is built from plus one line per decision, for the start-up log.
 """
 
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 from typing import Iterator, List, Mapping, Optional, Tuple
 
 from entrypoint.core import limits
+from entrypoint.core.files import read_text_capped
 from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.settings import read_external
+from entrypoint.core.settings import BY_ENV, Settings, read_external, read_settings
 
 LWS = (("LWS_LEADER_ADDRESS", "KIMI_HEAD_ADDR"), ("LWS_GROUP_SIZE", "KIMI_NODES"), ("LWS_WORKER_INDEX", "KIMI_NODE_RANK"))
 
@@ -77,7 +79,7 @@ def expand_nodelist(text: str, limit: int = limits.MAX_NODELIST_HOSTS) -> List[s
     return list(itertools.islice(_hosts(text or ""), limit))
 
 
-def _scheduler_values(environ: Mapping[str, str]) -> Tuple[str, dict]:
+def _scheduler_values(environ: Mapping[str, str], settings: Settings) -> Tuple[str, dict]:
     """(scheduler, {KIMI_* name: value}) from the declared LWS_* / SLURM_* variables."""
     ext = read_external(environ)
     if ext.get("LWS_LEADER_ADDRESS"):
@@ -89,7 +91,7 @@ def _scheduler_values(environ: Mapping[str, str]) -> Tuple[str, dict]:
         try:
             hosts = expand_nodelist(ext.get(name) or "", limit=1)
         except ValueError as exc:
-            if (environ.get("KIMI_HEAD_ADDR") or "").strip():
+            if settings.head_addr:
                 hosts = []  # not needed: the head is set
             else:
                 raise KimiError(INVALID_VALUE, f"{name}={(ext.get(name) or '')[:80]!r} is not a Slurm host list "
@@ -108,8 +110,7 @@ def _routes(proc_root: str) -> List[Tuple[str, int, int]]:
     """(interface, destination, mask) of /proc/net/route, as integers in address order."""
     routes = []
     try:
-        with open(f"{proc_root.rstrip('/')}/net/route") as fh:
-            lines = fh.read().splitlines()[1:]
+        lines = read_text_capped(f"{proc_root.rstrip('/')}/net/route", limits.MAX_NODE_FILE_BYTES).splitlines()[1:]
     except OSError:
         return []
     for line in lines:
@@ -161,25 +162,29 @@ def resolve_iface(head_addr: Optional[str], proc_root: str = "/proc") -> Tuple[O
 # ---------------------------------------------------------------- wiring
 
 
-def _in_cluster(env: Mapping[str, str]) -> bool:
-    nodes = (env.get("KIMI_NODES") or "1").strip()
-    many = re.fullmatch(r"[0-9]{1,9}", nodes) is not None and int(nodes) > 1
-    return many or bool(env.get("KIMI_PREFILL_ADDRS") or env.get("KIMI_DECODE_ADDRS"))
+def _in_cluster(settings: Settings) -> bool:
+    return settings.nodes > 1 or bool(settings.prefill_addrs or settings.decode_addrs)
 
 
 def wire(environ: Mapping[str, str], proc_root: str = "/proc") -> Wiring:
+    """The scheduler fills what no source of the settings sets: a value in the environment or in
+    the KIMI_CONFIG file wins over LWS_* / SLURM_* (defaults < scheduler < file < environment)."""
     env = dict(environ)
-    source, values = _scheduler_values(environ)
+    given = read_settings(environ)
+    source, values = _scheduler_values(environ, given)
     decisions = []
     for key, value in values.items():
-        if env.get(key, "").strip():
-            decisions.append(f"{key}={env[key]} as set ({source} gives {value})")
+        name = BY_ENV[key].name
+        if given.is_set(name) and given.values[name] is not None:
+            where = "in the KIMI_CONFIG file" if given.origin[name] == "file" else "as set"
+            decisions.append(f"{key}={given.values[name]} {where} ({source} gives {value})")
         else:
             env[key] = value
             decisions.append(f"{key}={value} from {source}")
-    iface = env.get("KIMI_IFACE", "").strip()
-    if iface.lower() == "auto" or (not iface and _in_cluster(env)):
-        found, how = resolve_iface(env.get("KIMI_HEAD_ADDR"), proc_root)
+    filled = read_settings(env)
+    iface = (filled.iface or "").strip()
+    if iface.lower() == "auto" or (not iface and _in_cluster(filled)):
+        found, how = resolve_iface(filled.head_addr, proc_root)
         if found:
             env["KIMI_IFACE"] = found
             decisions.append(f"KIMI_IFACE={found}: {how}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from entrypoint.core import limits
+from entrypoint.core.files import read_text_capped
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -332,7 +333,7 @@ def _gfx_name(value) -> Optional[str]:
 
 def _read(path: Path) -> Optional[str]:
     try:
-        return path.read_text(errors="replace").strip()
+        return read_text_capped(path, limits.MAX_NODE_FILE_BYTES).strip()
     except OSError:
         return None
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from entrypoint.core import limits
+from entrypoint.core.files import read_text_capped
 from entrypoint.node import cache
 from entrypoint.node.detect import FIRMWARE_READERS, Detection, detect_node
 
@@ -48,7 +50,7 @@ def _mount_of(path: str, proc_root: str) -> tuple:
     """(mount point, fs type) of the longest mount prefix of `path` in /proc/mounts."""
     best = ("/", "")
     try:
-        lines = Path(proc_root, "mounts").read_text().splitlines()
+        lines = read_text_capped(Path(proc_root, "mounts"), limits.MAX_NODE_FILE_BYTES).splitlines()
     except OSError:
         return best
     for line in lines:

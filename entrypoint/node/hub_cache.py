@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
+from entrypoint.core.files import read_capped
 from entrypoint.core.weights import Source, select_files
 from entrypoint.node.cache import effective
 
@@ -74,8 +75,7 @@ def repo_dir(hub: Path, repo_id: str) -> Path:
 
 def _read_bounded(path: Path, limit: int) -> Optional[bytes]:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+        data = read_capped(path, limit)
     except OSError:
         return None
     return None if len(data) > limit else data

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, TextIO
 
-from entrypoint.core.mask import mask_env, mask_flags, mask_text, secret_values
+from entrypoint.core.mask import mask_env, mask_output
 
 @dataclass(frozen=True)
 class Entry:
@@ -26,16 +26,16 @@ class StartLog:
     def __init__(self, fmt: str = "text", environ: Optional[Mapping[str, str]] = None, stream: Optional[TextIO] = None):
         self.fmt = fmt
         self.stream = stream
-        self._secrets = secret_values(environ or {})  # secret-named variables, --api-key values
+        self._environ = dict(environ or {})  # secret-named variables, --api-key values
 
     def emit(self, entry: Entry) -> None:
-        message = mask_flags(mask_text(entry.message, self._secrets))
+        message = mask_output(entry.message, self._environ)
         stream = self.stream or sys.stderr
         if self.fmt == "json":
             fields = {k: (mask_env(v) if isinstance(v, dict) else v) for k, v in entry.fields.items()}
             record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": entry.level,
                       "event": entry.event, "message": message, **fields}
-            line = mask_text(json.dumps(record, default=str), self._secrets)
+            line = mask_output(json.dumps(record, default=str), self._environ)
         else:
             line = "kimi-serve: " + (message if entry.level == "info" else f"{entry.level}: {message}")
         print(line, file=stream, flush=True)

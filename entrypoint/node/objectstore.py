@@ -14,18 +14,17 @@ import datetime
 import hashlib
 import hmac
 import socket
-import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
 from typing import Mapping, Optional
 
+from entrypoint.core import bounded, limits
 from entrypoint.core.check import Check
+from entrypoint.core.files import read_capped
 from entrypoint.core.platforms import load_platforms
 
-TIMEOUT_S = 5.0
 METADATA_TIMEOUT_S = 1.0
-MAX_LISTING_BYTES = 4 * 1024 * 1024
 WEIGHTS_SUFFIX = ".safetensors"
 CONFIG = "config.json"
 
@@ -118,19 +117,23 @@ def check_s3(uri: str, environ: Mapping[str, str]) -> Check:
     request = signed_list_request(endpoint, bucket, prefix, region, key_id, secret, token,
                                   datetime.datetime.now(datetime.timezone.utc))
     where = f"{uri} at {endpoint} (region {region})"
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:  # noqa: S310 - the configured endpoint
-            body = resp.read(MAX_LISTING_BYTES)
-    except urllib.error.HTTPError as exc:
-        code = _error_code(exc.read(65536)) or f"HTTP {exc.code}"
+    try:  # one deadline for connect + headers + body: a store that drips bytes cannot hold the start
+        resp = bounded.request("GET", request.full_url, timeout=limits.OBJECT_STORE_DEADLINE_S,
+                               max_bytes=limits.MAX_OBJECT_LISTING_BYTES, headers={"Host": urllib.parse.urlsplit(endpoint).netloc, **dict(request.header_items())})
+    except bounded.Late:
+        return Verdict("error", f"{where}: the endpoint did not answer within {limits.OBJECT_STORE_DEADLINE_S:g} s "
+                       f"in all. Check {' / '.join(store.endpoint_env)} and the network.")
+    except bounded.HttpError as exc:
+        return Verdict("error", f"{where}: the endpoint does not answer ({exc}). Check "
+                       f"{' / '.join(store.endpoint_env)} and the network.")
+    body = resp.content
+    if resp.status_code >= 300:
+        code = _error_code(body[:65536]) or f"HTTP {resp.status_code}"
         hint = {"NoSuchBucket": "the bucket does not exist there: check the URI, the region and the endpoint",
                 "AccessDenied": "the credentials may not list it: grant s3:ListBucket and s3:GetObject",
                 "InvalidAccessKeyId": "the key id is not known to this endpoint",
                 "SignatureDoesNotMatch": "the secret key does not match the key id"}.get(code, "see the code")
         return Verdict("error", f"{where}: {code}: {hint}.")
-    except (urllib.error.URLError, OSError) as exc:
-        return Verdict("error", f"{where}: the endpoint does not answer ({getattr(exc, 'reason', exc)}). Check "
-                       f"{' / '.join(store.endpoint_env)} and the network.")
     try:
         keys = _keys(body)
     except ET.ParseError:
@@ -149,8 +152,7 @@ def check_gs(uri: str, environ: Mapping[str, str], on_platform: bool) -> Check:
     key_file = _first(environ, store.other_credentials_env)
     if key_file:
         try:
-            with open(key_file, "rb") as fh:
-                fh.read(1)
+            read_capped(key_file, limits.MAX_KEY_FILE_BYTES)
         except OSError as exc:
             return Verdict("error", f"{uri}: {store.other_credentials_env[0]} names {key_file}, which cannot be read "
                            f"({exc.strerror}). Mount the key file there.")

@@ -20,17 +20,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
-from entrypoint.core import errors as E
+from entrypoint.core import errors as E, limits
+from entrypoint.core.files import read_capped
 from entrypoint.core.errors import KimiError
+from entrypoint.core.mask import mask_argv
+from entrypoint.core.placement import OWNED_DESTS
 from entrypoint.core.platforms import load_platforms, platform as platform_data
 from entrypoint.core.settings import BY_NAME, read_settings
+from entrypoint.core.vllm_cli import secret_spec, values
 
 NONE = "none"
 CHECKPOINT_MARKER = "config.json"  # a Hugging Face checkpoint directory has it
 # The launch the container started, for `kimi-serve healthcheck` (which gets no container arguments).
 STATE_FILE = Path(tempfile.gettempdir()) / "kimi-serve-launch.json"
-# vLLM flags a KIMI_* setting owns: a platform's flag variables may not set them behind its back.
-_SETTING_FLAGS = {"--port": "port", "--host": "host", "--served-model-name": "served_model_name", "--model": "model"}
 
 
 @dataclass(frozen=True)
@@ -53,13 +55,16 @@ def _set(environ: Mapping[str, str], name: str) -> Optional[str]:
 
 
 def detect(environ: Mapping[str, str], args: tuple) -> Tuple[str, str]:
-    """(platform id or "", reason)."""
-    explicit = (environ.get("KIMI_PLATFORM") or "").strip().lower()
+    """(platform id or "", reason). KIMI_PLATFORM from any source of the settings (the
+    environment, else the KIMI_CONFIG file) comes first."""
+    given = read_settings(environ)
+    explicit = (given.platform or "").strip().lower()
+    where = "KIMI_PLATFORM" if given.origin["platform"] == "env" else "platform in the KIMI_CONFIG file"
     if explicit == NONE:
-        return "", "KIMI_PLATFORM=none"
+        return "", f"{where}=none"
     if explicit:
         platform_data(explicit)  # unknown id: a clear error
-        return explicit, f"KIMI_PLATFORM={explicit}"
+        return explicit, f"{where}={explicit}"
     data = load_platforms()
     for pid, found in data.platforms.items():
         if args and args[0] in found.detect.args:
@@ -153,14 +158,15 @@ class _Apply:
             if bare in self.found.flag_prefix_skip:
                 continue
             flag, value = "--" + bare.lower().replace("_", "-"), self.env[name]
-            if flag in _SETTING_FLAGS:
-                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{name} would set {flag}, which the setting "
-                                f"{BY_NAME[_SETTING_FLAGS[flag]].env} owns: set that instead.")
+            opt, _ = secret_spec().lookup(flag)  # every spelling vLLM accepts: `SM_VLLM_POR` is --port
+            if opt is not None and opt.dest in OWNED_DESTS:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{name} would set {opt.name}, which the setting "
+                                f"{BY_NAME[opt.dest].env} owns: set that instead.")
             if value.strip().lower() == "false":
                 continue
             new = [flag] if value.strip().lower() in ("", "true") else [flag, value]
             flags += new
-            self.decisions.append(f"{shlex.join(new)} from {name}")
+            self.decisions.append(f"{shlex.join(mask_argv(new))} from {name}")
         if flags:
             mine = self.settings.values.get("extra_args") or ""
             self.env[BY_NAME["extra_args"].env] = " ".join([shlex.join(flags), mine]).strip()
@@ -194,6 +200,26 @@ def apply_platform(environ: Mapping[str, str], args: tuple = ()) -> PlatformWiri
     return PlatformWiring(work.env, args, pid, work.found.display_name, reason, tuple(work.decisions))
 
 
+def check_contract(wiring: PlatformWiring, plan, spec) -> None:
+    """The port and bind address the platform sends traffic to (`binding: contract`) are what each
+    vLLM process really gets, after the vLLM args (which come last and win): else exit 2."""
+    found = platform_data(wiring.platform)
+    settled = read_settings(wiring.environ)  # the environment, else the KIMI_CONFIG file
+    for proc in plan.processes:
+        if proc.role == "router":
+            continue
+        given = values(proc.argv[2:], spec)
+        for setting, binding in found.contract.items():
+            want = settled.values.get(setting)
+            have = proc.port if setting == "port" else given.get(setting)
+            if binding.binding != "contract" or not want or have is None or str(have) == str(want):
+                continue
+            raise KimiError(E.UNSUPPORTED_COMBINATION, f"the vLLM arguments give --{setting.replace('_', '-')} "
+                            f"{have}, but {found.display_name} requires {want} ({BY_NAME[setting].env}, its "
+                            "contract): remove it from KIMI_EXTRA_ARGS and the container arguments, or set "
+                            "KIMI_PLATFORM=none if this is not that platform.")
+
+
 def record_launch(proc, wiring: PlatformWiring) -> None:
     """Leave the port this container serves on for `kimi-serve healthcheck` (best effort)."""
     try:
@@ -206,7 +232,7 @@ def record_launch(proc, wiring: PlatformWiring) -> None:
 def recorded_port() -> Optional[int]:
     """The port the container's start recorded, when this process runs in that container."""
     try:
-        state = json.loads(STATE_FILE.read_text())
+        state = json.loads(read_capped(STATE_FILE, limits.MAX_NODE_FILE_BYTES))
         return int(state["port"]) if state.get("port") and state.get("pid") == 1 else None
     except (OSError, ValueError, KeyError, TypeError):
         return None

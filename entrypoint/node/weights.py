@@ -22,13 +22,12 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, KimiError
 from entrypoint.core.mask import is_secret_name, mask_text
-from entrypoint.core.settings import env_flag
+from entrypoint.core.settings import env_flag, read_settings
 from entrypoint.core.weights import Source, exact_pattern, select_files
 from entrypoint.node.hub_cache import Entry, LocalState, local_state, read_tree, repo_dir
 from entrypoint.node.progress import Progress, human_bytes
 
 RETRIES = 5
-BACKOFF_S = 2.0
 BACKOFF_MAX_S = 60.0
 
 
@@ -42,6 +41,23 @@ def offline(environ: Mapping[str, str]) -> bool:
 def _status(exc) -> int:
     response = getattr(exc, "response", None)
     return getattr(response, "status_code", 0) or 0
+
+
+def check_token_file(environ: Mapping[str, str]) -> None:
+    """HF_TOKEN_PATH, when it names something, is a regular file of at most MAX_KEY_FILE_BYTES:
+    the hub library reads it whole, and a FIFO or a device would hold the download for ever."""
+    import stat
+
+    from entrypoint.core import limits
+
+    path = environ.get("HF_TOKEN_PATH", "")
+    try:
+        found = os.stat(path) if path else None
+    except OSError:
+        return  # a missing file means no token (a rendered deployment's optional secret)
+    if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_size > limits.MAX_KEY_FILE_BYTES):
+        raise KimiError(INVALID_VALUE, f"HF_TOKEN_PATH={path} is not a token file (a regular file of at most "
+                        f"{limits.MAX_KEY_FILE_BYTES} bytes). Mount the token's file there, or unset HF_TOKEN_PATH.")
 
 
 def user_error(exc: BaseException, source: Source, environ: Mapping[str, str]):
@@ -86,7 +102,7 @@ def _endpoint(environ: Mapping[str, str]) -> str:
 
 
 def _retrying(what: str, fn, source: Source, environ, log, retries: int = RETRIES, sleep=time.sleep):
-    delay = BACKOFF_S
+    delay = float(read_settings(environ).download_backoff_s)  # KIMI_DOWNLOAD_BACKOFF_S (tests: 0)
     for attempt in range(1, retries + 2):
         try:
             return fn()

@@ -10,6 +10,7 @@ download that follows fetches it again.
 from __future__ import annotations
 
 import hashlib
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,9 +53,12 @@ def _check_file(repo: Path, state: LocalState, path: str, progress: Progress) ->
     entry = state.expected[path]
     target = snapshot_file(repo, state.commit, path)
     try:
-        size = target.stat().st_size
+        found = target.stat()
     except OSError:
         return "missing"
+    if not stat.S_ISREG(found.st_mode):  # a FIFO or a device would block or never end the hash
+        return "not a regular file"
+    size = found.st_size
     if size != entry.size:
         return f"size {size}, the hub lists {entry.size}"
     want = entry.lfs_sha256 or entry.blob_id

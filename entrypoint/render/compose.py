@@ -20,8 +20,8 @@ from typing import Mapping
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.kv import choose
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import (COMPANIONS, HF_TOKEN_PATH, TOKEN_FILE, brand, container_env, health, image,
-                                          image_user, scratch, service_name, token_path, with_defaults)
+from entrypoint.render.deployment import (COMPANIONS, HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
+                                          health, image, image_user, scratch, service_name, token_path, with_defaults)
 from entrypoint.render.yamltext import dump
 from entrypoint.core.select import Selection
 from entrypoint.core.settings import Settings
@@ -84,7 +84,7 @@ def _service(launch, proc: Process) -> dict:
         access = brand(launch).compose  # the GPU brand's devices (recipes/hardware.yaml)
         svc.update({**access, "security_opt": [*access.get("security_opt", []), NO_NEW_PRIVILEGES]})
     if proc.local_gpus:
-        svc["volumes"] = [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"]
+        svc["volumes"] = [f"{CACHE_VOLUME}:{cache_mount(launch)}"]
         svc["depends_on"] = {download_name(launch): {"condition": "service_completed_successfully"},
                              # what the engine connects to at start: LMCache's server, the KV store
                              **{service_name(launch, p): {"condition": "service_healthy"}
@@ -105,12 +105,12 @@ def _download(launch) -> dict:
     """The one-shot service that fills the cache (`kimi-serve download`) before vLLM starts."""
     proc = next(p for p in launch.plan.processes if p.local_gpus)
     return {"image": image(launch), "command": ["download"], **_hardened(launch, proc), "network_mode": "host",
-            "volumes": [f"{CACHE_VOLUME}:{launch.settings.cache_dir}"], "restart": "no"}
+            "volumes": [f"{CACHE_VOLUME}:{cache_mount(launch)}"], "restart": "no"}
 
 
 def _header(launch) -> str:
     plan = launch.plan
-    lines = [f"{launch.catalog.recipe.title} on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.",
+    lines = [plan.headline(launch.catalog.recipe.title) + ".",
              "Rendered by `kimi-serve plan --format compose`; start it with `docker compose up -d`.",
              f"The Hugging Face token is read from the file {TOKEN_SOURCE} beside this file (empty for a public",
              f"model), readable by UID {image_user(launch).uid}: ( umask 077; printf %s \"$HF_TOKEN\" > {TOKEN_SOURCE} ); "
@@ -124,7 +124,11 @@ def _header(launch) -> str:
 
 
 def render(launch) -> dict:
+    from entrypoint.core.placement import check_one_host
+    from entrypoint.core.vllm_cli import spec_for
+
     _check_one_node(launch.selection)
+    check_one_host(launch.plan, spec_for(launch.selection.vllm_version))  # network_mode: host
     services = {download_name(launch): _download(launch),
                 **{service_name(launch, p): _service(launch, p) for p in launch.plan.processes}}
     doc = {"services": services, "volumes": {CACHE_VOLUME: {}}, "secrets": {TOKEN_SECRET: {"file": TOKEN_SOURCE}}}

@@ -107,6 +107,28 @@ def scratch(launch) -> dict:
     return {"tmp": "/tmp", "home": image_user(launch).home}
 
 
+SHM = "/dev/shm"  # vLLM's workers share memory there (a memory-backed volume in a pod)
+
+
+def cache_mount(launch) -> str:
+    """KIMI_CACHE_DIR as a rendered file mounts it: a path no other mount of the container uses
+    (the scratch of /tmp and HOME, /dev/shm, the token's directory), so that every container,
+    the download step included, sees the one cache volume there. Else exit 2, before writing."""
+    import posixpath
+    import re
+
+    cache = posixpath.normpath(re.sub("/+", "/", launch.settings.cache_dir))
+    others = {**{f"the image's scratch ({name})": path for name, path in scratch(launch).items()},
+              "shared memory": SHM, "the token's directory": TOKEN_DIR}
+    for what, path in others.items():
+        if cache in (posixpath.normpath(path), "/"):
+            where = "the root" if cache == "/" else what
+            raise KimiError(INVALID_VALUE, f"KIMI_CACHE_DIR={launch.settings.cache_dir} is {where}, which the rendered "
+                            "containers mount separately: the cache volume would be hidden (the "
+                            "download step's files lost). Choose a directory of its own, e.g. /cache.")
+    return cache
+
+
 def pinned(reference: str) -> bool:
     """Whether an image reference names its content (a digest), not only a tag that can move."""
     return "@sha256:" in reference

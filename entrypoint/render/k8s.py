@@ -195,7 +195,7 @@ _SHAPES = {SINGLE: _single, MULTI_NODE: _multi_node, PD_CLUSTER: _pd_cluster, KV
 
 def render(launch) -> dict:
     plan = launch.plan
-    header = (f"# {launch.catalog.recipe.title} on {plan.hardware}: strategy {plan.strategy}, variant {plan.variant}.\n"
+    header = (f"# {plan.headline(launch.catalog.recipe.title)}.\n"
               "# Rendered by `kimi-serve plan --format k8s`; apply with `kubectl apply -f`. The Hugging Face token\n"
               f"# comes from the optional Secret {hf_token_secret(launch)} (key HF_TOKEN), mounted as a file:\n"
               f"#   kubectl -n {launch.settings.namespace} create secret generic {hf_token_secret(launch)} "

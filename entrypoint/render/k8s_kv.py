@@ -20,7 +20,7 @@ from typing import List, Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import container_env, helper_resources, image, scratch
+from entrypoint.render.deployment import SHM, container_env, helper_resources, image, scratch
 from entrypoint.render.k8s_pod import CACHE_VOLUME, SHM_VOLUME, helper_probes, pod_spec
 
 POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"  # Kubernetes >= 1.28 labels StatefulSet pods
@@ -112,7 +112,7 @@ def add_companions(launch, pod: dict) -> dict:
         sized = helper_resources(launch, proc)
         amounts = {"cpu": str(sized.cpu), "memory": f"{sized.memory_gib}Gi"}
         mounts = [{"name": n, "mountPath": path} for n, path in scratch(launch).items()]
-        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})  # the engine hands it shared memory
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM})  # the engine hands it shared memory
         pod["containers"].append({
             "name": proc.role, "image": image(launch), "imagePullPolicy": "Always",
             "env": [{"name": k, "value": v} for k, v in container_env(launch, proc).items()],

@@ -19,9 +19,9 @@ import math
 from typing import Optional
 
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, TOKEN_DIR, TOKEN_FILE, brand, container_env,
-                                          hardware, health, helper_resources, image, image_user, pinned, scratch,
-                                          token_path)
+from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TOKEN_DIR, TOKEN_FILE, brand, cache_mount,
+                                          container_env, hardware, health, helper_resources, image, image_user, pinned,
+                                          scratch, token_path)
 
 CACHE_VOLUME = "cache"
 SHM_VOLUME = "dshm"
@@ -115,8 +115,8 @@ def _volumes(launch, proc: Process, cache_claim: Optional[str]):
                                                      "items": [{"key": HF_TOKEN, "path": TOKEN_FILE}]}})
     if not proc.local_gpus:
         return mounts, volumes
-    mounts += [{"name": CACHE_VOLUME, "mountPath": launch.settings.cache_dir},
-               {"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    mounts += [{"name": CACHE_VOLUME, "mountPath": cache_mount(launch)},
+               {"name": SHM_VOLUME, "mountPath": SHM}]
     volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})
     if cache_claim:
         volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": cache_claim}})
@@ -151,7 +151,7 @@ def _download(container: dict) -> dict:
     Guaranteed."""
     resources = {kind: {k: v for k, v in amounts.items() if k in ("cpu", "memory")}
                  for kind, amounts in container["resources"].items()}
-    mounts = [m for m in container["volumeMounts"] if m["mountPath"] != "/dev/shm"]
+    mounts = [m for m in container["volumeMounts"] if m["mountPath"] != SHM]
     return {"name": DOWNLOAD_CONTAINER, "image": container["image"], "imagePullPolicy": "Always",
             "args": ["download"], "env": container["env"], "resources": resources,
             "securityContext": dict(container["securityContext"]), "volumeMounts": mounts}

@@ -100,9 +100,9 @@ class Server:
     # -- the exchange -----------------------------------------------------------------------
 
     def _exchange(self, method: str, path: str, body: dict | None, until: bytes | None = None):
-        """(status, body bytes), all of it read before the check's deadline (entrypoint.verify.bounded:
+        """(status, body bytes), all of it read before the check's deadline (entrypoint.core.bounded:
         one total deadline, not a bound per read, so a server that drips one byte at a time ends too)."""
-        from entrypoint.verify.bounded import ConnectionRefused, HttpError, Late, request
+        from entrypoint.core.bounded import ConnectionRefused, HttpError, Late, request
 
         remaining = self._end - time.monotonic()
         if remaining <= 0:

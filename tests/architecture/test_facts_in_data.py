@@ -25,28 +25,42 @@ def _hardware_words() -> set:
     return {w.lower() for w in words}
 
 
+_TEXT_TOKENS = {tokenize.STRING} | {getattr(tokenize, n) for n in ("FSTRING_MIDDLE", "TSTRING_MIDDLE")
+                                    if hasattr(tokenize, n)}  # f-strings are split on Python >= 3.12
+
+
 def _string_literals(path: Path):
     for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
-        if tok.type == tokenize.STRING:
+        if tok.type in _TEXT_TOKENS:
             yield tok.start[0], tok.string
 
 
-def test_no_hardware_literal_in_python():
-    words = _hardware_words()
+def _findings(paths, words) -> list:
     found = []
-    for path in CODE:
+    for path in paths:
         for line, literal in _string_literals(path):
             hits = {w for w in words if re.search(rf"(?<![a-z0-9]){re.escape(w)}(?![a-z0-9])", literal.lower())}
             if hits:
-                found.append(f"{path.relative_to(ROOT)}:{line}: {sorted(hits)}")
+                found.append(f"{path.name}:{line}: {sorted(hits)}")
+    return found
+
+
+def test_no_hardware_literal_in_python():
+    found = _findings(CODE, _hardware_words())
     assert not found, "hardware facts belong in recipes/*.yaml:\n" + "\n".join(found)
 
 
 def test_the_scan_finds_a_literal(tmp_path):
-    """The scan is live: a planted literal is found."""
+    """The scan is live, the same function as above: planted literals (a hardware id, a GPU
+    product, one inside an f-string) are found with their lines, and a word that only contains
+    an id (`h2000`, `xh200`) is not."""
+    words = _hardware_words()
     planted = tmp_path / "x.py"
-    planted.write_text('PRODUCT = {"h200": "NVIDIA-H200"}\n')
-    assert [s for _, s in _string_literals(planted)] == ['"h200"', '"NVIDIA-H200"']
+    planted.write_text('A = {"h200": 1}\nB = f"on {A} NVIDIA H200 GPUs"\nC = "h2000 xh200"\n')
+    assert "h200" in words
+    found = _findings([planted], words)
+    assert [f.split(":")[1] for f in found] == ["1", "2"], found
+    assert _findings([Path(__file__).with_name("__init__.py")], words) == []
 
 
 def test_catalog_records_are_read_only():

@@ -22,14 +22,47 @@ def test_import_contracts_hold():
     assert "0 broken" in run.stdout
 
 
-def test_a_broken_layer_is_reported(tmp_path):
-    """The contract is live: a core module importing the CLI breaks it."""
+def _lint_a_copy_with(tmp_path, module: str, added: str) -> str:
+    """lint-imports' report on a copy of the package where `module` (a path under entrypoint/)
+    ends with `added`; the run must fail."""
     copy = tmp_path / "repo"
     shutil.copytree(ROOT / "entrypoint", copy / "entrypoint", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    bad = copy / "entrypoint" / "core" / "args.py"
-    bad.write_text(bad.read_text() + "\nfrom entrypoint.cli import main  # noqa\n")
+    bad = copy / "entrypoint" / module
+    bad.write_text(bad.read_text() + added)
     run = subprocess.run([_lint_imports()], cwd=copy, capture_output=True, text=True, timeout=120,
                          env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
     assert run.returncode != 0
-    assert "entrypoint.core.args -> entrypoint.cli" in run.stdout
+    return run.stdout
+
+
+def test_a_broken_layer_is_reported(tmp_path):
+    """The contract is live: a core module importing the CLI breaks it."""
+    out = _lint_a_copy_with(tmp_path, "core/args.py", "\nfrom entrypoint.cli import main  # noqa\n")
+    assert "entrypoint.core.args -> entrypoint.cli" in out
+
+
+def test_an_import_cycle_between_siblings_is_reported(tmp_path):
+    """The sibling-acyclicity contract is live: a function-level import that closes a cycle
+    (core.datadir -> core.settings -> core.mask -> core.vllm_cli -> core.datadir) breaks it."""
+    out = _lint_a_copy_with(tmp_path, "core/datadir.py",
+                            "\n\ndef _planted():\n    from entrypoint.core.settings import BY_NAME  # noqa\n")
+    assert "No import cycles between siblings BROKEN" in out
+    assert "No cycles are allowed in entrypoint.core" in out
+
+
+def test_the_data_directory_lookup_reads_the_declared_variable(tmp_path):
+    """core/datadir.py is a leaf (no project import), so it names KIMI_RECIPES_DIR itself: the
+    name is the settings' declaration, and setting it moves every reader of the data."""
+    import ast
+
+    from entrypoint.core import datadir
+    from entrypoint.core.settings import BY_NAME
+
+    tree = ast.parse((ROOT / "entrypoint" / "core" / "datadir.py").read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + \
+        [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m and m.startswith("entrypoint")]
+    assert datadir.RECIPES_DIR_ENV == BY_NAME["recipes_dir"].env
+    assert datadir.default_recipes_dir({datadir.RECIPES_DIR_ENV: str(tmp_path)}) == tmp_path
+    assert (datadir.default_recipes_dir({}) / "models" / "kimi-k2.5.yaml").is_file()

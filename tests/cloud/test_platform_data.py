@@ -27,19 +27,57 @@ def test_offerings_name_known_hardware_with_the_gpu_count_the_recipe_uses():
                 assert count == hardware[hw].gpu_count, (pid, hw)
 
 
-def test_every_platform_variable_the_entrypoint_reads_is_declared_in_settings():
-    declared = {f.env for f in EXTERNAL_FIELDS}
-    data = load_platforms()
-    read = {name for p in data.platforms.values() for name in variables(p)}
-    read |= {f"{p.flag_prefix}<NAME>" for p in data.platforms.values() if p.flag_prefix}
-    for store in data.object_storage.schemes.values():
-        read |= set(store.endpoint_env + store.region_env + store.key_env + store.other_credentials_env)
-        read |= {n for n in (store.session_env, store.metadata_disabled_env) if n}
-    assert read - declared == set(), "declare these in entrypoint/core/settings.py FIELDS (external=...)"
-    owners = {f.env: f.owner for f in EXTERNAL_FIELDS}
-    assert {owners[name] for name in read} <= {"SageMaker", "Vertex AI", "Azure ML", "SkyPilot", "you (S3)",
-                                               "you / the platform (S3)", "EKS / the platform (S3)",
-                                               "ECS / the platform (S3)", "the platform (S3)", "you (GCS)"}
+class _Recording(dict):
+    """An environment that records every name the code asks it for (present or not)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asked = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.asked.add(key)
+        return super().__contains__(key)
+
+    def copy(self):
+        return self
+
+
+def test_every_variable_the_platform_code_reads_is_declared_in_settings(tmp_path):
+    """Observed, not listed: the platform wiring and the object-store checks run with an
+    environment that records each name asked for; every one is a declared setting (a KIMI_* or an
+    external variable with its owner), whatever the data names."""
+    from entrypoint.node import objectstore
+    from entrypoint.node.platform import apply_platform
+
+    declared = {f.env: f.owner for f in EXTERNAL_FIELDS}
+    asked = set()
+    for pid, found in load_platforms().platforms.items():
+        env = _Recording({"KIMI_HARDWARE": "h200", "KIMI_PLATFORM": pid})
+        env.update({name: "1" for name in found.detect.env})
+        try:
+            apply_platform(env, tuple(found.detect.args[:1]))
+        except KimiError:
+            pass  # a value the contract refuses: the names were still asked
+        asked |= env.asked
+    for uri in ("s3://bucket/kimi", "gs://bucket/kimi"):
+        env = _Recording({"AWS_EC2_METADATA_DISABLED": "true"})
+        objectstore.check(uri, env)
+        asked |= env.asked
+    foreign = {n for n in asked if not n.startswith("KIMI_") and not n.startswith("SM_VLLM_")}
+    assert foreign, "the recording saw nothing: the check would pass vacuously"
+    assert foreign - set(declared) == set(), "declare these in entrypoint/core/settings.py FIELDS (external=...)"
+    assert all(declared[name] for name in foreign), "every external variable names who sets it"
+    # the data's own list of what is read is what the code reads
+    listed = {name for p in load_platforms().platforms.values() for name in variables(p)}
+    assert listed <= asked
 
 
 def test_a_hardware_with_no_offering_is_a_clear_error_listing_what_is_offered():

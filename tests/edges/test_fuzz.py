@@ -63,12 +63,20 @@ def environments(draw):
         env["KIMI_PORT_8000_TCP"] = "tcp://10.0.0.9:8000"
         env["KIMI_SERVICE_HOST"] = "10.0.0.9"
     secret = draw(SECRETS)
-    where = draw(st.sampled_from(["VLLM_API_KEY", "HF_TOKEN", "extra", "extra-broken", "extra-eq"]))
+    where = draw(st.sampled_from(["VLLM_API_KEY", "HF_TOKEN", "extra", "extra-broken", "extra-eq", "setting",
+                                  "platform"]))
+    # every spelling vLLM accepts: `_` for `-`, abbreviations, `=`, quotes
+    flag = draw(st.sampled_from(["--api-key", "--api_key", "--api-k", "--hf-token", "--hf_tok", "--api-ke"]))
     if where in ("VLLM_API_KEY", "HF_TOKEN"):
         env[where] = secret
+    elif where == "setting":  # a key typed into the wrong setting: every error message masks it
+        env[draw(st.sampled_from(NAMES))] = draw(st.sampled_from([f"{flag} {secret}", f"{flag}={secret}",
+                                                                  f"{flag} '{secret}'"]))
+    elif where == "platform":  # SageMaker's flag variables: SM_VLLM_API_KEY is --api-key
+        env.update(KIMI_PLATFORM="sagemaker", **{"SM_VLLM_" + flag[2:].upper().replace("-", "_"): secret})
     else:
-        env["KIMI_EXTRA_ARGS"] = {"extra": f"--api-key {secret}", "extra-broken": f"--api-key {secret} '",
-                                  "extra-eq": f"--max-model-len 4096 --api-key={secret}"}[where]
+        env["KIMI_EXTRA_ARGS"] = {"extra": f"{flag} {secret}", "extra-broken": f"{flag} {secret} '",
+                                  "extra-eq": f"--max-model-len 4096 {flag}={secret}"}[where]
     return env, secret
 
 

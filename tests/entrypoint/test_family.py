@@ -130,14 +130,17 @@ def test_blackwell_pd_keeps_the_recipes_baseline(catalog):
 
 def test_pd_pools_the_data_rules_out(catalog):
     err = refused(catalog, KIMI_RECIPE="kimi-k3", KIMI_HARDWARE="gb200", **pd(3, 4))  # prefill TEP over 3 trays: TP 12
-    assert "tensor parallel size 8" in err.message and "KIMI_PREFILL_PARALLELISM=dep" in err.message
+    assert "tensor parallel size 8" in err.message and "KIMI_PREFILL_NODES=2 if the model fits" in err.message
+    err = refused(catalog, KIMI_RECIPE="kimi-k3", KIMI_HARDWARE="b200", **pd(2, 2))  # TEP over 2 nodes: TP 16
+    assert "KIMI_PREFILL_PARALLELISM=dep (TP 8 per data-parallel rank)" in err.message
     err = refused(catalog, KIMI_RECIPE="kimi-k3", KIMI_HARDWARE="h200", KIMI_PREFILL_NODES="1", **pd(1, 2))
     assert "multi_node_dep unsupported on h200" in err.message and "KIMI_DECODE_PARALLELISM" in err.message
     err = refused(catalog, KIMI_RECIPE="kimi-k3", KIMI_HARDWARE="b300", KIMI_DECODE_NODES="1", **pd(1, 1))
     assert "spans 8 x b300 GPUs" in err.message and "KIMI_DECODE_NODES=2" in err.message
     # the way out the message gives works: DEP prefill with TP 8 per rank
-    ok = plan(catalog, KIMI_RECIPE="kimi-k3", KIMI_HARDWARE="gb200", KIMI_PREFILL_PARALLELISM="dep", **pd(4, 4))
-    assert value(list(ok.find("prefill", 0).argv), "--tensor-parallel-size") == "8"
+    ok = plan(catalog, KIMI_RECIPE="kimi-k3", KIMI_HARDWARE="b200", KIMI_PREFILL_PARALLELISM="dep", **pd(2, 2))
+    prefill = list(ok.find("prefill", 0).argv)
+    assert value(prefill, "--tensor-parallel-size") == "8" and value(prefill, "--data-parallel-size") == "2"
 
 
 def test_recipes_without_a_pd_block_get_tp_pools_sized_by_memory(catalog):

@@ -1,5 +1,6 @@
 """The recipe data is validated on load: unknown keys and dangling references are refused."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -62,10 +63,12 @@ def test_broken_data_is_refused(data, file, change, words):
 
 def test_validated_cache_is_reused_and_invalidated_by_content(data, tmp_path):
     first = load_catalog_from(data)
-    cached = list((tmp_path / "cache" / "kimi-serve").glob("catalog-*.pickle")) + \
-        list((data / ".validated").glob("catalog-*.pickle"))
+    cached = list((tmp_path / "cache" / "kimi-serve").glob("catalog-*.json")) + \
+        list((data / ".validated").glob("catalog-*.json"))
     assert len(cached) == 1
-    assert load_catalog_from(data) == first
+    assert load_catalog_from(data) == first == load_catalog_from(data, use_cache=False)
+    # readable data: plain JSON whose recipe title is the data's
+    assert json.loads(cached[0].read_text())["catalog"]["fields"]["recipe"]["fields"]["title"] == "Kimi-K2.5"
     edit(data / "models" / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(vram_minimum_gb=700))
     assert load_catalog_from(data).recipe.variants["default"].vram_minimum_gb == 700
     edit(data / "models" / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(bogus=1))
@@ -73,8 +76,18 @@ def test_validated_cache_is_reused_and_invalidated_by_content(data, tmp_path):
         load_catalog_from(data)
 
 
-def test_corrupt_cache_is_ignored(data):
+@pytest.mark.parametrize("garbage", [b"not json", b"{}", b'{"format": 1, "catalog": [1]}', b"\xff\xfe",
+                                     b'{"format": 1, "catalog": {"$record": "X"}}', b"[" * 100_000])
+def test_corrupt_cache_is_ignored(data, garbage):
     load_catalog_from(data)
-    for path in (data / ".validated").glob("catalog-*.pickle"):
-        path.write_bytes(b"not a pickle")
+    for path in (data / ".validated").glob("catalog-*.json"):
+        path.write_bytes(garbage)
     assert load_catalog_from(data).recipe.variants["mxfp4"].tp == 8
+
+
+def test_the_cache_reads_back_read_only_records(data):
+    load_catalog_from(data)
+    cached = load_catalog_from(data)
+    with pytest.raises(TypeError):
+        cached.hardware["h200"] = None
+    assert isinstance(cached.recipe.hardware, tuple)

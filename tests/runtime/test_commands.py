@@ -148,7 +148,7 @@ def test_nothing_listening(monkeypatch):
 def test_router_role_uses_the_router_port(monkeypatch, health_server):
     port = health_server(200)
     result = run_health(monkeypatch, KIMI_HARDWARE="h200", KIMI_STRATEGY="pd_cluster", KIMI_ROLE="router",
-                        KIMI_ROUTER_PORT=str(port), KIMI_PREFILL_ADDRS="127.0.0.1", KIMI_DECODE_ADDRS="127.0.0.1",
+                        KIMI_ROUTER_PORT=str(port), KIMI_PREFILL_ADDRS="127.0.0.1", KIMI_DECODE_ADDRS="127.0.0.2",
                         KIMI_IFACE="lo")
     assert result.exit_code == 0 and f":{port}/health" in result.output and "router" in result.output
 

@@ -17,7 +17,7 @@ from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import K8S, documents
 from tests.security import scanner
 
-pytestmark = pytest.mark.slow  # installs checkov into its own venv once (~75 s), then ~15 s a scan
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # installs checkov into its own venv once (~75 s), then ~15 s a scan
 
 ROOT = scanner.ROOT
 DIGEST = "registry.example/kimi-k2.5@sha256:" + "ab" * 32

@@ -16,7 +16,7 @@ import pytest
 from tests.deploy.shapes import render
 from tests.security import scanner
 
-pytestmark = pytest.mark.slow  # the scanner's venv (installed once)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # the scanner's venv (installed once)
 
 CFN_TYPES = {"sagemaker-model.json": "AWS::SageMaker::Model",
              "sagemaker-endpoint-config.json": "AWS::SageMaker::EndpointConfig",

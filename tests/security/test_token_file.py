@@ -14,7 +14,7 @@ from entrypoint.render import k8s_pod
 from tests.deploy.shapes import COMPOSE, K8S, documents
 from tests.security import scanner
 
-pytestmark = pytest.mark.slow  # the scanner's venv (installed once)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # the scanner's venv (installed once)
 
 TOKEN = "hf_rendered_token_file_test"
 

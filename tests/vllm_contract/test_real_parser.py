@@ -23,7 +23,7 @@ from entrypoint.core.vllm_cli import dedupe, load_spec
 
 from tests.vllm_contract.sweep import configurations
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # installs its vLLM environment on first use
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "moonshotai/Kimi-K2.5"
 

@@ -20,7 +20,8 @@ class Env:
         self.vars = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp / "home"),
                      "KIMI_HARDWARE": "h200", "KIMI_CACHE_DIR": str(self.cache),
                      "HF_ENDPOINT": hub.url if hub else "http://127.0.0.1:9", "HF_HUB_DISABLE_TELEMETRY": "1",
-                     "HF_HUB_DISABLE_UPDATE_CHECK": "1"}
+                     "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+                     "KIMI_DOWNLOAD_BACKOFF_S": "0"}  # retry at once (the back-off: test_units.py)
 
     def run(self, *args, timeout: float = 120, wrap=(), **extra) -> subprocess.CompletedProcess:
         env = {**self.vars, **{k: v for k, v in extra.items() if v is not None}}

@@ -105,7 +105,8 @@ def test_transient_errors_are_retried(env, hub, repos):
     main, wanted, _ = repos
     hub.behaviour.reset_once.add(SHARD_2)  # the hub library resumes this one itself
     hub.behaviour.unavailable_once.add(SHARD_3)  # this one it gives up on: kimi-serve retries
-    result = env.run("download")
+    # the cut connection is noticed by the hub library's read timeout (10 s by default): 2 s here
+    result = env.run("download", HF_HUB_DOWNLOAD_TIMEOUT="2")
     out = _clean(result)
     assert result.returncode == 0, out
     assert "retry 1 of" in out and "503" in out

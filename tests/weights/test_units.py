@@ -6,6 +6,8 @@ import io
 import json
 from fnmatch import fnmatch
 
+import pytest
+
 from entrypoint.app import build
 from entrypoint.core.recipe import load_catalog
 from entrypoint.core.weights import exact_pattern, select_files, sources
@@ -80,3 +82,24 @@ def test_a_corrupt_or_foreign_listing_is_no_listing(tmp_path):
     assert read_tree(tmp_path, commit) is None
     (trees / f"{commit}.json").write_text(json.dumps({"format_version": 1, "files": {"x": {"size": 1, "blob_id": "b"}}}))
     assert read_tree(tmp_path, commit)["x"].etag == "b"
+
+
+@pytest.mark.parametrize("setting,delays", [({}, [2, 4, 8, 16, 32]), ({"KIMI_DOWNLOAD_BACKOFF_S": "20"}, [20, 40, 60, 60, 60]),
+                                            ({"KIMI_DOWNLOAD_BACKOFF_S": "0"}, [0, 0, 0, 0, 0])])
+def test_retries_back_off_as_documented(setting, delays):
+    """The real back-off, with the sleep injected: doubling from KIMI_DOWNLOAD_BACKOFF_S, capped at
+    60 s, then one clear error naming the attempts."""
+    from entrypoint.core.errors import KimiError
+    from entrypoint.core.weights import Source
+    from entrypoint.node import weights
+    from entrypoint.node.logs import StartLog
+
+    slept = []
+
+    def flaky():
+        raise ConnectionError("connection refused")
+
+    source = Source(repo_id="moonshotai/Kimi-K2.5", revision="main", purpose="model")
+    with pytest.raises(KimiError, match="after 6 attempt"):
+        weights._retrying("listing", flaky, source, setting, StartLog("text", {}, io.StringIO()), sleep=slept.append)
+    assert slept == delays

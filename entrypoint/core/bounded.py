@@ -1,4 +1,5 @@
-"""HTTP/1.1 requests with a total deadline and a size cap: what healthcheck and verify use.
+"""HTTP/1.1 requests with a total deadline and a size cap: what healthcheck, verify and the
+object-store check use.
 
 Per-read timeouts (urllib, httpx) do not bound a request: a server that sends one byte every
 half second keeps each read short and the request alive for ever, and an endless body grows
@@ -222,10 +223,13 @@ def open_request(method: str, url: str, *, timeout: float, json_body=None, heade
     except ValueError as exc:
         raise HttpError(str(exc)) from None
     path = target.base_path + "/" if not target.base_path else target.base_path
+    query = urlsplit(url.strip()).query
+    path += f"?{query}" if query else ""
     body = b"" if json_body is None else json.dumps(json_body).encode()
     host = f"[{target.host}]" if ":" in target.host else target.host
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{target.port}", "Connection: close",
-             "Accept: application/json, text/event-stream", "User-Agent: kimi-serve"]
+    given = {k.lower() for k in (headers or {})}
+    lines = [f"{method} {path} HTTP/1.1"] + ([] if "host" in given else [f"Host: {host}:{target.port}"]) + \
+        ["Connection: close", "Accept: application/json, text/event-stream", "User-Agent: kimi-serve"]
     if json_body is not None:
         lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
     lines += [f"{k}: {v}" for k, v in (headers or {}).items()]

@@ -1,0 +1,85 @@
+"""The validated catalog kept as readable data: JSON beside the recipe data (or in the user's
+cache), named by a digest of every data file and of the schema's source, so a start whose data
+is unchanged reads it back without pydantic or yaml, and any change validates again.
+
+The file is plain JSON anyone can read (`jq . recipes/.validated/catalog-*.json`): a record is
+{"$record": kind, "fields": {...}}, a read-only mapping {"$map": [[key, value], ...]} (keys keep
+their type), a tuple a list. Reading it builds nothing but records, mappings, tuples and JSON
+scalars: unlike a pickle, a file planted in a cache directory cannot run code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+from entrypoint.core.record import FrozenDict, Record
+
+FORMAT = 1  # bump when the encoding changes: an old file is then ignored (a new name)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Record):
+        return {"$record": value._kind, "fields": {k: _encode(v) for k, v in value._fields.items()}}
+    if isinstance(value, dict):
+        return {"$map": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    if isinstance(value, (tuple, list)):
+        return [_encode(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"a {type(value).__name__} in the catalog has no JSON form")
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_decode(v) for v in value)
+    if isinstance(value, dict):
+        if "$record" in value:
+            return Record(value["$record"], {k: _decode(v) for k, v in value["fields"].items()})
+        return FrozenDict({_key(k): _decode(v) for k, v in value["$map"]})
+    return value
+
+
+def _key(key: Any) -> Any:
+    return tuple(_decode(k) for k in key) if isinstance(key, list) else key
+
+
+def dumps(catalog: Record) -> str:
+    return json.dumps({"format": FORMAT, "catalog": _encode(catalog)}, separators=(",", ":"))
+
+
+def loads(text: str) -> Optional[Record]:
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return None
+    found = _decode(data["catalog"])
+    return found if isinstance(found, Record) else None
+
+
+def cached(name: str, places: List[Path], validate: Callable[[], Record]) -> Record:
+    """The catalog from the first of `places` holding `name`, else `validate()` written to the
+    first place that takes it (best effort: an unwritable place is skipped)."""
+    for place in places:
+        try:
+            found = loads((place / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            continue
+        if found is not None:
+            return found
+    catalog = validate()
+    try:
+        text = dumps(catalog)
+    except TypeError:
+        return catalog
+    for place in places:
+        try:
+            place.mkdir(parents=True, exist_ok=True)
+            tmp = place / f".{name}.{os.getpid()}"
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, place / name)
+            break
+        except OSError:
+            continue
+    return catalog

@@ -1,0 +1,151 @@
+"""Whether a plan can run where it is placed: checked before anything is written or started.
+
+- every address setting is one host (a DNS name, an IPv4 or an IPv6 address), so that each URL
+  and flag rendered from it reads back as that host;
+- KIMI_ROLE names a process of the plan (a role is only meaningful for a pd_cluster);
+- no process needs more GPUs than its node has;
+- no two processes placed on one host (the pools of a shared node, or of addresses listed twice)
+  share a GPU or a port.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Dict, List, Optional, Tuple
+
+from entrypoint.core import errors as E
+from entrypoint.core.errors import KimiError
+from entrypoint.core.plan import Plan, Process
+from entrypoint.core.settings import BY_NAME, Settings
+
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs")
+# vLLM destinations that a KIMI_* setting of the same name owns: a platform's flag variables may
+# not set them; the vLLM args may not set the model (vLLM would keep the positional one).
+OWNED_DESTS = ("model", "served_model_name", "host", "port")
+# Variables a process's env names its GPUs with (declared in core/settings.py).
+VISIBILITY_SETTINGS = ("cuda_visible_devices", "hip_visible_devices", "rocr_visible_devices")
+
+
+def host_problem(text: str) -> Optional[str]:
+    """Why `text` is not one host (None when it is): a name, an IPv4 or an IPv6 address."""
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        ipaddress.ip_address(bare)
+        return None
+    except ValueError:
+        pass
+    if text.startswith("["):
+        return "is not an IPv6 address in brackets"
+    if re.fullmatch(r"[^:]+:[0-9]+", text):
+        return "carries a port; give the address alone (each process's port is a setting of its own)"
+    if ":" in text:
+        return "is not an IPv6 address"
+    name = text[:-1] if text.endswith(".") else text
+    if len(name) > 253 or not name or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+        return "is not a host name (letters, digits, '-' and '.') nor an IP address"
+    return None
+
+
+def check_addresses(settings: Settings) -> None:
+    for name in ADDRESS_SETTINGS:
+        field, value = BY_NAME[name], settings.values[name]
+        for item in (value if isinstance(value, tuple) else (value,) if value else ()):
+            why = host_problem(item)
+            if why:
+                raise KimiError(E.INVALID_VALUE, f"{field.env}: {item[:80]!r} {why}. Write one host per entry, e.g. "
+                                "10.0.0.1, node-1.cluster.local or fd00::1.")
+
+
+def check_user_args(user_args, spec) -> None:
+    """`--model` (in any spelling) among the vLLM args would silently lose to the model argument."""
+    from entrypoint.core.vllm_cli import values
+
+    given = values(user_args, spec).get("model")
+    if given is not None:
+        raise KimiError(E.INVALID_VALUE, f"the vLLM arguments give --model {str(given)[:80]!r}, but the model is "
+                        f"{BY_NAME['model'].env}'s (vLLM would load the model argument and ignore --model). Set "
+                        f"{BY_NAME['model'].env}={str(given)[:80]} instead.")
+
+
+def check_role(settings: Settings, plan: Plan) -> None:
+    role = settings.role
+    if role and plan.find(role, 0) is None and not any(p.role == role for p in plan.processes):
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_ROLE={role}, but the {plan.strategy} plan has no {role} "
+                        f"process ({', '.join(sorted({p.role for p in plan.processes}))}): a role belongs to a "
+                        "pd_cluster deployment (KIMI_STRATEGY=pd_cluster). Unset KIMI_ROLE, or choose that strategy.")
+
+
+def _host(settings: Settings, proc: Process) -> Optional[str]:
+    addrs = settings.values.get(f"{proc.role}_addrs") if proc.role in ("prefill", "decode") else None
+    if not addrs:
+        return None
+    return addrs[proc.rank] if proc.rank < len(addrs) else None
+
+
+def _gpus(proc: Process) -> Optional[Tuple[int, ...]]:
+    for name in VISIBILITY_SETTINGS:
+        text = proc.env.get(BY_NAME[name].env)
+        if text is not None:
+            ids = [t.strip() for t in str(text).split(",") if t.strip()]
+            return tuple(int(t) for t in ids) if all(t.isdigit() for t in ids) else None
+    return tuple(range(proc.local_gpus)) if proc.local_gpus else ()
+
+
+def _ports(proc: Process, found: Dict[str, object]) -> List[int]:
+    ports = [proc.port] if proc.port else []
+    if proc.rank == 0 and str(found.get("data_parallel_rpc_port", "")).isdigit():
+        ports.append(int(found["data_parallel_rpc_port"]))  # the pool's DP head listens on it
+    ports += [int(v) for k, v in proc.env.items() if k.endswith("_PORT") and str(v).isdigit()]
+    return ports
+
+
+def check_one_host(plan: Plan, spec) -> None:
+    """Every process of the plan on one host (a Compose file): no two listen on one port."""
+    from entrypoint.core.vllm_cli import values
+
+    owner: Dict[int, Process] = {}
+    for proc in plan.processes:
+        for port in _ports(proc, values(proc.argv[2:], spec) if proc.role != "router" else {}):
+            other = owner.setdefault(port, proc)
+            if other is not proc:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} and {other.role} rank "
+                                f"{other.rank} would both listen on port {port} of the one host a Compose file "
+                                "runs on. Give them different ports (KIMI_ROUTER_PORT, KIMI_*_DP_RPC_PORT).")
+
+
+def check_node_fit(plan: Plan, gpu_count: int, settings: Settings, spec) -> None:
+    from entrypoint.core.vllm_cli import values
+
+    for proc in plan.processes:
+        if proc.local_gpus > gpu_count:
+            raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} needs {proc.local_gpus} GPUs "
+                            f"on its node (TP x PP x local DP of its vLLM args), but a {plan.hardware} node has "
+                            f"{gpu_count}. Lower --tensor-parallel-size / --data-parallel-size in the vLLM args, or "
+                            "span nodes with a multi-node strategy (`kimi-serve list`).")
+    seen: Dict[str, List[Tuple[Process, Tuple[int, ...], List[int]]]] = {}
+    for proc in plan.processes:
+        ports = _ports(proc, values(proc.argv[2:], spec) if proc.role != "router" else {})
+        twice = sorted({p for p in ports if ports.count(p) > 1})
+        if twice:
+            raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} would listen twice on port "
+                            f"{twice[0]} (its HTTP port, its data-parallel RPC port and its KV side channel must "
+                            "differ). Choose another KIMI_PORT / KIMI_*_DP_RPC_PORT.")
+        host = _host(settings, proc)
+        if host is None:
+            continue
+        gpus = _gpus(proc) or ()
+        for other, other_gpus, other_ports in seen.get(host, []):
+            what = (f"{proc.role} rank {proc.rank} and {other.role} rank {other.rank} both run on {host}")
+            shared = sorted(set(gpus) & set(other_gpus))
+            if shared:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{what} and would share GPU(s) "
+                                f"{','.join(map(str, shared))}. Give each pool its own nodes (other addresses), or "
+                                "split one node between them with KIMI_PREFILL_NODES=0 and KIMI_DECODE_NODES=0.")
+            clash = sorted(set(ports) & set(other_ports))
+            if clash:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{what} and would both listen on port {clash[0]}. Give "
+                                "them other addresses, or other ports (no --port among the vLLM args of a shared "
+                                "node: each pool's port comes from the strategy).")
+        seen.setdefault(host, []).append((proc, gpus, ports))
