@@ -152,6 +152,7 @@ def _vllm_env():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the vLLM parser environment and .cache/kv-components are installed by the first
 def test_every_kv_argv_parses_with_vllm_and_builds_its_kv_transfer_config():
     from tests.vllm_contract.test_real_parser import real_check, real_version
 
@@ -186,6 +187,7 @@ def test_every_kv_argv_parses_with_vllm_and_builds_its_kv_transfer_config():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the vLLM parser environment and .cache/kv-components are installed by the first
 def test_lmcaches_own_parser_accepts_the_planned_server_argv():
     server = build({"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"}).plan.find("lmcache", 0)
     script = ("import argparse, json, sys\nfrom lmcache.cli.commands import ALL_COMMANDS\n"
@@ -217,6 +219,7 @@ def _wait_for(path: Path, text: str, proc, seconds=60):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the vLLM parser environment and .cache/kv-components are installed by the first
 def test_the_real_master_and_store_start_with_the_plan(tmp_path):
     """The master's planned argv (plus a loopback address and free ports for this shared machine,
     gflags' last value wins), then the store service with the file the plan writes, pointed at it.
