@@ -35,11 +35,6 @@ class Launch:
         return self.selection.name
 
     def this_process(self) -> Process:
-        if self.kv is None and self.selection.role in kv.KV_ONLY_ROLES:
-            from entrypoint.core.errors import INVALID_VALUE, KimiError
-
-            raise KimiError(INVALID_VALUE, f"KIMI_ROLE={self.selection.role} is a process of a KV deployment, but "
-                            "KIMI_KV_OFFLOAD is not set (docs/kv-cache.md). Set it, or unset KIMI_ROLE.")
         proc = kv.this_process(self.plan, self.selection, self.kv) if self.kv else this_process(self.plan, self.selection)
         if proc.role == "router" and self.settings.user_args:
             from entrypoint.core.errors import INVALID_VALUE, KimiError

@@ -72,7 +72,6 @@ def _load_kv(directory: str) -> Record:
     return freeze(data)
 
 
-KV_ONLY_ROLES = ("master", "store", "instance", "lmcache")  # KIMI_ROLE values only a KV deployment has
 _STORE_SETTINGS = ("kv_instances", "instance_addrs", "mooncake_master_addr")  # only a KV store reads them
 
 

@@ -281,7 +281,7 @@ def test_a_kv_role_without_kv_offload_is_an_error(role):
     with pytest.raises(KimiError) as err:
         build({"KIMI_HARDWARE": "h200", "KIMI_ROLE": role, "KIMI_NODE_RANK": "3" if role == "instance" else "0"}
               ).this_process()
-    assert err.value.code == "invalid_value" and "KIMI_KV_OFFLOAD is not set" in err.value.message
+    assert err.value.code == "unsupported_combination" and "KIMI_KV_OFFLOAD" in err.value.message
 
 
 def test_lmcache_container_runs_the_server():
@@ -309,3 +309,9 @@ def test_the_start_writes_the_files_before_exec(tmp_path):
     want = _launch(KIMI_ROLE="store").this_process()
     assert seen["argv"][1:] == list(want.argv[1:]) and seen["file"] == want.files[want.argv[-1]]
     assert oct(os.stat(want.argv[-1]).st_mode & 0o777) == "0o600"
+
+
+def test_kv_addresses_are_one_host_each():
+    message = refused("invalid_value", KIMI_KV_OFFLOAD="kv_store_distributed_mooncake",
+                      KIMI_MOONCAKE_MASTER_ADDR="master.kv:50051")
+    assert "KIMI_MOONCAKE_MASTER_ADDR" in message and "carries a port" in message
