@@ -203,7 +203,7 @@ def bake(ctx, output, registry, overrides, vllm):
             python, digest = engine.python_of(cli, data, name, base, True), engine.base_digest(cli, base)
         else:
             python, digest = data.bases[t.base].python, base.split("@", 1)[1] if "@" in base else ""
-        ctx_dir = context.prepare(t.platform, python)
+        ctx_dir = context.prepare(t.platform, python, data.loader_packages)
         out["target"][name] = {
             "inherits": ["_common"], "context": str(ctx_dir), "platforms": [t.platform],
             "args": engine.build_args(data, name, base),
@@ -285,3 +285,20 @@ def run() -> None:
     except BuildError as exc:
         log(f"build.py: error: {exc}")
         sys.exit(1)
+
+
+@main.command("chart")
+@click.option("--check", is_flag=True, help="Fail (exit 1) when the chart's generated files are stale; write nothing.")
+def chart(check):
+    """Write the Helm chart's generated files (charts/kimi-serve: files/facts.json, files/dashboard.json,
+    values.schema.json) from the recipe data and the renderers."""
+    from buildsys import chart as chart_mod
+
+    if check:
+        stale = chart_mod.stale()
+        if stale:
+            raise click.ClickException(f"stale in {chart_mod.CHART}: {', '.join(stale)}; run `python build.py chart`")
+        click.echo("chart: generated files are current")
+        return
+    for rel in chart_mod.write():
+        click.echo(f"chart: wrote {rel}")

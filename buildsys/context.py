@@ -4,6 +4,9 @@
   `pip install --target --only-binary=:all: --platform ... --python-version ...` for the base's
   platform and Python, so nothing runs pip inside the image and foreign architectures need no
   emulation. Cached by a hash of (requirements, platform, python).
+- loaders/: the weight loaders' packages (images/targets.yaml `loader_packages`) for vLLM's own
+  Python, without dependencies; the image appends the folder to vLLM's path (a .pth file), so a
+  loader the base already carries is the base's.
 - code/: the entrypoint package and its data (pyproject's [tool.setuptools] packages,
   package-dir and package-data), plus a minimal dist-info.
 - kimi-serve (the launcher), Dockerfile: from images/.
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Sequence
 
 from buildsys import ROOT, log
 
@@ -50,20 +54,32 @@ def _normalise(tree: Path) -> None:
 
 def deps(platform: str, python: str) -> Path:
     """Host-prepared dependencies for one platform + Python version (cached)."""
-    reqs = requirements()
-    key = hashlib.sha256(json.dumps([reqs, platform, python]).encode()).hexdigest()[:16]
-    out = CACHE / "deps" / f"{platform.replace('/', '-')}-py{python}-{key}"
+    return _pip_target("deps", requirements(), platform, python)
+
+
+def loaders(platform: str, python: str, packages: Sequence[str]) -> Path:
+    """The weight loaders' packages (images/targets.yaml `loader_packages`) for vLLM's Python, without
+    their dependencies (torch and numpy are the base's): the image puts them on vLLM's path after
+    the base's own site-packages, so a loader the base already has stays the base's."""
+    return _pip_target("loaders", list(packages), platform, python, ["--no-deps"])
+
+
+def _pip_target(kind: str, reqs: list, platform: str, python: str, extra: Sequence[str] = ()) -> Path:
+    key = hashlib.sha256(json.dumps([reqs, platform, python, list(extra)]).encode()).hexdigest()[:16]
+    out = CACHE / kind / f"{platform.replace('/', '-')}-py{python}-{key}"
     if (out / ".complete").exists():
         return out
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", "--no-warn-conflicts",
-            "--root-user-action=ignore",
+            "--root-user-action=ignore", *extra,
             "--target", str(tmp), "--only-binary=:all:", "--implementation", "cp", "--python-version", python]
     for plat in PIP_PLATFORMS[platform]:
         argv += ["--platform", plat]
-    log(f"deps: pip install --target for {platform} python {python}: {' '.join(reqs)}")
-    subprocess.run(argv + reqs, check=True)
+    if reqs:
+        log(f"{kind}: pip install --target for {platform} python {python}: {' '.join(reqs)}")
+        subprocess.run(argv + reqs, check=True)
     shutil.rmtree(tmp / "bin", ignore_errors=True)
     for cache_dir in tmp.rglob("__pycache__"):
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -102,16 +118,16 @@ def copy_code(dest: Path) -> None:
     (dist / "entry_points.txt").write_text("[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items()))
 
 
-def prepare(platform: str, python: str) -> Path:
+def prepare(platform: str, python: str, loader_packages: Sequence[str] = ()) -> Path:
     """Refresh and return the build context for one platform + Python version."""
     ctx = CACHE / "contexts" / f"{platform.replace('/', '-')}-py{python}"
     ctx.mkdir(parents=True, exist_ok=True)
-    dep_src = deps(platform, python)
-    marker = ctx / "deps" / ".complete"
-    if not marker.exists() or marker.read_text() != (dep_src / ".complete").read_text():
-        shutil.rmtree(ctx / "deps", ignore_errors=True)
-        shutil.copytree(dep_src, ctx / "deps", symlinks=True, copy_function=shutil.copy2)
-        _normalise(ctx / "deps")
+    for name, src in (("deps", deps(platform, python)), ("loaders", loaders(platform, python, loader_packages))):
+        marker = ctx / name / ".complete"
+        if not marker.exists() or marker.read_text() != (src / ".complete").read_text():
+            shutil.rmtree(ctx / name, ignore_errors=True)
+            shutil.copytree(src, ctx / name, symlinks=True, copy_function=shutil.copy2)
+            _normalise(ctx / name)
     shutil.rmtree(ctx / "code", ignore_errors=True)
     copy_code(ctx / "code")
     _normalise(ctx / "code")

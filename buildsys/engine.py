@@ -173,7 +173,7 @@ def build(cli, data: Targets, target: str, registry: Optional[str], overrides: D
         log(f"[{target}] pulling base {base} ({t.platform})")
         pull(cli, base, t.platform)
     python = python_of(cli, data, target, base, overridden)
-    ctx = context.prepare(t.platform, python)
+    ctx = context.prepare(t.platform, python, data.loader_packages)
     src = source_info()
     res.tags = data.tags(target, registry, src["short"] or None)
     log(f"[{target}] building FROM {base} ({t.platform}, python {python}) -> {res.tags[0]}")

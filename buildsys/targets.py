@@ -102,6 +102,8 @@ class Targets(Strict):
     bases: Dict[str, Base]
     other_releases: Dict[str, Dict[str, ReleaseBase]] = {}
     targets: Dict[str, Target]
+    # Weight loaders vLLM's Python gets where the base lacks them (name==version, for every base).
+    loader_packages: List[str] = []
     default_release: bool = True  # False on a copy for one of other_releases (see for_release)
 
     @field_validator("vllm_version")
@@ -110,6 +112,14 @@ class Targets(Strict):
         floor = load_catalog_from(RECIPES_DIR).recipe.model.min_vllm_version  # the recipe's, the one floor
         if version_key(v) < version_key(floor):
             raise ValueError(f"vLLM {v} is older than {floor}, the recipe's min_vllm_version")
+        return v
+
+    @field_validator("loader_packages")
+    @classmethod
+    def _pinned(cls, v):
+        for req in v:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][0-9A-Za-z.+-]*", req):
+                raise ValueError(f"loader package {req!r} is not pinned as name==version")
         return v
 
     @model_validator(mode="after")

@@ -28,6 +28,7 @@ class Launch:
     plan: Plan
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
     kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
+    load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.loading.Decision)
 
     @property
     def name(self) -> str:
@@ -47,21 +48,31 @@ class Launch:
 
 
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
-            detected_vllm: Optional[str] = None) -> Launch:
-    """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names)."""
+            detected_vllm: Optional[str] = None, storage=None) -> Launch:
+    """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names). `storage`: the
+    node's weights volume (entrypoint.core.loading.StorageFacts), for KIMI_LOAD_FORMAT other than `recipe`."""
     from entrypoint.core import placement
     from entrypoint.core.vllm_cli import spec_for
 
     catalog = with_recipe(catalog or load_catalog(), settings.recipe)
     selection = select(settings, catalog, detected_hardware, detected_vllm)
+    spec = spec_for(selection.vllm_version)
     placement.check_addresses(settings)
-    placement.check_user_args(selection.user_args, spec_for(selection.vllm_version))
+    placement.check_user_args(selection.user_args, spec)
+    decision = None
+    if settings.load_format != "recipe":
+        from entrypoint.core import loading
+
+        decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
+                                  "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
+        selection = replace(selection, load_args=tuple(selection.load_args) + decision.args)
     choice = kv.choose(settings, hostname=socket.gethostname())
     plan = kv.compose(selection, catalog, choice) if choice else resolve(selection, catalog)
+    if decision is not None:
+        plan = loading.with_ready_timeout(plan, loading.launch_budget_s(plan, catalog, decision), spec)
     placement.check_role(settings, plan)
-    placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings,
-                             spec_for(selection.vllm_version))
-    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, kv=choice)
+    placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings, spec)
+    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice)
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
@@ -131,7 +142,19 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
         from entrypoint.node.detect import installed_vllm_version
 
         vllm = installed_vllm_version()
-    return _checked(replace(compose(settings, detected, detected_vllm=vllm), platform=platform))
+    storage = None
+    if settings.load_format != "recipe":  # the volume the weights are read from decides `auto`, and the budget
+        model = select(settings, with_recipe(load_catalog(), settings.recipe), detected, vllm).model
+        storage = weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
+    return _checked(replace(compose(settings, detected, detected_vllm=vllm, storage=storage), platform=platform))
+
+
+def weights_storage(model: str, cache_dir: str, environ: Mapping[str, str], sample: bool = True):
+    """The weights' volume on this node: file system, GPUDirect Storage, a bounded read sample."""
+    from entrypoint.core.loading import load_data
+    from entrypoint.node.storage import probe
+
+    return probe(model, cache_dir, environ, load_data(), sample=sample)
 
 
 def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:
@@ -181,6 +204,35 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
     return ServiceExpectations(url=local_url(launch, proc), served_model_name=served_name(launch, named),
                                features=frozenset(launch.plan.features), chat=_chat_facts(launch.catalog.recipe))
 
+
+
+
+@dataclass(frozen=True)
+class BenchTarget:
+    deployment: Any  # entrypoint.core.bench.Deployment: recipe, hardware, variant, GPUs, TP
+    url: str  # the service, as a client on this machine reaches it
+    model: str  # what vLLM loads: the tokenizer's source
+    trust_remote_code: bool
+    cache_env: dict  # the launch's cache variables (HF_HOME ...), so the tokenizer comes from its cache
+
+
+def bench_target(environ: Optional[Mapping[str, str]] = None) -> BenchTarget:
+    """What `bench` compares by and sends, from the configured launch."""
+    from entrypoint.core.bench import Deployment
+    from entrypoint.node.cache import effective
+
+    environ = os.environ if environ is None else environ
+    launch = load_launch((), environ)
+    plan = launch.plan
+    proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
+        plan.find("router", 0)
+    argv = list(next((p for p in plan.processes if p.role != "router"), proc).argv)
+    tp = argv[argv.index("--tensor-parallel-size") + 1] if "--tensor-parallel-size" in argv[:-1] else None
+    deployment = Deployment(recipe=launch.catalog.recipe.id, hardware=plan.hardware, variant=plan.variant,
+                            gpus=sum(pool.gpus for pool in plan.pools),
+                            tensor_parallel=int(tp) if tp and tp.isascii() and tp.isdigit() else None)
+    cache = {k: v for k, v in effective(launch.settings.cache_dir, environ).items() if k != "HOME"}
+    return BenchTarget(deployment, local_url(launch, proc), plan.model, "--trust-remote-code" in argv, cache)
 
 def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
     """This container's process with only the env the project applies here (what `print` shows)."""

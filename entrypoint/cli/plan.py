@@ -20,7 +20,9 @@ from entrypoint.core.errors import INVALID_VALUE, KimiError
 # Deployment renderers: format -> module exposing `render(launch) -> {filename: text}`.
 FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.render.k8s",
                   "sagemaker": "entrypoint.render.sagemaker", "vertex": "entrypoint.render.vertex",
-                  "azureml": "entrypoint.render.azureml", "skypilot": "entrypoint.render.skypilot"}
+                  "azureml": "entrypoint.render.azureml", "skypilot": "entrypoint.render.skypilot",
+                  "k8s-bench": "entrypoint.render.bench_job:K8sBench",
+                  "compose-bench": "entrypoint.render.bench_job:ComposeBench"}
 
 
 def _plan_json(launch) -> dict:
@@ -166,7 +168,9 @@ def _write_inside(out: Path, name: str, text: str) -> None:
               show_default=True)
 @click.option("--batch", "batch", metavar="FILE", callback=not_empty,
               help="JSON lines of KIMI_* objects ('-' = stdin); prints one JSON line per input line.")
-@click.option("--output", "output", metavar="DIR", callback=not_empty, help="Write the rendered files (compose, k8s, sagemaker, vertex, azureml, skypilot) into DIR.")
+@click.option("--output", "output", metavar="DIR", callback=not_empty,
+              help="Write the rendered files (compose, k8s, sagemaker, vertex, azureml, skypilot, k8s-bench, "
+              "compose-bench) into DIR.")
 @guarded
 def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
     """Print every process of the deployment: head and workers, prefill, decode and router."""
@@ -190,4 +194,7 @@ def _render_files(fmt: str, output: Optional[str]) -> None:
     containers (pod DNS names, loopback); never from this machine's network (no cluster wiring)."""
     from entrypoint.app import deployment_files
 
-    _write_files(deployment_files(importlib.import_module(FILE_RENDERERS[fmt])), output)
+    path, _, attribute = FILE_RENDERERS[fmt].partition(":")
+    module = importlib.import_module(path)
+    module = getattr(module, attribute) if attribute else module
+    _write_files(deployment_files(module), output)

@@ -8,7 +8,7 @@ import sys
 import click
 
 from entrypoint.cli._context import check_timeout, echo, guarded, not_empty
-from entrypoint.core import select
+from entrypoint.core import limits, select
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
 from entrypoint.verify.run import run_verify
@@ -68,13 +68,22 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
     show_default=True,
     help="Seconds each check may take in all (its requests and the model's generation).",
 )
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, limits.MAX_VERIFY_CONCURRENCY),
+    default=1,
+    show_default=True,
+    help="Also run the tool-call, thinking and streaming checks this many streams at once (load_* checks).",
+)
 @guarded
-def command(url, model, expect_model, features, output_format, timeout):
-    """Check health, model name, chat, reasoning, tools, images and streaming of a running server.
+def command(url, model, expect_model, features, output_format, timeout, concurrency):
+    """Check health, model name, chat, reasoning, tools, images and streaming of a running server;
+    with --concurrency N, also N concurrent streams of each that must reassemble exactly.
 
     Exit code 0 when every check passes or is skipped, 1 when any fails, 2 on bad settings.
     """
     url, expect_model, chosen, chat = _settings(url, expect_model, features)
-    report = run_verify(url, model=model, expected_model=expect_model, features=chosen, timeout=timeout, chat=chat)
+    report = run_verify(url, model=model, expected_model=expect_model, features=chosen, timeout=timeout, chat=chat,
+                        concurrency=concurrency)
     echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
     sys.exit(0 if report.ok else 1)

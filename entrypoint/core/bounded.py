@@ -22,6 +22,7 @@ from typing import Iterator, Optional
 from urllib.parse import urlsplit
 
 from entrypoint.core import limits
+from entrypoint.core.net import connect
 
 _STATUS = re.compile(rb"HTTP/1\.[01] ([1-5][0-9][0-9])(?: ([^\r\n]*))?")
 
@@ -184,7 +185,7 @@ def _size(count: int) -> str:
 
 def _connect(target: Target, deadline: float, timeout: float) -> socket.socket:
     try:
-        sock = socket.create_connection((target.host, target.port), timeout=max(deadline - time.monotonic(), 0.001))
+        sock = connect(target.host, target.port, max(deadline - time.monotonic(), 0.001))  # the lookup too
         if target.scheme == "https":
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=target.host)
         return sock

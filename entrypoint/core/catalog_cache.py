@@ -15,9 +15,11 @@ import os
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
+from entrypoint.core.files import read_capped
 from entrypoint.core.record import FrozenDict, Record
 
 FORMAT = 1  # bump when the encoding changes: an old file is then ignored (a new name)
+MAX_BYTES = 16 * 1024 * 1024  # the catalog is ~30 KB of JSON
 
 
 def _encode(value: Any) -> Any:
@@ -63,7 +65,8 @@ def cached(name: str, places: List[Path], validate: Callable[[], Record]) -> Rec
     first place that takes it (best effort: an unwritable place is skipped)."""
     for place in places:
         try:
-            found = loads((place / name).read_text(encoding="utf-8"))
+            data = read_capped(place / name, MAX_BYTES)  # a FIFO planted there is skipped, not waited on
+            found = loads(data.decode("utf-8")) if len(data) <= MAX_BYTES else None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             continue
         if found is not None:

@@ -3,7 +3,7 @@ reader of the data (the catalog loader, vLLM's grammar files, the masking of sec
 without importing the settings.
 
 The one variable read here, KIMI_RECIPES_DIR, is declared in `entrypoint.core.settings` (FIELDS,
-`recipes_dir`) like every other; tests/entrypoint/test_datadir.py checks the two names agree.
+`recipes_dir`) like every other; tests/architecture/test_imports.py checks the two names agree.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Addresses in URLs: IPv6 literals in brackets, wildcard binds replaced by loopback."""
+"""Addresses: IPv6 literals in brackets in URLs, wildcard binds replaced by loopback, and name
+lookups and connections within one deadline."""
 
 from __future__ import annotations
 
@@ -18,3 +19,48 @@ def client_url(bind_host: Optional[str], port: int) -> str:
     if host in WILDCARDS:
         host = "::1" if host in ("::", "[::]") else "127.0.0.1"
     return f"http://{url_host(host)}:{port}"
+
+
+def resolve(host: str, port: int, timeout: float) -> list:
+    """getaddrinfo within `timeout` seconds: the resolver itself has no deadline (a stalled DNS
+    server holds it for tens of seconds), so it runs in a daemon thread that is left behind when
+    it is late. OSError (socket.timeout when late) as getaddrinfo raises it."""
+    import socket
+    import threading
+
+    found: list = []
+    failed: list = []
+
+    def ask() -> None:
+        try:
+            found.extend(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=ask, name="kimi-serve-resolve", daemon=True)
+    worker.start()
+    worker.join(max(timeout, 0.001))
+    if worker.is_alive():
+        raise socket.timeout(f"resolving {host} took more than {timeout:g} s")
+    if failed:
+        raise failed[0]
+    return found
+
+
+def connect(host: str, port: int, timeout: float):
+    """A TCP connection to host:port with one deadline for the name lookup and the connect."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    last: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in resolve(host, port, timeout):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    raise last

@@ -1,6 +1,6 @@
 """The cloud platforms' data (recipes/platforms.yaml, validated and cached with the recipe data) and
 the questions asked of it: which platform ids exist, what a platform offers for a hardware, what
-kind of source a model is. Pure.
+kind of source a model is. Reads only the (cached) recipe data.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional
 
-from entrypoint.core import catalog_cache
+from entrypoint.core import catalog_cache, limits
 from entrypoint.core.datadir import default_recipes_dir
+from entrypoint.core.files import read_capped
 from entrypoint.core.record import Record
 
 __all__ = ["Catalog", "RecipeDataError", "default_recipes_dir", "default_features", "gpu_vram_gb",
@@ -57,8 +58,10 @@ def _validate(directory: Path) -> Record:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where libyaml is there
 
     def read(path: Path):
-        with open(path, "rb") as fh:
-            return yaml.load(fh, Loader=loader)
+        data = read_capped(path, limits.MAX_DATA_FILE_BYTES)  # a FIFO or a device: an OSError, not a hang
+        if len(data) > limits.MAX_DATA_FILE_BYTES:
+            raise OSError(f"{path} is larger than {limits.MAX_DATA_FILE_BYTES} bytes")
+        return yaml.load(data, Loader=loader)
 
     try:
         hardware = schema.HardwareFile(**read(directory / "hardware.yaml"))
@@ -86,7 +89,7 @@ def _digest(directory: Path) -> str:
     h = hashlib.sha256()
     for path in [*_SCHEMA_SOURCES, *_data_files(directory)]:
         h.update(path.name.encode() + b"\0")
-        h.update(path.read_bytes())
+        h.update(read_capped(path, limits.MAX_DATA_FILE_BYTES))
     return h.hexdigest()[:24]
 
 

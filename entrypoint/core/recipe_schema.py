@@ -128,10 +128,52 @@ class Health(Strict):
     start_period_s: int = Field(gt=0)
 
 
+class Alert(Strict):
+    name: str = Field(pattern=r"^[A-Z][A-Za-z0-9]+$")
+    expr: str  # PromQL; ${match} and ${<setting>} are filled by the renderers
+    for_: str = Field(alias="for", pattern=r"^[0-9]+[smh]$")
+    severity: Literal["critical", "warning", "info"]
+    summary: str
+    action: str  # what the operator does (docs/operate.md lists the same)
+
+
+class ScaleTrigger(Strict):
+    name: str = Field(pattern=r"^[a-z][-a-z0-9]*$")
+    query: str
+    target: str  # the setting that holds the trigger's target value
+    average: bool  # target per copy (AverageValue) or of the query itself (Value)
+    adapter_metric: str  # the Prometheus adapter's name for the metric (the HPA alternative)
+
+
+class Panel(Strict):
+    title: str
+    unit: str
+    exprs: Dict[str, str]  # legend -> PromQL
+
+
+class Dashboard(Strict):
+    title: str
+    uid: str
+    variable_metric: str  # a series every engine exports: the dashboard's variables list its labels
+    panels: List[Panel]
+
+
+class Monitoring(Strict):
+    """How the engines are monitored and scaled (render/monitoring.py, render/autoscaling.py, the chart)."""
+
+    path: str
+    interval_s: int = Field(gt=0)
+    pod_labels: Dict[str, str]  # pod label -> the series label the PodMonitor copies it to
+    alerts: List[Alert]
+    scale_triggers: List[ScaleTrigger]
+    dashboard: Dashboard
+
+
 class Serving(Strict):
     image: ImageRepo
     health: Health
     default_recipe: str  # the recipe KIMI_RECIPE names when unset (a slug of recipes/models/)
+    monitoring: Monitoring
 
 
 # ---------------------------------------------------------------- strategies

@@ -1,4 +1,5 @@
-"""The composition rules: Selection x Catalog -> Plan. Pure: no environment reads, no I/O.
+"""The composition rules: Selection x Catalog -> Plan. No node and no settings read here; only
+vLLM's grammar files of the data directory (core/datadir.py).
 
 The order of layers follows the recipe site (docs/composition.md); the project's deliberate
 differences (conflicting features, memory check, half-node pools, NVLink-only settings,

@@ -1,6 +1,7 @@
 """Settings + recipe data -> Selection: every choice made and checked, nothing composed yet.
 
-Pure: no environment reads, no I/O. Detected hardware (for KIMI_HARDWARE=auto) is passed in.
+No node: the settings come read, detected hardware (KIMI_HARDWARE=auto) and the installed vLLM are
+passed in; it reads only vLLM's grammar files of the data directory (core/datadir.py).
 """
 
 from __future__ import annotations

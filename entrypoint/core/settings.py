@@ -107,6 +107,9 @@ FIELDS: tuple = (
     F("vllm_version", "str", None, "the image's vLLM (baked in at build); else the installed vLLM's; else the newest "
       "supported", "vLLM release the launch is for (e.g. 0.19.1): flags, choices and env are checked against its "
       "grammar (recipes/vllm/); set it for `print`/`plan` of another image."),
+    F("load_format", "str", "recipe", "`recipe`", "How vLLM loads the weights: `recipe` (the recipe's own flags), "
+      "`auto` (the fastest measured loader for this node's storage: recipes/loaders.yaml, docs/cold-start.md), or a "
+      "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`)."),
     F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",
@@ -127,6 +130,28 @@ FIELDS: tuple = (
       f"starting with a letter, ending with a letter or digit, at most {limits.MAX_NAME_LENGTH} characters"),
     F("namespace", "str", "kimi-serve", "`kimi-serve`",
       "Kubernetes namespace of every rendered object (rendered as a Namespace with Pod Security `restricted`)."),
+    # Operating a Kubernetes deployment (`plan --format k8s`, the Helm chart; docs/operate.md). Renderer settings:
+    # no container gets them.
+    F("monitoring", "bool", False, "`0`", "1 = `plan --format k8s` also renders a PodMonitor, a PrometheusRule (the "
+      "alerts) and a Grafana dashboard ConfigMap (Prometheus Operator and Grafana's dashboard sidecar)."),
+    F("slo_ttft_ms", "int", 2000, "`2000`", "Time-to-first-token SLO in ms: the p95 above it for 10 min alerts.",
+      minimum=1, maximum=limits.MAX_SLO_MS),
+    F("slo_itl_ms", "int", 100, "`100`", "Inter-token latency SLO in ms: the p95 above it for 10 min alerts.",
+      minimum=1, maximum=limits.MAX_SLO_MS),
+    F("autoscaling", "choice", "off", "`off`", "Autoscaler `plan --format k8s` renders for each engine group: a "
+      "KEDA ScaledObject (`keda`) or an HPA on the Prometheus adapter's metrics (`hpa`), with a "
+      "PodDisruptionBudget, surge-one rollouts and zone spread.", ("off", "keda", "hpa")),
+    F("replicas", "int", 1, "`1`", "Copies of the deployment (each engine group); the fewest when autoscaling.",
+      minimum=1, maximum=limits.MAX_REPLICAS),
+    F("max_replicas", "int", 4, "`4` (KIMI_REPLICAS when larger)", "Most copies the autoscaler scales each engine group to.",
+      minimum=1, maximum=limits.MAX_REPLICAS),
+    F("scale_waiting", "int", 8, "`8`", "Requests waiting per copy above which the autoscaler adds one.",
+      minimum=1, maximum=limits.MAX_SCALE_WAITING),
+    F("scale_kv_percent", "int", 80, "`80`", "Average KV-cache usage (percent) above which the autoscaler adds a copy.",
+      minimum=1, maximum=100),
+    F("prometheus_url", "str", "http://prometheus-operated.monitoring.svc:9090", "`http://prometheus-operated.monitoring.svc:9090`",
+      "Prometheus the KEDA ScaledObject queries (`autoscaling=keda`).", pattern=r"https?://[^\s]+",
+      pattern_doc="an http(s) URL"),
     F("image_target", "str", None, "baked in at build", "The image's build target (set by the image)."),
     F("image_hardware", "str", None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image)."),
     F("image_serves", "list", (), "baked in at build", "Hardware ids the image serves (set by the image)."),

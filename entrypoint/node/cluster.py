@@ -18,6 +18,7 @@ from typing import Iterator, List, Mapping, Optional, Tuple
 
 from entrypoint.core import limits
 from entrypoint.core.files import read_text_capped
+from entrypoint.core.net import resolve
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.settings import BY_ENV, Settings, read_external, read_settings
 
@@ -138,7 +139,8 @@ def iface_for(addr: str, proc_root: str = "/proc") -> Optional[str]:
         ip = int(ipaddress.IPv4Address(addr))
     except ValueError:
         try:
-            ip = int(ipaddress.IPv4Address(socket.gethostbyname(addr)))
+            found = [a[4][0] for a in resolve(addr, 0, limits.DNS_DEADLINE_S) if a[0] == socket.AF_INET]
+            ip = int(ipaddress.IPv4Address(found[0] if found else ""))
         except (OSError, ValueError):
             return None
     best = None

@@ -36,6 +36,7 @@ class NodeFacts:
     firmware: tuple = ()  # versions of the firmware the hardware's rule names, one per GPU
     firmware_source: str = ""
     cache: Optional[CacheFacts] = None
+    storage: Optional[object] = None  # the weights' volume (entrypoint.core.loading.StorageFacts), when probed
 
 
 def _statvfs(path: str):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
-import socket
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -22,6 +21,7 @@ from typing import Mapping, Optional
 from entrypoint.core import bounded, limits
 from entrypoint.core.check import Check
 from entrypoint.core.files import read_capped
+from entrypoint.core.net import connect
 from entrypoint.core.platforms import load_platforms
 
 METADATA_TIMEOUT_S = 1.0
@@ -46,7 +46,7 @@ def _first(environ: Mapping[str, str], names) -> Optional[str]:
 def _reachable(url: str) -> bool:
     parts = urllib.parse.urlsplit(url)
     try:
-        with socket.create_connection((parts.hostname, parts.port or 80), timeout=METADATA_TIMEOUT_S):
+        with connect(parts.hostname, parts.port or 80, METADATA_TIMEOUT_S):  # the name lookup bounded too
             return True
     except OSError:
         return False

@@ -235,8 +235,24 @@ def check_kv_components(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
                      "choose another KIMI_KV_OFFLOAD.")
 
 
+def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
+    """The weights' volume (file system, GPUDirect Storage, a bounded read sample) and the
+    expected load time with this launch's loader and with the best one here (core/loading.py)."""
+    if proc.local_gpus == 0:
+        return NodeCheck("load_time", "skipped", "the router loads no weights")
+    if facts.storage is None:
+        return NodeCheck("load_time", "skipped", "the weights' volume was not probed")
+    from entrypoint.core.loading import load_report
+    from entrypoint.core.vllm_cli import spec_for
+
+    version = launch.selection.vllm_version
+    status, text = load_report(launch.plan, launch.catalog, proc, spec_for(version), version,
+                               getattr(launch, "load", None), facts.storage)
+    return NodeCheck("load_time", status, text)
+
+
 CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_shm, check_platform,
-                                check_firmware, check_cache, check_model_source, check_kv_components)
+                                check_firmware, check_cache, check_model_source, check_kv_components, check_load_time)
 
 
 # ---------------------------------------------------------------- running them
@@ -245,8 +261,13 @@ CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, che
 def node_facts(launch, environ: Mapping[str, str]) -> NodeFacts:
     hw, catalog = launch.catalog.hardware[launch.plan.hardware], launch.catalog
     devices = sorted({d for b in catalog.brands.values() for d in b.devices})
-    return gather(environ, launch.settings.cache_dir, launch.plan.model, architectures=catalog.architectures,
-                  device_nodes=devices, firmware=hw.firmware.component if hw.firmware else None)
+    facts = gather(environ, launch.settings.cache_dir, launch.plan.model, architectures=catalog.architectures,
+                   device_nodes=devices, firmware=hw.firmware.component if hw.firmware else None)
+    from entrypoint.core.loading import load_data
+    from entrypoint.node.storage import probe
+
+    storage = probe(launch.plan.model, launch.settings.cache_dir, environ, load_data())
+    return dataclasses.replace(facts, storage=storage)
 
 
 def run_checks(launch, proc: Process, environ: Mapping[str, str], facts: NodeFacts) -> Tuple[Process, List[NodeCheck]]:

@@ -31,7 +31,15 @@ COMPANIONS = ("lmcache",)
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
 # head from the cluster runtime).
 _NOT_PASSED = {"image", "name", "namespace", "config", "recipes_dir", "image_target", "image_hardware",
-               "image_serves", "role", "node_rank", "head_addr"}
+               "image_serves", "role", "node_rank", "head_addr",
+               # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
+               "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",
+               "scale_waiting", "scale_kv_percent", "prometheus_url"}
+
+
+def passed(field) -> bool:
+    """Whether a setting reaches the containers as environment (else it is the renderer's own)."""
+    return field.name not in _NOT_PASSED
 
 
 def with_defaults(environ: Mapping[str, str], defaults: Mapping[str, str]) -> dict:
@@ -82,8 +90,16 @@ def brand(launch) -> Hardware:
 
 
 def health(launch) -> Hardware:
-    """Health endpoint and timings (recipes/serving.yaml)."""
-    return launch.catalog.serving.health
+    """Health endpoint and timings (recipes/serving.yaml), with the launch's start-up budget as
+    the start period: serving.yaml's for KIMI_LOAD_FORMAT=recipe, else what the checkpoint's size
+    and the loader ask (core/loading.py), never less."""
+    base = launch.catalog.serving.health
+    if getattr(launch, "load", None) is None:
+        return base
+    from entrypoint.core.loading import launch_budget_s
+
+    budget = launch_budget_s(launch.plan, launch.catalog, launch.load)
+    return base if budget == base.start_period_s else Hardware("Health", {**base._fields, "start_period_s": budget})
 
 
 def image(launch) -> str:
@@ -168,7 +184,7 @@ def settings_env(launch) -> dict:
         pinned["kv_instances"] = launch.kv.instances
     env = {}
     for field in KIMI_FIELDS:
-        if field.name in _NOT_PASSED:
+        if not passed(field):
             continue
         if field.name in pinned:
             env[field.env] = _env_value(pinned[field.name])

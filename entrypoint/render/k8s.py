@@ -27,7 +27,7 @@ import re
 
 from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
-from entrypoint.render import k8s_kv
+from entrypoint.render import autoscaling, k8s_kv, monitoring
 from entrypoint.render.deployment import (KV_STORE, MULTI_NODE, PD_CLUSTER, SINGLE, service_name, shape,
                                           with_defaults)
 from entrypoint.render.k8s_pod import CACHE_VOLUME, hf_token_secret, pod_spec, skip_annotations
@@ -201,4 +201,5 @@ def render(launch) -> dict:
               f"#   kubectl -n {launch.settings.namespace} create secret generic {hf_token_secret(launch)} "
               "--from-literal=HF_TOKEN=hf_...\n"
               "# Hardened to Pod Security `restricted`; docs/security.md lists the controls and the skips.\n")
-    return {FILE: header + dump_all(_SHAPES[shape(launch)](launch))}
+    objects = autoscaling.apply(launch, _SHAPES[shape(launch)](launch)) + monitoring.objects(launch)
+    return {FILE: header + dump_all(objects)}

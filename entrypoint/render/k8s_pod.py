@@ -37,16 +37,23 @@ def hf_token_secret(launch) -> str:
     return f"{launch.name}-hf-token"
 
 
+# Each reason a pod cannot meet a check (the Helm chart draws the same texts from files/facts.json).
+SKIP_REASONS = {
+    "headless": ("a headless vLLM worker serves no endpoint to probe; it exits when its engine fails "
+                 "and the LeaderWorkerSet then recreates the whole group; the head's probes cover it"),
+    "tag": ("no digest is locked for this image (image.digests in recipes/serving.yaml), so it "
+            "is referenced by tag; lock one there or set KIMI_IMAGE to repository@sha256:digest"),
+}
+
+
 def skip_annotations(launch, proc: Process) -> dict:
     """checkov skip annotations, each with its reason, for what the pod of `proc` cannot meet."""
     skips = {}
     if not proc.serves_http and not proc.port:
         for check in ("CKV_K8S_8", "CKV_K8S_9"):
-            skips[check] = ("a headless vLLM worker serves no endpoint to probe; it exits when its engine fails "
-                            "and the LeaderWorkerSet then recreates the whole group; the head's probes cover it")
+            skips[check] = SKIP_REASONS["headless"]
     if not pinned(image(launch)):
-        skips["CKV_K8S_43"] = ("no digest is locked for this image (image.digests in recipes/serving.yaml), so it "
-                               "is referenced by tag; lock one there or set KIMI_IMAGE to repository@sha256:digest")
+        skips["CKV_K8S_43"] = SKIP_REASONS["tag"]
     return {SKIP_ANNOTATION.format(i): f"{check}={reason}" for i, (check, reason) in enumerate(sorted(skips.items()), 1)}
 
 
@@ -105,14 +112,20 @@ def _container_security(launch) -> dict:
             "seccompProfile": dict(_RUNTIME_DEFAULT)}
 
 
-def _volumes(launch, proc: Process, cache_claim: Optional[str]):
-    """(mounts, volumes): scratch and the token for every pod; /dev/shm and the cache for GPU pods."""
+def scratch_and_token(launch):
+    """(mounts, volumes) every pod has: emptyDir scratch (read-only root) and the optional token Secret."""
     mounts = [{"name": name, "mountPath": path} for name, path in scratch(launch).items()]
     volumes = [{"name": name, "emptyDir": {}} for name in scratch(launch)]
     mounts.append({"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True})
     volumes.append({"name": TOKEN_VOLUME, "secret": {"secretName": hf_token_secret(launch), "optional": True,
                                                      "defaultMode": 0o440,
                                                      "items": [{"key": HF_TOKEN, "path": TOKEN_FILE}]}})
+    return mounts, volumes
+
+
+def _volumes(launch, proc: Process, cache_claim: Optional[str]):
+    """(mounts, volumes): scratch and the token for every pod; /dev/shm and the cache for GPU pods."""
+    mounts, volumes = scratch_and_token(launch)
     if not proc.local_gpus:
         return mounts, volumes
     mounts += [{"name": CACHE_VOLUME, "mountPath": cache_mount(launch)},

@@ -22,7 +22,9 @@ VARIANT = "AllTraffic"
 
 def _variant(launch, found, offer) -> dict:
     name = launch.name
-    load_s = health(launch).start_period_s
+    # SageMaker's API takes at most an hour here (ProductionVariant's range), which serving.yaml's
+    # start period already is: a longer start-up budget cannot follow onto this platform.
+    load_s = min(health(launch).start_period_s, launch.catalog.serving.health.start_period_s)
     variant = {"VariantName": VARIANT, "ModelName": name, "InstanceType": offer.instance_type,
                "InitialInstanceCount": 1, "ContainerStartupHealthCheckTimeoutInSeconds": load_s,
                "ModelDataDownloadTimeoutInSeconds": load_s}

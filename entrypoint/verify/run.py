@@ -35,9 +35,11 @@ def run_verify(
     features: frozenset[str],
     timeout: float,
     chat: ChatFacts = ChatFacts(),
+    concurrency: int = 1,
 ) -> VerifyReport:
     """Run every check against the server at url, each within `timeout` seconds in all; checks
-    that don't apply to features are skipped."""
+    that don't apply to features are skipped. With concurrency > 1 the load checks follow
+    (entrypoint.verify.load: tools, thinking and streaming, that many streams at once)."""
     url = normalize_url(url)
     server = Server(url)
     verifier = Verifier(server, model, expected_model, features, chat)
@@ -58,6 +60,11 @@ def run_verify(
                 blocked = "the server is not ready (/health failed)"
             elif name == "models" and verifier.model is None:
                 blocked = "no model name to send (/v1/models did not name one; pass --model)"
+        if concurrency > 1:
+            from entrypoint.verify.load import LoadRun, run_load
+
+            load = LoadRun(verifier, concurrency, timeout)
+            results += run_load(load, lambda name, run: _timed(name, run, server, timeout), blocked)
     finally:
         server.close()
     return VerifyReport(url, verifier.model, tuple(results))

@@ -63,7 +63,12 @@ def deployment_name(environ: Mapping[str, str]) -> str:
 
 
 def renderer(fmt: str):
-    return importlib.import_module(f"entrypoint.render.{fmt}")
+    """The module (or, for the bench shapes, the class) `plan --format FMT` renders with."""
+    from entrypoint.cli.plan import FILE_RENDERERS
+
+    path, _, attribute = FILE_RENDERERS.get(fmt, f"entrypoint.render.{fmt}").partition(":")
+    module = importlib.import_module(path)
+    return getattr(module, attribute) if attribute else module
 
 
 def launch_for(fmt: str, environ: Mapping[str, str]):

@@ -515,3 +515,65 @@ def test_a_token_path_that_is_no_file_is_refused_before_the_download(tmp_path, k
         os.mkfifo(path)
     env = base_env(**H200, HF_TOKEN_PATH=path, KIMI_CACHE_DIR=str(tmp_path / "cache"), HF_ENDPOINT="http://127.0.0.1:9")
     one_line_error(run_proc(["download"], env, timeout=60), "HF_TOKEN_PATH")
+
+
+@pytest.mark.parametrize("value", ["a b", "it's", 'say "hi"', "$(id)", "`id`", "a\\b", "*", "~/x", "a;b", "é ü", "a\nb"])
+def test_the_printed_shell_command_reads_back_as_the_argv(value):
+    """`print` is a command a person pastes: POSIX shell words (shlex, like sh) give back exactly
+    the argv of `print --format json`, whatever the values hold."""
+    import shlex
+
+    env = base_env(**H200, KIMI_SERVED_MODEL_NAME=value, KIMI_EXTRA_ARGS=shlex.join(["--chat-template", value]))
+    argv = _argv(run_cli(["print", "--format", "json"], env).assert_clean({0}))
+    text = run_cli(["print"], env).assert_clean({0}).out
+    words = shlex.split(text.replace("\\\n", ""))  # sh drops a backslash-newline (line continuation)
+    assert words[words.index("vllm"):] == argv
+
+
+def test_a_fifo_in_the_data_directory_is_broken_data_not_a_hang(tmp_path):
+    import os
+    import shutil
+
+    from entrypoint.core import datadir
+
+    from .harness import run_proc
+
+    copy = tmp_path / "recipes"
+    shutil.copytree(datadir.default_recipes_dir({}), copy, ignore=shutil.ignore_patterns(".validated"))
+    (copy / "serving.yaml").unlink()
+    os.mkfifo(copy / "serving.yaml")
+    result = run_proc(["print"], base_env(**H200, KIMI_RECIPES_DIR=str(copy)), timeout=30).assert_clean({3})
+    assert "not a regular file" in result.err
+
+
+def test_a_stalled_name_lookup_is_inside_the_deadline():
+    """getaddrinfo has no timeout of its own: a resolver that never answers still ends the
+    request (and the object-store check, the metadata probe) within the one deadline."""
+    import socket
+    import threading
+    import time
+    from unittest import mock
+
+    from entrypoint.core import bounded
+
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def stalled(host, *args, **kwargs):
+        if host == "stalled.invalid":
+            release.wait(30)
+        return real(host, *args, **kwargs)
+
+    with mock.patch("socket.getaddrinfo", stalled):
+        start = time.monotonic()
+        with pytest.raises(bounded.HttpError):
+            bounded.request("GET", "http://stalled.invalid:8000/health", timeout=1.0)
+        assert time.monotonic() - start < 5
+        env = base_env(**H200, KIMI_MODEL="s3://bucket/kimi", AWS_ACCESS_KEY_ID="AKIAX", AWS_SECRET_ACCESS_KEY="x",
+                       AWS_ENDPOINT_URL_S3="http://stalled.invalid:9000")
+        from entrypoint.core import limits
+
+        with mock.patch.object(limits, "OBJECT_STORE_DEADLINE_S", 1.0):
+            result = run_cli(["doctor", "--format", "json"], env).assert_clean({1})
+        assert result.seconds < 8
+    release.set()

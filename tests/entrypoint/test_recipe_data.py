@@ -85,6 +85,16 @@ def test_corrupt_cache_is_ignored(data, garbage):
     assert load_catalog_from(data).recipe.variants["mxfp4"].tp == 8
 
 
+def test_a_fifo_in_place_of_the_cache_is_skipped(data):
+    import os
+
+    load_catalog_from(data)
+    for path in (data / ".validated").glob("catalog-*.json"):
+        path.unlink()
+        os.mkfifo(path)
+    assert load_catalog_from(data).recipe.variants["mxfp4"].tp == 8
+
+
 def test_the_cache_reads_back_read_only_records(data):
     load_catalog_from(data)
     cached = load_catalog_from(data)

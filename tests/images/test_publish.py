@@ -111,15 +111,7 @@ def runner(standin_overrides, tmp_path_factory):
     """A clean copy of the checkout (a git work tree, as actions/checkout lays it), a fresh venv
     first on PATH (actions/setup-python: nothing installed yet) and the stand-in cosign."""
     tmp = tmp_path_factory.mktemp("publish")
-    clone = tmp / "checkout"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    for rel in filter(None, files):
-        if (ROOT / rel).is_file():
-            (clone / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, clone / rel)
-    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "publish test"]):
-        _git(clone, *cmd)
+    clone = clean_checkout(tmp)
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     bin_dir = tmp / "bin"
@@ -132,6 +124,20 @@ def runner(standin_overrides, tmp_path_factory):
            "COSIGN_RECORD": str(tmp / "cosign"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     env.update({k: v for k, v in os.environ.items() if k.startswith(("PIP_", "DOCKER_HOST"))})
     return {"tmp": tmp, "clone": clone, "venv": venv, "env": env}
+
+
+def clean_checkout(tmp: Path) -> Path:
+    """A clean copy of the checkout's files (tracked and not ignored) as a fresh git work tree."""
+    clone = tmp / "checkout"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        if (ROOT / rel).is_file():
+            (clone / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, clone / rel)
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "publish test"]):
+        _git(clone, *cmd)
+    return clone
 
 
 def _git(cwd, *args):

@@ -123,12 +123,33 @@ def test_lock_writes_digests_in_place(tmp_path):
 
 
 def test_context_holds_code_and_platform_wheels():
-    ctx = context.prepare("linux/arm64", "3.12")
+    packages = targets.load().loader_packages
+    ctx = context.prepare("linux/arm64", "3.12", packages)
     assert (ctx / "code" / "entrypoint" / "__init__.py").exists()
     assert (ctx / "code" / "entrypoint" / "recipes_data").is_dir()
     sos = [p.name for p in (ctx / "deps" / "pydantic_core").glob("*.so")]
     assert sos and all("cpython-312-aarch64" in s for s in sos)
     assert context.size(ctx / "deps") + context.size(ctx / "code") < 40e6
+    # The weight loaders for vLLM's Python: each pinned package, for this platform, without torch.
+    found = {p.name.split("-")[0].lower().replace("_", "-") for p in (ctx / "loaders").glob("*.dist-info")}
+    assert found == {req.split("==")[0] for req in packages}
+    sos = [p.name for p in (ctx / "loaders" / "instanttensor").glob("*.so")]
+    assert sos and all("aarch64" in s for s in sos) and not (ctx / "loaders" / "torch").exists()
+
+
+def test_images_carry_every_loader_package_the_loader_data_names():
+    from entrypoint.core.loading import load_data
+
+    pinned = {req.split("==")[0] for req in targets.load().loader_packages}
+    for loader in load_data().loaders.values():
+        assert set(loader.packages) <= pinned, loader
+
+
+def test_the_dockerfile_puts_the_loaders_after_the_bases_own_packages():
+    text = (targets.ROOT / "images" / "Dockerfile").read_text()
+    final = text.split("FROM ${BASE_IMAGE}\n", 1)[1]
+    assert "COPY loaders/ /opt/kimi/loaders/" in final and "kimi-serve-loaders.pth" in final
+    assert final.index("kimi-serve-loaders.pth") < final.index("USER ")  # written as root, before the switch
 
 
 def test_dockerfile_healthcheck_says_what_the_serving_data_says():

@@ -21,7 +21,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.serial]  # installs checkov into its
 
 ROOT = scanner.ROOT
 DIGEST = "registry.example/kimi-k2.5@sha256:" + "ab" * 32
-SHAPES = {**K8S, "single-h200-digest": {"KIMI_HARDWARE": "h200", "KIMI_IMAGE": DIGEST}}
+SHAPES = {**K8S, "single-h200-digest": {"KIMI_HARDWARE": "h200", "KIMI_IMAGE": DIGEST},
+          # monitoring and autoscaling on (PodMonitor, PrometheusRule, dashboard, ScaledObject/HPA, PDB, rollouts)
+          "single-h200-operated": {"KIMI_HARDWARE": "h200", "KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda",
+                                   "KIMI_REPLICAS": "2"},
+          "pd-h200-operated": {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_MONITORING": "1",
+                               "KIMI_AUTOSCALING": "hpa"}}
+# What the Helm chart renders (charts/kimi-serve, the real helm), scanned as it comes out of `helm template`
+CHART = {"chart-single-h200": {"settings": {"hardware": "h200"}},
+         "chart-multi-h100x2-operated": {"settings": {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2},
+                                         "monitoring": {"enabled": True}, "autoscaling": {"enabled": True}},
+         "chart-pd-mi355x-2x2": {"settings": {"hardware": "mi355x", "strategy": "pd_cluster", "prefill_nodes": 2,
+                                              "decode_nodes": 2}}}
 CONTROL = "control-unhardened"
 # The controls of the Pod Security Standards' restricted profile, and the rest the issue asks for:
 # each must have passed on every GPU pod checkov scanned.
@@ -63,9 +74,14 @@ def checkov():
 
 @pytest.fixture(scope="module")
 def k8s_reports(checkov, tmp_path_factory):
+    from tests.chart.helm import install, template
+
     out = tmp_path_factory.mktemp("k8s-scan")
-    for case, environ in SHAPES.items():
-        docs = documents("k8s", environ)
+    rendered = {case: documents("k8s", environ) + documents("k8s-bench", environ)  # + the bench Job beside it
+                for case, environ in SHAPES.items()}
+    helm = install()
+    rendered.update({case: template(helm, values, tmp_path_factory.mktemp(case)) for case, values in CHART.items()})
+    for case, docs in rendered.items():
         pods = [pod for doc in docs if doc["kind"] == "LeaderWorkerSet" for pod in _pods_of(doc)]
         (out / f"{case}.yaml").write_text(yaml.safe_dump_all(docs + pods, sort_keys=False))
     control = _unhardened(documents("k8s", SHAPES["single-h200-digest"]))
@@ -93,14 +109,14 @@ def test_every_rendered_shape_passes_with_reasoned_skips_only(k8s_reports):
     control = failed.pop(f"{CONTROL}.yaml", [])
     assert not failed, {f: sorted({(r["check_id"], r["resource"]) for r in rs}) for f, rs in failed.items()}
     passed = scanner.by_file(k8s_reports, "passed_checks")
-    assert set(passed) == {f"{case}.yaml" for case in SHAPES} | {f"{CONTROL}.yaml"}
+    assert set(passed) == {f"{case}.yaml" for case in (*SHAPES, *CHART)} | {f"{CONTROL}.yaml"}
     _check_skips(scanner.results(k8s_reports, "skipped_checks"))
     # The control: the same Deployment without its security contexts fails exactly those checks.
     assert {"CKV_K8S_20", "CKV_K8S_22", "CKV_K8S_23", "CKV_K8S_28", "CKV_K8S_37", "CKV_K8S_31", "CKV_K8S_38",
             "CKV_K8S_40"} <= {r["check_id"] for r in control}
 
 
-@pytest.mark.parametrize("case", sorted(SHAPES))
+@pytest.mark.parametrize("case", sorted((*SHAPES, *CHART)))
 def test_every_gpu_pod_passed_the_restricted_controls(k8s_reports, case):
     passed = scanner.by_file(k8s_reports, "passed_checks")[f"{case}.yaml"]
     skipped = scanner.by_file(k8s_reports, "skipped_checks").get(f"{case}.yaml", [])

@@ -22,6 +22,16 @@ Runs http.server in a thread on 127.0.0.1 (ephemeral port). `mode` picks the ser
   drip               answers arrive one byte at a time, each well within a read timeout
   huge               answers never end
   garbage            /v1/* answers with invalid JSON (and invalid stream events)
+  overlap_tool_deltas  as ok, but a tool-call stream that overlaps another gets empty tool-call
+                     deltas (id and name kept, no argument text): the symptom of
+                     vllm-project/vllm#54701 (kimi_k2 parser, 6-14 concurrent streams), in vLLM
+                     0.32.0's stream shape; single requests stay correct
+  overlap_repeats    as ok, but a stream that overlaps another says "!" over and over
+                     (vllm-project/vllm#42426); single requests stay correct
+
+Streamed tool calls come as vLLM 0.32.0's kimi_k2 parser sends them (test_real_vllm.py holds the
+shape to a live server): one delta with id, type, index, name and the arguments but their last
+character, then one delta with that character.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import json
 import re
 import threading
 import time
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 VLLM_VERSION = "0.32.0"
@@ -47,7 +58,9 @@ FINAL_ANSWERS = {"appears 3 times": "There are 3 r's in strawberry.", "9.9 is gr
 
 
 MODES = ("ok", "text_only", "small_context", "no_parsers", "wrong_tool_parser", "always_thinks", "random",
-         "path_model", "stream_no_finish", "hang", "drip", "huge", "garbage")
+         "path_model", "stream_no_finish", "hang", "drip", "huge", "garbage", "overlap_tool_deltas", "overlap_repeats")
+OVERLAP_MODES = ("overlap_tool_deltas", "overlap_repeats")
+OVERLAP_HOLD_S = 0.5  # an overlap mode holds each stream open this long, so concurrent ones overlap
 
 
 class StandinServer:
@@ -59,6 +72,11 @@ class StandinServer:
         self.max_model_len = 2048 if mode == "small_context" else 262144
         self.requests: list[tuple[str, dict | None]] = []  # (path, JSON body) in arrival order
         self.release = threading.Event()  # ends a hanging request early, at shutdown
+        self.lock = threading.Lock()
+        self.open_streams: set[int] = set()  # overlap modes: the streams being served now
+        self.overlapped: set[int] = set()  # ... and those that have shared time with another
+        self.overlaps = 0  # streams served while another was open
+        self.corrupted = 0  # tool-call streams sent with empty deltas (overlap_tool_deltas)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.standin = self
@@ -180,7 +198,7 @@ def _completion(standin: StandinServer, message: dict, finish_reason: str) -> di
     }
 
 
-def _stream_events(standin: StandinServer, message: dict, finish_reason: str) -> list[dict]:
+def _stream_events(standin: StandinServer, message: dict, finish_reason: str, overlapped: bool = False) -> list[dict]:
     def chunk(delta: dict, finish: str | None = None, **extra) -> dict:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, **extra}
         return {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": int(time.time()),
@@ -190,6 +208,15 @@ def _stream_events(standin: StandinServer, message: dict, finish_reason: str) ->
     if message.get("reasoning"):
         events.append(chunk({"reasoning": message["reasoning"]}, token_ids=None))
     events += [chunk({"content": word}, token_ids=None) for word in re.findall(r"\S+\s*", message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        corrupt = overlapped and standin.mode == "overlap_tool_deltas"
+        standin.corrupted += corrupt
+        arguments = "" if corrupt else call["function"]["arguments"]
+        first = {"id": call["id"], "type": "function", "index": index,
+                 "function": {"name": call["function"]["name"], "arguments": arguments[:-1]}}
+        events.append(chunk({"tool_calls": [first]}, token_ids=None))
+        events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[-1:]}}]},
+                            token_ids=None))
     if standin.mode != "stream_no_finish":
         events.append(chunk({}, finish_reason, stop_reason=None, token_ids=None))
     usage = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": int(time.time()),
@@ -238,8 +265,34 @@ class _Handler(BaseHTTPRequestHandler):
         except BadRequest as error:
             return self._send_json(error.status, error.body)
         if body.get("stream"):
-            return self._send_stream(_stream_events(self.standin, message, finish_reason))
+            with self._open_stream() as overlapped:
+                if overlapped and self.standin.mode == "overlap_repeats":
+                    message = {**message, "content": "!" * 64, "reasoning": message["reasoning"] and "!" * 64}
+                return self._send_stream(_stream_events(self.standin, message, finish_reason, overlapped))
         self._send_json(200, _completion(self.standin, message, finish_reason))
+
+    @contextmanager
+    def _open_stream(self):
+        """Overlap modes: hold the stream open a while; yields whether another was open meanwhile."""
+        standin = self.standin
+        if standin.mode not in OVERLAP_MODES:
+            yield False
+            return
+        me = id(self)
+        with standin.lock:
+            if standin.open_streams:
+                standin.overlapped |= standin.open_streams | {me}
+            standin.open_streams.add(me)
+        try:
+            standin.release.wait(OVERLAP_HOLD_S)
+            with standin.lock:
+                overlapped = me in standin.overlapped
+                standin.overlaps += overlapped
+            yield overlapped
+        finally:
+            with standin.lock:
+                standin.open_streams.discard(me)
+                standin.overlapped.discard(me)
 
     def _hangs(self) -> bool:
         if self.standin.mode != "hang":

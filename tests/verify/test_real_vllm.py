@@ -3,7 +3,8 @@ serving tiny models built by the session (tests/verify/tiny_models.py): a script
 the right answers in Kimi's formats and a random one that gives gibberish.
 
 Three server starts in all (tests are in start order; vllm_servers reuses a running server):
-  scripted, --served-model-name, both kimi_k2 parsers, --max-model-len 2048 (also seen starting)
+  scripted, --served-model-name, both kimi_k2 parsers, --max-model-len 2048 (also seen starting;
+    also `verify --concurrency` and `kimi-serve bench` against it)
   random, --served-model-name, both kimi_k2 parsers, --max-model-len 512
   scripted, no --served-model-name, no parsers
 """
@@ -11,12 +12,14 @@ Three server starts in all (tests are in start order; vllm_servers reuses a runn
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
+from bench_helpers import bench_env, recipes_with_tiny_workload
 from real_vllm import Config
-from test_standin_shapes import CASES, RECORDED, shape, stream_shapes
+from test_standin_shapes import CASES, LETTER, RECORDED, TOOL, chat, shape, stream_shapes
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -83,6 +86,88 @@ def test_healthcheck_of_a_ready_server(vllm_servers):
     health = healthcheck(server.port)
     assert health.returncode == 0, health.stdout
     assert health.stdout.startswith("healthy:") and "HTTP 200" in health.stdout
+
+
+def test_verify_under_load_passes_on_the_real_server(vllm_servers):
+    """14 streams at once: the top of the range where vllm-project/vllm#54701 was seen."""
+    server = vllm_servers.get(SCRIPTED)
+    done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL, "--concurrency", "14")
+    assert done.returncode == 0, done.stdout
+    assert checks["load_tools"]["message"] == "14 concurrent streams, each reassembled to the exact tool call"
+    assert checks["load_thinking"]["message"] == "14 concurrent streams, each reassembled to '42' after its reasoning"
+    assert checks["load_streaming"]["message"] == "14 concurrent streams, each reassembled to '42'"
+    assert checks["load_degenerate"]["message"] == "no output of the 42 streams under load is one token repeated"
+
+
+@pytest.mark.parametrize("thinking", [False, True])
+def test_the_standin_streams_tool_calls_in_the_live_shape(vllm_servers, standin, thinking):
+    """The stand-in's streamed tool call (which overlap_tool_deltas corrupts) is vLLM 0.32.0's."""
+    body = chat("ok", messages=[LETTER], tools=[TOOL], max_tokens=100, stream=True,
+                stream_options={"include_usage": True}, chat_template_kwargs={"thinking": thinking})
+
+    def events(url: str) -> list:
+        answer = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+        lines = [line[len("data: "):] for line in answer.text.splitlines() if line.startswith("data: ")]
+        assert lines[-1] == "[DONE]"
+        return [json.loads(line) for line in lines[:-1]]
+
+    live, stand_in = events(vllm_servers.get(SCRIPTED).url), events(standin("ok").url)
+    assert [shape(e) for e in stand_in] == [shape(e) for e in live]
+    calls = [d["tool_calls"] for e in live for c in e["choices"] for d in [c["delta"]] if "tool_calls" in d]
+    assert "".join(call[0]["function"]["arguments"] for call in calls) == '{"a": "strawberry", "b": "r"}'
+    assert len(calls) == 2  # the arguments come in two deltas: a client must reassemble them
+
+
+def bench(server_url: str, env: dict, *args: str) -> subprocess.CompletedProcess:
+    done = kimi_serve("bench", "--url", server_url, *args, env=env)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def test_bench_sweep_of_two_concurrencies_on_the_real_server(vllm_servers, vllm_venv, tiny_models, tmp_path):
+    server = vllm_servers.get(SCRIPTED)
+    env = bench_env([vllm_venv / "bin"], KIMI_RECIPES_DIR=str(recipes_with_tiny_workload(tmp_path)))
+    out = tmp_path / "out"
+    done = bench(server.url, env, "--tokenizer", str(tiny_models / "scripted"), "--workload", "tiny",
+                 "--concurrency", "1,2", "--num-prompts", "6", "--output", str(out), "--format", "json",
+                 "--timeout", "600")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads(done.stdout)
+    assert run["client"] == "vLLM 0.32.0+cpu" and run["problems"] == []
+    assert [r["concurrency"] for r in run["results"]] == [1, 2]
+    for r in run["results"]:
+        assert (r["completed"], r["failed"]) == (6, 0)
+        assert r["output_tokens"] == 6 * 8  # fixed length: every answer exactly --output-len (end of sequence ignored)
+        assert r["output_tokens_per_s"] > 0 and r["total_tokens_per_s"] > r["output_tokens_per_s"]
+        assert r["output_tokens_per_s"] == pytest.approx(r["output_tokens"] / r["duration_s"], rel=0.01)
+        assert r["output_tokens_per_s_per_gpu"] == pytest.approx(r["output_tokens_per_s"] / 8, abs=0.001)
+        assert r["tokens_per_s_per_user"] == pytest.approx(1000 / r["tpot_ms"]["p50"], rel=0.001)
+        for name in ("ttft_ms", "tpot_ms", "itl_ms"):
+            assert 0 < r[name]["p50"] <= r[name]["p99"], (name, r[name])
+    raw = json.loads((out / "vllm-bench-c2.json").read_text())  # the client's own file, as it wrote it
+    assert (raw["max_concurrency"], raw["num_prompts"], raw["completed"]) == (2, 6, 6)
+    ref = run["reference"]
+    assert (ref["hardware"], ref["variant"], ref["workload"]) == ("h200", "default", "tiny")
+    assert [p["measured"] for p in ref["points"]] == [run["results"][0]["output_tokens_per_s_per_gpu"],
+                                                      run["results"][1]["output_tokens_per_s_per_gpu"],
+                                                      max(r["output_tokens_per_s_per_gpu"] for r in run["results"])]
+    for name in ("throughput", "latency"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"<svg" in (out / f"{name}.svg").read_bytes()[:2000]
+    assert "| 1 | 6/6 |" in (out / "summary.md").read_text()
+
+
+def test_bench_is_bounded_in_time_on_the_real_server(vllm_servers, vllm_venv, tiny_models, tmp_path):
+    server = vllm_servers.get(SCRIPTED)
+    env = bench_env([vllm_venv / "bin"])
+    start = time.monotonic()
+    done = bench(server.url, env, "--tokenizer", str(tiny_models / "scripted"), "--input-len", "32",
+                 "--output-len", "8", "--concurrency", "1", "--num-prompts", "1000000", "--output",
+                 str(tmp_path), "--timeout", "10")
+    assert time.monotonic() - start < 300  # a bound, not a speed target: a million requests take hours
+    assert done.returncode == 1
+    assert "problem: concurrency 1: the sweep ran past --timeout 10 s" in done.stdout
+    assert server.healthy()  # stopping the client leaves the server serving
 
 
 def test_image_on_the_text_only_model_fails_with_vllms_reason(vllm_servers):

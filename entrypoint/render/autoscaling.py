@@ -1,0 +1,132 @@
+"""Autoscaling and disruption of a Kubernetes deployment (`plan --format k8s` with
+KIMI_AUTOSCALING=keda|hpa, and the Helm chart's `autoscaling.enabled`).
+
+Each engine group (the single-node Deployment, the multi-node LeaderWorkerSet, each pool of a PD
+cluster) gets, with an autoscaler:
+- a KEDA ScaledObject (`keda`) or an autoscaling/v2 HorizontalPodAutoscaler on the Prometheus
+  adapter's metrics (`hpa`) over the triggers of `monitoring.scale_triggers` in
+  recipes/serving.yaml (waiting requests per copy, average KV-cache usage), between KIMI_REPLICAS
+  and KIMI_MAX_REPLICAS copies; a LeaderWorkerSet scales by whole groups (its replicas);
+- scale-down stabilisation and KEDA's cooldown of the start-up budget (recipes/serving.yaml
+  `health.start_period_s`): a copy is never removed sooner than a new one takes to load;
+- a PodDisruptionBudget of one unavailable pod;
+- a rollout that never drops below serving capacity: one copy surged, none unavailable, and a
+  Deployment's progress deadline past the start-up budget;
+- zone spread of the single-node copies and of the router (a multi-node group stays where its
+  interconnect is).
+KIMI_REPLICAS alone (no autoscaler) sets the copies; the rollout then stays as rendered.
+"""
+
+from __future__ import annotations
+
+from entrypoint.render.deployment import health
+from entrypoint.render.monitoring import facts, fill, match
+
+KEDA_API = "keda.sh/v1alpha1"
+HPA_API = "autoscaling/v2"
+PDB_API = "policy/v1"
+ZONE = "topology.kubernetes.io/zone"
+SURGE = {"maxSurge": 1, "maxUnavailable": 0}
+ENGINE_KINDS = ("Deployment", "LeaderWorkerSet")
+
+
+def start_budget_s(launch) -> int:
+    return health(launch).start_period_s
+
+
+def _engine_groups(objects: list) -> list:
+    """The objects that run engines: every Deployment and LeaderWorkerSet but the router."""
+    return [o for o in objects if o["kind"] in ENGINE_KINDS
+            and o["metadata"]["labels"]["app.kubernetes.io/component"] != "router"]
+
+
+def _pod_labels(obj: dict) -> dict:
+    if obj["kind"] == "Deployment":
+        return dict(obj["spec"]["selector"]["matchLabels"])
+    return {"leaderworkerset.sigs.k8s.io/name": obj["metadata"]["name"]}
+
+
+def _behavior(launch) -> dict:
+    budget = start_budget_s(launch)
+    return {"scaleDown": {"stabilizationWindowSeconds": budget, "policies": [{"type": "Pods", "value": 1,
+                                                                              "periodSeconds": budget}]},
+            "scaleUp": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 1,
+                                                                       "periodSeconds": 60}]}}
+
+
+def _ref(obj: dict) -> dict:
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"]}
+
+
+def _meta(obj: dict) -> dict:
+    meta = obj["metadata"]
+    return {"name": meta["name"], "namespace": meta["namespace"], "labels": dict(meta["labels"])}
+
+
+def _max_replicas(launch) -> int:
+    values = launch.settings.values
+    return max(values["max_replicas"], values["replicas"])
+
+
+def _scaled_object(launch, obj: dict) -> dict:
+    values, component = launch.settings.values, obj["metadata"]["labels"]["app.kubernetes.io/component"]
+    triggers = [{"type": "prometheus", "name": t.name, "metricType": "AverageValue" if t.average else "Value",
+                 "metadata": {"serverAddress": values["prometheus_url"],
+                              "query": fill(t.query, launch, match(launch, component)),
+                              "threshold": str(values[t.target])}}
+                for t in facts(launch.catalog).scale_triggers]
+    return {"apiVersion": KEDA_API, "kind": "ScaledObject", "metadata": _meta(obj),
+            "spec": {"scaleTargetRef": _ref(obj), "minReplicaCount": values["replicas"],
+                     "maxReplicaCount": _max_replicas(launch), "pollingInterval": 30,
+                     "cooldownPeriod": start_budget_s(launch),
+                     "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(launch)}},
+                     "triggers": triggers}}
+
+
+def _hpa(launch, obj: dict) -> dict:
+    values = launch.settings.values
+
+    def target(t) -> str:
+        # the adapter serves the series as they are: KV-cache usage is a fraction, its target a percent
+        return str(values[t.target]) if t.average else f"{values[t.target] * 10}m"
+
+    metrics = [{"type": "Pods", "pods": {"metric": {"name": t.adapter_metric},
+                                         "target": {"type": "AverageValue", "averageValue": target(t)}}}
+               for t in facts(launch.catalog).scale_triggers]
+    return {"apiVersion": HPA_API, "kind": "HorizontalPodAutoscaler", "metadata": _meta(obj),
+            "spec": {"scaleTargetRef": _ref(obj), "minReplicas": values["replicas"],
+                     "maxReplicas": _max_replicas(launch), "metrics": metrics, "behavior": _behavior(launch)}}
+
+
+def _pdb(obj: dict) -> dict:
+    return {"apiVersion": PDB_API, "kind": "PodDisruptionBudget", "metadata": _meta(obj),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _pod_labels(obj)}}}
+
+
+def _spread(pod_spec: dict, labels: dict) -> None:
+    pod_spec["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+                                              "labelSelector": {"matchLabels": dict(labels)}}]
+
+
+def _roll_out(launch, obj: dict) -> None:
+    """Surge one copy, none unavailable; a Deployment's deadline past the start-up budget."""
+    if obj["kind"] == "Deployment":
+        obj["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": dict(SURGE)}
+        obj["spec"]["progressDeadlineSeconds"] = start_budget_s(launch) + health(launch).interval_s * health(launch).retries
+        _spread(obj["spec"]["template"]["spec"], obj["spec"]["selector"]["matchLabels"])
+    else:
+        obj["spec"]["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": dict(SURGE)}
+
+
+def apply(launch, objects: list) -> list:
+    """The objects with their copies and rollouts set, and the autoscaling objects after them."""
+    values, engines = launch.settings.values, _engine_groups(objects)
+    for obj in engines:
+        obj["spec"]["replicas"] = values["replicas"]
+    if values["autoscaling"] == "off":
+        return objects
+    for obj in objects:
+        if obj["kind"] in ENGINE_KINDS:
+            _roll_out(launch, obj)
+    scaler = _scaled_object if values["autoscaling"] == "keda" else _hpa
+    return objects + [scaler(launch, obj) for obj in engines] + [_pdb(obj) for obj in engines]

@@ -1,0 +1,114 @@
+"""What a bench run against a rendered deployment looks like there (docs/bench.md): the client
+runs beside the deployment, not in it, and reaches it the way its users do.
+
+- `plan --format k8s-bench`: a Job `<name>-bench` in the deployment's namespace that runs
+  `kimi-serve bench` once against the Service `<name>-api` (the JSON of the run is in the Job's
+  log; charts and the summary go to an emptyDir at /results, or mount a claim there). Its own
+  file, so `kubectl apply -f kubernetes.yaml` never starts a benchmark; hardened as the server pods.
+- `plan --format compose-bench`: a one-shot service `<name>-bench` in a Compose file to add to
+  the deployment's (`docker compose -f compose.yaml -f compose.bench.yaml run --rm <name>-bench`):
+  it waits for the API service to be healthy, reaches it on loopback (host network) and writes
+  its files to ./bench-results beside the files.
+
+Both carry the deployment's KIMI_* settings, so bench reads the same launch plan (GPUs, hardware,
+variant for the reference) and takes the tokenizer from the launch's model.
+"""
+
+from __future__ import annotations
+
+from entrypoint.render import compose, k8s
+from entrypoint.render.deployment import HF_TOKEN_PATH, image, serving_port, settings_env, token_path
+from entrypoint.render.k8s_pod import (_container_security, _pod_security, hf_token_secret, scratch_and_token,
+                                       skip_annotations)
+from entrypoint.render.yamltext import dump, dump_all
+
+RESULTS_DIR = "/results"
+RESULTS_VOLUME = "results"
+HUB_VOLUME = "hub"  # the Job's own Hugging Face cache: the tokenizer files only (a few MB)
+TIMEOUT_S = 6 * 3600  # bench's own --timeout; the Job's deadline adds the client's start-up
+JOB_SLACK_S = 900
+# The client is one Python process tokenizing the prompts of one level (640 x 8k tokens at c=64).
+CLIENT_RESOURCES = {"cpu": "4", "memory": "16Gi"}
+K8S_FILE = "bench-job.yaml"
+COMPOSE_FILE = "compose.bench.yaml"
+COMPOSE_RESULTS = "./bench-results"
+
+
+def bench_name(launch) -> str:
+    return f"{launch.name}-bench"
+
+
+def _api_process(launch):
+    """The process clients reach: the router of a PD cluster, else the (head) server."""
+    return launch.plan.find("router", 0) or launch.plan.processes[0]
+
+
+def _api_port(launch) -> int:
+    return _api_process(launch).port or serving_port(launch)
+
+
+def bench_args(url: str, output_format: str) -> list:
+    return ["bench", "--url", url, "--output", RESULTS_DIR, "--format", output_format, "--timeout", str(TIMEOUT_S)]
+
+
+class K8sBench:
+    deployment_environ = staticmethod(k8s.deployment_environ)
+
+    @staticmethod
+    def render(launch) -> dict:
+        name, namespace = launch.name, launch.settings.namespace
+        url = f"http://{name}-api.{namespace}.svc:{_api_port(launch)}"
+        proc = _api_process(launch)
+        mounts, volumes = scratch_and_token(launch)
+        mounts += [{"name": RESULTS_VOLUME, "mountPath": RESULTS_DIR},
+                   {"name": HUB_VOLUME, "mountPath": launch.settings.cache_dir}]
+        volumes += [{"name": RESULTS_VOLUME, "emptyDir": {}}, {"name": HUB_VOLUME, "emptyDir": {}}]
+        env = [{"name": k, "value": v} for k, v in settings_env(launch).items()]
+        container = {"name": "bench", "image": image(launch), "imagePullPolicy": "Always",
+                     "args": bench_args(url, "json"), "env": env + [{"name": HF_TOKEN_PATH, "value": token_path()}],
+                     "resources": {"limits": dict(CLIENT_RESOURCES), "requests": dict(CLIENT_RESOURCES)},
+                     "securityContext": _container_security(launch), "volumeMounts": mounts}
+        labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "kimi-serve",
+                  "app.kubernetes.io/component": "bench"}
+        skips = dict(skip_annotations(launch, proc))
+        skips[f"checkov.io/skip{len(skips) + 1}"] = ("CKV_K8S_8=a one-shot benchmark client serves nothing to probe")
+        skips[f"checkov.io/skip{len(skips) + 1}"] = ("CKV_K8S_9=a one-shot benchmark client serves nothing to probe")
+        job = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": bench_name(launch), "namespace": namespace, "labels": labels, "annotations": skips},
+               "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 7 * 24 * 3600,
+                        "activeDeadlineSeconds": TIMEOUT_S + JOB_SLACK_S,
+                        "template": {"metadata": {"labels": labels, "annotations": skips},
+                                     "spec": {"restartPolicy": "Never", "enableServiceLinks": False,
+                                              "automountServiceAccountToken": False,
+                                              "securityContext": _pod_security(launch, proc),
+                                              "containers": [container], "volumes": volumes}}}}
+        header = (f"# kimi-serve bench against {url}, once (docs/bench.md). Apply after the deployment is ready:\n"
+                  f"#   kubectl apply -f {K8S_FILE}; kubectl -n {namespace} wait --for=condition=complete "
+                  f"--timeout={TIMEOUT_S + JOB_SLACK_S}s job/{bench_name(launch)}\n"
+                  f"#   kubectl -n {namespace} logs job/{bench_name(launch)} > bench.json   # the run's JSON\n"
+                  f"# The Hugging Face token comes from the optional Secret {hf_token_secret(launch)}, as for the "
+                  "server.\n")
+        return {K8S_FILE: header + dump_all([job])}
+
+
+class ComposeBench:
+    deployment_environ = staticmethod(compose.deployment_environ)
+
+    @staticmethod
+    def render(launch) -> dict:
+        compose.render(launch)  # the same refusals as the deployment's file (one node only)
+        proc = _api_process(launch)
+        service = {"image": image(launch), "command": bench_args(f"http://127.0.0.1:{_api_port(launch)}", "text"),
+                   **compose._hardened(launch, proc), "network_mode": "host", "restart": "no",
+                   "profiles": ["bench"],
+                   "volumes": [f"{compose.CACHE_VOLUME}:{launch.settings.cache_dir}",
+                               f"{COMPOSE_RESULTS}:{RESULTS_DIR}"],
+                   "depends_on": {compose.service_name(launch, proc): {"condition": "service_healthy"}}}
+        service["environment"] = {**settings_env(launch), HF_TOKEN_PATH: token_path()}
+        doc = {"services": {bench_name(launch): service}, "volumes": {compose.CACHE_VOLUME: {}},
+               "secrets": {compose.TOKEN_SECRET: {"file": compose.TOKEN_SOURCE}}}
+        header = (f"# kimi-serve bench against this node's deployment, once (docs/bench.md). With {compose.FILE}:\n"
+                  f"#   docker compose -f {compose.FILE} -f {COMPOSE_FILE} run --rm {bench_name(launch)}\n"
+                  f"# It waits for the API service to be healthy; its files go to {COMPOSE_RESULTS}/ (writable by UID "
+                  f"{compose.image_user(launch).uid}).\n")
+        return {COMPOSE_FILE: header + dump(doc)}

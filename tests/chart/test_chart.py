@@ -1,0 +1,254 @@
+"""charts/kimi-serve: the real helm renders, for the same settings, exactly the objects
+`kimi-serve plan --format k8s` renders (single node, multi-node, PD; monitoring and autoscaling on
+and off); `helm lint --strict` is clean; values.schema.json refuses unknown keys and bad values;
+the chart's generated files are current; every rendered object validates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.chart.helm import CHART, run, template
+from tests.deploy.k8s_schema import validate
+from tests.deploy.shapes import documents
+
+DIGEST = "sha256:" + "ab" * 32
+# name -> (the KIMI_CONFIG file's keys, the operating settings as KIMI_* (plan) and as chart values)
+CASES = {
+    "single-h200": ({"hardware": "h200"}, {}, {}),
+    "single-mi300x-port-features": ({"hardware": "mi300x", "features": "-spec_decoding", "name": "kimi", "port": 9000,
+                                     "extra_args": "--max-num-seqs 64", "skip_memory_check": True}, {}, {}),
+    "single-h200-by-digest": ({"hardware": "h200", "image": f"registry.example/kimi@{DIGEST}",
+                               "namespace": "serving"}, {}, {}),
+    "multi_node_tp-h100x2": ({"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2}, {}, {}),
+    "multi_node_dep-gb200x4": ({"hardware": "gb200", "strategy": "multi_node_dep", "nodes": 4}, {}, {}),
+    "multi_node_tp_pp-mi355x-default-strategy": ({"hardware": "mi355x", "nodes": 3}, {}, {}),
+    "pd-h200": ({"hardware": "h200", "strategy": "pd_cluster"}, {}, {}),
+    "k3-multi_node_tp_dp-h200x2": ({"recipe": "kimi-k3", "hardware": "h200", "strategy": "multi_node_tp_dp",
+                                    "nodes": 2}, {}, {}),
+    "k3-pd-b300-derived-pools": ({"recipe": "kimi-k3", "hardware": "b300", "strategy": "pd_cluster"}, {}, {}),
+    "k2-instruct-single-mi355x": ({"recipe": "kimi-k2-instruct", "hardware": "mi355x"}, {}, {}),
+    "k2.7-code-multi-gb200x4-operated": (
+        {"recipe": "kimi-k2.7-code", "hardware": "gb200", "nodes": 4},
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda"},
+        {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda"}}),
+    "pd-b200-port-lists-bools": ({"hardware": "b200", "strategy": "pd_cluster", "port": 9000, "download": True,
+                                  "dry_run": False, "decode_parallelism": "tep", "decode_nodes": 2,
+                                  "model_revision": "main", "served_model_name": "kimi"}, {}, {}),
+    "multi_node_tp-h200x2-addrs-list": ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 2,
+                                         "prefill_addrs": ["a", "b"], "vllm_version": "0.19.1"}, {}, {}),
+    "pd-h200-2x1-tp": ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
+                        "prefill_parallelism": "tp", "router_port": 8080}, {}, {}),
+    "single-h200-operated-keda": (
+        {"hardware": "h200"},
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda", "KIMI_REPLICAS": "2", "KIMI_MAX_REPLICAS": "6",
+         "KIMI_SLO_TTFT_MS": "1500", "KIMI_SCALE_WAITING": "4"},
+        {"replicas": 2, "monitoring": {"enabled": True, "sloTtftMs": 1500},
+         "autoscaling": {"enabled": True, "engine": "keda", "maxReplicas": 6, "waitingPerReplica": 4}}),
+    "multi_node_tp-b200x2-operated-hpa": (
+        {"hardware": "b200", "strategy": "multi_node_tp", "nodes": 2},
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "hpa", "KIMI_SCALE_KV_PERCENT": "70", "KIMI_SLO_ITL_MS": "50"},
+        {"monitoring": {"enabled": True, "sloItlMs": 50}, "autoscaling": {"enabled": True, "engine": "hpa",
+                                                                          "kvCachePercent": 70}}),
+    "pd-mi355x-2x2-operated-keda": (
+        {"hardware": "mi355x", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 2},
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda", "KIMI_PROMETHEUS_URL": "http://prom.obs:9090"},
+        {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda",
+                                                          "prometheusUrl": "http://prom.obs:9090"}}),
+    "multi_node_dep-h200x2-monitored": (
+        {"hardware": "h200", "strategy": "multi_node_dep", "nodes": 2}, {"KIMI_MONITORING": "1"},
+        {"monitoring": {"enabled": True}}),
+}
+
+
+def _toml(settings: dict) -> str:
+    def value(v):
+        return ("true" if v else "false") if isinstance(v, bool) else str(v) if isinstance(v, int) else json.dumps(v)
+
+    return "".join(f"{k} = {value(v)}\n" for k, v in settings.items())
+
+
+def plan_objects(settings: dict, operate: dict, tmp_path) -> list:
+    config = tmp_path / "kimi.toml"
+    config.write_text(_toml(settings))
+    return documents("k8s", {"KIMI_CONFIG": str(config), **operate})
+
+
+def chart_objects(helm, settings: dict, values: dict, tmp_path) -> list:
+    return template(helm, {"settings": settings, **values}, tmp_path)
+
+
+def _diff(a, b, path="") -> list:
+    """Where two objects differ, as paths (for the failure message)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str) for d in _diff(a.get(k, "<absent>"), b.get(k, "<absent>"),
+                                                                              f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: chart {a!r} != plan {b!r}"[:400]]
+
+
+def _keyed(objects: list) -> dict:
+    keyed = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    assert len(keyed) == len(objects), "two objects of one kind share a name"
+    return keyed
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_chart_renders_the_objects_plan_renders(helm, case, tmp_path):
+    settings, operate, values = CASES[case]
+    planned, charted = _keyed(plan_objects(settings, operate, tmp_path)), _keyed(chart_objects(helm, settings, values, tmp_path))
+    assert sorted(charted) == sorted(planned)
+    for key, obj in planned.items():
+        assert charted[key] == obj, f"{key} differs:\n" + "\n".join(_diff(charted[key], obj)[:20])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_chart_object_validates(helm, case, tmp_path):
+    settings, _, values = CASES[case]
+    objects = chart_objects(helm, settings, values, tmp_path)
+    kinds = {o["kind"] for o in objects}
+    assert "Namespace" in kinds and "Service" in kinds and kinds & {"Deployment", "LeaderWorkerSet"}
+    if values.get("monitoring", {}).get("enabled"):
+        assert {"PodMonitor", "PrometheusRule", "ConfigMap"} <= kinds
+    for obj in objects:
+        validate(obj)
+
+
+@pytest.mark.parametrize("values", sorted(p.name for p in (CHART / "ci").glob("*-values.yaml")))
+def test_lint_strict_is_clean_for_every_shape(helm, values):
+    """The chart's own example values (ci/: one node, multi-node, PD, another recipe)."""
+    done = run(helm, "lint", "--strict", str(CHART), "-f", str(CHART / "ci" / values))
+    assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout, done.stdout
+    assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
+
+
+def test_the_example_values_cover_every_shape(helm, tmp_path):
+    kinds = set()
+    for values in sorted((CHART / "ci").glob("*-values.yaml")):
+        objects = run(helm, "template", "kimi", str(CHART), "-f", str(values)).stdout
+        kinds |= {(o["kind"], o["metadata"]["labels"].get("app.kubernetes.io/component"))
+                  for o in yaml.safe_load_all(objects) if o}
+    assert {("Deployment", "single"), ("LeaderWorkerSet", "head"), ("LeaderWorkerSet", "prefill"),
+            ("Deployment", "router"), ("ScaledObject", "head"), ("HorizontalPodAutoscaler", "decode"),
+            ("PodMonitor", "monitoring")} <= kinds
+
+
+@pytest.mark.parametrize("values, why", [
+    ({"settings": {"hardware": "h200", "nodez": 2}}, "nodez"),                       # not a KIMI_CONFIG key
+    ({"settings": {"hardware": "h900"}}, "/settings/hardware"),                                    # no such hardware
+    ({"settings": {"hardware": "h200", "nodes": 0}}, "minimum"),                     # below KIMI_NODES' bound
+    ({"settings": {"hardware": "h200", "nodes": 257}}, "maximum"),                   # above it
+    ({"settings": {"hardware": "h200", "preflight": "maybe"}}, "/settings/preflight"),             # not a choice
+    ({"settings": {"hardware": "h200", "name": "Kimi_K2"}}, "does not match"),       # not a DNS label
+    ({"settings": {"hardware": "h200", "monitoring": True}}, "monitoring"),          # a chart value, not a setting
+    ({"settings": {"hardware": "h200"}, "replicaz": 2}, "replicaz"),                 # unknown chart value
+    ({"settings": {"hardware": "h200"}, "autoscaling": {"enabled": True, "engine": "vpa"}}, "/autoscaling/engine"),
+    ({"settings": {}}, "hardware"),                                                  # hardware is required
+    ({"settings": {"hardware": "h200"}, "extraEnv": [{"name": "KIMI_NODES", "value": "2"}]}, "/extraEnv/0/name"),
+])
+def test_schema_refuses_unknown_keys_and_bad_values(helm, tmp_path, values, why):
+    path = tmp_path / "values.json"
+    path.write_text(json.dumps(values))
+    done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
+    assert done.returncode != 0
+    assert why in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("settings, why", [
+    ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 1}, "nodes to 2 or more"),
+    ({"hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2}, "recipe offers on h200"),
+    ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 0}, "A pool of 0 nodes"),
+    ({"hardware": "h200", "extra_args": "--max-num-seqs 8 --port 9000"}, "--port"),
+])
+def test_chart_refuses_what_plan_refuses(helm, tmp_path, settings, why):
+    path = tmp_path / "values.json"
+    path.write_text(json.dumps({"settings": settings}))
+    done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
+    assert done.returncode != 0 and why in done.stderr, done.stderr
+
+
+def test_chart_values_extend_the_objects(helm, tmp_path):
+    values = {"settings": {"hardware": "h200"}, "createNamespace": False, "nodeSelector": {"pool": "gpu"},
+              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+              "extraEnv": [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}],
+              "persistence": {"size": "2Ti", "storageClassName": "fast"}, "service": {"type": "LoadBalancer"}}
+    objects = _keyed(template(helm, values, tmp_path))
+    assert ("Namespace", "kimi-serve") not in objects
+    pod = objects[("Deployment", "kimi-k2-5")]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "gpu", "nvidia.com/gpu.product": "NVIDIA-H200"}
+    assert pod["tolerations"] == values["tolerations"]
+    assert pod["containers"][0]["env"][-1] == {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}
+    assert objects[("PersistentVolumeClaim", "kimi-k2-5-cache")]["spec"] == {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Ti"}}, "storageClassName": "fast"}
+    assert objects[("Service", "kimi-k2-5-api")]["spec"]["type"] == "LoadBalancer"
+
+
+def test_generated_files_are_current():
+    from buildsys import chart
+
+    assert chart.stale() == [], "run `python build.py chart`"
+
+
+def test_values_defaults_are_the_settings_defaults():
+    """values.yaml's operating values start where KIMI_* start, so an unset value means the same."""
+    import yaml
+
+    from entrypoint.core.settings import BY_NAME
+
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["replicas"] == BY_NAME["replicas"].default
+    assert values["monitoring"] == {"enabled": BY_NAME["monitoring"].default, "sloTtftMs": BY_NAME["slo_ttft_ms"].default,
+                                    "sloItlMs": BY_NAME["slo_itl_ms"].default}
+    auto = values["autoscaling"]
+    assert (auto["maxReplicas"], auto["waitingPerReplica"], auto["kvCachePercent"], auto["prometheusUrl"]) == (
+        BY_NAME["max_replicas"].default, BY_NAME["scale_waiting"].default, BY_NAME["scale_kv_percent"].default,
+        BY_NAME["prometheus_url"].default)
+
+
+def test_the_release_namespace_is_the_objects_namespace_unless_settings_name_one(helm, tmp_path):
+    values = {"settings": {"hardware": "h200"}}
+    assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in template(helm, values, tmp_path)} == {"kimi-serve"}
+    released = template(helm, values, tmp_path, "--namespace", "serving")
+    assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in released} == {"serving"}
+    named = template(helm, {"settings": {"hardware": "h200", "namespace": "llm"}}, tmp_path, "--namespace", "serving")
+    assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in named} == {"llm"}
+
+
+def _plan_refuses(environ: dict) -> bool:
+    from entrypoint.core.errors import KimiError
+
+    try:
+        documents("k8s", environ)
+    except KimiError:
+        return True
+    return False
+
+
+def _configurations():
+    """Every recipe on every hardware with every variant (one node: its default strategy); a PD
+    cluster (pools derived from the variant) of every recipe on three hardware."""
+    from entrypoint.core.recipe import load_catalog
+
+    catalog = load_catalog()
+    for slug, recipe in catalog.recipes.items():
+        for hw in catalog.hardware:
+            for variant in recipe.variants:
+                yield {"recipe": slug, "hardware": hw, "variant": variant}
+        for hw in ("h200", "b200", "mi355x"):
+            yield {"recipe": slug, "hardware": hw, "strategy": "pd_cluster"}
+
+
+def test_chart_refuses_what_the_resolver_refuses_for_every_recipe_hardware_and_variant(helm, tmp_path):
+    """The recipe's hardware list, its variants' hardware and memory needs, its GPU floors."""
+    agreed = []
+    for settings in _configurations():
+        environ = {f"KIMI_{k.upper()}": v for k, v in settings.items()}
+        path = tmp_path / "values.json"
+        path.write_text(json.dumps({"settings": settings}))
+        done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
+        assert (done.returncode != 0) == _plan_refuses(environ), (settings, done.stderr[-500:])
+        agreed.append(done.returncode != 0)
+    assert any(agreed) and not all(agreed)  # some fit, some do not
