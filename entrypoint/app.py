@@ -7,9 +7,12 @@ the pure core (entrypoint.core) to its inputs (the environment, cluster wiring, 
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
+from entrypoint.core import kv
+from entrypoint.core.kv import KvChoice
 from entrypoint.core.plan import Plan, Process
 from entrypoint.core.recipe import Catalog, load_catalog, with_recipe
 from entrypoint.core.resolve import resolve, this_process
@@ -24,6 +27,7 @@ class Launch:
     selection: Selection
     plan: Plan
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
+    kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
     load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.loading.Decision)
 
     @property
@@ -32,7 +36,7 @@ class Launch:
         return self.selection.name
 
     def this_process(self) -> Process:
-        proc = this_process(self.plan, self.selection)
+        proc = kv.this_process(self.plan, self.selection, self.kv) if self.kv else this_process(self.plan, self.selection)
         if proc.role == "router" and self.settings.user_args:
             from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -62,12 +66,13 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
         decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
                                   "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
         selection = replace(selection, load_args=tuple(selection.load_args) + decision.args)
-    plan = resolve(selection, catalog)
+    choice = kv.choose(settings, hostname=socket.gethostname())
+    plan = kv.compose(selection, catalog, choice) if choice else resolve(selection, catalog)
     if decision is not None:
         plan = loading.with_ready_timeout(plan, loading.launch_budget_s(plan, catalog, decision), spec)
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings, spec)
-    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision)
+    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice)
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,

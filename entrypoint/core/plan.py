@@ -12,7 +12,7 @@ from typing import Optional
 class Process:
     """One program to run on one node."""
 
-    role: str  # single | head | worker | prefill | decode | router
+    role: str  # single | head | worker | prefill | decode | router | master | store | instance | lmcache
     rank: int  # node rank (multi-node) or node index within its pool (PD); 0 otherwise
     argv: tuple  # full argv, argv[0] is the program ("vllm" or "vllm-router")
     env: dict  # only what the project sets (user-set variables are never overridden at exec)
@@ -20,11 +20,16 @@ class Process:
     # ("base", "variant", "strategy", "hardware override", "feature:<id>", "profile:<id>", "user").
     provenance: dict = field(default_factory=dict)
     local_gpus: int = 0  # GPUs this process needs visible on its node (0 for the router)
-    port: Optional[int] = None  # the HTTP port it serves, when it serves HTTP
+    port: Optional[int] = None  # the port it listens on: vLLM's HTTP API when serves_http, else a TCP service
     serves_http: bool = True
+    # Configuration files the entrypoint writes before exec: {absolute path: text} (KV stores).
+    files: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"role": self.role, "rank": self.rank, "argv": list(self.argv), "env": dict(self.env)}
+        out = {"role": self.role, "rank": self.rank, "argv": list(self.argv), "env": dict(self.env)}
+        if self.files:
+            out["files"] = dict(self.files)
+        return out
 
 
 @dataclass(frozen=True)

@@ -378,6 +378,8 @@ class Recipe(Strict):
     hardware_overrides: Dict[str, ArgsOverride] = {}
     strategy_overrides: Dict[str, StrategyOverride] = {}
     profiles: Dict[str, Profile] = {}
+    kv_offload_support: Dict[str, Literal["verified"]] = {}  # KV Offload option -> verified (requires_opt_in)
+    kv_cache_strategy_hardware: Dict[str, List[str]] = {}  # KV store -> the hardware it runs on (absent = all)
 
 
 # ---------------------------------------------------------------- catalog

@@ -397,7 +397,7 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
                 raise KimiError(E.INVALID_VALUE, f"KIMI_{pool.role.upper()}_ADDRS lists {len(addrs)} addresses but the "
                                 f"{pool.role} pool has {pool.node_count} node(s). Give one address per node, or set "
                                 f"KIMI_{pool.role.upper()}_NODES={len(addrs)}.")
-    elif settings.node_rank >= nodes:
+    elif settings.node_rank >= nodes and settings.role != "instance":  # a KV store's instances: core/kv.py
         raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={settings.node_rank} but the deployment has {nodes} "
                         f"node(s): ranks run from 0 to {nodes - 1}.")
     model_id = catalog.recipe.variants[vid].model_id or catalog.recipe.model.model_id

@@ -35,10 +35,30 @@ def exec_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> dict
     return env
 
 
+def write_files(files: Mapping[str, str]) -> None:
+    """The configuration files a process names (a KV store's Mooncake configs), written whole
+    before exec: a temporary file beside each, then renamed over it, readable by this user only."""
+    from entrypoint.core.errors import INVALID_VALUE, KimiError
+
+    for path, text in files.items():
+        folder = os.path.dirname(path)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise KimiError(INVALID_VALUE, f"cannot write {path}, which the launch needs ({exc.strerror or exc}): "
+                            f"give the container a writable {folder} (the renderings mount a scratch /tmp).") from None
+
+
 def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str) -> NoReturn:
     from entrypoint.core.errors import INVALID_VALUE, KimiError
     from entrypoint.node import cache
 
+    write_files(proc.files)
     problem = cache.path_problem(cache_dir)
     if problem and not os.path.isdir(cache_dir):  # HF_HOME=<file>/huggingface would fail after the start
         raise KimiError(INVALID_VALUE, f"KIMI_CACHE_DIR: {problem}: point it at a directory (a mounted volume).")

@@ -72,7 +72,7 @@ def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 def check_vram(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     gpus = visible_gpus(facts.all_gpus, exec_env(proc.env, environ)) or facts.detection.gpus
     if not gpus or proc.local_gpus == 0:
-        return NodeCheck("vram", "skipped", "no GPU memory to measure" if proc.local_gpus else "the router uses no GPU")
+        return NodeCheck("vram", "skipped", "no GPU memory to measure" if proc.local_gpus else f"the {proc.role} uses no GPU")
     per_gpu = min(g.memory_bytes for g in gpus) / GIB
     minimum = launch.plan.vram_minimum_gb
     short = [(p.name, p.gpus * per_gpu) for p in launch.plan.pools if p.gpus * per_gpu < minimum]
@@ -136,7 +136,7 @@ def check_firmware(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     c = facts.cache
     if proc.local_gpus == 0 or c is None:
-        return NodeCheck("cache", "skipped", "the router loads no weights")
+        return NodeCheck("cache", "skipped", f"the {proc.role} loads no weights")
     if c.problem:
         return NodeCheck("cache", "error", f"KIMI_CACHE_DIR: {c.problem}: point KIMI_CACHE_DIR at a directory "
                      f"(a mounted volume, -v kimi-cache:/cache) this user can write.")
@@ -181,7 +181,7 @@ def check_model_source(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     model = launch.plan.model
     if proc.local_gpus == 0 or not model_source(model).is_object_store:
         return NodeCheck("model_source", "skipped", "the model is not in object storage" if proc.local_gpus
-                         else "the router loads no weights")
+                         else f"the {proc.role} loads no weights")
     from entrypoint.node.objectstore import check
 
     found = check(model, environ, on_platform=bool(launch.settings.platform))
@@ -218,6 +218,23 @@ def weights_check(launch, environ, offline: bool) -> Optional[Tuple[str, str]]:
     return ("error" if offline else "warning"), f"weights incomplete in {hub} ({gaps}): {way}"
 
 
+def check_kv_components(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
+    """What KIMI_KV_OFFLOAD's connector imports in vLLM's Python (LMCache, Mooncake) is installed."""
+    import importlib.util
+
+    from entrypoint.core.kv import engine_needs
+
+    needs = engine_needs(launch.kv, proc)
+    if not needs:
+        return NodeCheck("kv_components", "skipped", "no KV connector package to import")
+    missing = [m for m in needs if importlib.util.find_spec(m) is None]
+    if not missing:
+        return NodeCheck("kv_components", "ok", f"{', '.join(needs)} installed for KIMI_KV_OFFLOAD={launch.kv.id}")
+    return NodeCheck("kv_components", "error", f"KIMI_KV_OFFLOAD={launch.kv.id}: vLLM imports {', '.join(missing)}, "
+                     "which this image does not have (docs/kv-cache.md, Images). Run an image that carries it, or "
+                     "choose another KIMI_KV_OFFLOAD.")
+
+
 def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     """The weights' volume (file system, GPUDirect Storage, a bounded read sample) and the
     expected load time with this launch's loader and with the best one here (core/loading.py)."""
@@ -235,7 +252,7 @@ def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 
 
 CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_shm, check_platform,
-                                check_firmware, check_cache, check_model_source, check_load_time)
+                                check_firmware, check_cache, check_model_source, check_kv_components, check_load_time)
 
 
 # ---------------------------------------------------------------- running them

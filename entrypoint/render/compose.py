@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.kv import choose
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env, health,
-                                          image, image_user, scratch, service_name, token_path, with_defaults)
+from entrypoint.render.deployment import (COMPANIONS, HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
+                                          health, image, image_user, scratch, service_name, token_path, with_defaults)
 from entrypoint.render.yamltext import dump
 from entrypoint.core.select import Selection
 from entrypoint.core.settings import Settings
@@ -34,11 +35,22 @@ NO_NEW_PRIVILEGES = "no-new-privileges:true"
 
 
 def deployment_environ(environ: Mapping[str, str], settings: Settings, sel: Selection) -> dict:
-    """The rendering environment: the pools of a one-node PD cluster are reached on loopback."""
+    """The rendering environment: the pools of a one-node PD cluster, and a KV store's master,
+    store and instance, are reached on loopback."""
     _check_one_node(sel)
-    if sel.prefill is None:
-        return dict(environ)
-    return with_defaults(environ, {f"KIMI_{pool.role.upper()}_ADDRS": LOOPBACK for pool in (sel.prefill, sel.decode)})
+    defaults = {}
+    choice = choose(settings)
+    if choice is not None and choice.store:
+        if sel.prefill is None and choice.instances > 1:
+            raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_KV_OFFLOAD={choice.id} with {choice.instances} instances "
+                            "needs a node per instance, but a Compose file runs on one node: set KIMI_KV_INSTANCES=1, "
+                            "or render Kubernetes manifests instead: kimi-serve plan --format k8s.")
+        defaults.update({"KIMI_MOONCAKE_MASTER_ADDR": LOOPBACK, "KIMI_MOONCAKE_STORE_HOST": LOOPBACK})
+        if sel.prefill is None:
+            defaults["KIMI_INSTANCE_ADDRS"] = LOOPBACK
+    if sel.prefill is not None:
+        defaults.update({f"KIMI_{pool.role.upper()}_ADDRS": LOOPBACK for pool in (sel.prefill, sel.decode)})
+    return with_defaults(environ, defaults)
 
 
 def _check_one_node(sel: Selection) -> None:
@@ -67,14 +79,18 @@ def _hardened(launch, proc: Process) -> dict:
 
 def _service(launch, proc: Process) -> dict:
     svc = {"image": image(launch), **_hardened(launch, proc), "network_mode": "host", "restart": "unless-stopped"}
-    if proc.role != "router":
+    if proc.local_gpus or proc.role in COMPANIONS:  # LMCache's server takes the engine's GPU memory over IPC
         svc["ipc"] = "host"  # vLLM's tensor-parallel workers share memory through /dev/shm
-        svc["volumes"] = [f"{CACHE_VOLUME}:{cache_mount(launch)}"]
         access = brand(launch).compose  # the GPU brand's devices (recipes/hardware.yaml)
         svc.update({**access, "security_opt": [*access.get("security_opt", []), NO_NEW_PRIVILEGES]})
-        svc["depends_on"] = {download_name(launch): {"condition": "service_completed_successfully"}}
-    else:
-        svc["depends_on"] = [service_name(launch, p) for p in launch.plan.processes if p.role != "router"]
+    if proc.local_gpus:
+        svc["volumes"] = [f"{CACHE_VOLUME}:{cache_mount(launch)}"]
+        svc["depends_on"] = {download_name(launch): {"condition": "service_completed_successfully"},
+                             # what the engine connects to at start: LMCache's server, the KV store
+                             **{service_name(launch, p): {"condition": "service_healthy"}
+                                for p in launch.plan.processes if not p.local_gpus and p.role != "router"}}
+    elif proc.role == "router":
+        svc["depends_on"] = [service_name(launch, p) for p in launch.plan.processes if p.local_gpus]
     h = health(launch)
     svc["healthcheck"] = {"test": ["CMD", "kimi-serve", "healthcheck"], "interval": f"{h.interval_s}s",
                           "timeout": f"{h.timeout_s}s", "retries": h.retries, "start_period": f"{h.start_period_s}s"}
@@ -87,7 +103,7 @@ def download_name(launch) -> str:
 
 def _download(launch) -> dict:
     """The one-shot service that fills the cache (`kimi-serve download`) before vLLM starts."""
-    proc = next(p for p in launch.plan.processes if p.role != "router")
+    proc = next(p for p in launch.plan.processes if p.local_gpus)
     return {"image": image(launch), "command": ["download"], **_hardened(launch, proc), "network_mode": "host",
             "volumes": [f"{CACHE_VOLUME}:{cache_mount(launch)}"], "restart": "no"}
 
@@ -102,7 +118,8 @@ def _header(launch) -> str:
              f"The one-shot service {download_name(launch)} fills the cache volume first (`kimi-serve download`;",
              "resumable); the vLLM services start once it has exited 0.",
              "Hardened (docs/security.md). Host network; endpoints on this node:"]
-    lines += [f"  {service_name(launch, p)}: http://<this node>:{p.port}" for p in plan.processes]
+    lines += [f"  {service_name(launch, p)}: {'http' if p.serves_http else 'tcp'}://<this node>:{p.port}"
+              for p in plan.processes if p.port]
     return "".join(f"# {line}\n" for line in lines)
 
 

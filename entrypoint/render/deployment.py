@@ -23,7 +23,9 @@ HF_TOKEN = "HF_TOKEN"  # the Secret key (Kubernetes); never written into a rende
 HF_TOKEN_PATH = "HF_TOKEN_PATH"
 TOKEN_DIR = "/run/secrets/kimi-serve"
 TOKEN_FILE = "hf_token"
-SINGLE, MULTI_NODE, PD_CLUSTER = "single", "multi_node", "pd_cluster"
+SINGLE, MULTI_NODE, PD_CLUSTER, KV_STORE = "single", "multi_node", "pd_cluster", "kv_store"
+# Processes beside an engine that are not a node of the deployment (KV offload's LMCache server).
+COMPANIONS = ("lmcache",)
 
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
@@ -51,13 +53,35 @@ def with_defaults(environ: Mapping[str, str], defaults: Mapping[str, str]) -> di
 
 def shape(launch) -> str:
     roles = {p.role for p in launch.plan.processes}
+    if "master" in roles:  # a Mooncake KV store (docs/kv-cache.md), PD pools included
+        return KV_STORE
     if "router" in roles:
         return PD_CLUSTER
-    return MULTI_NODE if len(launch.plan.processes) > 1 else SINGLE
+    nodes = [p for p in launch.plan.processes if p.role not in COMPANIONS]
+    return MULTI_NODE if len(nodes) > 1 else SINGLE
 
 
 def hardware(launch) -> Hardware:
     return launch.catalog.hardware[launch.plan.hardware]
+
+
+def helper_resources(launch, proc: Process) -> Hardware:
+    """CPU and memory of a process without GPUs: a KV helper's from recipes/kv_offload.yaml, the PD
+    router's from its strategy."""
+    if launch.kv is not None:
+        from entrypoint.core.kv import load_kv
+
+        data = load_kv()
+        if launch.kv.store:
+            entry = data.stores[launch.kv.id]
+            found = {"master": entry.master, "store": entry.store,
+                     "router": entry.router if launch.selection.prefill is None else None}.get(proc.role)
+        else:
+            companion = data.options[launch.kv.id].companion
+            found = companion if companion is not None and companion.role == proc.role else None
+        if found is not None:
+            return found.resources
+    return launch.catalog.strategies[launch.plan.strategy].router.resources
 
 
 def brand(launch) -> Hardware:
@@ -154,8 +178,10 @@ def settings_env(launch) -> dict:
     pinned = {"hardware": sel.hardware, "strategy": sel.strategy}
     if shape(launch) == MULTI_NODE:
         pinned["nodes"] = sel.nodes
-    if shape(launch) == PD_CLUSTER:
+    if sel.prefill is not None:
         pinned.update(prefill_nodes=sel.prefill.nodes, decode_nodes=sel.decode.nodes)
+    if launch.kv is not None and launch.kv.store and sel.prefill is None:
+        pinned["kv_instances"] = launch.kv.instances
     env = {}
     for field in KIMI_FIELDS:
         if not passed(field):
@@ -169,7 +195,7 @@ def settings_env(launch) -> dict:
 
 def container_env(launch, proc: Process) -> dict:
     env = settings_env(launch)
-    if shape(launch) == PD_CLUSTER:
+    if shape(launch) in (PD_CLUSTER, KV_STORE) or proc.role in COMPANIONS:
         env[BY_NAME["role"].env] = proc.role
     return env
 
@@ -187,7 +213,7 @@ def platform_offering(launch, pid: str):
 
 def one_instance(launch, pid: str, display_name: str) -> None:
     """Managed endpoints run one copy of the model per instance: a plan of one node."""
-    if shape(launch) != SINGLE:
+    if shape(launch) != SINGLE or len(launch.plan.processes) > 1:  # a companion (LMCache) is a second container
         from entrypoint.core.errors import UNSUPPORTED_COMBINATION
 
         raise KimiError(UNSUPPORTED_COMBINATION, f"{display_name} runs each copy of the model on one instance, but "

@@ -27,8 +27,8 @@ import re
 
 from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
-from entrypoint.render import autoscaling, monitoring
-from entrypoint.render.deployment import (MULTI_NODE, PD_CLUSTER, SINGLE, service_name, shape,
+from entrypoint.render import autoscaling, k8s_kv, monitoring
+from entrypoint.render.deployment import (KV_STORE, MULTI_NODE, PD_CLUSTER, SINGLE, service_name, shape,
                                           with_defaults)
 from entrypoint.render.k8s_pod import CACHE_VOLUME, hf_token_secret, pod_spec, skip_annotations
 from entrypoint.render.yamltext import dump_all
@@ -55,14 +55,15 @@ def pod_addresses(lws: str, size: int) -> List[str]:
 
 def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
     """The rendering environment: the addresses the deployment gives its own pods."""
+    kv = k8s_kv.deployment_environ(environ, settings, sel)  # a KV store's Services and pod names
     if sel.prefill is not None:
         addrs = {f"KIMI_{p.role.upper()}_ADDRS": ",".join(pod_addresses(lws_name(sel.name, p.role), p.node_count))
                  for p in (sel.prefill, sel.decode)}
-        return with_defaults(environ, {**addrs, **AUTO_IFACE})
+        return with_defaults(environ, {**addrs, **AUTO_IFACE, **kv})
     if sel.is_multi_node:
         head = pod_addresses(lws_name(sel.name), sel.nodes)[0]
         return with_defaults(environ, {"KIMI_HEAD_ADDR": head, **AUTO_IFACE})
-    return dict(environ)
+    return with_defaults(environ, kv)
 
 
 def _own(launch) -> dict:
@@ -155,7 +156,9 @@ def _single(launch) -> list:
     claim = f"{launch.name}-cache"
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(launch, claim, "cache"),
            "spec": _cache_claim_spec()}
-    return _exposed(launch, [pvc, _deployment(launch, proc, claim)], _labels(launch, proc.role), proc.port)
+    deployment = _deployment(launch, proc, claim)
+    k8s_kv.add_companions(launch, deployment["spec"]["template"]["spec"])  # LMCache's server beside the engine
+    return _exposed(launch, [pvc, deployment], _labels(launch, proc.role), proc.port)
 
 
 def _multi_node(launch) -> list:
@@ -181,7 +184,13 @@ def _pd_cluster(launch) -> list:
     return _exposed(launch, objects + [_deployment(launch, router)], _labels(launch, "router"), router.port)
 
 
-_SHAPES = {SINGLE: _single, MULTI_NODE: _multi_node, PD_CLUSTER: _pd_cluster}
+def _kv_store(launch) -> list:
+    import sys
+
+    return k8s_kv.kv_store(sys.modules[__name__], launch)
+
+
+_SHAPES = {SINGLE: _single, MULTI_NODE: _multi_node, PD_CLUSTER: _pd_cluster, KV_STORE: _kv_store}
 
 
 def render(launch) -> dict:

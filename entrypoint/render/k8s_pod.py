@@ -20,8 +20,8 @@ from typing import Optional
 
 from entrypoint.core.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TOKEN_DIR, TOKEN_FILE, brand, cache_mount,
-                                          container_env, hardware, health, image, image_user, pinned, scratch,
-                                          token_path)
+                                          container_env, hardware, health, helper_resources, image, image_user, pinned,
+                                          scratch, token_path)
 
 CACHE_VOLUME = "cache"
 SHM_VOLUME = "dshm"
@@ -49,7 +49,7 @@ SKIP_REASONS = {
 def skip_annotations(launch, proc: Process) -> dict:
     """checkov skip annotations, each with its reason, for what the pod of `proc` cannot meet."""
     skips = {}
-    if not proc.serves_http:
+    if not proc.serves_http and not proc.port:
         for check in ("CKV_K8S_8", "CKV_K8S_9"):
             skips[check] = SKIP_REASONS["headless"]
     if not pinned(image(launch)):
@@ -72,11 +72,20 @@ def _probes(launch) -> dict:
     }
 
 
+def helper_probes(launch) -> dict:
+    """Probes of a process that serves no HTTP but listens (mooncake_master, the store, LMCache)."""
+    h = health(launch)
+    check = {"exec": {"command": ["kimi-serve", "healthcheck"]}, "timeoutSeconds": h.timeout_s,
+             "periodSeconds": h.interval_s}
+    return {"startupProbe": {**check, "failureThreshold": 30}, "readinessProbe": {**check, "failureThreshold": h.retries},
+            "livenessProbe": {**check, "failureThreshold": h.retries}}
+
+
 def _resources(launch, proc: Process) -> dict:
     """Requests = limits (Guaranteed QoS): the GPUs, and the process's share of the node's CPU and
     memory from the hardware data (the router's from its strategy's)."""
-    if proc.role == "router":
-        sized, share, gpus = launch.catalog.strategies[launch.plan.strategy].router.resources, 1, {}
+    if not proc.local_gpus:  # the router, a KV helper (recipes/kv_offload.yaml)
+        sized, share, gpus = helper_resources(launch, proc), 1, {}
     else:
         hw = hardware(launch)
         sized, share = hw.pod_resources, proc.local_gpus / hw.gpu_count
@@ -90,7 +99,7 @@ def _pod_security(launch, proc: Process) -> dict:
     ctx = {"runAsNonRoot": True, "runAsUser": user.uid, "runAsGroup": user.gid, "fsGroup": user.gid,
            # a 600 GB cache would be walked and chowned on every start otherwise
            "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": dict(_RUNTIME_DEFAULT)}
-    groups = brand(launch).k8s_supplemental_groups if proc.role != "router" else []
+    groups = brand(launch).k8s_supplemental_groups if proc.local_gpus else []
     if groups:
         ctx["supplementalGroups"] = list(groups)
     return ctx
@@ -117,7 +126,7 @@ def scratch_and_token(launch):
 def _volumes(launch, proc: Process, cache_claim: Optional[str]):
     """(mounts, volumes): scratch and the token for every pod; /dev/shm and the cache for GPU pods."""
     mounts, volumes = scratch_and_token(launch)
-    if proc.role == "router":
+    if not proc.local_gpus:
         return mounts, volumes
     mounts += [{"name": CACHE_VOLUME, "mountPath": cache_mount(launch)},
                {"name": SHM_VOLUME, "mountPath": SHM}]
@@ -137,9 +146,12 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
         container.update(_probes(launch))
+    elif proc.port:  # a KV helper: its TCP port, checked by `kimi-serve healthcheck` (it connects)
+        container["ports"] = [{"name": "tcp", "containerPort": proc.port}]
+        container.update(helper_probes(launch))
     spec = {"enableServiceLinks": False, "automountServiceAccountToken": False,
             "securityContext": _pod_security(launch, proc), "containers": [container], "volumes": volumes}
-    if proc.role != "router":
+    if proc.local_gpus:
         spec["initContainers"] = [_download(container)]
         spec["nodeSelector"] = {brand(launch).k8s_product_label: hardware(launch).k8s_product}
     return spec

@@ -26,7 +26,7 @@ CRDS = {"LeaderWorkerSet": "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
         "PodMonitor": "monitoring.coreos.com_podmonitors.yaml",
         "PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml",
         "ScaledObject": "keda.sh_scaledobjects.yaml"}
-CORE = {"Deployment": "V1Deployment", "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
+CORE = {"Deployment": "V1Deployment", "StatefulSet": "V1StatefulSet", "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
         "Namespace": "V1Namespace", "NetworkPolicy": "V1NetworkPolicy", "ConfigMap": "V1ConfigMap",
         "PodDisruptionBudget": "V1PodDisruptionBudget", "HorizontalPodAutoscaler": "V2HorizontalPodAutoscaler"}
 

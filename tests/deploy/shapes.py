@@ -17,6 +17,11 @@ COMPOSE: Dict[str, dict] = {
     "pd-shared-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "0",
                          "KIMI_DECODE_NODES": "0", "KIMI_NAME": "kimi"},
     "k2-instruct-single-b200": {"KIMI_RECIPE": "kimi-k2-instruct", "KIMI_HARDWARE": "b200"},
+    # KV offload on one node (docs/kv-cache.md): LMCache beside the engine, a store of one instance, PD + store
+    "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
+    "kv-distributed-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"},
+    "kv-centralized-pd-shared-b200": {"KIMI_HARDWARE": "b200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "0",
+                                      "KIMI_DECODE_NODES": "0", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake"},
 }
 
 MULTI_NODE_STRATEGIES = ("multi_node_tp", "multi_node_tp_pp", "multi_node_dep", "multi_node_tep")
@@ -36,6 +41,14 @@ K8S: Dict[str, dict] = {
     "k3-tp_dp-gb300x4": {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "gb300", "KIMI_STRATEGY": "multi_node_tp_dp",
                          "KIMI_NODES": "4"},
     "k3-pd-mi355x": {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster"},
+    # KV offload (docs/kv-cache.md): LMCache's sidecar, the two Mooncake stores, one with PD pools
+    "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
+    "kv-simple-h100x2": {"KIMI_HARDWARE": "h100", "KIMI_NODES": "2", "KIMI_KV_OFFLOAD": "simple"},
+    "kv-centralized-h200x3": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake",
+                              "KIMI_KV_INSTANCES": "3"},
+    "kv-distributed-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"},
+    "kv-centralized-pd-b200": {"KIMI_HARDWARE": "b200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "1",
+                               "KIMI_DECODE_NODES": "1", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake"},
 }
 
 

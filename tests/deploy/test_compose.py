@@ -63,7 +63,7 @@ def test_one_service_per_process(case):
     brand = launch.catalog.hardware[launch.plan.hardware].brand
     name = deployment_name(environ)
     assert list(doc["volumes"]) == [compose.CACHE_VOLUME] and doc["secrets"] == {"hf_token": {"file": "./hf_token"}}
-    want = [name] if len(launch.plan.processes) == 1 else [f"{name}-{p.role}" for p in launch.plan.processes]
+    want = [name if p.role == "single" else f"{name}-{p.role}" for p in launch.plan.processes]
     assert list(doc["services"]) == [f"{name}-download"] + want
     download = doc["services"].pop(f"{name}-download")
     assert download["command"] == ["download"] and download["restart"] == "no"
@@ -80,11 +80,20 @@ def test_one_service_per_process(case):
         assert svc["network_mode"] == "host" and svc["restart"] == "unless-stopped"
         health = svc["healthcheck"]
         assert health["test"] == ["CMD", "kimi-serve", "healthcheck"] and health["start_period"] == "3600s"
+        engines = [w for w, p in zip(want, launch.plan.processes) if p.local_gpus]
+        helpers = [w for w, p in zip(want, launch.plan.processes) if not p.local_gpus and p.role != "router"]
         if proc.role == "router":
-            assert svc["depends_on"] == want[:-1] and "deploy" not in svc and "devices" not in svc
+            assert svc["depends_on"] == engines and "deploy" not in svc and "devices" not in svc
             continue
-        assert svc["ipc"] == "host" and svc["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"]
-        assert svc["depends_on"] == {f"{name}-download": {"condition": "service_completed_successfully"}}
+        if proc.role in ("master", "store"):  # a KV store's: no GPU, no weights
+            assert not {"deploy", "devices", "volumes", "ipc", "depends_on"} & set(svc)
+            continue
+        if proc.role == "lmcache":  # LMCache's server: the engine's GPUs and IPC, no weights
+            assert svc["ipc"] == "host" and not {"volumes", "depends_on"} & set(svc)
+        else:
+            assert svc["ipc"] == "host" and svc["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"]
+            assert svc["depends_on"] == {f"{name}-download": {"condition": "service_completed_successfully"},
+                                         **{h: {"condition": "service_healthy"} for h in helpers}}
         if brand == "nvidia":
             assert svc["deploy"]["resources"]["reservations"]["devices"] == [
                 {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
@@ -118,3 +127,15 @@ def test_cli_multi_node_compose_exits_2_pointing_to_k8s():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--format k8s" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_kv_store_on_one_node_is_reached_on_loopback():
+    doc = compose_doc(COMPOSE["kv-distributed-mi355x"])
+    for svc in doc["services"].values():
+        env = svc["environment"]
+        assert env["KIMI_MOONCAKE_MASTER_ADDR"] == env["KIMI_INSTANCE_ADDRS"] == "127.0.0.1"
+        assert env["KIMI_KV_INSTANCES"] == "1"
+    assert doc["services"]["kimi-k2-5-master"]["environment"]["KIMI_ROLE"] == "master"
+    with pytest.raises(KimiError, match="--format k8s") as err:
+        compose_doc({**COMPOSE["kv-distributed-mi355x"], "KIMI_KV_INSTANCES": "2"})
+    assert err.value.code == "unsupported_combination"

@@ -19,10 +19,10 @@ SECRET = "hf_do_not_render_me_123"
 
 
 def _pod_specs(doc: dict):
-    if doc["kind"] not in ("Deployment", "LeaderWorkerSet"):
+    if doc["kind"] not in ("Deployment", "StatefulSet", "LeaderWorkerSet"):
         return
     spec = doc["spec"]
-    if doc["kind"] == "Deployment":
+    if doc["kind"] in ("Deployment", "StatefulSet"):
         yield spec["template"]["spec"]
     for key in ("leaderTemplate", "workerTemplate"):
         if key in spec.get("leaderWorkerTemplate", {}):
@@ -63,9 +63,16 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
     for doc in documents("k8s", environ):
         for pod in _pod_specs(doc):
             assert pod["enableServiceLinks"] is False  # a Service named kimi would set KIMI_PORT=tcp://...
-            (container,) = pod["containers"]
+            container, *companions = pod["containers"]
+            for side in companions:  # LMCache's server beside the engine: the same image, its own role
+                side_env = {e["name"]: e.get("value") for e in side["env"]}
+                assert side["name"] == side_env["KIMI_ROLE"] == "lmcache" and side["image"] == container["image"]
+                assert set(side["resources"]["limits"]) == {"cpu", "memory"} and "ports" not in side
             assert "command" not in container and "args" not in container
             env = {e["name"]: e for e in container["env"]}
+            rank = env.pop("KIMI_NODE_RANK", None)  # a StatefulSet's pods: their ordinal
+            assert rank is None or (doc["kind"] == "StatefulSet" and rank["valueFrom"] == {
+                "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}})
             assert "HF_TOKEN" not in env and all("valueFrom" not in e for e in env.values())
             assert env["HF_TOKEN_PATH"]["value"] == "/run/secrets/kimi-serve/hf_token"
             token = next(v for v in pod["volumes"] if v["name"] == k8s_pod.TOKEN_VOLUME)
@@ -78,7 +85,7 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
             resources = container["resources"]
             assert resources["requests"] == resources["limits"]  # Guaranteed QoS
             assert int(resources["limits"]["cpu"]) >= 1 and resources["limits"]["memory"].endswith("Gi")
-            if "KIMI_ROLE" in env and env["KIMI_ROLE"]["value"] == "router":
+            if "KIMI_ROLE" in env and env["KIMI_ROLE"]["value"] in ("router", "master", "store"):
                 assert set(resources["limits"]) == {"cpu", "memory"} and mounts == scratch
                 assert "initContainers" not in pod
                 continue
@@ -100,7 +107,7 @@ def test_serving_pods_have_probes_long_enough_for_the_load(case):
     for doc in documents("k8s", K8S[case]):
         for pod in _pod_specs(doc):
             container = pod["containers"][0]
-            if "ports" not in container:
+            if [p["name"] for p in container.get("ports", [])] != ["http"]:
                 continue
             startup = container["startupProbe"]
             assert startup["periodSeconds"] * startup["failureThreshold"] >= 3600  # a 600 GB load
@@ -217,3 +224,33 @@ def test_settings_from_a_config_file_are_passed_one_by_one(tmp_path):
     (dep,) = _by_kind(documents("k8s", {"KIMI_HARDWARE": "h200", "KIMI_CONFIG": str(config)}), "Deployment")
     env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["KIMI_FEATURES"] == "-spec_decoding" and "KIMI_CONFIG" not in env
+
+
+def test_a_kv_store_gets_stable_names_for_its_pods():
+    docs = documents("k8s", K8S["kv-centralized-h200x3"])
+    sets = {d["metadata"]["name"]: d for d in _by_kind(docs, "StatefulSet")}
+    assert sets["kimi-k2-5-instance"]["spec"]["replicas"] == 3 and sets["kimi-k2-5-store"]["spec"]["replicas"] == 1
+    headless = {d["metadata"]["name"] for d in _by_kind(docs, "Service") if d["spec"].get("clusterIP") == "None"}
+    assert headless == {"kimi-k2-5-instance", "kimi-k2-5-store"}
+    env = {e["name"]: e.get("value") for e in sets["kimi-k2-5-instance"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KIMI_INSTANCE_ADDRS"] == ",".join(f"kimi-k2-5-instance-{i}.kimi-k2-5-instance" for i in range(3))
+    assert env["KIMI_MOONCAKE_STORE_HOST"] == "kimi-k2-5-store-0.kimi-k2-5-store"
+    assert env["KIMI_MOONCAKE_MASTER_ADDR"] == "kimi-k2-5-master" and env["KIMI_ROLE"] == "instance"
+    master = next(d for d in _by_kind(docs, "Service") if d["metadata"]["name"] == "kimi-k2-5-master")
+    assert master["spec"]["ports"][0]["port"] == 50051
+    api = next(d for d in _by_kind(docs, "Service") if d["metadata"]["name"] == "kimi-k2-5-api")
+    assert api["spec"]["selector"]["app.kubernetes.io/component"] == "router" and api["spec"]["ports"][0]["port"] == 30080
+
+
+def test_lmcache_runs_beside_the_engine_in_its_pod():
+    (dep,) = _by_kind(documents("k8s", K8S["kv-lmcache-h200"]), "Deployment")
+    engine, server = dep["spec"]["template"]["spec"]["containers"]
+    assert server["name"] == "lmcache" and {"name": "KIMI_ROLE", "value": "lmcache"} in server["env"]
+    assert server["livenessProbe"]["exec"]["command"] == ["kimi-serve", "healthcheck"]
+    assert {"name": "KIMI_KV_OFFLOAD", "value": "lmcache"} in engine["env"]
+
+
+def test_multi_node_kv_instances_are_not_rendered():
+    with pytest.raises(KimiError, match="LeaderWorkerSet per instance") as err:
+        documents("k8s", {"KIMI_HARDWARE": "h100", "KIMI_NODES": "2", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"})
+    assert err.value.code == "unsupported_combination"

@@ -28,9 +28,9 @@ def _kimi(args, env):
     return json.loads(proc.stdout)
 
 
-def _container_env(pod_spec: dict) -> dict:
-    # valueFrom entries (the HF token Secret) carry no setting
-    return {e["name"]: e["value"] for e in pod_spec["containers"][0]["env"] if "value" in e}
+def _container_env(pod_spec: dict, container: int = 0) -> dict:
+    # valueFrom entries (a StatefulSet pod's rank, from the downward API) are filled in by pods()
+    return {e["name"]: e["value"] for e in pod_spec["containers"][container]["env"] if "value" in e}
 
 
 def _leader_address(lws: str) -> str:
@@ -47,8 +47,13 @@ def pods(docs):
                 lws_env = {"LWS_LEADER_ADDRESS": _leader_address(name), "LWS_GROUP_SIZE": str(lwt["size"]),
                            "LWS_WORKER_INDEX": str(index), "LWS_NAME": name, "LWS_GROUP_INDEX": "0"}
                 yield {**_container_env(template["spec"]), **lws_env}, index
-        elif doc["kind"] == "Deployment":
-            yield _container_env(doc["spec"]["template"]["spec"]), 0
+        elif doc["kind"] == "Deployment":  # every container: LMCache's server beside the engine
+            spec = doc["spec"]["template"]["spec"]
+            for container in range(len(spec["containers"])):
+                yield _container_env(spec, container), 0
+        elif doc["kind"] == "StatefulSet":  # a KV store's store and instances: KIMI_NODE_RANK = the pod's ordinal
+            for index in range(doc["spec"]["replicas"]):
+                yield {**_container_env(doc["spec"]["template"]["spec"]), "KIMI_NODE_RANK": str(index)}, index
 
 
 @pytest.mark.parametrize("case", CASES)

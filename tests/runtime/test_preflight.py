@@ -177,3 +177,19 @@ def test_off_skips_everything():
     launch, proc = launch_for({**H200, "KIMI_PREFLIGHT": "off"})
     out, entries = preflight_launch(launch, proc, {}, facts(count=0))
     assert out == proc and [e.event for e in entries] == ["preflight"]
+
+
+def test_a_kv_connector_package_missing_from_the_image_is_an_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    env = {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lmcache" else real(name, *a))
+    results, _ = statuses(env, facts())
+    assert results["kv_components"].status == "error"
+    assert "lmcache" in results["kv_components"].message and "docs/kv-cache.md" in results["kv_components"].message
+    results, _ = statuses({**env, "KIMI_ROLE": "lmcache"}, facts())
+    assert results["kv_components"].status == "skipped"  # the server is its own program
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    results, _ = statuses(env, facts())
+    assert results["kv_components"].status == "ok"

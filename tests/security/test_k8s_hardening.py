@@ -27,7 +27,7 @@ RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral"
 def _pods(docs):
     """(labels, pod spec) of every pod the objects create; LWS adds its own labels to each pod."""
     for doc in docs:
-        if doc["kind"] == "Deployment":
+        if doc["kind"] in ("Deployment", "StatefulSet"):
             template = doc["spec"]["template"]
             yield template["metadata"]["labels"], template["spec"]
         elif doc["kind"] == "LeaderWorkerSet":
@@ -66,7 +66,8 @@ def test_a_bad_namespace_is_a_usage_error():
 @pytest.mark.parametrize("case", sorted(K8S))
 def test_network_policies_admit_the_api_from_outside_and_anything_only_between_own_pods(case):
     docs = documents("k8s", K8S[case])
-    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    # the API Service; a KV store's inner Services (master, headless store/instances) face its own pods only
+    (svc,) = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].endswith("-api")]
     policies = {d["metadata"]["name"].rsplit("-", 1)[1]: d["spec"] for d in docs if d["kind"] == "NetworkPolicy"}
     assert set(policies) == {"api", "internal"}
     api, internal = policies["api"], policies["internal"]

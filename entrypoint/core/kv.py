@@ -1,0 +1,351 @@
+"""KV cache beyond the GPU: the recipe site's KV Offload row composed onto the serving plan.
+
+Pure: no environment reads, no I/O but reading recipes/kv_offload.yaml (only when a launch asks for
+KV offload). `choose` checks the settings; `compose` resolves the serving strategy (the memory check
+comes first, as the site's errors do), checks the gates (`unsupported_combination`, never a silently
+dropped option) and returns the plan with every process of the deployment:
+
+- a `kv_offload` option: its `--kv-transfer-config` appended last to every vLLM process, its env
+  after the strategy's; LMCache adds its server (`lmcache`, rank 0) beside the engine;
+- a KV store: `master` 0, `store` 0 (centralized), `instance` 0..N-1 (node ranks i*nodes+r of a
+  multi-node strategy, each instance's head its own address), `router` 0 when N > 1; with
+  pd_cluster, master (+ store) and the PD processes, each role with the MultiConnector config.
+
+Configuration files (the Mooncake config named by MOONCAKE_CONFIG_PATH, the store's --config) are
+in each process's `files`; the entrypoint writes them before exec (entrypoint.node.exec).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import posixpath
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from entrypoint.core import errors as E
+from entrypoint.core.args import substitute, tag
+from entrypoint.core.errors import KimiError, unknown_value
+from entrypoint.core.net import url_host
+from entrypoint.core.plan import Plan, Process
+from entrypoint.core.record import Record
+from entrypoint.core.select import Selection, version_key
+from entrypoint.core.vllm_cli import dedupe, spec_for, values
+
+# Env layers the option's env comes after (docs/composition.md: base, variant, strategy, placement).
+_BEFORE_OPTION = ("base", "variant", "variant hardware override", "strategy", "pool placement")
+# What each KV placeholder of the data is filled from.
+KV_PLACEHOLDERS = {
+    "MOONCAKE_MASTER_IP": "KIMI_MOONCAKE_MASTER_ADDR",
+    "VLLM_INSTANCE_<i>": "KIMI_INSTANCE_ADDRS",
+    "MOONCAKE_DEVICE_NAME": "KIMI_MOONCAKE_DEVICE_NAME",
+    "MOONCAKE_STORE_DEVICE_NAME": "KIMI_MOONCAKE_STORE_DEVICE_NAME",
+    "MOONCAKE_STORE_HOST": "KIMI_MOONCAKE_STORE_HOST",
+}
+
+
+def load_kv(directory: Optional[str] = None) -> Record:
+    """recipes/kv_offload.yaml (of `directory`, else of the recipe data), validated and read-only."""
+    from entrypoint.core.recipe import default_recipes_dir
+
+    return _load_kv(str(directory or default_recipes_dir()))
+
+
+@lru_cache(maxsize=4)
+def _load_kv(directory: str) -> Record:
+    from pathlib import Path
+
+    import yaml
+    from pydantic import ValidationError
+
+    from entrypoint.core import kv_schema
+    from entrypoint.core.recipe import RecipeDataError
+    from entrypoint.core.recipe_schema import freeze
+
+    path = Path(directory) / "kv_offload.yaml"
+    try:
+        with open(path, "rb") as fh:
+            data = kv_schema.KvFile(**yaml.safe_load(fh))
+    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
+        raise RecipeDataError(f"KV offload data in {path} is invalid: {exc}") from exc
+    return freeze(data)
+
+
+_STORE_SETTINGS = ("kv_instances", "instance_addrs", "mooncake_master_addr")  # only a KV store reads them
+
+
+@dataclass(frozen=True)
+class KvChoice:
+    """What the KV settings ask for, checked against the data (not yet against the launch)."""
+
+    id: str
+    store: bool  # a KV-store deployment (else a taxonomy.kv_offload option)
+    instances: int
+    instances_set: bool  # KIMI_KV_INSTANCES given
+    addrs: tuple  # KIMI_INSTANCE_ADDRS
+    values: Mapping[str, str]  # KV placeholder -> value
+    router_port: Optional[int]  # KIMI_ROUTER_PORT when given
+
+
+def choose(settings, hostname: str = "", directory: Optional[str] = None) -> Optional[KvChoice]:
+    """The KV settings -> a KvChoice, or None when KIMI_KV_OFFLOAD is unset."""
+    kid = (settings.kv_offload or "").strip()
+    store_settings = [f"KIMI_{n.upper()}" for n in _STORE_SETTINGS if settings.is_set(n)]
+    data = load_kv(directory) if kid else None
+    if data is not None and kid not in data.options and kid not in data.stores:
+        raise unknown_value("KIMI_KV_OFFLOAD", kid, [*data.options, *data.stores], "Unset it for no KV offload.")
+    store = data is not None and kid in data.stores
+    if store_settings and not store:
+        why = f"KIMI_KV_OFFLOAD={kid} runs beside each engine" if kid else "KIMI_KV_OFFLOAD is not set"
+        raise KimiError(E.INVALID_VALUE, f"{', '.join(store_settings)} configure a KV store, but {why}. Remove them, "
+                        "or set KIMI_KV_OFFLOAD to a kv_store_* deployment (docs/kv-cache.md).")
+    if not kid:
+        return None
+    addrs = tuple(settings.instance_addrs)
+    vals = {"MOONCAKE_DEVICE_NAME": settings.mooncake_device_name or "",
+            "MOONCAKE_STORE_DEVICE_NAME": settings.mooncake_store_device_name or ""}
+    if settings.mooncake_master_addr:
+        vals["MOONCAKE_MASTER_IP"] = url_host(settings.mooncake_master_addr)
+    store_host = settings.mooncake_store_host or hostname
+    if store_host:
+        vals["MOONCAKE_STORE_HOST"] = store_host
+    for i, addr in enumerate(addrs, start=1):
+        vals[f"VLLM_INSTANCE_{i}"] = addr
+    instances = settings.kv_instances or (data.stores[kid].default_instances if store else 1)
+    return KvChoice(id=kid, store=store, instances=instances, instances_set=settings.kv_instances is not None,
+                    addrs=addrs, values=vals,
+                    router_port=settings.router_port if settings.is_set("router_port") else None)
+
+
+# ---------------------------------------------------------------- gates
+
+
+def _refuse(message: str) -> KimiError:
+    return KimiError(E.UNSUPPORTED_COMBINATION, message)
+
+
+def _check_common(kid: str, entry: Record, sel: Selection, cat) -> None:
+    hw = cat.hardware[sel.hardware]
+    if entry.brands is not None and hw.brand not in entry.brands:
+        names = " or ".join(cat.brands[b].name for b in entry.brands)
+        raise _refuse(f"KIMI_KV_OFFLOAD={kid} runs on {names} GPUs; {sel.hardware} is {cat.brands[hw.brand].name}. "
+                      "Unset KIMI_KV_OFFLOAD, or use KIMI_KV_OFFLOAD=simple.")
+    floor = entry.min_vllm_version
+    if floor and version_key(sel.vllm_version) < version_key(floor):
+        raise _refuse(f"KIMI_KV_OFFLOAD={kid} needs vLLM >= {floor}, but the launch is for vLLM {sel.vllm_version} "
+                      "(KIMI_VLLM_VERSION, or the image's vLLM). Run an image built on a newer vLLM (the default "
+                      "tags).")
+    spec = spec_for(sel.vllm_version)
+    if "kv_transfer_config" in values(list(sel.user_args), spec):
+        raise _refuse(f"KIMI_KV_OFFLOAD={kid} sets --kv-transfer-config, and the vLLM arguments (KIMI_EXTRA_ARGS or "
+                      "container arguments) set it too. Keep one: remove it from the arguments, or unset "
+                      "KIMI_KV_OFFLOAD.")
+
+
+def _check_option(kid: str, opt: Record, sel: Selection, cat, deploy_type: str) -> None:
+    if deploy_type == "pd_cluster":
+        raise _refuse(f"KIMI_KV_OFFLOAD={kid} does not compose with KIMI_STRATEGY=pd_cluster: each PD role owns "
+                      "--kv-transfer-config (NixlConnector). A Mooncake KV store does compose with it: "
+                      "KIMI_KV_OFFLOAD=kv_store_distributed_mooncake or kv_store_centralized_mooncake.")
+    if opt.strategies is not None and sel.strategy not in opt.strategies:
+        raise _refuse(f"KIMI_KV_OFFLOAD={kid} runs only with KIMI_STRATEGY {' or '.join(opt.strategies)} (its "
+                      f"server is node-local); KIMI_STRATEGY={sel.strategy}. Use one of those, or "
+                      "KIMI_KV_OFFLOAD=simple.")
+    if opt.requires_opt_in and cat.recipe.kv_offload_support.get(kid) != "verified":
+        raise _refuse(f"KIMI_KV_OFFLOAD={kid} is offered only where the recipe records a verified run "
+                      f"(kv_offload_support), and the {cat.recipe.title} recipe records none for it. Use "
+                      "KIMI_KV_OFFLOAD=simple or a kv_store_* deployment.")
+    _check_common(kid, opt, sel, cat)
+
+
+def _check_store(choice: KvChoice, store: Record, sel: Selection, cat, deploy_type: str) -> None:
+    kid = choice.id
+    allowed = cat.recipe.kv_cache_strategy_hardware.get(kid)
+    if allowed is not None and sel.hardware not in allowed:
+        raise _refuse(f"KIMI_KV_OFFLOAD={kid} is offered on {', '.join(allowed) or 'no hardware'} for this recipe "
+                      f"(kv_cache_strategy_hardware), not on {sel.hardware}.")
+    _check_common(kid, store, sel, cat)
+    if deploy_type == "pd_cluster" and choice.instances_set:
+        raise KimiError(E.INVALID_VALUE, "KIMI_KV_INSTANCES does not apply to KIMI_STRATEGY=pd_cluster: its pools "
+                        "size the deployment (KIMI_PREFILL_NODES, KIMI_DECODE_NODES). Remove it.")
+    if deploy_type != "pd_cluster" and len(choice.addrs) > choice.instances:
+        raise KimiError(E.INVALID_VALUE, f"KIMI_INSTANCE_ADDRS lists {len(choice.addrs)} addresses but the KV store "
+                        f"has {choice.instances} instance(s). Give one address per instance, or set "
+                        f"KIMI_KV_INSTANCES={len(choice.addrs)}.")
+
+
+# ---------------------------------------------------------------- composition
+
+
+def _lookup(choice: KvChoice, sel: Selection, extra: Mapping[str, str]):
+    def lookup(name: str) -> str:
+        for source in (extra, choice.values, sel.values):
+            if name in source:
+                return source[name]
+        if name.startswith("VLLM_INSTANCE_"):
+            raise KimiError(E.MISSING_SETTING, f"KIMI_INSTANCE_ADDRS needs an address for instance "
+                            f"{name.rsplit('_', 1)[1]} (a comma list, one address per instance of the KV store).")
+        setting = KV_PLACEHOLDERS.get(name)
+        why = {"KIMI_MOONCAKE_MASTER_ADDR": ": the address of the mooncake_master that every instance and the "
+               "store reach (port 50051)", "KIMI_MOONCAKE_STORE_HOST": ": the address the store advertises"}
+        raise KimiError(E.MISSING_SETTING, f"{setting or '$' + name} is required for KIMI_KV_OFFLOAD={choice.id}"
+                        f"{why.get(setting or '', '')}.")
+    return lookup
+
+
+def _filled(value, lookup):
+    if isinstance(value, str):
+        return substitute(value, lookup)
+    if isinstance(value, Mapping):
+        return {k: _filled(v, lookup) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_filled(v, lookup) for v in value]
+    return value
+
+
+def _file_text(obj) -> str:
+    return json.dumps(obj, indent=2) + "\n"
+
+
+def _with_kv(proc: Process, sel: Selection, source: str, args, env: Mapping[str, str], lookup,
+             files: Optional[Dict[str, str]] = None, **changes) -> Process:
+    """`proc` with `args` appended last (last-wins by vLLM's grammar) and `env` after the strategy's."""
+    spec = spec_for(sel.vllm_version)
+    program = list(proc.argv[:3])
+    tagged = [(t, "plan") for t in proc.argv[3:]] + tag(source, [substitute(a, lookup) for a in args])
+    argv = tuple(program + [t for t, _ in dedupe(tagged, spec)])
+    new_env = dict(proc.env)
+    provenance = dict(proc.provenance)
+    for key, value in env.items():
+        if key not in new_env or proc.provenance.get(key) in _BEFORE_OPTION:
+            new_env[key] = substitute(value, lookup)
+            provenance[key] = source
+    for tok in args:
+        if tok.startswith("-"):
+            provenance[tok.split("=", 1)[0]] = source
+    return dataclasses.replace(proc, argv=argv, env=new_env, provenance=provenance,
+                               files={**proc.files, **(files or {})}, **changes)
+
+
+def _helper(role: str, argv, port: int, files: Optional[Dict[str, str]] = None) -> Process:
+    """A process beside the engines: no GPU, a TCP port (not vLLM's HTTP API), maybe a file."""
+    return Process(role=role, rank=0, argv=tuple(argv), env={}, provenance={}, local_gpus=0, port=port,
+                   serves_http=False, files=dict(files or {}))
+
+
+def _option_plan(choice: KvChoice, opt: Record, plan: Plan, sel: Selection) -> Tuple[Process, ...]:
+    source = f"kv_offload:{choice.id}"
+    lookup = _lookup(choice, sel, {})
+    procs = [_with_kv(p, sel, source, opt.args, opt.env, lookup) for p in plan.processes]
+    if opt.companion is not None:
+        companion = opt.companion
+        procs.append(_helper(companion.role, [*companion.argv, *companion.bind_args], companion.ports["mp"]))
+    return tuple(procs)
+
+
+def _store_front(choice: KvChoice, store: Record, sel: Selection, files_dir: str) -> Tuple[List[Process], dict]:
+    """master (+ store) and the placeholders their files add."""
+    vllm_path = posixpath.join(files_dir, store.vllm_config.file)
+    extra = {"MOONCAKE_CONFIG_PATH": vllm_path}
+    front = [_helper("master", store.master.argv, store.master.port)]
+    if store.store is not None:
+        store_path = posixpath.join(files_dir, store.store.file)
+        extra["MOONCAKE_STORE_CONFIG_PATH"] = store_path
+        lookup = _lookup(choice, sel, extra)
+        content = _filled({**store.store.config, **store.store.start_config}, lookup)
+        front.append(_helper("store", _filled(store.store.argv, lookup), store.store.port,
+                             {store_path: _file_text(content)}))
+    return front, extra
+
+
+def _store_plan(choice: KvChoice, store: Record, plan: Plan, sel: Selection, cat, files_dir: str,
+                deploy_type: str) -> Tuple[Process, ...]:
+    from entrypoint.core.resolve import resolve
+
+    source = f"kv_store:{choice.id}"
+    front, extra = _store_front(choice, store, sel, files_dir)
+    lookup = _lookup(choice, sel, extra)
+    vllm_files = {extra["MOONCAKE_CONFIG_PATH"]: _file_text(_filled(store.vllm_config.template, lookup))}
+    if deploy_type == "pd_cluster":
+        procs = [p if p.role == "router" else
+                 _with_kv(p, sel, source, store.pd[p.role], store.vllm.env, lookup, vllm_files)
+                 for p in plan.processes]
+        return tuple(front + procs)
+    instances: List[Process] = []
+    for i in range(choice.instances):
+        if sel.is_multi_node:  # each instance's head is its own address
+            head = lookup(f"VLLM_INSTANCE_{i + 1}")
+            own = resolve(dataclasses.replace(sel, values={**sel.values, "HEAD_IP": head}), cat)
+        else:
+            own = plan
+        for p in own.processes:
+            instances.append(_with_kv(p, sel, source, store.vllm.args, store.vllm.env, lookup, vllm_files,
+                                      role="instance", rank=i * sel.nodes + p.rank))
+    out = front + instances
+    if choice.instances > 1:
+        out.append(_router(choice, store.router, instances, sel))
+    return tuple(out)
+
+
+def _router(choice: KvChoice, router: Record, instances: List[Process], sel: Selection) -> Process:
+    port = next(p.port for p in instances if p.serves_http) or 8000
+    urls = [f"http://{url_host(_lookup(choice, sel, {})(f'VLLM_INSTANCE_{i + 1}'))}:{port}"
+            for i in range(choice.instances)]
+    router_port = choice.router_port or router.port
+    host = _lookup(choice, sel, {})("ROUTER_HOST")
+    argv = [router.program, "--policy", router.policy, router.workers_arg, *urls,
+            "--host", host, "--port", str(router_port), *router.args]
+    return Process(role="router", rank=0, argv=tuple(argv), env={}, provenance={"--policy": f"kv_store:{choice.id}"},
+                   local_gpus=0, port=router_port, serves_http=True)
+
+
+def compose(sel: Selection, cat, choice: KvChoice, directory: Optional[str] = None) -> Plan:
+    """The serving plan (memory checked first) with the KV choice composed onto it."""
+    from entrypoint.core.resolve import resolve
+
+    data = load_kv(directory)
+    deploy_type = cat.strategies[sel.strategy].deploy_type
+    first = sel
+    if choice.store and sel.is_multi_node and "VLLM_INSTANCE_1" in choice.values:
+        first = dataclasses.replace(sel, values={**sel.values, "HEAD_IP": choice.values["VLLM_INSTANCE_1"]})
+    plan = resolve(first, cat)
+    if choice.store:
+        store = data.stores[choice.id]
+        _check_store(choice, store, sel, cat, deploy_type)
+        processes = _store_plan(choice, store, plan, sel, cat, data.files_dir, deploy_type)
+    else:
+        opt = data.options[choice.id]
+        _check_option(choice.id, opt, sel, cat, deploy_type)
+        processes = _option_plan(choice, opt, plan, sel)
+    return dataclasses.replace(plan, processes=processes)
+
+
+def this_process(plan: Plan, sel: Selection, choice: KvChoice) -> Process:
+    """The process this container runs in a KV deployment: KIMI_ROLE (+ KIMI_NODE_RANK)."""
+    roles = list(dict.fromkeys(p.role for p in plan.processes))
+    role = sel.role
+    if role is None:
+        if not choice.store and sel.prefill is None:
+            return plan.processes[sel.node_rank]
+        raise KimiError(E.MISSING_SETTING, f"KIMI_ROLE is required to launch a process of KIMI_KV_OFFLOAD={choice.id}: "
+                        f"{', '.join(roles)} (`kimi-serve plan` shows all of them).")
+    if role not in roles:
+        raise KimiError(E.INVALID_VALUE, f"KIMI_ROLE={role} is not a process of this deployment; its roles: "
+                        f"{', '.join(roles)}.")
+    rank = sel.node_rank if role in ("instance", "prefill", "decode", "head", "worker", "single") else 0
+    proc = plan.find(role, rank)
+    if proc is None:
+        count = sum(1 for p in plan.processes if p.role == role)
+        raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={sel.node_rank} but the deployment has {count} {role} "
+                        f"process(es): ranks run from 0 to {count - 1}.")
+    return proc
+
+
+def engine_needs(choice: Optional[KvChoice], proc: Process) -> Tuple[str, ...]:
+    """The Python packages a vLLM process of this KV choice imports for its connector."""
+    if choice is None or proc.argv[:2] != ("vllm", "serve"):
+        return ()
+    data = load_kv()
+    entry = data.stores[choice.id] if choice.store else data.options[choice.id]
+    return tuple(entry.modules)

@@ -1,0 +1,121 @@
+"""Kubernetes objects of a KV deployment (KIMI_KV_OFFLOAD, docs/kv-cache.md), for `render/k8s.py`.
+
+- A Mooncake KV store: the master as a Deployment behind the Service `<name>-master` (its RPC
+  port); the store (centralized) as a StatefulSet of one pod with a headless Service, so it
+  advertises its own pod name `<name>-store-0.<name>-store` (the transfer engine connects to
+  ports it opens at start, which no ClusterIP forwards); the instances as a StatefulSet of
+  KIMI_KV_INSTANCES pods with stable names `<name>-instance-<i>.<name>-instance` (each pod's rank
+  is its `apps.kubernetes.io/pod-index` label), each with its own cache claim; the cache-aware
+  router as a Deployment behind `<name>-api`. With pd_cluster: the PD objects plus master (+ store).
+- LMCache: its server as a second container of the engine's pod (KIMI_ROLE=lmcache), bound to the
+  pod (the engine reaches it on localhost), sharing the pod's /dev/shm.
+
+The NetworkPolicies are k8s.py's: the API port from anywhere to the router, any port between the
+deployment's own pods (master RPC, the store, the transfer engine's ports), nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import List, Mapping
+
+from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.plan import Process
+from entrypoint.render.deployment import SHM, container_env, helper_resources, image, scratch
+from entrypoint.render.k8s_pod import CACHE_VOLUME, SHM_VOLUME, helper_probes, pod_spec
+
+POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"  # Kubernetes >= 1.28 labels StatefulSet pods
+
+
+def addresses(name: str) -> dict:
+    """The names a KV store's pods reach each other by, as the settings that carry them."""
+    return {"master": f"{name}-master", "store": f"{name}-store-0.{name}-store",
+            "instance": lambda i: f"{name}-instance-{i}.{name}-instance"}
+
+
+def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
+    """Defaults for a KV store's addresses: the Services and pod names rendered here."""
+    from entrypoint.core.kv import choose
+
+    choice = choose(settings)
+    if choice is None or not choice.store:
+        return {}
+    if sel.is_multi_node:
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_KV_OFFLOAD={choice.id} with a multi-node strategy "
+                        f"({sel.strategy}) gives every instance its own group of nodes, which the Kubernetes "
+                        "rendering does not draw yet (a LeaderWorkerSet per instance). Render single-node "
+                        "instances (KIMI_STRATEGY=single_node_*), or run the plan's processes yourself "
+                        "(`kimi-serve plan`).")
+    where = addresses(sel.name)
+    out = {"KIMI_MOONCAKE_MASTER_ADDR": where["master"], "KIMI_MOONCAKE_STORE_HOST": where["store"]}
+    if sel.prefill is None:
+        out["KIMI_INSTANCE_ADDRS"] = ",".join(where["instance"](i) for i in range(choice.instances))
+    return out
+
+
+def _headless(k8s, launch, name: str, component: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": k8s._meta(launch, name, component),
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                     "selector": k8s._labels(launch, component)}}
+
+
+def _with_rank(spec: dict) -> dict:
+    """Each pod's KIMI_NODE_RANK is its StatefulSet ordinal (the downward API)."""
+    rank = {"name": "KIMI_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": POD_INDEX}}}
+    for container in spec["containers"] + spec.get("initContainers", []):
+        container["env"] = [rank, *container["env"]]
+    return spec
+
+
+def _stateful_set(k8s, launch, proc: Process, replicas: int, claims: bool) -> dict:
+    name = f"{launch.name}-{proc.role}"
+    spec = {"replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": k8s._labels(launch, proc.role)},
+            "template": {"metadata": k8s._template_meta(launch, proc), "spec": _with_rank(pod_spec(launch, proc, None))}}
+    if claims:
+        spec["volumeClaimTemplates"] = [{"metadata": {"name": CACHE_VOLUME}, "spec": k8s._cache_claim_spec()}]
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": k8s._meta(launch, name, proc.role, k8s.skip_annotations(launch, proc)), "spec": spec}
+
+
+def _master_service(k8s, launch, master: Process) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": k8s._meta(launch, f"{launch.name}-master",
+                                                                         "master"),
+            "spec": {"selector": k8s._labels(launch, "master"),
+                     "ports": [{"name": "tcp", "port": master.port, "targetPort": "tcp"}]}}
+
+
+def kv_store(k8s, launch) -> list:
+    plan = launch.plan
+    master, store = plan.find("master", 0), plan.find("store", 0)
+    objects: List[dict] = [k8s._deployment(launch, master), _master_service(k8s, launch, master)]
+    if store is not None:
+        objects += [_stateful_set(k8s, launch, store, 1, claims=False),
+                    _headless(k8s, launch, f"{launch.name}-store", "store")]
+    router = plan.find("router", 0)
+    if launch.selection.prefill is not None:  # PD pools + their router, as k8s.py draws them
+        pd = k8s._pd_cluster(launch)
+        return pd[:1] + objects + pd[1:]
+    instances = [p for p in plan.processes if p.role == "instance"]
+    objects += [_stateful_set(k8s, launch, instances[0], len(instances), claims=True),
+                _headless(k8s, launch, f"{launch.name}-instance", "instance")]
+    if router is None:  # one instance serves the API itself
+        return k8s._exposed(launch, objects, k8s._labels(launch, "instance"), instances[0].port)
+    return k8s._exposed(launch, objects + [k8s._deployment(launch, router)], k8s._labels(launch, "router"),
+                        router.port)
+
+
+def add_companions(launch, pod: dict) -> dict:
+    """The engine's pod with each companion (LMCache's server) as a second container."""
+    from entrypoint.render.k8s_pod import _container_security
+
+    for proc in (p for p in launch.plan.processes if not p.local_gpus and p.role == "lmcache"):
+        sized = helper_resources(launch, proc)
+        amounts = {"cpu": str(sized.cpu), "memory": f"{sized.memory_gib}Gi"}
+        mounts = [{"name": n, "mountPath": path} for n, path in scratch(launch).items()]
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM})  # the engine hands it shared memory
+        pod["containers"].append({
+            "name": proc.role, "image": image(launch), "imagePullPolicy": "Always",
+            "env": [{"name": k, "value": v} for k, v in container_env(launch, proc).items()],
+            "resources": {"limits": amounts, "requests": dict(amounts)},
+            "securityContext": _container_security(launch), "volumeMounts": mounts, **helper_probes(launch)})
+    return pod
