@@ -57,6 +57,8 @@ SERIAL_MARKERS = ("docker", "vllm", "serial", "slow")
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (--dist loadgroup, scripts/test.sh), every test that uses a shared
     resource is in one group, so one worker runs them one after another; the rest spread."""
+    if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: one process, no groups (nor their marker)
+        return
     for item in items:
         if any(item.get_closest_marker(name) for name in SERIAL_MARKERS):
             item.add_marker(pytest.mark.xdist_group("serial"))
