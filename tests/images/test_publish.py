@@ -153,7 +153,7 @@ def published(runner, local_registry):
     contexts = {"inputs": {"registry": f"{local_registry}/{namespace}", "targets": ""},
                 "github": {"actor": "publish-test"}, "secrets": {"GITHUB_TOKEN": "unused"}}
     http = httpx.Client(base_url=f"http://{local_registry}", timeout=60)
-    actions = Actions(http, f"{namespace}/kimi-k2.5")
+    actions = Actions(http, f"{namespace}/kimi")
 
     matrix_job = workflow.Job(spec, "matrix", clone, env, contexts, tmp, actions)
     outputs = matrix_job.run()
@@ -176,7 +176,7 @@ def published(runner, local_registry):
                              f"{local_registry}/{namespace}"], cwd=clone, capture_output=True, text=True, check=True, env=env)
     head = _git(clone, "rev-parse", "HEAD").strip()
     yield {"matrix": matrix, "jobs": jobs, "signed": signed, "list": json.loads(listed.stdout), "bake": actions.built,
-           "http": http, "repo": f"{namespace}/kimi-k2.5", "registry": local_registry, "actions": actions.seen,
+           "http": http, "repo": f"{namespace}/kimi", "registry": local_registry, "actions": actions.seen,
            "head": head}
     http.close()
 
