@@ -1,6 +1,6 @@
 """charts/kimi-serve: the real helm renders, for the same settings, exactly the objects
-`kimi-serve plan --format k8s` renders (single node, multi-node, PD; monitoring and autoscaling on
-and off); `helm lint --strict` is clean; values.schema.json refuses unknown keys and bad values;
+`kimi-serve plan --format k8s` renders (single node, multi-node, PD, KV stores and LMCache;
+monitoring and autoscaling on and off); `helm lint --strict` is clean; values.schema.json refuses unknown keys and bad values;
 the chart's generated files are current; every rendered object validates."""
 
 from __future__ import annotations
@@ -66,6 +66,13 @@ CASES = {
          "mooncake_device_name": "mlx5_0", "image": f"registry.example/kimi@{DIGEST}"},
         {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda"},
         {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda"}}),
+    "kv-centralized-pd-h200": ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "kv_store_centralized_mooncake"},
+                               {}, {}),
+    "kv-distributed-pd-b200-2x1-operated": (
+        {"hardware": "b200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
+         "kv_offload": "kv_store_distributed_mooncake"},
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "hpa"},
+        {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "hpa"}}),
     "kv-simple-multi_node_tp-h100x2": ({"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2,
                                         "kv_offload": "simple"}, {}, {}),
     "multi_node_dep-h200x2-monitored": (
@@ -180,8 +187,8 @@ def test_schema_refuses_unknown_keys_and_bad_values(helm, tmp_path, values, why)
     ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "lmcache"}, "does not compose with KIMI_STRATEGY=pd_cluster"),
     ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 2, "kv_offload": "kv_store_centralized_mooncake"},
      "does not draw yet"),
-    ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "kv_store_centralized_mooncake"},
-     "not rendered by the chart yet"),
+    ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "kv_store_centralized_mooncake", "kv_instances": 2},
+     "does not apply to settings.strategy=pd_cluster"),
     ({"hardware": "h200", "kv_offload": "simple", "kv_instances": 2}, "configures a KV store"),
     ({"hardware": "h200", "kv_offload": "kv_store_distributed_mooncake", "vllm_version": "0.19.1"}, "needs vLLM >= 0.21.0"),
     ({"hardware": "h200", "kv_offload": "lmcache", "extra_args": "--kv-transfer-config {}"}, "--kv-transfer-config"),

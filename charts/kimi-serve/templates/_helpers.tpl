@@ -48,7 +48,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
     {{- if semverCompare (printf "<%s" $floor) (toString $s.vllm_version) }}{{ fail (printf "settings.kv_offload=%s needs vLLM >= %s, but settings.vllm_version=%s: run an image built on a newer vLLM (the default tags)" $kid $floor (toString $s.vllm_version)) }}{{ end -}}
   {{- end -}}
   {{- if regexMatch "(^|\\s)--kv-transfer-config(\\s|=|$)" ($s.extra_args | default "") }}{{ fail (printf "settings.kv_offload=%s sets --kv-transfer-config, and settings.extra_args sets it too: keep one" $kid) }}{{ end -}}
-  {{- if and $kvs (eq $st.shape "pd_cluster") }}{{ fail (printf "settings.kv_offload=%s with settings.strategy=pd_cluster (PD pools sharing a Mooncake store) is not rendered by the chart yet: render it with `kimi-serve plan --format k8s`, or use single-node instances (settings.strategy=single_node_*)" $kid) }}{{ end -}}
+  {{- if and $kvs (eq $st.shape "pd_cluster") (hasKey $s "kv_instances") }}{{ fail "settings.kv_instances does not apply to settings.strategy=pd_cluster: its pools size the deployment (settings.prefill_nodes, settings.decode_nodes). Remove it." }}{{ end -}}
 {{- end -}}
 {{- range list "kv_instances" "instance_addrs" "mooncake_master_addr" -}}
   {{- if and (hasKey $s .) (empty $kvs) }}{{ fail (printf "settings.%s configures a KV store, but settings.kv_offload is %s: remove it, or set settings.kv_offload to a kv_store_* deployment (docs/kv-cache.md)" . (ternary (printf "%s (it runs beside each engine)" $kid) "not set" (ne $kid ""))) }}{{ end -}}
@@ -72,6 +72,21 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $lws := $f.defaults.lws -}}
 {{- $selector := dict -}}
 {{- $apiPort := $port -}}
+{{- /* a KV store's master (Deployment + Service) and store (StatefulSet of one + headless Service), the
+      addresses the deployment gives them (k8s_kv.deployment_environ; as in plan, they take the place
+      of the settings' own) */ -}}
+{{- $kvFront := list -}}
+{{- if $kvs -}}
+  {{- $_ := set $eff "mooncake_master_addr" (printf "%s-master" $name) -}}
+  {{- $_ := set $eff "mooncake_store_host" (printf "%s-store-0.%s-store" $name $name) -}}
+  {{- $roles := $kvs.roles -}}
+  {{- $kvFront = list (dict "kind" "Deployment" "name" (printf "%s-master" $name) "component" "master" "claim" "" "tcpService" true
+        "procs" (list (dict "role" "master" "serves" false "helper" true "port" (int $roles.master.port) "gpu" false "resources" $roles.master.resources))) -}}
+  {{- if $kvs.store -}}
+    {{- $kvFront = append $kvFront (dict "kind" "StatefulSet" "name" (printf "%s-store" $name) "component" "store" "replicas" 1 "claims" false
+          "procs" (list (dict "role" "store" "serves" false "helper" true "port" (int $roles.store.port) "gpu" false "rank" true "resources" $roles.store.resources))) -}}
+  {{- end -}}
+{{- end -}}
 {{- if and (eq $st.shape "single") $kvs -}}
   {{- /* render/k8s_kv.py: master (Deployment + Service), store (StatefulSet of one + headless Service),
         instances (StatefulSet, each pod its claim, rank = pod index), the cache-aware router when N > 1 */ -}}
@@ -82,21 +97,13 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- $hosts := list -}}
   {{- range $i := until $inst }}{{ $hosts = append $hosts (printf "%s-instance-%d.%s-instance" $name $i $name) }}{{ end -}}
   {{- $_ := set $eff "instance_addrs" (join "," $hosts) -}}
-  {{- $_ := set $eff "mooncake_master_addr" (printf "%s-master" $name) -}}
-  {{- $_ := set $eff "mooncake_store_host" (printf "%s-store-0.%s-store" $name $name) -}}
-  {{- $roles := $kvs.roles -}}
-  {{- $groups = list (dict "kind" "Deployment" "name" (printf "%s-master" $name) "component" "master" "claim" "" "tcpService" true
-        "procs" (list (dict "role" "master" "serves" false "helper" true "port" (int $roles.master.port) "gpu" false "resources" $roles.master.resources))) -}}
-  {{- if $kvs.store -}}
-    {{- $groups = append $groups (dict "kind" "StatefulSet" "name" (printf "%s-store" $name) "component" "store" "replicas" 1 "claims" false
-          "procs" (list (dict "role" "store" "serves" false "helper" true "port" (int $roles.store.port) "gpu" false "rank" true "resources" $roles.store.resources))) -}}
-  {{- end -}}
+  {{- $groups = $kvFront -}}
   {{- $groups = append $groups (dict "kind" "StatefulSet" "name" (printf "%s-instance" $name) "component" "instance" "replicas" $inst "claims" true
         "procs" (list (dict "role" "instance" "serves" true "port" $port "gpu" true "rank" true))) -}}
   {{- if gt $inst 1 -}}
-    {{- $rport := int ($s.router_port | default $roles.router.port) -}}
+    {{- $rport := int ($s.router_port | default $kvs.roles.router.port) -}}
     {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" ""
-          "procs" (list (dict "role" "router" "serves" true "port" $rport "gpu" false "resources" $roles.router.resources))) -}}
+          "procs" (list (dict "role" "router" "serves" true "port" $rport "gpu" false "resources" $kvs.roles.router.resources))) -}}
     {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
     {{- $apiPort = $rport -}}
   {{- else -}}
@@ -117,6 +124,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- if not $st.worker_serves_http }}{{ $_ := set $selector $lws.index_label "0" }}{{ end -}}
 {{- else -}}
   {{- $addrs := dict -}}
+  {{- $groups = $kvFront -}}
   {{- range $role := list "prefill" "decode" -}}
     {{- $key := printf "%s_nodes" $role -}}
     {{- $pools := index ($rhw.pd_pools | default dict) $vid -}}
