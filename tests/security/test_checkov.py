@@ -36,7 +36,9 @@ CHART = {"chart-single-h200": {"settings": {"hardware": "h200"}},
          # a KV store (master, store, instances as StatefulSets, router) and LMCache's sidecar
          "chart-kv-centralized-h200": {"settings": {"hardware": "h200", "kv_offload": "kv_store_centralized_mooncake"},
                                        "monitoring": {"enabled": True}},
-         "chart-kv-lmcache-h200": {"settings": {"hardware": "h200", "kv_offload": "lmcache"}}}
+         "chart-kv-lmcache-h200": {"settings": {"hardware": "h200", "kv_offload": "lmcache"}},
+         "chart-kv-distributed-pd-b200": {"settings": {"hardware": "b200", "strategy": "pd_cluster",
+                                                       "kv_offload": "kv_store_distributed_mooncake"}}}
 CONTROL = "control-unhardened"
 # The controls of the Pod Security Standards' restricted profile, and the rest the issue asks for:
 # each must have passed on every GPU pod checkov scanned.
