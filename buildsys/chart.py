@@ -6,7 +6,9 @@
   KIMI_CONFIG keys, in the order the renderer passes them as environment), per hardware its image,
   pod resources, GPU resource and product label, pod security context and the strategies the
   recipe offers, per strategy its shape and which pods serve HTTP, the PD pools' ports and
-  defaults, the probes and container security context, and the monitoring data. Everything that
+  defaults, the probes and container security context, the KV deployments (recipes/kv_offload.yaml:
+  each store's helpers, LMCache's sidecar, and per recipe x hardware which KV choice plan refuses
+  with which strategy, and why), and the monitoring data. Everything that
   depends on the resolver (ports, which workers serve, pool defaults, default strategies) is read
   from real launches (`deployment_launch`) of probe configurations, never restated here;
 - `files/dashboard.json`: the Grafana dashboard, as `plan --format k8s` renders it;
@@ -261,7 +263,8 @@ def facts() -> dict:
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "default_recipe": catalog.serving.default_recipe, "hardware": _hardware(catalog),
             "recipes": {slug: _recipe(catalog, slug, messages) for slug in catalog.recipes},
-            "router": _router(catalog), "kv": {**_kv(catalog), "messages": messages}, "defaults": _defaults(catalog), "monitoring": _monitoring(catalog)}
+            "router": _router(catalog), "kv": {**_kv(catalog), "messages": messages}, "defaults": _defaults(catalog),
+            "monitoring": _monitoring(catalog)}
 
 
 # ---------------------------------------------------------------- values.schema.json
