@@ -6,7 +6,9 @@
   KIMI_CONFIG keys, in the order the renderer passes them as environment), per hardware its image,
   pod resources, GPU resource and product label, pod security context and the strategies the
   recipe offers, per strategy its shape and which pods serve HTTP, the PD pools' ports and
-  defaults, the probes and container security context, and the monitoring data. Everything that
+  defaults, the probes and container security context, the KV deployments (recipes/kv_offload.yaml:
+  each store's helpers, LMCache's sidecar, and per recipe x hardware which KV choice plan refuses
+  with which strategy, and why), and the monitoring data. Everything that
   depends on the resolver (ports, which workers serve, pool defaults, default strategies) is read
   from real launches (`deployment_launch`) of probe configurations, never restated here;
 - `files/dashboard.json`: the Grafana dashboard, as `plan --format k8s` renders it;
@@ -27,7 +29,7 @@ from entrypoint.core.recipe import load_catalog, with_recipe
 from entrypoint.core.select import default_strategy, min_gpus, offered_strategies, variant_unsupported
 from entrypoint.core.settings import ENV_ONLY, KIMI_FIELDS
 from entrypoint.render import deployment as dep
-from entrypoint.render import k8s, k8s_pod, monitoring
+from entrypoint.render import k8s, k8s_kv, k8s_pod, monitoring
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "kimi-serve"
@@ -111,7 +113,7 @@ def _pd_pool_facts(catalog, slug: str, hw: str, pd: dict) -> None:
                 break
 
 
-def _recipe(catalog, slug: str) -> dict:
+def _recipe(catalog, slug: str, messages: list) -> dict:
     catalog = with_recipe(catalog, slug)
     recipe = catalog.recipe
     hardware, strategies, pd = {}, {}, {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
@@ -125,6 +127,7 @@ def _recipe(catalog, slug: str) -> dict:
                 continue
             strategies[sid] = {"shape": dep.shape(launch),
                                "worker_serves_http": all(p.serves_http for p in launch.plan.processes)}
+        entry["kv_refused"] = _kv_refused(catalog, slug, hw, offered, messages)
         if "pd_cluster" in offered:
             entry["pd_pools"] = _pd_pools(catalog, slug, hw)
             _pd_pool_facts(catalog, slug, hw, pd)
@@ -134,6 +137,78 @@ def _recipe(catalog, slug: str) -> dict:
             "strategies": strategies, "pd": pd, "variants": {v: var.vram_minimum_gb for v, var in recipe.variants.items()},
             "default_strategy": {"single": default_strategy(catalog, 1), "multi": default_strategy(catalog, PROBE_NODES)},
             "probe_hardware": default_hw}
+
+
+def _kv_ids() -> list:
+    from entrypoint.core.kv import load_kv
+
+    data = load_kv()
+    return [*data.options, *data.stores]
+
+
+def _kv_refused(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
+    """KV id -> [[message index, strategies]]: why the plan refuses that KV choice with those
+    strategies on this hardware (the gates of core/kv.py and render/k8s_kv.py: brands, hardware,
+    opt-in, strategies, multi-node stores), read from real launches; absent where it renders.
+    The messages (each once) are `kv.messages`."""
+    out = {}
+    for kid in _kv_ids():
+        refused = {}
+        for sid in offered:
+            env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid, "KIMI_KV_OFFLOAD": kid}
+            if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
+                env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
+            try:
+                _launch(env)
+            except KimiError as exc:
+                if exc.message not in messages:
+                    messages.append(exc.message)
+                refused.setdefault(messages.index(exc.message), []).append(sid)
+        if refused:
+            out[kid] = [[i, sids] for i, sids in sorted(refused.items())]
+    return out
+
+
+def _kv(catalog) -> dict:
+    """The KV deployments (recipes/kv_offload.yaml) as render/k8s_kv.py draws them: per KV store its
+    default instances, whether it has a store node, and each helper's port and pod resources; per
+    option its companion container (LMCache's server) and the vLLM it needs. Read from launches of
+    the default recipe on the first hardware that runs each."""
+    from entrypoint.core.kv import load_kv
+
+    data = load_kv()
+    slug = catalog.serving.default_recipe
+    rc = with_recipe(catalog, slug)
+    out = {"pod_index": k8s_kv.POD_INDEX, "stores": {}, "options": {}}
+
+    def first_launch(kid: str, **more):
+        for hw in rc.recipe.hardware:
+            single = [s for s in offered_strategies(rc, hw) if rc.strategies[s].deploy_type == "single_node"]
+            if single:
+                launch = _probe(rc, slug, hw, single[0], kv_offload=kid, **more)
+                if launch is not None:
+                    return launch
+        raise RuntimeError(f"no hardware renders KIMI_KV_OFFLOAD={kid}")
+
+    for kid, entry in data.stores.items():
+        launch = first_launch(kid, kv_instances=2)
+        roles = {}
+        for role in ("master", "store", "router"):
+            proc = launch.plan.find(role, 0)
+            if proc is not None:
+                _, pod = _serving_pod(launch, role)
+                roles[role] = {"port": proc.port, "resources": pod["containers"][0]["resources"]["limits"]}
+        out["stores"][kid] = {"default_instances": entry.default_instances, "store": "store" in roles,
+                              "min_vllm_version": entry.min_vllm_version or "", "roles": roles}
+    for kid, opt in data.options.items():
+        companion = {}
+        if opt.companion is not None:
+            launch = first_launch(kid)
+            pod = k8s_kv.add_companions(launch, k8s_pod.pod_spec(launch, launch.plan.processes[0], "claim"))
+            container = pod["containers"][1]
+            companion = {"role": container["name"], "resources": container["resources"]["limits"]}
+        out["options"][kid] = {"min_vllm_version": opt.min_vllm_version or "", "companion": companion}
+    return out
 
 
 def _router(catalog) -> dict:
@@ -157,6 +232,7 @@ def _defaults(catalog) -> dict:
             "scratch": [[k, v] for k, v in dep.scratch(single).items()],
             "token": {"dir": dep.TOKEN_DIR, "file": dep.TOKEN_FILE, "key": dep.HF_TOKEN, "path_env": dep.HF_TOKEN_PATH,
                       "mode": 0o440},
+            "helper_probes": k8s_pod.helper_probes(single),
             "skips": k8s_pod.SKIP_REASONS, "cache_size": k8s.CACHE_SIZE, "pss": k8s.PSS_LEVEL,
             "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
@@ -183,10 +259,12 @@ def _monitoring(catalog) -> dict:
 
 def facts() -> dict:
     catalog = load_catalog()
+    messages: list = []  # the KV refusals' texts, filled by _recipe (kv_refused)
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "default_recipe": catalog.serving.default_recipe, "hardware": _hardware(catalog),
-            "recipes": {slug: _recipe(catalog, slug) for slug in catalog.recipes},
-            "router": _router(catalog), "defaults": _defaults(catalog), "monitoring": _monitoring(catalog)}
+            "recipes": {slug: _recipe(catalog, slug, messages) for slug in catalog.recipes},
+            "router": _router(catalog), "kv": {**_kv(catalog), "messages": messages}, "defaults": _defaults(catalog),
+            "monitoring": _monitoring(catalog)}
 
 
 # ---------------------------------------------------------------- values.schema.json

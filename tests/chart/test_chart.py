@@ -1,6 +1,6 @@
 """charts/kimi-serve: the real helm renders, for the same settings, exactly the objects
-`kimi-serve plan --format k8s` renders (single node, multi-node, PD; monitoring and autoscaling on
-and off); `helm lint --strict` is clean; values.schema.json refuses unknown keys and bad values;
+`kimi-serve plan --format k8s` renders (single node, multi-node, PD, KV stores and LMCache;
+monitoring and autoscaling on and off); `helm lint --strict` is clean; values.schema.json refuses unknown keys and bad values;
 the chart's generated files are current; every rendered object validates."""
 
 from __future__ import annotations
@@ -57,6 +57,24 @@ CASES = {
         {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda", "KIMI_PROMETHEUS_URL": "http://prom.obs:9090"},
         {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda",
                                                           "prometheusUrl": "http://prom.obs:9090"}}),
+    # KV offload (docs/kv-cache.md): Mooncake stores (master, store, instances, router), LMCache's sidecar
+    "kv-centralized-h200": ({"hardware": "h200", "kv_offload": "kv_store_centralized_mooncake"}, {}, {}),
+    "kv-distributed-b200": ({"hardware": "b200", "kv_offload": "kv_store_distributed_mooncake"}, {}, {}),
+    "kv-lmcache-h200": ({"hardware": "h200", "kv_offload": "lmcache"}, {}, {}),
+    "kv-centralized-h200x3-addrs-router-port-operated": (
+        {"hardware": "h200", "kv_offload": "kv_store_centralized_mooncake", "kv_instances": 3, "router_port": 9090,
+         "mooncake_device_name": "mlx5_0", "image": f"registry.example/kimi@{DIGEST}"},
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda"},
+        {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda"}}),
+    "kv-centralized-pd-h200": ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "kv_store_centralized_mooncake"},
+                               {}, {}),
+    "kv-distributed-pd-b200-2x1-operated": (
+        {"hardware": "b200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
+         "kv_offload": "kv_store_distributed_mooncake"},
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "hpa"},
+        {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "hpa"}}),
+    "kv-simple-multi_node_tp-h100x2": ({"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2,
+                                        "kv_offload": "simple"}, {}, {}),
     "multi_node_dep-h200x2-monitored": (
         {"hardware": "h200", "strategy": "multi_node_dep", "nodes": 2}, {"KIMI_MONITORING": "1"},
         {"monitoring": {"enabled": True}}),
@@ -133,7 +151,8 @@ def test_the_example_values_cover_every_shape(helm, tmp_path):
                   for o in yaml.safe_load_all(objects) if o}
     assert {("Deployment", "single"), ("LeaderWorkerSet", "head"), ("LeaderWorkerSet", "prefill"),
             ("Deployment", "router"), ("ScaledObject", "head"), ("HorizontalPodAutoscaler", "decode"),
-            ("PodMonitor", "monitoring")} <= kinds
+            ("PodMonitor", "monitoring"), ("StatefulSet", "store"), ("StatefulSet", "instance"),
+            ("Deployment", "master")} <= kinds
 
 
 @pytest.mark.parametrize("values, why", [
@@ -162,6 +181,17 @@ def test_schema_refuses_unknown_keys_and_bad_values(helm, tmp_path, values, why)
     ({"hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2}, "recipe offers on h200"),
     ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 0}, "A pool of 0 nodes"),
     ({"hardware": "h200", "extra_args": "--max-num-seqs 8 --port 9000"}, "--port"),
+    # KV offload: the gates of core/kv.py and render/k8s_kv.py, and what the chart does not draw
+    ({"hardware": "h200", "kv_offload": "kv_store_mooncake"}, "is not a KV choice"),
+    ({"hardware": "h200", "kv_offload": "offloading_cpu"}, "verified run"),
+    ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "lmcache"}, "does not compose with KIMI_STRATEGY=pd_cluster"),
+    ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 2, "kv_offload": "kv_store_centralized_mooncake"},
+     "does not draw yet"),
+    ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "kv_store_centralized_mooncake", "kv_instances": 2},
+     "does not apply to settings.strategy=pd_cluster"),
+    ({"hardware": "h200", "kv_offload": "simple", "kv_instances": 2}, "configures a KV store"),
+    ({"hardware": "h200", "kv_offload": "kv_store_distributed_mooncake", "vllm_version": "0.19.1"}, "needs vLLM >= 0.21.0"),
+    ({"hardware": "h200", "kv_offload": "lmcache", "extra_args": "--kv-transfer-config {}"}, "--kv-transfer-config"),
 ])
 def test_chart_refuses_what_plan_refuses(helm, tmp_path, settings, why):
     path = tmp_path / "values.json"
@@ -252,3 +282,24 @@ def test_chart_refuses_what_the_resolver_refuses_for_every_recipe_hardware_and_v
         assert (done.returncode != 0) == _plan_refuses(environ), (settings, done.stderr[-500:])
         agreed.append(done.returncode != 0)
     assert any(agreed) and not all(agreed)  # some fit, some do not
+
+
+def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(helm, tmp_path):
+    """Each KV choice (docs/kv-cache.md) of the default recipe on every hardware, its default
+    strategy: the chart renders it where plan does (a KV store's objects, LMCache's sidecar) and
+    refuses it where plan does (brands, hardware, opt-in, vLLM floor)."""
+    from entrypoint.core.kv import load_kv
+    from entrypoint.core.recipe import load_catalog
+
+    data = load_kv()
+    agreed = []
+    for hw in load_catalog().hardware:
+        for kid in (*data.options, *data.stores):
+            settings = {"hardware": hw, "kv_offload": kid}
+            path = tmp_path / "values.json"
+            path.write_text(json.dumps({"settings": settings}))
+            done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
+            refused = _plan_refuses({f"KIMI_{k.upper()}": v for k, v in settings.items()})
+            assert (done.returncode != 0) == refused, (settings, done.stderr[-500:])
+            agreed.append(refused)
+    assert any(agreed) and not all(agreed)

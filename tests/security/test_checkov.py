@@ -32,7 +32,13 @@ CHART = {"chart-single-h200": {"settings": {"hardware": "h200"}},
          "chart-multi-h100x2-operated": {"settings": {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2},
                                          "monitoring": {"enabled": True}, "autoscaling": {"enabled": True}},
          "chart-pd-mi355x-2x2": {"settings": {"hardware": "mi355x", "strategy": "pd_cluster", "prefill_nodes": 2,
-                                              "decode_nodes": 2}}}
+                                              "decode_nodes": 2}},
+         # a KV store (master, store, instances as StatefulSets, router) and LMCache's sidecar
+         "chart-kv-centralized-h200": {"settings": {"hardware": "h200", "kv_offload": "kv_store_centralized_mooncake"},
+                                       "monitoring": {"enabled": True}},
+         "chart-kv-lmcache-h200": {"settings": {"hardware": "h200", "kv_offload": "lmcache"}},
+         "chart-kv-distributed-pd-b200": {"settings": {"hardware": "b200", "strategy": "pd_cluster",
+                                                       "kv_offload": "kv_store_distributed_mooncake"}}}
 CONTROL = "control-unhardened"
 # The controls of the Pod Security Standards' restricted profile, and the rest the issue asks for:
 # each must have passed on every GPU pod checkov scanned.

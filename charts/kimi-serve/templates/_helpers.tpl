@@ -35,6 +35,24 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $gpus := mul (int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory")))) (ternary $nodes 1 (eq $st.shape "multi_node")) -}}
 {{- if and (ne $st.shape "pd_cluster") (lt $gpus $floor) }}{{ fail (printf "settings.strategy=%s on %d x %s GPUs: the %s recipe runs it on at least %d GPUs (strategy_min_gpus): add nodes" $sid $gpus $hw $r.title $floor) }}{{ end -}}
 {{- $vid := $s.variant | default "default" -}}
+{{- /* KV offload (docs/kv-cache.md, core/kv.py): a Mooncake KV store's processes, or an option beside each engine */ -}}
+{{- $kid := trim (toString ($s.kv_offload | default "")) -}}
+{{- $kvs := dict -}}{{- $kvo := dict -}}
+{{- if $kid -}}
+  {{- if hasKey $f.kv.stores $kid }}{{ $kvs = index $f.kv.stores $kid }}
+  {{- else if hasKey $f.kv.options $kid }}{{ $kvo = index $f.kv.options $kid }}
+  {{- else }}{{ fail (printf "settings.kv_offload=%s is not a KV choice; the choices: %s. Unset it for no KV offload." $kid (join ", " (concat (keys $f.kv.options | sortAlpha) (keys $f.kv.stores | sortAlpha)))) }}{{ end -}}
+  {{- range (index ($rhw.kv_refused | default dict) $kid | default list) }}{{ if has $sid (index . 1) }}{{ fail (index $f.kv.messages (int (index . 0))) }}{{ end }}{{ end -}}
+  {{- $floor := (ternary $kvs $kvo (not (empty $kvs))).min_vllm_version -}}
+  {{- if and $floor $s.vllm_version (regexMatch "^[0-9]+\\.[0-9]+(\\.[0-9]+)?$" (toString $s.vllm_version)) -}}
+    {{- if semverCompare (printf "<%s" $floor) (toString $s.vllm_version) }}{{ fail (printf "settings.kv_offload=%s needs vLLM >= %s, but settings.vllm_version=%s: run an image built on a newer vLLM (the default tags)" $kid $floor (toString $s.vllm_version)) }}{{ end -}}
+  {{- end -}}
+  {{- if regexMatch "(^|\\s)--kv-transfer-config(\\s|=|$)" ($s.extra_args | default "") }}{{ fail (printf "settings.kv_offload=%s sets --kv-transfer-config, and settings.extra_args sets it too: keep one" $kid) }}{{ end -}}
+  {{- if and $kvs (eq $st.shape "pd_cluster") (hasKey $s "kv_instances") }}{{ fail "settings.kv_instances does not apply to settings.strategy=pd_cluster: its pools size the deployment (settings.prefill_nodes, settings.decode_nodes). Remove it." }}{{ end -}}
+{{- end -}}
+{{- range list "kv_instances" "instance_addrs" "mooncake_master_addr" -}}
+  {{- if and (hasKey $s .) (empty $kvs) }}{{ fail (printf "settings.%s configures a KV store, but settings.kv_offload is %s: remove it, or set settings.kv_offload to a kv_store_* deployment (docs/kv-cache.md)" . (ternary (printf "%s (it runs beside each engine)" $kid) "not set" (ne $kid ""))) }}{{ end -}}
+{{- end -}}
 {{- if regexMatch "(^|\\s)--port(\\s|=|$)" ($s.extra_args | default "") }}{{ fail "settings.extra_args sets --port: give the API port as settings.port (the chart draws ports, probes and Services from it)" }}{{ end -}}
 {{- $name := $s.name | default $r.deployment_name -}}
 {{- /* settings.namespace; else the release's (helm install -n N); else the settings' default, as plan */ -}}
@@ -54,7 +72,44 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $lws := $f.defaults.lws -}}
 {{- $selector := dict -}}
 {{- $apiPort := $port -}}
-{{- if eq $st.shape "single" -}}
+{{- /* a KV store's master (Deployment + Service) and store (StatefulSet of one + headless Service), the
+      addresses the deployment gives them (k8s_kv.deployment_environ; as in plan, they take the place
+      of the settings' own) */ -}}
+{{- $kvFront := list -}}
+{{- if $kvs -}}
+  {{- $_ := set $eff "mooncake_master_addr" (printf "%s-master" $name) -}}
+  {{- $_ := set $eff "mooncake_store_host" (printf "%s-store-0.%s-store" $name $name) -}}
+  {{- $roles := $kvs.roles -}}
+  {{- $kvFront = list (dict "kind" "Deployment" "name" (printf "%s-master" $name) "component" "master" "claim" "" "tcpService" true
+        "procs" (list (dict "role" "master" "serves" false "helper" true "port" (int $roles.master.port) "gpu" false "resources" $roles.master.resources))) -}}
+  {{- if $kvs.store -}}
+    {{- $kvFront = append $kvFront (dict "kind" "StatefulSet" "name" (printf "%s-store" $name) "component" "store" "replicas" 1 "claims" false
+          "procs" (list (dict "role" "store" "serves" false "helper" true "port" (int $roles.store.port) "gpu" false "rank" true "resources" $roles.store.resources))) -}}
+  {{- end -}}
+{{- end -}}
+{{- if and (eq $st.shape "single") $kvs -}}
+  {{- /* render/k8s_kv.py: master (Deployment + Service), store (StatefulSet of one + headless Service),
+        instances (StatefulSet, each pod its claim, rank = pod index), the cache-aware router when N > 1 */ -}}
+  {{- $inst := int ($s.kv_instances | default $kvs.default_instances) -}}
+  {{- $_ := set $pinned "kv_instances" $inst -}}
+  {{- /* the addresses the deployment gives its own pods (k8s_kv.deployment_environ); as in plan, they
+        take the place of the settings' (the KIMI_CONFIG file's) addresses */ -}}
+  {{- $hosts := list -}}
+  {{- range $i := until $inst }}{{ $hosts = append $hosts (printf "%s-instance-%d.%s-instance" $name $i $name) }}{{ end -}}
+  {{- $_ := set $eff "instance_addrs" (join "," $hosts) -}}
+  {{- $groups = $kvFront -}}
+  {{- $groups = append $groups (dict "kind" "StatefulSet" "name" (printf "%s-instance" $name) "component" "instance" "replicas" $inst "claims" true
+        "procs" (list (dict "role" "instance" "serves" true "port" $port "gpu" true "rank" true))) -}}
+  {{- if gt $inst 1 -}}
+    {{- $rport := int ($s.router_port | default $kvs.roles.router.port) -}}
+    {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" ""
+          "procs" (list (dict "role" "router" "serves" true "port" $rport "gpu" false "resources" $kvs.roles.router.resources))) -}}
+    {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
+    {{- $apiPort = $rport -}}
+  {{- else -}}
+    {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "instance" -}}
+  {{- end -}}
+{{- else if eq $st.shape "single" -}}
   {{- $groups = list (dict "kind" "Deployment" "name" $name "component" "single" "claim" (printf "%s-cache" $name)
         "procs" (list (dict "role" "single" "serves" true "port" $port "gpu" true))) -}}
   {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "single" -}}
@@ -69,6 +124,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- if not $st.worker_serves_http }}{{ $_ := set $selector $lws.index_label "0" }}{{ end -}}
 {{- else -}}
   {{- $addrs := dict -}}
+  {{- $groups = $kvFront -}}
   {{- range $role := list "prefill" "decode" -}}
     {{- $key := printf "%s_nodes" $role -}}
     {{- $pools := index ($rhw.pd_pools | default dict) $vid -}}
@@ -117,7 +173,8 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- end -}}
 {{- $out := dict "name" $name "namespace" $ns "image" $image "hardware" $hw "strategy" $sid "shape" $st.shape
       "groups" $groups "selector" $selector "apiPort" $apiPort "env" $env "cacheDir" $cacheDir
-      "pd" (eq $st.shape "pd_cluster") -}}
+      "pd" (eq $st.shape "pd_cluster") "roles" (or (eq $st.shape "pd_cluster") (not (empty $kvs)))
+      "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) -}}
 {{- toJson $out -}}
 {{- end -}}
 
@@ -134,7 +191,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $f := (index . 0).Files.Get "files/facts.json" | fromJson -}}
 {{- $c := index . 1 -}}{{- $p := index . 2 -}}
 {{- $skips := dict -}}
-{{- if not $p.serves }}{{ $_ := set $skips "CKV_K8S_8" $f.defaults.skips.headless }}{{ $_ := set $skips "CKV_K8S_9" $f.defaults.skips.headless }}{{ end -}}
+{{- if and (not $p.serves) (not $p.helper) }}{{ $_ := set $skips "CKV_K8S_8" $f.defaults.skips.headless }}{{ $_ := set $skips "CKV_K8S_9" $f.defaults.skips.headless }}{{ end -}}
 {{- if not (contains "@sha256:" $c.image) }}{{ $_ := set $skips "CKV_K8S_43" $f.defaults.skips.tag }}{{ end -}}
 {{- $out := dict -}}
 {{- range $i, $check := keys $skips | sortAlpha }}{{ $_ := set $out (printf "checkov.io/skip%d" (add1 $i)) (printf "%s=%s" $check (index $skips $check)) }}{{ end -}}
@@ -149,10 +206,13 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $v := $root.Values -}}
 {{- $hwf := index $f.hardware $c.hardware -}}
 {{- $env := $c.env -}}
-{{- if $c.pd }}{{ $env = append $env (dict "name" "KIMI_ROLE" "value" $p.role) }}{{ end -}}
+{{- $settingsEnv := $env -}}
+{{- if $c.roles }}{{ $env = append $env (dict "name" "KIMI_ROLE" "value" $p.role) }}{{ end -}}
+{{- /* a StatefulSet pod's rank is its ordinal (k8s_kv._with_rank) */ -}}
+{{- if $p.rank }}{{ $env = prepend $env (dict "name" "KIMI_NODE_RANK" "valueFrom" (dict "fieldRef" (dict "fieldPath" $f.kv.pod_index))) }}{{ end -}}
 {{- $env = append $env (dict "name" $d.token.path_env "value" (printf "%s/%s" $d.token.dir $d.token.file)) -}}
 {{- range ($v.extraEnv | default list) }}{{ $env = append $env (dict "name" .name "value" .value) }}{{ end -}}
-{{- $amounts := ternary (deepCopy $hwf.resources) (deepCopy $f.router.resources) $p.gpu -}}
+{{- $amounts := deepCopy ($p.resources | default (ternary $hwf.resources $f.router.resources $p.gpu)) -}}
 {{- $resources := dict "limits" $amounts "requests" (deepCopy $amounts) -}}
 {{- $mounts := list -}}{{- $volumes := list -}}
 {{- range $d.scratch }}{{ $mounts = append $mounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ $volumes = append $volumes (dict "name" (index . 0) "emptyDir" dict) }}{{ end -}}
@@ -167,9 +227,27 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- if $p.serves -}}
   {{- $_ := set $container "ports" (list (dict "name" "http" "containerPort" $p.port)) -}}
   {{- range $k, $probe := $d.probes }}{{ $_ := set $container $k (deepCopy $probe) }}{{ end -}}
+{{- else if $p.helper -}}
+  {{- /* a KV helper: its TCP port, checked by `kimi-serve healthcheck` */ -}}
+  {{- $_ := set $container "ports" (list (dict "name" "tcp" "containerPort" $p.port)) -}}
+  {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $container $k (deepCopy $probe) }}{{ end -}}
 {{- end -}}
+{{- $containers := list $container -}}
+{{- with $c.companion -}}{{- if $p.gpu -}}
+  {{- /* LMCache's server beside the engine (k8s_kv.add_companions): bound to the pod, sharing its /dev/shm */ -}}
+  {{- $cenv := append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" .role) -}}
+  {{- range ($v.extraEnv | default list) }}{{ $cenv = append $cenv (dict "name" .name "value" .value) }}{{ end -}}
+  {{- $cmounts := list -}}
+  {{- range $d.scratch }}{{ $cmounts = append $cmounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ end -}}
+  {{- $cmounts = append $cmounts (dict "name" $d.volumes.shm "mountPath" "/dev/shm") -}}
+  {{- $companion := dict "name" .role "image" $c.image "imagePullPolicy" "Always" "env" $cenv
+        "resources" (dict "limits" (deepCopy .resources) "requests" (deepCopy .resources))
+        "securityContext" (deepCopy $d.container_security) "volumeMounts" $cmounts -}}
+  {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $companion $k (deepCopy $probe) }}{{ end -}}
+  {{- $containers = append $containers $companion -}}
+{{- end -}}{{- end -}}
 {{- $podSec := ternary (deepCopy $hwf.pod_security) (deepCopy $f.router.pod_security) $p.gpu -}}
-{{- $spec := dict "enableServiceLinks" false "automountServiceAccountToken" false "securityContext" $podSec "containers" (list $container) "volumes" $volumes -}}
+{{- $spec := dict "enableServiceLinks" false "automountServiceAccountToken" false "securityContext" $podSec "containers" $containers "volumes" $volumes -}}
 {{- if $p.gpu -}}
   {{- $dmounts := list -}}
   {{- range $mounts }}{{ if ne .mountPath "/dev/shm" }}{{ $dmounts = append $dmounts . }}{{ end }}{{ end -}}
