@@ -14,7 +14,7 @@ from pydantic import ValidationError, field_validator, model_validator
 from buildsys import ROOT
 from entrypoint.core.recipe import RecipeDataError, load_catalog_from
 from entrypoint.core.recipe_schema import Strict
-from entrypoint.core.versions import is_digest, version_key
+from entrypoint.core.versions import is_digest, stack_shortfall, version_key
 
 TARGETS_FILE = ROOT / "images" / "targets.yaml"
 RECIPES_DIR = ROOT / "recipes"
@@ -182,22 +182,10 @@ class Targets(Strict):
         """The recipes an image of `target` on this release can launch: the recipe offers one of
         the hardware it serves, its vLLM floor is met and its min_stack by the base's."""
         t, base = self.targets[target], self.bases[self.targets[target].base]
-        vllm = _version(self.vllm_version)
-        out = []
-        for slug, recipe in catalog.recipes.items():
-            need = recipe.model.min_stack
-            if not set(t.serves) & set(recipe.hardware) or vllm < _version(recipe.model.min_vllm_version):
-                continue
-            if any(getattr(need, s) and getattr(base, s) and _version(getattr(base, s)) < _version(getattr(need, s))
-                   for s in ("cuda", "rocm")):
-                continue
-            out.append(slug)
-        return out
-
-
-def _version(text: str) -> tuple:
-    parts = [int(x) for x in re.findall(r"\d+", text)[:3]]
-    return tuple(parts + [0] * (3 - len(parts)))  # 13.0 == 13.0.0
+        vllm = version_key(self.vllm_version)
+        return [slug for slug, recipe in catalog.recipes.items()
+                if set(t.serves) & set(recipe.hardware) and vllm >= version_key(recipe.model.min_vllm_version)
+                and not stack_shortfall(recipe.model.min_stack, {"cuda": base.cuda, "rocm": base.rocm})]
 
 
 class TargetsError(Exception):

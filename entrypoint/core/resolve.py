@@ -245,16 +245,11 @@ def _multi_node_flags(ctx: _Ctx, rank: int) -> List[str]:
     return flags + (["--headless"] if rank > 0 else [])
 
 
-def _pool_gpus_per_node(ctx: _Ctx, pool: PoolChoice) -> int:
-    # Deliberate difference 3: a shared node gives each pool the half it really has.
-    return ctx.hw.gpu_count if pool.nodes >= 1 else max(1, ctx.hw.gpu_count // 2)
-
-
 def _pool_local_dp(ctx: _Ctx, pool: PoolChoice, defaults) -> int:
     if pool.parallelism != "dep":
         return 0
     tp = (defaults.tp if defaults else None) or 1
-    return max(1, _pool_gpus_per_node(ctx, pool) // tp)
+    return max(1, pool.gpus_per_node(ctx.hw.gpu_count) // tp)
 
 
 def _pool_flags(ctx: _Ctx, pool: PoolChoice, defaults, k: int) -> List[str]:
@@ -269,7 +264,7 @@ def _pool_flags(ctx: _Ctx, pool: PoolChoice, defaults, k: int) -> List[str]:
         if n > 1:
             flags.append("--data-parallel-hybrid-lb")
         return flags + ["--enable-expert-parallel"]
-    flags = ["--tensor-parallel-size", str(pool.node_count * _pool_gpus_per_node(ctx, pool))]
+    flags = ["--tensor-parallel-size", str(pool.node_count * pool.gpus_per_node(ctx.hw.gpu_count))]
     if pool.parallelism == "tep":
         flags.append("--enable-expert-parallel")
     if n > 1:

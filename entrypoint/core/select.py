@@ -42,6 +42,11 @@ class PoolChoice:
     def node_count(self) -> int:
         return max(1, self.nodes)
 
+    def gpus_per_node(self, gpu_count: int) -> int:
+        """GPUs the pool has on each of its nodes: all of them, or the half of a shared node
+        (deliberate difference 3: the site sizes a shared pool as if it had the whole node)."""
+        return gpu_count if self.nodes >= 1 else max(1, gpu_count // 2)
+
 
 @dataclass(frozen=True)
 class Selection(Choice):
@@ -272,22 +277,19 @@ def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional
 
 
 def _check_stack(settings: Settings, catalog: Catalog, hw: str) -> None:
-    """A recipe's `min_stack` (K3: CUDA 13) against the image's base, where the image says it."""
-    need = catalog.recipe.model.min_stack
-    brand = catalog.hardware[hw].brand
-    for stack, have, name in (("cuda", settings.image_cuda, "KIMI_IMAGE_CUDA"),
-                              ("rocm", settings.image_rocm, "KIMI_IMAGE_ROCM")):
-        want = getattr(need, stack)
-        if not want or not have or (stack == "cuda") != (catalog.brands[brand].name.lower() == "nvidia"):
-            continue
-        import re
+    """A recipe's `min_stack` (K3: CUDA 13) against the image's base, where the image says it:
+    CUDA on NVIDIA hardware, ROCm on the others."""
+    from entrypoint.core.versions import stack_shortfall
 
-        found = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", have.strip())
-        got = tuple(int(x or 0) for x in found.groups()) if found else None
-        if got is None or got < version_key(want):
-            raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {catalog.recipe.title} recipe needs {stack.upper()} >= "
-                            f"{want}, but this image's base has {have} ({name}). {need.why} Run an image built on "
-                            f"a {stack.upper()} {want.split('.')[0]} base (the default tags).")
+    need = catalog.recipe.model.min_stack
+    nvidia = catalog.brands[catalog.hardware[hw].brand].name.lower() == "nvidia"
+    short = stack_shortfall(need, {"cuda": settings.image_cuda if nvidia else None,
+                                   "rocm": None if nvidia else settings.image_rocm})
+    if short:
+        stack, want, have = short
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {catalog.recipe.title} recipe needs {stack.upper()} >= "
+                        f"{want}, but this image's base has {have} (KIMI_IMAGE_{stack.upper()}). {need.why} Run an "
+                        f"image built on a {stack.upper()} {want.split('.')[0]} base (the default tags).")
 
 
 def _check_version_needs(catalog: Catalog, version: str, pid: Optional[str], features: tuple) -> None:
@@ -301,7 +303,7 @@ def _check_version_needs(catalog: Catalog, version: str, pid: Optional[str], fea
                             f"{minimum} (the default tags), or drop {what.split('=')[0] if '=' in what else what}.")
 
 
-def _pool(settings: Settings, catalog: Catalog, role: str, hw: str) -> PoolChoice:
+def _pool(settings: Settings, catalog: Catalog, role: str, hw: str, vid: str) -> PoolChoice:
     recipe = catalog.recipe
     defaults = getattr(recipe.strategy_overrides.get("pd_cluster"), role, None)
     mode = settings.values[f"{role}_parallelism"] or (defaults.parallelism if defaults else "tp")
@@ -319,8 +321,7 @@ def _pool(settings: Settings, catalog: Catalog, role: str, hw: str) -> PoolChoic
     if nodes is None and defaults is not None:
         nodes = defaults.nodes
     if nodes is None:  # as many whole nodes as the variant's memory and the recipe's GPU floor need
-        vram = recipe.variants[settings.variant or "default"].vram_minimum_gb \
-            if (settings.variant or "default") in recipe.variants else 0
+        vram = recipe.variants[vid].vram_minimum_gb
         nodes = max(1, math.ceil(vram / hardware.vram_gb), math.ceil(floor / hardware.gpu_count))
     pool = PoolChoice(role=role, nodes=nodes, parallelism=mode)
     _check_pool(catalog, hw, pool, defaults, floor)
@@ -331,7 +332,7 @@ def _check_pool(catalog: Catalog, hw: str, pool: PoolChoice, defaults, floor: in
     """Pools the recipe's own data rules out (docs/composition.md: the site renders them anyway)."""
     recipe, role = catalog.recipe, pool.role
     count = catalog.hardware[hw].gpu_count
-    gpus = pool.node_count * (count if pool.nodes >= 1 else max(1, count // 2))
+    gpus = pool.node_count * pool.gpus_per_node(count)
     setting = f"KIMI_{role.upper()}"
     others = [m for m in ("tp", "tep", "dep") if m != pool.parallelism
               and strategy_support(catalog, f"multi_node_{m}", hw) != "unsupported"]
@@ -388,8 +389,8 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
     strat = catalog.strategies[sid]
     is_pd = strat.deploy_type == "pd_cluster"
     nodes = settings.nodes if strat.deploy_type == "multi_node" else 1
-    prefill = _pool(settings, catalog, "prefill", hw) if is_pd else None
-    decode = _pool(settings, catalog, "decode", hw) if is_pd else None
+    prefill = _pool(settings, catalog, "prefill", hw, vid) if is_pd else None
+    decode = _pool(settings, catalog, "decode", hw, vid) if is_pd else None
     if is_pd:
         for pool in (prefill, decode):
             addrs = settings.values[f"{pool.role}_addrs"]

@@ -17,5 +17,31 @@ def version_key(version: str) -> tuple:
     return tuple(int(part) for part in match.groups())
 
 
+def stack_key(version: str) -> tuple:
+    """(major, minor, patch) of a GPU stack's version: CUDA `13.0` or `13.0.2`, ROCm `6.4.1` (a
+    missing patch is 0); ValueError when it has none."""
+    match = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version))
+    if not match:
+        raise ValueError(f"{version!r} is not a version like 13.0.2")
+    return tuple(int(part or 0) for part in match.groups())
+
+
+def stack_shortfall(need, have) -> "tuple | None":
+    """The first stack (`cuda`, `rocm`) that `need` (a recipe's min_stack) asks for and `have`
+    ({stack: version or None}) names below it, as (stack, wanted, had); None when every named one
+    is enough. A version that cannot be read counts as below."""
+    for stack in ("cuda", "rocm"):
+        want, got = getattr(need, stack), have.get(stack)
+        if not want or not got:
+            continue
+        try:
+            if stack_key(got) >= stack_key(want):
+                continue
+        except ValueError:
+            pass
+        return stack, want, got
+    return None
+
+
 def is_digest(text: str) -> bool:
     return re.fullmatch(DIGEST, text or "") is not None
