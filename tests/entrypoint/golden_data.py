@@ -1,6 +1,8 @@
 """The golden launches (tests/data/golden, see tests/data/PROVENANCE.md): one file per recipe."""
 
 import json
+import subprocess
+import sys
 
 from tests.testdata import GOLDEN, GOLDEN_DIR
 
@@ -20,3 +22,15 @@ def family_cases():
 def excluded_cases():
     """(slug, case) the golden marks `excluded`: renderings the project refuses or corrects."""
     return [(slug, c) for slug in RECIPE_GOLDENS for c in golden_cases(slug) if "excluded" in c]
+
+
+def plan_batch(tmp_path, cases) -> list:
+    """The cases' settings through one real `kimi-serve plan --format json --batch` process: one
+    JSON object per case, in order."""
+    src = tmp_path / "cases.jsonl"
+    src.write_text("".join(json.dumps(c["settings"]) + "\n" for c in cases))
+    out = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--format", "json", "--batch", str(src)],
+                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(results) == len(cases)
+    return results

@@ -2,9 +2,6 @@
 its expected processes; the cases the golden marks `excluded` are never launched as the site
 renders them."""
 
-import json
-import subprocess
-import sys
 
 import pytest
 
@@ -13,7 +10,7 @@ from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog
 from entrypoint.core.vllm_cli import load_spec, newest_version
 
-from golden_data import RECIPE_GOLDENS, excluded_cases, family_cases, golden_cases
+from golden_data import RECIPE_GOLDENS, excluded_cases, family_cases, golden_cases, plan_batch
 
 CASES = golden_cases()
 # The site renders the recipe for its vLLM floor (model.min_vllm_version): on newer vLLM the plan
@@ -120,13 +117,7 @@ def test_golden_through_the_batch_cli(tmp_path):
     """`plan --batch` renders every golden case of every recipe in one process, one JSON line each,
     errors included."""
     cases = [c for _, c in FAMILY]
-    src = tmp_path / "cases.jsonl"
-    src.write_text("".join(json.dumps(c["settings"]) + "\n" for c in cases))
-    out = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--format", "json", "--batch", str(src)],
-                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
-    results = [json.loads(line) for line in out.stdout.splitlines()]
-    assert len(results) == len(cases)
-    for case, result in zip(cases, results):
+    for case, result in zip(cases, plan_batch(tmp_path, cases)):
         if "error" in case["expect"]:
             assert result["error"]["code"] == case["expect"]["error"]
             assert result["error"]["message"]

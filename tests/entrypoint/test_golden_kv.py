@@ -2,13 +2,12 @@
 resolves to exactly its expected processes, with the files they need."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from entrypoint.app import build
 from entrypoint.core.errors import KimiError
+from golden_data import plan_batch
 from tests.testdata import GOLDEN_KV
 
 GOLDEN = json.loads(GOLDEN_KV.read_text())
@@ -67,12 +66,7 @@ def test_golden_kv_case(case, catalog):
 
 def test_golden_kv_through_the_batch_cli(tmp_path):
     """`plan --format json --batch` prints the files with the processes, one JSON line per case."""
-    src = tmp_path / "cases.jsonl"
-    src.write_text("".join(json.dumps(c["settings"]) + "\n" for c in CASES))
-    out = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--format", "json", "--batch", str(src)],
-                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
-    results = [json.loads(line) for line in out.stdout.splitlines()]
-    assert len(results) == len(CASES)
+    results = plan_batch(tmp_path, CASES)
     from entrypoint.core.recipe import load_catalog
 
     removed = set(load_catalog().vllm_env_removed)
