@@ -46,7 +46,15 @@ def ensure() -> Path:
     done = where / ".installed"
     if exe.exists() and done.exists() and done.read_text() == " ".join(requirements()):
         return exe
-    venv.EnvBuilder(with_pip=True, clear=True).create(where)
+    venv.EnvBuilder(with_pip=False, clear=True).create(where)
+    # pip through ensurepip, with its output kept: one fresh CI run saw ensurepip exit 1 once (its
+    # output lost inside venv's own call) while the next creation of the same venv succeeded.
+    for attempt in (1, 2):
+        proc = subprocess.run([str(where / "bin" / "python"), "-m", "ensurepip", "--upgrade", "--default-pip"],
+                              capture_output=True, text=True, timeout=600, cwd=str(where))
+        if proc.returncode == 0:
+            break
+        assert attempt == 1, f"ensurepip failed twice in {where}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                     *requirements()], check=True, timeout=1800)
     done.write_text(" ".join(requirements()))
