@@ -266,13 +266,16 @@ def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional
         raise KimiError(E.INVALID_VALUE, f"{source or 'KIMI_VLLM_VERSION'}={raw!r} is not a vLLM release like "
                         f"{known[-1]}. Supported: {', '.join(known)}.")
     version = match.group(1)
-    floor = catalog.recipe.model.min_vllm_version
-    if version_key(version) < version_key(floor):
-        fit = [v for v in known if version_key(v) >= version_key(floor)]
+    from entrypoint.core.versions import release_refusal, release_window
+
+    model = catalog.recipe.model
+    why = release_refusal(model, version)  # before any grammar lookup (it falls back to the oldest file)
+    if why:
+        fit = [v for v in known if release_refusal(model, v) is None]
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"{source or 'KIMI_VLLM_VERSION'}={version}: the "
-                        f"{catalog.recipe.title} recipe needs vLLM >= {floor}. Use an image built on vLLM "
-                        f"{', '.join(fit) or floor} (the default tags; <vllm>-<target> for another release), or "
-                        "another KIMI_RECIPE.")
+                        f"{catalog.recipe.title} recipe {why.rstrip('.')}. It runs on vLLM "
+                        f"{release_window(model)}: use an image built on vLLM {', '.join(fit) or model.min_vllm_version} "
+                        "(the default tags; <vllm>-<target> for another release), or another KIMI_RECIPE.")
     return version
 
 
