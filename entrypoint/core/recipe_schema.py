@@ -358,6 +358,9 @@ class Chat(Strict):
     # chat_template_kwargs that turn thinking on / off for one request (None: the template has no switch)
     thinking_on: Optional[Dict[str, Any]] = None
     thinking_off: Optional[Dict[str, Any]] = None
+    # The model's own tool-call markup: all of these in a reply's content = a whole tool call that
+    # the server's tool-call parser did not split out (verify names the recipe's parser flags)
+    tool_call_markup: List[str] = []
 
 
 StrategySupport = Literal["supported", "unsupported"]

@@ -171,7 +171,11 @@ def _valid_strategy(settings: Settings, catalog: Catalog, hw: str) -> str:
     if sid not in offered:
         why = (f"is marked unsupported on {hw} by the {recipe.title} recipe" if strategy_support(catalog, sid, hw)
                == "unsupported" else f"is not one the {recipe.title} recipe offers on {hw}")
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} {why}. Use one of: {', '.join(offered)}.")
+        sibling = sid.replace("single_node_", "multi_node_")
+        across = (f" It offers the layout across nodes: KIMI_STRATEGY={sibling} with KIMI_NODES=2 or more."
+                  if sibling != sid and sibling in offered else "")
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} {why}. Use one of: {', '.join(offered)}."
+                        f"{across}")
     strat = catalog.strategies[sid]
     if strat.deploy_type == "single_node" and nodes > 1:
         alt = sid.replace("single_node_", "multi_node_")
@@ -190,8 +194,10 @@ def _valid_strategy(settings: Settings, catalog: Catalog, hw: str) -> str:
     return sid
 
 
-def parse_features(spec: Optional[str], defaults: tuple, known, label: str = "KIMI_FEATURES entry") -> tuple:
-    """None = defaults; "" = none; plain entries form the list; +f / -f edit it (defaults if no plain entry)."""
+def parse_features(spec: Optional[str], defaults: tuple, known, label: str = "KIMI_FEATURES entry",
+                   owner: str = "The recipe") -> tuple:
+    """None = defaults; "" = none; plain entries form the list; +f / -f edit it (defaults if no plain entry).
+    A recipe without features (`known` empty) takes only None or ""."""
     if spec is None:
         return defaults
     entries = [e.strip() for e in spec.split(",") if e.strip()]
@@ -202,7 +208,9 @@ def parse_features(spec: Optional[str], defaults: tuple, known, label: str = "KI
     for entry in entries:
         name = entry[1:].strip() if entry[0] in "+-" else entry
         if name not in known:
-            raise unknown_value(label, name, known)
+            setting = label.split()[0]
+            raise unknown_value(label, name, known, "" if known else f"{owner} has no features: leave {setting} "
+                                "unset or set it to an empty string.")
         if entry[0] == "+" and name not in chosen:
             chosen.append(name)
         elif entry[0] == "-" and name in chosen:
@@ -218,7 +226,8 @@ def _named(spec: Optional[str]) -> set:
 
 def _valid_features(settings: Settings, catalog: Catalog, hw: str, sid: str) -> tuple:
     recipe = catalog.recipe
-    chosen = parse_features(settings.features, default_features(recipe, hw), recipe.features)
+    chosen = parse_features(settings.features, default_features(recipe, hw), recipe.features,
+                            owner=f"The {recipe.title} recipe")
     named = _named(settings.features)
     kept = []
     for fid in chosen:
@@ -244,7 +253,8 @@ def _valid_profile(settings: Settings, catalog: Catalog, hw: str, vid: str, sid:
         return None
     profiles = catalog.recipe.profiles
     if pid not in profiles:
-        raise unknown_value("KIMI_PROFILE", pid, profiles)
+        raise unknown_value("KIMI_PROFILE", pid, profiles, "" if profiles else
+                            f"The {catalog.recipe.title} recipe has no profiles: leave KIMI_PROFILE unset.")
     prof = profiles[pid]
     for what, value, allowed, setting in (("hardware", hw, prof.hardware, "KIMI_HARDWARE"),
                                           ("variant", vid, prof.variants, "KIMI_VARIANT"),

@@ -184,9 +184,12 @@ def test_every_recipe_prints_on_its_hardware():
 def test_verify_expectations_follow_the_recipe(catalog):
     from entrypoint.verify.checks import ChatFacts, skip_reason
 
-    assert ChatFacts.of(catalog.recipes["kimi-k2.5"]) == ChatFacts()  # the defaults are K2.5's own
+    k25 = ChatFacts.of(catalog.recipes["kimi-k2.5"])
+    assert k25.reasoning_args == "--reasoning-parser kimi_k2" and k25.thinking_on == {"thinking": True}
+    assert k25.images and k25.tool_call_markup == ("<|tool_calls_section_begin|>", "<|tool_call_begin|>")
     k3 = ChatFacts.of(catalog.recipes["kimi-k3"])
     assert k3.reasoning_args == "--reasoning-parser kimi_k3" and "kimi_k3" in k3.tool_args
+    assert k3.tool_call_markup == ("<|open|>tools<|sep|>", "<|close|>tools<|sep|>")  # not K2's
     assert skip_reason("chat_instant", frozenset({"reasoning"}), k3)  # no documented thinking switch
     instruct = ChatFacts.of(catalog.recipes["kimi-k2-instruct"])
     assert skip_reason("chat_thinking", frozenset({"tool_calling"}), instruct)  # no reasoning at all
