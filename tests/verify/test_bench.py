@@ -397,3 +397,20 @@ def test_the_deployment_is_read_from_the_launch_plan(environ, expected, tmp_path
         from entrypoint.core.bench import reference_json
 
         assert reference_json(reference, [], target.deployment)["same_tensor_parallel"] is False
+
+
+def test_a_one_gpu_recipe_without_references(standin, fake, tmp_path):
+    """Kimi-Linear on h200 runs on one GPU (TP 1): the per-GPU figure is the whole throughput, and a
+    recipe with no published figure says so without an empty list."""
+    env = bench_env([fake], KIMI_RECIPE="kimi-linear-48b-a3b-instruct",
+                    KIMI_RECIPES_DIR=str(recipes_with_tiny_workload(tmp_path)))
+    done = run_bench(standin("plain").url, "--workload", "tiny", "--concurrency", "1", "--num-prompts", "2",
+                     "--no-charts", "--output", str(tmp_path / "out"), "--format", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)
+    assert run["deployment"] == {"recipe": "kimi-linear-48b-a3b-instruct", "hardware": "h200", "variant": "default",
+                                 "gpus": 1, "tensor_parallel": 1}
+    assert run["results"][0]["output_tokens_per_s_per_gpu"] == round(RESULT["output_throughput"], 3)
+    assert run["reference"] is None
+    assert run["reference_note"] == ("no published reference for kimi-linear-48b-a3b-instruct on h200, variant "
+                                     "default, workload tiny")
