@@ -254,6 +254,14 @@ def test_one_gpu_holds_the_model_except_on_h100(catalog, hw, tp):
     assert p.pools[0].gpus == int(tp)
 
 
+def test_a_recipe_without_a_draft_model_downloads_the_model_alone(catalog):
+    from entrypoint.core.weights import sources
+
+    for hw, nodes in (("h200", {}), ("mi355x", {"KIMI_NODES": "2", "KIMI_STRATEGY": "multi_node_dep", **ADDRS})):
+        p = plan(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE=hw, **nodes)
+        assert [(s.repo_id, s.purpose) for s in sources(p)] == [("moonshotai/Kimi-Linear-48B-A3B-Instruct", "model")]
+
+
 def test_every_recipe_prints_on_its_hardware():
     for slug, hw in (("kimi-k2-instruct", "b200"), ("kimi-k2-thinking", "h200"), ("kimi-k2.5", "h200"),
                      ("kimi-k2.6", "b300"), ("kimi-k2.7-code", "mi300x"), ("kimi-k3", "b300"), (LINEAR, "mi325x")):
