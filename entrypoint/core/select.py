@@ -391,8 +391,10 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
            detected_vllm: Optional[str] = None) -> Selection:
     from entrypoint.core.vllm_cli import available_versions
 
-    hw = _valid_hardware(settings, catalog, detected_hardware)
+    # The recipe's vLLM window first: a release it refuses is refused on any hardware (and before
+    # any grammar lookup, which falls back to the oldest grammar file for a release it lacks).
     vllm_version = _valid_vllm_version(settings, catalog, detected_vllm, available_versions())
+    hw = _valid_hardware(settings, catalog, detected_hardware)
     _check_stack(settings, catalog, hw)
     vid = _valid_variant(settings, catalog, hw)
     sid = _valid_strategy(settings, catalog, hw)

@@ -190,6 +190,17 @@ def test_a_refused_release_is_refused_like_one_below_the_floor(catalog):
     plan(catalog, KIMI_RECIPE="kimi-k2-thinking", KIMI_HARDWARE="h200", KIMI_VLLM_VERSION="0.12.0")  # its floor
 
 
+def test_the_issues_command_is_refused_without_any_other_setting():
+    """`KIMI_RECIPE=kimi-linear-48b-a3b-instruct KIMI_VLLM_VERSION=0.12.0 kimi-serve print`: the
+    window is checked first, so it is refused whatever else is (or is not) set, exit 2."""
+    out = subprocess.run([sys.executable, "-m", "entrypoint", "print", "--format", "json"], capture_output=True,
+                         text=True, timeout=120, env={"PATH": os.environ["PATH"], "KIMI_RECIPE": LINEAR,
+                                                      "KIMI_VLLM_VERSION": "0.12.0"})
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "refuses vLLM 0.12.0" in out.stderr and "known Kimi-Linear regression" in out.stderr
+    assert "use an image built on vLLM 0.19.1, 0.32.0, 0.33.0" in out.stderr
+
+
 def test_the_installed_vllm_is_held_to_the_same_window(catalog):
     from entrypoint.app import compose
     from entrypoint.core.settings import read_settings
