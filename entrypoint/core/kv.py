@@ -28,7 +28,7 @@ from entrypoint.core import errors as E
 from entrypoint.core.args import substitute, tag
 from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.net import url_host
-from entrypoint.core.plan import Plan, Process
+from entrypoint.core.plan import Kind, Plan, Port, Process, engine, service
 from entrypoint.core.record import Record
 from entrypoint.core.select import Selection, version_key
 from entrypoint.core.vllm_cli import dedupe, spec_for, values
@@ -209,12 +209,10 @@ def _file_text(obj) -> str:
 
 
 def _with_kv(proc: Process, sel: Selection, source: str, args, env: Mapping[str, str], lookup,
-             files: Optional[Dict[str, str]] = None, **changes) -> Process:
+             files: Optional[Dict[str, str]] = None, role: Optional[str] = None, rank: Optional[int] = None) -> Process:
     """`proc` with `args` appended last (last-wins by vLLM's grammar) and `env` after the strategy's."""
     spec = spec_for(sel.vllm_version)
-    program = list(proc.argv[:3])
-    tagged = [(t, "plan") for t in proc.argv[3:]] + tag(source, [substitute(a, lookup) for a in args])
-    argv = tuple(program + [t for t, _ in dedupe(tagged, spec)])
+    tagged = [(t, "plan") for t in proc.args] + tag(source, [substitute(a, lookup) for a in args])
     new_env = dict(proc.env)
     provenance = dict(proc.provenance)
     for key, value in env.items():
@@ -224,23 +222,25 @@ def _with_kv(proc: Process, sel: Selection, source: str, args, env: Mapping[str,
     for tok in args:
         if tok.startswith("-"):
             provenance[tok.split("=", 1)[0]] = source
-    return dataclasses.replace(proc, argv=argv, env=new_env, provenance=provenance,
-                               files={**proc.files, **(files or {})}, **changes)
+    return engine(proc.role if role is None else role, proc.rank if rank is None else rank, proc.model,
+                  [t for t, _ in dedupe(tagged, spec)], new_env, provenance, spec, {**proc.files, **(files or {})})
 
 
-def _helper(role: str, argv, port: int, files: Optional[Dict[str, str]] = None) -> Process:
+def _helper(kind: Kind, role: str, argv, ports: Dict[Port, int], port: int,
+            files: Optional[Dict[str, str]] = None) -> Process:
     """A process beside the engines: no GPU, a TCP port (not vLLM's HTTP API), maybe a file."""
-    return Process(role=role, rank=0, argv=tuple(argv), env={}, provenance={}, local_gpus=0, port=port,
-                   serves_http=False, files=dict(files or {}))
+    return service(kind, role, argv, ports, port, files=files)
 
 
 def _option_plan(choice: KvChoice, opt: Record, plan: Plan, sel: Selection) -> Tuple[Process, ...]:
     source = f"kv_offload:{choice.id}"
     lookup = _lookup(choice, sel, {})
-    procs = [_with_kv(p, sel, source, opt.args, opt.env, lookup) for p in plan.processes]
+    procs = [_with_kv(p, sel, source, opt.args, opt.env, lookup) if p.is_engine else p for p in plan.processes]
     if opt.companion is not None:
         companion = opt.companion
-        procs.append(_helper(companion.role, [*companion.argv, *companion.bind_args], companion.ports["mp"]))
+        procs.append(_helper(Kind.KV_SERVER, companion.role, [*companion.argv, *companion.bind_args],
+                             {Port.KV_RPC: companion.ports["mp"], Port.SERVICE: companion.ports["http"]},
+                             companion.ports["mp"]))
     return tuple(procs)
 
 
@@ -248,14 +248,15 @@ def _store_front(choice: KvChoice, store: Record, sel: Selection, files_dir: str
     """master (+ store) and the placeholders their files add."""
     vllm_path = posixpath.join(files_dir, store.vllm_config.file)
     extra = {"MOONCAKE_CONFIG_PATH": vllm_path}
-    front = [_helper("master", store.master.argv, store.master.port)]
+    front = [_helper(Kind.KV_MASTER, "master", store.master.argv, {Port.MASTER_RPC: store.master.port},
+                     store.master.port)]
     if store.store is not None:
         store_path = posixpath.join(files_dir, store.store.file)
         extra["MOONCAKE_STORE_CONFIG_PATH"] = store_path
         lookup = _lookup(choice, sel, extra)
         content = _filled({**store.store.config, **store.store.start_config}, lookup)
-        front.append(_helper("store", _filled(store.store.argv, lookup), store.store.port,
-                             {store_path: _file_text(content)}))
+        front.append(_helper(Kind.KV_STORE, "store", _filled(store.store.argv, lookup),
+                             {Port.SERVICE: store.store.port}, store.store.port, {store_path: _file_text(content)}))
     return front, extra
 
 
@@ -268,7 +269,7 @@ def _store_plan(choice: KvChoice, store: Record, plan: Plan, sel: Selection, cat
     lookup = _lookup(choice, sel, extra)
     vllm_files = {extra["MOONCAKE_CONFIG_PATH"]: _file_text(_filled(store.vllm_config.template, lookup))}
     if deploy_type == "pd_cluster":
-        procs = [p if p.role == "router" else
+        procs = [p if not p.is_engine else
                  _with_kv(p, sel, source, store.pd[p.role], store.vllm.env, lookup, vllm_files)
                  for p in plan.processes]
         return tuple(front + procs)
@@ -296,8 +297,8 @@ def _router(choice: KvChoice, router: Record, instances: List[Process], sel: Sel
     host = _lookup(choice, sel, {})("ROUTER_HOST")
     argv = [router.program, "--policy", router.policy, router.workers_arg, *urls,
             "--host", host, "--port", str(router_port), *router.args]
-    return Process(role="router", rank=0, argv=tuple(argv), env={}, provenance={"--policy": f"kv_store:{choice.id}"},
-                   local_gpus=0, port=router_port, serves_http=True)
+    return service(Kind.ROUTER, "router", argv, {Port.HTTP: router_port}, router_port,
+                   provenance={"--policy": f"kv_store:{choice.id}"})
 
 
 def compose(sel: Selection, cat, choice: KvChoice, directory: Optional[str] = None) -> Plan:
@@ -344,7 +345,7 @@ def this_process(plan: Plan, sel: Selection, choice: KvChoice) -> Process:
 
 def engine_needs(choice: Optional[KvChoice], proc: Process) -> Tuple[str, ...]:
     """The Python packages a vLLM process of this KV choice imports for its connector."""
-    if choice is None or proc.argv[:2] != ("vllm", "serve"):
+    if choice is None or not proc.is_engine:
         return ()
     data = load_kv()
     entry = data.stores[choice.id] if choice.store else data.options[choice.id]

@@ -360,7 +360,7 @@ def with_ready_timeout(plan, budget_s: int, spec):
         return plan
     procs = []
     for proc in plan.processes:
-        if proc.role == "router":
+        if not proc.is_engine:  # vLLM's environment is an engine's alone
             procs.append(proc)
             continue
         recipe_s = proc.env.get(name, "")
@@ -372,11 +372,9 @@ def with_ready_timeout(plan, budget_s: int, spec):
     return replace(plan, processes=tuple(procs))
 
 
-def _in_use(argv: Sequence[str], spec, data) -> str:
+def _in_use(proc, data) -> str:
     """The loader id the process's arguments load with (vLLM's default when none is given)."""
-    from entrypoint.core.vllm_cli import values
-
-    fmt = values(list(argv[1:]), spec).get("load_format")
+    fmt = proc.vllm.load_format if proc.vllm is not None else None
     return _loader_id(str(fmt).lower(), data) or data.vllm_default if fmt else data.vllm_default
 
 
@@ -394,7 +392,7 @@ def load_report(plan, catalog, proc, spec, vllm_version: str, decision: Optional
     size = checkpoint_gb(catalog.recipe.id, plan.variant, plan.vram_minimum_gb, data)
     share = node_share_gb(size, plan.pools)
     sample = storage.sample_gbps if storage else None
-    used = _in_use(proc.argv, spec, data)
+    used = _in_use(proc, data)
     used_s, basis = expected_load_s(share, used, kind, sample, data)
     brand = catalog.hardware[plan.hardware].brand
     best, why = best_loader(kind, vllm_version, data, storage.installed if storage else None, brand)

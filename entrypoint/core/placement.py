@@ -95,21 +95,11 @@ def _gpus(proc: Process) -> Optional[Tuple[int, ...]]:
     return tuple(range(proc.local_gpus)) if proc.local_gpus else ()
 
 
-def _ports(proc: Process, found: Dict[str, object]) -> List[int]:
-    ports = [proc.port] if proc.port else []
-    if proc.rank == 0 and str(found.get("data_parallel_rpc_port", "")).isdigit():
-        ports.append(int(found["data_parallel_rpc_port"]))  # the pool's DP head listens on it
-    ports += [int(v) for k, v in proc.env.items() if k.endswith("_PORT") and str(v).isdigit()]
-    return ports
-
-
-def check_one_host(plan: Plan, spec) -> None:
+def check_one_host(plan: Plan) -> None:
     """Every process of the plan on one host (a Compose file): no two listen on one port."""
-    from entrypoint.core.vllm_cli import values
-
     owner: Dict[int, Process] = {}
     for proc in plan.processes:
-        for port in _ports(proc, values(proc.argv[2:], spec) if proc.role != "router" else {}):
+        for port in proc.listens:
             other = owner.setdefault(port, proc)
             if other is not proc:
                 raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} and {other.role} rank "
@@ -117,9 +107,7 @@ def check_one_host(plan: Plan, spec) -> None:
                                 "runs on. Give them different ports (KIMI_ROUTER_PORT, KIMI_*_DP_RPC_PORT).")
 
 
-def check_node_fit(plan: Plan, gpu_count: int, settings: Settings, spec) -> None:
-    from entrypoint.core.vllm_cli import values
-
+def check_node_fit(plan: Plan, gpu_count: int, settings: Settings) -> None:
     for proc in plan.processes:
         if proc.local_gpus > gpu_count:
             raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} needs {proc.local_gpus} GPUs "
@@ -128,7 +116,7 @@ def check_node_fit(plan: Plan, gpu_count: int, settings: Settings, spec) -> None
                             "span nodes with a multi-node strategy (`kimi-serve list`).")
     seen: Dict[str, List[Tuple[Process, Tuple[int, ...], List[int]]]] = {}
     for proc in plan.processes:
-        ports = _ports(proc, values(proc.argv[2:], spec) if proc.role != "router" else {})
+        ports = proc.listens
         twice = sorted({p for p in ports if ports.count(p) > 1})
         if twice:
             raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} would listen twice on port "

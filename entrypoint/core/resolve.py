@@ -14,11 +14,11 @@ from typing import Dict, List, Tuple
 from entrypoint.core import errors as E
 from entrypoint.core.args import Tagged, substitute, tag
 from entrypoint.core.errors import KimiError
-from entrypoint.core.plan import Plan, Pool, Process
+from entrypoint.core.plan import Kind, Plan, Pool, Port, Process, engine, service
 from entrypoint.core.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.record import Record
 from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported, version_key
-from entrypoint.core.vllm_cli import dedupe, int_value, spec_for, values
+from entrypoint.core.vllm_cli import dedupe, engine_args, spec_for
 from entrypoint.core.net import url_host
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
@@ -194,7 +194,7 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
     layers += feat_env
     if ctx.profile is not None:
         layers.append((f"profile:{sel.profile}", ctx.profile.env))
-        tp = int_value(values([a for a, _ in args], ctx.spec), "tensor_parallel_size", 1)
+        tp = engine_args([a for a, _ in args], ctx.spec).tensor_parallel
         for limit, extra in sorted(ctx.profile.env_when_tp_below.items()):
             if tp < limit:
                 layers.append((f"profile:{sel.profile} (TP {tp} < {limit})", extra))
@@ -309,9 +309,10 @@ def _placeholder_lookup(sel: Selection):
 
 def _finish(ctx: _Ctx, role: str, rank: int, program: List[str], args: Tagged, env: Dict[str, str],
             env_origin: Dict[str, str]) -> Process:
+    """The typed process: a vLLM engine of the selection's model (`program` empty), or the router."""
     lookup = _placeholder_lookup(ctx.sel)
     # Placeholders live in recipe data only: user and settings values pass through untouched.
-    argv = tuple(program + [a if source in ("user", "settings") else substitute(a, lookup) for a, source in args])
+    words = tuple(a if source in ("user", "settings") else substitute(a, lookup) for a, source in args)
     final_env = {k: substitute(v, lookup) for k, v in env.items()}
     provenance: Dict[str, str] = {}
     for tok, source in args:
@@ -321,33 +322,9 @@ def _finish(ctx: _Ctx, role: str, rank: int, program: List[str], args: Tagged, e
         if key in final_env:
             provenance[key] = source
     if role == "router":
-        found = {}
-        serves, gpus = True, 0
         port = int(ctx.sel.values.get("ROUTER_PORT", "8000"))
-    else:
-        found = values(argv[len(program):], ctx.spec)
-        serves = not found.get("headless")
-        gpus = gpus_needed(found)
-        port = int_value(found, "port", 8000) if serves else None
-    return Process(role=role, rank=rank, argv=argv, env=final_env, provenance=provenance,
-                   local_gpus=gpus, port=port, serves_http=serves)
-
-
-def world_size(found: Dict[str, object]) -> int:
-    """GPUs one vLLM deployment spans: TP x PP x DP, from vLLM's effective arguments."""
-    return (int_value(found, "tensor_parallel_size", 1) * int_value(found, "pipeline_parallel_size", 1)
-            * int_value(found, "data_parallel_size", 1))
-
-
-def gpus_needed(found: Dict[str, object]) -> int:
-    """GPUs one vLLM process needs visible on its node: TP x PP x local DP, split over --nnodes."""
-    tp, pp = int_value(found, "tensor_parallel_size", 1), int_value(found, "pipeline_parallel_size", 1)
-    dp_local = int_value(found, "data_parallel_size_local", 0) or int_value(found, "data_parallel_size", 1)
-    return max(1, tp * pp * dp_local // max(1, int_value(found, "nnodes", 1)))
-
-
-def _vllm_program(sel: Selection) -> List[str]:
-    return ["vllm", "serve", sel.model]
+        return service(Kind.ROUTER, role, (*program, *words), {Port.HTTP: port}, port, final_env, provenance)
+    return engine(role, rank, ctx.sel.model, words, final_env, provenance, ctx.spec)
 
 
 def _plain_processes(ctx: _Ctx) -> List[Process]:
@@ -365,7 +342,7 @@ def _plain_processes(ctx: _Ctx) -> List[Process]:
             role = "single"
         strategy_args = tag("strategy", [*strat.vllm_args, *flags])
         args, env, origin = _compose_vllm(ctx, strategy_args, env_layers, None, own_port=True)
-        procs.append(_finish(ctx, role, rank, _vllm_program(sel), args, env, origin))
+        procs.append(_finish(ctx, role, rank, [], args, env, origin))
     return procs
 
 
@@ -388,7 +365,7 @@ def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> Process:
     if pool.parallelism == "dep" and k > 0:  # each DEP node binds its own NIXL side channel
         head, own = f"${pool.role.upper()}_NODE_1", f"${pool.role.upper()}_NODE_{k + 1}"
         env = {key: (own if value == head else value) for key, value in env.items()}
-    return _finish(ctx, pool.role, k, _vllm_program(sel), args, env, origin)
+    return _finish(ctx, pool.role, k, [], args, env, origin)
 
 
 def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, Process]) -> Process:
@@ -442,7 +419,7 @@ def _pools(ctx: _Ctx, processes: List[Process]) -> List[Pool]:
     names = ("prefill", "decode") if ctx.strategy.deploy_type == "pd_cluster" else ("single", "head")
     for proc in processes:
         if proc.role in names and proc.rank == 0:
-            gpus = world_size(values(proc.argv[3:], ctx.spec))
+            gpus = proc.vllm.world_size
             pool = getattr(ctx.sel, proc.role, None) if proc.role in ("prefill", "decode") else None
             out.append(Pool(name=proc.role if pool is not None else "deployment",
                             nodes=pool.nodes if pool is not None else ctx.sel.nodes, gpus=gpus,
@@ -489,11 +466,10 @@ def _check_parallel_sizes(ctx: _Ctx, processes: List[Process]) -> None:
     """vLLM's own rule (ParallelConfig): the decode context parallel size divides the tensor
     parallel size. The site renders K2-Instruct's tp_pp override against it on 4-GPU trays."""
     for proc in processes:
-        if proc.role == "router":
+        if not proc.is_engine:
             continue
-        found = values(proc.argv[3:], ctx.spec)
-        dcp = int_value(found, "decode_context_parallel_size", 1)
-        tp = int_value(found, "tensor_parallel_size", 1)
+        dcp = proc.vllm.number("decode_context_parallel_size", 1)
+        tp = proc.vllm.tensor_parallel
         if dcp > 1 and tp % dcp:
             raise KimiError(E.UNSUPPORTED_COMBINATION, f"--decode-context-parallel-size {dcp} does not divide "
                             f"--tensor-parallel-size {tp} ({proc.role} of {ctx.sel.strategy} on {ctx.sel.hardware}); "
@@ -506,9 +482,9 @@ def _check_profile_args(ctx: _Ctx, processes: List[Process]) -> None:
     if prof is None:
         return
     for proc in processes:
-        if proc.role == "router":
+        if not proc.is_engine:
             continue
-        found = values(proc.argv[3:], ctx.spec)
+        found = proc.vllm.found
         for flag in prof.forbidden_args:
             if ctx.spec.lookup(flag)[0].dest in found:
                 raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_PROFILE={pid} does not support {flag} "
