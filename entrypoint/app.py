@@ -65,11 +65,8 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
 
         decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
                                   "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
-        selection = replace(selection, load_args=tuple(selection.load_args) + decision.args)
     choice = kv.choose(settings, hostname=socket.gethostname())
-    plan = kv.compose(selection, catalog, choice) if choice else resolve(selection, catalog)
-    if decision is not None:
-        plan = loading.with_ready_timeout(plan, loading.launch_budget_s(plan, catalog, decision), spec)
+    plan = resolve(selection, catalog, kv=choice, load=decision)  # the one composition (docs/composition.md)
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice)

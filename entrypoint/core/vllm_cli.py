@@ -249,16 +249,23 @@ def _check_choices(unit: Unit, spec: Spec) -> None:
                          f"{', '.join(opt.choices)}.{hint}", unit.source)
 
 
-def dedupe(tokens: Tagged, spec: Spec) -> Tagged:
-    """The last unit of each destination wins, in its position: `-tp 4` replaces
-    `--tensor-parallel-size 8`, `--no-enable-prefix-caching` replaces `--enable-prefix-caching`, a
-    list option's new list replaces the old one whole. Repeatable options (`append`) and
-    `--opt.key` settings accumulate; positionals are kept."""
+def check(tokens: Tagged, spec: Spec) -> List[Unit]:
+    """`tokens` as vLLM's parser reads them, or the KimiError (exit 2) it would stop with: an
+    unknown option, a bad choice, a missing value, a stray positional."""
     units = parse(tokens, spec)
     for unit in units:  # the model is vLLM's one positional and it is not among these args
         if unit.option is None:
             raise _error(f"{unit.tokens[0][0]!r} is neither an option of `vllm serve` nor the value of one in vLLM "
                          f"{spec.version} (vLLM would stop: unrecognized arguments)", unit.source)
+    return units
+
+
+def dedupe(tokens: Tagged, spec: Spec) -> Tagged:
+    """The last unit of each destination wins, in its position: `-tp 4` replaces
+    `--tensor-parallel-size 8`, `--no-enable-prefix-caching` replaces `--enable-prefix-caching`, a
+    list option's new list replaces the old one whole. Repeatable options (`append`) and
+    `--opt.key` settings accumulate; positionals are kept."""
+    units = check(tokens, spec)
     last: Dict[str, int] = {}
     for idx, unit in enumerate(units):
         if unit.option is not None and not unit.option.accumulates and not unit.dotted:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from fnmatch import fnmatch
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional
 
 from entrypoint.core.plan import Plan
 
