@@ -49,8 +49,9 @@ class Launch:
 
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
             detected_vllm: Optional[str] = None, storage=None) -> Launch:
-    """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names). `storage`: the
-    node's weights volume (entrypoint.core.loading.StorageFacts), for KIMI_LOAD_FORMAT other than `recipe`."""
+    """The pure part: settings -> selection (once) -> plan (of the recipe KIMI_RECIPE names). `storage`:
+    the node's weights volume (entrypoint.core.loading.StorageFacts), for KIMI_LOAD_FORMAT other than
+    `recipe`; or a function of the selected model that probes it (the node's, at a start)."""
     from entrypoint.core import placement
     from entrypoint.core.vllm_cli import spec_for
 
@@ -63,6 +64,8 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     if settings.load_format != "recipe":
         from entrypoint.core import loading
 
+        if callable(storage):
+            storage = storage(selection.model)
         decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
                                   "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
     choice = kv.choose(settings, hostname=socket.gethostname())
@@ -139,10 +142,9 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
         from entrypoint.node.detect import installed_vllm_version
 
         vllm = installed_vllm_version()
-    storage = None
-    if settings.load_format != "recipe":  # the volume the weights are read from decides `auto`, and the budget
-        model = select(settings, with_recipe(load_catalog(), settings.recipe), detected, vllm).model
-        storage = weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
+    def storage(model: str):  # the volume the weights are read from decides `auto`, and the budget
+        return weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
+
     return _checked(replace(compose(settings, detected, detected_vllm=vllm, storage=storage), platform=platform))
 
 
@@ -308,7 +310,8 @@ def diagnose(environ: Mapping[str, str]) -> dict:
     report["launch"] = {"recipe": launch.plan.recipe, "model": launch.plan.model,
                         "hardware": launch.plan.hardware, "variant": launch.plan.variant,
                         "strategy": launch.plan.strategy, "nodes": launch.plan.nodes, "role": proc.role,
-                        "rank": proc.rank, "local_gpus": proc.local_gpus, "port": proc.port}
+                        "kind": proc.kind.value, "rank": proc.rank, "local_gpus": proc.local_gpus,
+                        "port": proc.port, "ports": {p.value: n for p, n in proc.ports.items()}}
     proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))
     report["checks"] = [r.as_dict() for r in results]
     return report

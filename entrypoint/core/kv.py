@@ -314,7 +314,7 @@ def this_process(plan: Plan, sel: Selection, choice: KvChoice) -> Process:
     if role not in roles:
         raise KimiError(E.INVALID_VALUE, f"KIMI_ROLE={role} is not a process of this deployment; its roles: "
                         f"{', '.join(roles)}.")
-    rank = sel.node_rank if role in ("instance", "prefill", "decode", "head", "worker", "single") else 0
+    rank = sel.node_rank if any(p.is_engine for p in plan.processes if p.role == role) else 0  # engines have ranks
     proc = plan.find(role, rank)
     if proc is None:
         count = sum(1 for p in plan.processes if p.role == role)

@@ -1,6 +1,10 @@
-"""The launch plan: every process of a deployment, with argv, env and where each piece came from.
+"""The launch plan: every process of a deployment, typed, with argv, env and where each piece came from.
 
-A Plan is what the pure resolver returns; renderers, preflight and exec only read it.
+A Plan is what the pure resolver returns; renderers, preflight and exec only read it. Each process
+knows what it is (`Kind`), its program and arguments, its ports by purpose and, for a vLLM engine,
+its effective vLLM arguments (`vllm_cli.EngineArgs`, parsed once when it is made: `engine`); the
+deployment's facts (engines, GPUs, TP, served name, tokenizer) are the Plan's. No reader slices or
+re-parses argv (tests/architecture/test_typed_plan.py).
 """
 
 from __future__ import annotations

@@ -624,7 +624,7 @@ def this_process(plan: Plan, sel: Selection) -> Process:
     if sel.role is None:
         raise KimiError(E.MISSING_SETTING, "KIMI_ROLE is required to launch a pd_cluster process: prefill, decode "
                         "or router (`kimi-serve plan` shows all of them).")
-    rank = 0 if sel.role == "router" else sel.node_rank
+    rank = sel.node_rank if any(p.is_engine for p in plan.processes if p.role == sel.role) else 0
     proc = plan.find(sel.role, rank)
     if proc is None:
         pool = sel.prefill if sel.role == "prefill" else sel.decode

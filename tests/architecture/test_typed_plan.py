@@ -44,6 +44,28 @@ def _grammar_imports(path: Path) -> list:
     return found
 
 
+# The serialised names of the processes that are not vLLM engines: a kind, not a role, says what a process is.
+HELPER_ROLES = {"router", "master", "store", "lmcache"}
+
+
+def _role_kind_tests(path: Path) -> list:
+    """`x.role == "router"` / `x.role in ("router", ...)` and friends: line numbers."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "role"):
+            continue
+        for right in node.comparators:
+            words = [right] if isinstance(right, ast.Constant) else getattr(right, "elts", [])
+            if any(isinstance(w, ast.Constant) and w.value in HELPER_ROLES for w in words):
+                found.append(node.lineno)
+    return found
+
+
+def test_is_this_an_engine_is_asked_one_way():
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in CODE for line in _role_kind_tests(p)]
+    assert not found, "ask proc.is_engine / proc.kind, not the role's name:\n" + "\n".join(found)
+
+
 def test_no_module_but_the_parser_slices_argv():
     found = [f"{p.relative_to(ROOT)}:{line}" for p in CODE if p != PARSER for line in _argv_subscripts(p)]
     assert not found, "read Process.program / .args / .vllm instead of slicing argv:\n" + "\n".join(found)
@@ -62,4 +84,7 @@ def test_the_scans_are_live(tmp_path):
                        "a = proc.argv[3:]\nb = argv[:2]\nc = proc.argv[0]\nd = sys.argv[1:]\ne = proc.args[1:]\n")
     assert _argv_subscripts(planted) == [3, 4, 5]
     assert _grammar_imports(planted) == ["2: values"]
+    planted.write_text('a = p.role == "router"\nb = p.role in ("single", "master")\nc = p.role == "single"\n'
+                       'd = sel.role == role\n')
+    assert _role_kind_tests(planted) == [1, 2]
     assert CONSUMERS and PARSER in CODE and all(p.exists() for p in CONSUMERS)
