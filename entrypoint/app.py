@@ -59,7 +59,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     selection = select(settings, catalog, detected_hardware, detected_vllm)
     spec = spec_for(selection.vllm_version)
     placement.check_addresses(settings)
-    placement.check_user_args(selection.user_args, spec)
+    placement.check_user_args(selection.user)
     decision = None
     if settings.load_format != "recipe":
         from entrypoint.core import loading

@@ -25,13 +25,13 @@ from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from entrypoint.core import errors as E
-from entrypoint.core.args import substitute, tag
+from entrypoint.core.args import substitute
 from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.net import url_host
 from entrypoint.core.plan import Kind, Plan, Port, Process, service
 from entrypoint.core.record import Record
 from entrypoint.core.select import Selection, version_key
-from entrypoint.core.vllm_cli import spec_for, values
+
 
 # Env layers the option's env comes after (docs/composition.md: base, variant, strategy, placement).
 _BEFORE_OPTION = ("base", "variant", "variant hardware override", "strategy", "pool placement")
@@ -136,8 +136,7 @@ def _check_common(kid: str, entry: Record, sel: Selection, cat) -> None:
         raise _refuse(f"KIMI_KV_OFFLOAD={kid} needs vLLM >= {floor}, but the launch is for vLLM {sel.vllm_version} "
                       "(KIMI_VLLM_VERSION, or the image's vLLM). Run an image built on a newer vLLM (the default "
                       "tags).")
-    spec = spec_for(sel.vllm_version)
-    if "kv_transfer_config" in values(list(sel.user_args), spec):
+    if sel.user.get("kv_transfer_config") is not None:
         raise _refuse(f"KIMI_KV_OFFLOAD={kid} sets --kv-transfer-config, and the vLLM arguments (KIMI_EXTRA_ARGS or "
                       "container arguments) set it too. Keep one: remove it from the arguments, or unset "
                       "KIMI_KV_OFFLOAD.")

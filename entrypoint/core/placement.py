@@ -59,11 +59,10 @@ def check_addresses(settings: Settings) -> None:
                                 "10.0.0.1, node-1.cluster.local or fd00::1.")
 
 
-def check_user_args(user_args, spec) -> None:
-    """`--model` (in any spelling) among the vLLM args would silently lose to the model argument."""
-    from entrypoint.core.vllm_cli import values
-
-    given = values(user_args, spec).get("model")
+def check_user_args(user) -> None:
+    """`--model` (in any spelling) among the vLLM args (`user`: vllm_cli.EngineArgs) would silently
+    lose to the model argument."""
+    given = user.get("model")
     if given is not None:
         raise KimiError(E.INVALID_VALUE, f"the vLLM arguments give --model {str(given)[:80]!r}, but the model is "
                         f"{BY_NAME['model'].env}'s (vLLM would load the model argument and ignore --model). Set "
