@@ -64,6 +64,7 @@ class Selection(Choice):
     values: Mapping[str, str]  # placeholder name -> value (PREFILL_NODE_1, HEAD_IP, ...)
     load_args: tuple = ()  # how vLLM loads the model's source (object storage: --load-format ...)
     revision: Optional[str] = None  # KIMI_MODEL_REVISION: vLLM's --revision
+    user: object = None  # the user's vLLM args as the launched vLLM reads them (vllm_cli.EngineArgs), parsed once
     name: str = ""  # the rendered deployment's name: KIMI_NAME, else the recipe's deployment_name
 
     @property
@@ -425,6 +426,9 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
                             "(a local path can be written ./-name).")
     model = settings.model or model_id
     user_args = settings.vllm_user_args()
+    from entrypoint.core.vllm_cli import engine_args, spec_for
+
+    user = engine_args(user_args, spec_for(vllm_version))
     return Selection(
         hardware=hw, variant=vid, strategy=sid, features=features, profile=pid,
         nodes=nodes, node_rank=settings.node_rank, role=settings.role,
@@ -437,22 +441,22 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         skip_memory_check=settings.skip_memory_check,
         vllm_version=vllm_version,
         values=_placeholder_values(settings),
-        load_args=_load_args(model, user_args, vllm_version),
+        load_args=_load_args(model, user),
+        user=user,
         revision=settings.model_revision,
         name=settings.name or catalog.recipe.deployment_name,
     )
 
 
-def _load_args(model: str, user_args: tuple, vllm_version: str) -> tuple:
+def _load_args(model: str, user) -> tuple:
     """A model in object storage (s3://, gs://) is streamed by vLLM's object-storage loader."""
     if "://" not in model:
         return ()
     from entrypoint.core.platforms import load_platforms, model_source
-    from entrypoint.core.vllm_cli import spec_for, values
 
     model_source(model)  # a scheme vLLM cannot stream from is an error here
     wanted = load_platforms().object_storage.load_format
-    given = values(user_args, spec_for(vllm_version)).get("load_format")
+    given = user.get("load_format")
     if given is not None and given != wanted:
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_MODEL={model} is in object storage, which vLLM loads only "
                         f"with --load-format {wanted}, but the arguments give --load-format {given}. Remove it, or "
