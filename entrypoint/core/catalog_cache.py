@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from entrypoint.core.files import read_capped
 from entrypoint.core.record import FrozenDict, Record
@@ -60,9 +60,10 @@ def loads(text: str) -> Optional[Record]:
     return found if isinstance(found, Record) else None
 
 
-def cached(name: str, places: List[Path], validate: Callable[[], Record]) -> Record:
-    """The catalog from the first of `places` holding `name`, else `validate()` written to the
-    first place that takes it (best effort: an unwritable place is skipped)."""
+def cached(name: str, places: List[Path], validate: Callable[[], Union[Record, Dict[str, Record]]]) -> Record:
+    """The catalog (or the part of it) from the first of `places` holding `name`, else
+    `validate()` (one record, or every part by file name) written to the first place that takes
+    them all (best effort: an unwritable place is skipped), and the one named returned."""
     for place in places:
         try:
             data = read_capped(place / name, MAX_BYTES)  # a FIFO planted there is skipped, not waited on
@@ -71,18 +72,20 @@ def cached(name: str, places: List[Path], validate: Callable[[], Record]) -> Rec
             continue
         if found is not None:
             return found
-    catalog = validate()
+    parts = validate()
+    parts = parts if isinstance(parts, dict) else {name: parts}
     try:
-        text = dumps(catalog)
+        texts = {part: dumps(record) for part, record in parts.items()}
     except TypeError:
-        return catalog
+        return parts[name]
     for place in places:
         try:
             place.mkdir(parents=True, exist_ok=True)
-            tmp = place / f".{name}.{os.getpid()}"
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, place / name)
+            for part, text in texts.items():
+                tmp = place / f".{part}.{os.getpid()}"
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, place / part)
             break
         except OSError:
             continue
-    return catalog
+    return parts[name]

@@ -43,3 +43,113 @@ def read_text_capped(path, max_bytes: int) -> str:
     if len(data) > max_bytes:
         raise OSError(errno.EFBIG, f"larger than {max_bytes} bytes", os.fsdecode(path))
     return data.decode("utf-8", "replace")
+
+
+class DataFileError(ValueError):
+    """A data file kimi-serve reads cannot be used; str() is one line that names the file."""
+
+
+def _yaml_loader():
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where libyaml is there
+
+
+def _check_yaml_shape(data: bytes, where: str, max_depth: int, max_nodes: int):
+    """The YAML's node graph, after two bounds: nesting depth (read from the event stream, which
+    the parser produces without recursion), and the node count with every alias expanded
+    (counted on the graph, where an alias is one shared node: "billion laughs" is refused before
+    anything walks the expansion). A recursive alias is refused too."""
+    import yaml
+
+    loader_cls = _yaml_loader()
+    depth = 0
+    for event in yaml.parse(data, Loader=loader_cls):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > max_depth:
+                raise DataFileError(f"{where}: nests deeper than {max_depth} levels")
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+    loader = loader_cls(data)
+    try:
+        node = loader.get_single_node()
+        sizes: dict = {}
+
+        def size(n) -> int:  # iterative post-order: no Python recursion on any input
+            stack = [(n, False)]
+            while stack:
+                cur, done = stack.pop()
+                key = id(cur)
+                if key in sizes and sizes[key] is not None:
+                    continue
+                children = ([c for pair in cur.value for c in pair] if isinstance(cur, yaml.MappingNode)
+                            else list(cur.value) if isinstance(cur, yaml.SequenceNode) else [])
+                if done:
+                    total = 1 + sum(sizes[id(c)] for c in children)
+                    if total > max_nodes:
+                        raise DataFileError(f"{where}: more than {max_nodes} values once its aliases are "
+                                            "expanded (YAML anchors and aliases are bounded)")
+                    sizes[key] = total
+                    continue
+                if key in sizes:  # entered, not finished: the alias points into itself
+                    raise DataFileError(f"{where}: a YAML alias refers to the value that contains it")
+                sizes[key] = None
+                stack.append((cur, True))
+                stack.extend((c, False) for c in children)
+            return sizes[id(n)]
+
+        if node is not None:
+            size(node)
+        return loader, node
+    except BaseException:
+        loader.dispose()
+        raise
+
+
+def parse_yaml(data: bytes, where: str, max_depth: int, max_nodes: int):
+    """YAML text as Python data (the safe loader), bounded in depth and in expanded size; a
+    DataFileError (one line, naming `where`) for anything that is not well-formed or too big."""
+    import yaml
+
+    try:
+        loader, node = _check_yaml_shape(data, where, max_depth, max_nodes)
+        try:
+            return None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise DataFileError(f"{where}: not valid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise DataFileError(f"{where}: nests too deep to read") from None
+
+
+def parse_json(data: bytes, where: str):
+    """JSON as Python data; a DataFileError (one line, naming `where`) otherwise."""
+    import json
+
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise DataFileError(f"{where}: nests too deep to read") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise DataFileError(f"{where}: not valid JSON: {str(exc).splitlines()[0]}") from None
+
+
+def read_data(path, max_bytes: int, max_depth: int, max_nodes: int):
+    """One data file (YAML, or JSON for *.json) read the one way: a regular file (a FIFO, a
+    device or a directory is refused, not waited on), at most `max_bytes`, bounded in depth and
+    in size; DataFileError with one line naming the file otherwise."""
+    where = os.fsdecode(path)
+    try:
+        data = read_capped(path, max_bytes)
+    except OSError as exc:
+        raise DataFileError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:
+        raise DataFileError(f"{where}: larger than {max_bytes} bytes")
+    if where.endswith(".json"):
+        return parse_json(data, where)
+    return parse_yaml(data, where, max_depth, max_nodes)

@@ -34,6 +34,11 @@ MAX_CONFIG_BYTES = 1024 * 1024  # a KIMI_CONFIG TOML file: a few dozen keys fit 
 MAX_CONFIG_DEPTH = 4  # TOML nesting: a list of strings is depth 2; nothing we read is deeper
 MAX_BATCH_LINE_BYTES = 1024 * 1024  # one `plan --batch` line: one object of KIMI_* variables
 MAX_DATA_FILE_BYTES = 16 * 1024 * 1024  # one recipe data file (KIMI_RECIPES_DIR): the largest is ~40 KB
+# The structure of one data file (YAML or JSON): the deepest recipe key is 7 levels down; the largest
+# file (a vLLM grammar) holds ~15k values. Aliases are counted expanded ("billion laughs": a few
+# hundred bytes of anchors that expand to 10^9 values are refused before anything walks them).
+MAX_DATA_DEPTH = 32
+MAX_DATA_NODES = 1_000_000
 MAX_KEY_FILE_BYTES = 64 * 1024  # a credentials file (a GCS service-account key is ~2.3 KB)
 MAX_NODE_FILE_BYTES = 1024 * 1024  # one /proc or /sys file, a hub ref: /proc/mounts of a busy node is ~100 KB
 

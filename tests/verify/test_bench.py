@@ -67,7 +67,7 @@ def _edited(tmp_path: Path, edit) -> Path:
 @pytest.mark.parametrize("edit, complaint", [
     (lambda d: d["references"][0].update(hardware="h201"), "unknown hardware 'h201'"),
     (lambda d: d["references"][0].update(variant="fp2"), "unknown variant 'fp2'"),
-    (lambda d: d["references"][0].update(recipe="kimi-k9"), "no recipe 'kimi-k9'"),
+    (lambda d: d["references"][0].update(recipe="kimi-k9"), "unknown recipe 'kimi-k9'"),
     (lambda d: d["references"][0].update(workload="2k2k"), "workloads named but not defined: 2k2k"),
     (lambda d: d["references"][0].update(colour="red"), "colour"),
     (lambda d: d["references"][0]["points"].append({"concurrency": 4, "output_tokens_per_s_per_gpu": 1}),
