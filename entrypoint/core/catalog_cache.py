@@ -11,11 +11,10 @@ scalars: unlike a pickle, a file planted in a cache directory cannot run code.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from entrypoint.core.files import read_capped
+from entrypoint.core.files import read_capped, write_file
 from entrypoint.core.record import FrozenDict, Record
 
 FORMAT = 1  # bump when the encoding changes: an old file is then ignored (a new name)
@@ -82,9 +81,7 @@ def cached(name: str, places: List[Path], validate: Callable[[], Union[Record, D
         try:
             place.mkdir(parents=True, exist_ok=True)
             for part, text in texts.items():
-                tmp = place / f".{part}.{os.getpid()}"
-                tmp.write_text(text, encoding="utf-8")
-                os.replace(tmp, place / part)
+                write_file(place / part, text)
             break
         except OSError:
             continue

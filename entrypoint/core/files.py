@@ -21,10 +21,7 @@ def read_capped(path, max_bytes: int) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
-                    if stat.S_ISSOCK(mode) else "not a regular file")
-            raise OSError(errno.EINVAL, f"{kind}, not a regular file", os.fsdecode(path))
+            raise OSError(errno.EINVAL, f"{kind_of(mode)}, not a regular file", os.fsdecode(path))
         chunks, left = [], max_bytes + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))
@@ -153,3 +150,120 @@ def read_data(path, max_bytes: int, max_depth: int, max_nodes: int):
     if where.endswith(".json"):
         return parse_json(data, where)
     return parse_yaml(data, where, max_depth, max_nodes)
+
+
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular file is, for a message."""
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+class Walk:
+    """What a bounded search of a directory tree found: the regular files matching (path, size),
+    the matching names that are not regular files (path, what they are: a FIFO, a device, a link
+    loop...), and why the search stopped early ("" when it saw everything)."""
+
+    def __init__(self):
+        self.files: list = []
+        self.odd: list = []
+        self.stopped = ""
+
+    def problem(self) -> str:
+        """The first matching name that cannot be read as a file, for a message ("" if none)."""
+        if not self.odd:
+            return ""
+        path, what = self.odd[0]
+        more = f" (and {len(self.odd) - 1} more)" if len(self.odd) > 1 else ""
+        return f"{path} is {what}, not a regular file{more}"
+
+
+def walk_files(root, suffix: str, max_entries: int, max_depth: int, deadline_s: float,
+               first: int = 0) -> Walk:
+    """The files under `root` whose names end in `suffix`, found without following links to
+    directories (a link loop cannot hold it), at most `max_depth` levels down, `max_entries`
+    directory entries looked at and `deadline_s` seconds (a slow network volume); with `first`,
+    it stops once that many regular files are found. A file link is followed (the Hugging Face
+    cache's snapshots link to its blobs) and must end at a regular file."""
+    import time
+
+    found = Walk()
+    end = time.monotonic() + deadline_s
+    seen = 0
+    pending = [(os.fspath(root), 0)]
+    while pending:
+        directory, depth = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > max_entries:
+                        found.stopped = f"more than {max_entries} entries under {os.fsdecode(root)}"
+                        return found
+                    if time.monotonic() > end:
+                        found.stopped = f"the search of {os.fsdecode(root)} passed {deadline_s:g} s"
+                        return found
+                    try:
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if is_dir:
+                        if depth + 1 <= max_depth:
+                            pending.append((entry.path, depth + 1))
+                        continue
+                    if not entry.name.endswith(suffix):
+                        continue
+                    try:
+                        info = os.stat(entry.path)
+                    except OSError as exc:
+                        what = "a link loop" if exc.errno == errno.ELOOP else \
+                            f"unreadable ({exc.strerror or exc})" if exc.errno != errno.ENOENT else "a dangling link"
+                        found.odd.append((entry.path, what))
+                        continue
+                    if stat.S_ISREG(info.st_mode):
+                        found.files.append((entry.path, info.st_size))
+                        if first and len(found.files) >= first:
+                            return found
+                    else:
+                        found.odd.append((entry.path, kind_of(info.st_mode)))
+        except OSError:
+            continue  # unreadable: the caller's access check says so
+    return found
+
+
+def open_regular(path, flags: int = 0) -> int:
+    """A descriptor of the regular file at `path`, opened without blocking (a FIFO would wait
+    for a writer for ever); OSError (EINVAL) for anything else."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"{kind_of(mode)}, not a regular file", os.fsdecode(path))
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_file(path, data, mode: int = 0o644) -> None:
+    """The one way kimi-serve writes a file: a new file beside `path` (created exclusively, never
+    through a link), written whole, then renamed over `path`. A link planted at `path` is
+    replaced, never followed, so nothing is written outside the directory asked for; a reader
+    never sees half a file. `data` is text (UTF-8) or bytes."""
+    import tempfile
+
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=folder)  # O_EXCL|O_NOFOLLOW
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

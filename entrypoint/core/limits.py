@@ -70,6 +70,12 @@ LOAD_SAMPLE_BYTES = 256 * 1024 * 1024
 LOAD_SAMPLE_BLOCK = 16 * 1024 * 1024  # one read: vLLM's loaders read in blocks of this order
 LOAD_SAMPLE_DEADLINE_S = 3.0  # a slow network volume stops here; what was read so far is the sample
 LOAD_SAMPLE_FILES = 512  # files looked at to find the sample's file (Kimi checkpoints have ~64 shards)
+# The search for a model's weights (a local KIMI_MODEL, the hub cache's snapshots): a checkpoint is
+# ~64 shards and a few dozen other files per snapshot, two levels down in the hub's layout. Links to
+# directories are not followed (no loop); a slow network volume stops at the deadline.
+MAX_WEIGHTS_ENTRIES = 65536
+MAX_WEIGHTS_DEPTH = 6
+WEIGHTS_SEARCH_DEADLINE_S = 5.0
 
 # --- bench and verify under load ---------------------------------------------------------------
 # Kimi's context is 256k tokens; a benchmark prompt or answer longer than that cannot be served.

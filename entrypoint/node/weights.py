@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, KimiError
+from entrypoint.core.files import write_file
 from entrypoint.core.mask import is_secret_name, mask_text
 from entrypoint.core.settings import env_flag, read_settings
 from entrypoint.core.weights import Source, exact_pattern, select_files
@@ -269,9 +270,7 @@ def _write_ref(hub: Path, source: Source, commit: str) -> None:
     ref = repo_dir(hub, source.repo_id) / "refs" / source.revision
     try:
         ref.parent.mkdir(parents=True, exist_ok=True)
-        tmp = ref.with_name(ref.name + ".tmp")
-        tmp.write_text(commit)
-        os.replace(tmp, ref)
+        write_file(ref, commit)  # the one writer: a link planted there is replaced, never followed
     except OSError:
         pass  # written even after a failed fetch (preflight then sees a partial snapshot); never hide that failure
 

@@ -25,6 +25,7 @@ from typing import Callable, List, Optional
 from entrypoint.core import limits
 from entrypoint.core.bench import ResultError, figures
 from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.files import write_file
 
 EXIT_FOUND_PROBLEMS = 1  # the sweep ran: some requests failed, the client failed, or time ran out
 EXIT_NO_PROGRAM = 127  # as a shell: the client program is not on PATH
@@ -157,14 +158,22 @@ def run_client(argv: List[str], deadline: float, progress: Callable[[int, int], 
 
 
 def read_result(path: Path) -> dict:
+    """The client's saved result: a regular file (a FIFO put there is refused, not waited on) of
+    at most MAX_BENCH_RESULT_BYTES, JSON (nesting bounded)."""
+    from entrypoint.core.files import read_capped
+
     try:
-        size = path.stat().st_size
-    except OSError:
+        data = read_capped(path, limits.MAX_BENCH_RESULT_BYTES)
+    except FileNotFoundError:
         raise ResultError(f"the client saved no result at {path}") from None
-    if size > limits.MAX_BENCH_RESULT_BYTES:
-        raise ResultError(f"{path} is {size} bytes, more than the {limits.MAX_BENCH_RESULT_BYTES} a result may be")
+    except OSError as error:
+        raise ResultError(f"the result {path} cannot be read ({error.strerror or error})") from None
+    if len(data) > limits.MAX_BENCH_RESULT_BYTES:
+        raise ResultError(f"{path} is more than the {limits.MAX_BENCH_RESULT_BYTES} bytes a result may be")
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(data)
+    except RecursionError:
+        raise ResultError(f"{path} nests too deep to be a result") from None
     except ValueError as error:
         raise ResultError(f"{path} is not JSON ({error})") from None
 
@@ -265,6 +274,6 @@ def run_bench(spec: Spec, *, workload_name: Optional[str], deployment, data, tim
             run["notes"].append("no charts: matplotlib is not installed (pip install 'kimi-serve[bench]')")
     summary = spec.output / bench_report.SUMMARY
     run["files"] += [str(summary), str(spec.output / bench_report.RESULTS)]
-    summary.write_text(bench_report.to_markdown(run))
-    (spec.output / bench_report.RESULTS).write_text(json.dumps(run, indent=2) + "\n")
+    write_file(summary, bench_report.to_markdown(run))  # the one writer: a link planted there is replaced
+    write_file(spec.output / bench_report.RESULTS, json.dumps(run, indent=2) + "\n")
     return run

@@ -156,3 +156,76 @@ def test_every_part_of_the_catalog_is_validated_once_and_read_from_the_cache(tmp
     (copy / "kv_offload.yaml").write_text((copy / "kv_offload.yaml").read_text() + "\n# a change\n")
     assert run_proc(["print"], env).code == 0  # validated again: a new digest
     assert len(list((copy / ".validated").iterdir())) == 8
+
+
+# ---------------------------------------------------------------- 2: bounded reads of the weights and their search
+
+SHARD = "model-00001-of-00001.safetensors"
+
+
+def _model_dir(tmp_path: Path, kind: str) -> Path:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    if kind == "fifo":
+        os.mkfifo(model / SHARD)
+    elif kind == "device":
+        (model / SHARD).symlink_to("/dev/zero")
+    elif kind == "link loop":
+        (model / SHARD).symlink_to(model / "model-00002-of-00002.safetensors")
+        (model / "model-00002-of-00002.safetensors").symlink_to(model / SHARD)
+    return model
+
+
+@pytest.mark.parametrize("kind, words", [("fifo", "is a FIFO (named pipe), not a regular file"),
+                                         ("device", "is a device, not a regular file"),
+                                         ("link loop", "is a link loop, not a regular file")])
+def test_a_weights_file_that_cannot_be_read_is_named_by_doctor_and_the_start(tmp_path, kind, words):
+    model = _model_dir(tmp_path, kind)
+    env = base_env(**H200, KIMI_MODEL=str(model), KIMI_CACHE_DIR=str(tmp_path / "cache"))
+    doctor = run_proc(["doctor"], env, timeout=60).assert_clean({1})
+    assert f"weights: {model / SHARD} {words}" in doctor.out, doctor.out
+    start = run_proc([], {**env, "KIMI_DRY_RUN": "1"}, timeout=60).assert_clean({0})  # a dry run reports
+    assert f"{model / SHARD} {words}" in start.err, start.err
+    ran = run_proc([], env, timeout=60).assert_clean({2})  # the start stops before vLLM would wait on it
+    assert f"cache: weights: {model / SHARD} {words}" in ran.err, ran.err
+
+
+def test_a_directory_link_loop_in_the_weights_is_not_followed(tmp_path):
+    model = _model_dir(tmp_path, "none")
+    (model / "loop").symlink_to(model)
+    (model / SHARD).write_bytes(b"\0" * 4096)
+    env = base_env(**H200, KIMI_MODEL=str(model), KIMI_CACHE_DIR=str(tmp_path / "cache"))
+    doctor = run_proc(["doctor"], env, timeout=60).assert_clean({0, 1})
+    assert f"weights present in {model}" in doctor.out and "sample 0 MiB" in doctor.out, doctor.out
+
+
+def test_the_weights_search_is_bounded_in_entries_and_depth(tmp_path):
+    from entrypoint.core.files import walk_files
+
+    deep = tmp_path
+    for i in range(10):
+        deep = deep / f"d{i}"
+    deep.mkdir(parents=True)
+    (deep / SHARD).write_bytes(b"x")
+    assert walk_files(tmp_path, ".safetensors", 1000, 6, 5.0).files == []  # 10 levels down: past the bound
+    assert len(walk_files(tmp_path, ".safetensors", 1000, 12, 5.0).files) == 1
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    for i in range(50):
+        (wide / f"f{i}").write_bytes(b"")
+    found = walk_files(wide, ".safetensors", 20, 6, 5.0)
+    assert found.files == [] and "more than 20 entries" in found.stopped
+    assert "passed 0 s" in walk_files(wide, ".safetensors", 1000, 6, 0.0).stopped
+
+
+def test_a_fifo_in_place_of_a_bench_result_is_refused(tmp_path):
+    from entrypoint.core.bench import ResultError
+    from entrypoint.verify.bench import read_result
+
+    os.mkfifo(tmp_path / "r.json")
+    with pytest.raises(ResultError, match="not a regular file"):
+        read_result(tmp_path / "r.json")
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ResultError, match="too deep|not JSON"):
+        read_result(tmp_path / "deep.json")
