@@ -26,6 +26,7 @@ from entrypoint.core import limits
 from entrypoint.core.bench import ResultError, figures
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.files import write_file
+from entrypoint.core.mask import mask_output
 
 EXIT_FOUND_PROBLEMS = 1  # the sweep ran: some requests failed, the client failed, or time ran out
 EXIT_NO_PROGRAM = 127  # as a shell: the client program is not on PATH
@@ -274,6 +275,7 @@ def run_bench(spec: Spec, *, workload_name: Optional[str], deployment, data, tim
             run["notes"].append("no charts: matplotlib is not installed (pip install 'kimi-serve[bench]')")
     summary = spec.output / bench_report.SUMMARY
     run["files"] += [str(summary), str(spec.output / bench_report.RESULTS)]
-    write_file(summary, bench_report.to_markdown(run))  # the one writer: a link planted there is replaced
-    write_file(spec.output / bench_report.RESULTS, json.dumps(run, indent=2) + "\n")
+    # the one writer (a link planted there is replaced) and the one mask (the client's words could carry a secret)
+    write_file(summary, mask_output(bench_report.to_markdown(run), os.environ))
+    write_file(spec.output / bench_report.RESULTS, mask_output(json.dumps(run, indent=2) + "\n", os.environ))
     return run

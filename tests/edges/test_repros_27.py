@@ -229,3 +229,83 @@ def test_a_fifo_in_place_of_a_bench_result_is_refused(tmp_path):
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ResultError, match="too deep|not JSON"):
         read_result(tmp_path / "deep.json")
+
+
+# ---------------------------------------------------------------- 3: one mask, every sink
+
+PASSWORD = "pw-Secret-27x"
+S3_MODEL = f"s3://AKIAEXAMPLE27:{PASSWORD}@bucket/kimi"
+FILE_FORMATS = ["k8s", "compose", "skypilot", "k8s-bench", "compose-bench", "sagemaker"]
+
+
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
+@pytest.mark.parametrize("to_dir", [False, True])
+def test_a_rendered_file_that_would_write_a_url_password_is_refused(tmp_path, fmt, to_dir):
+    """What is printed is what is deployed: the manifest is refused on stdout and under --output
+    alike (it was written with the password, exit 0, while stdout showed ****)."""
+    out = tmp_path / "out"
+    args = ["plan", "--format", fmt] + (["--output", str(out)] if to_dir else [])
+    result = run_proc(args, base_env(**H200, KIMI_MODEL=S3_MODEL)).assert_clean({2})
+    assert PASSWORD not in result.text and "would write down a secret" in result.err, result.err
+    assert "s3://AKIAEXAMPLE27:****@bucket/kimi" in result.err
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("extra", [f"--api-key {PASSWORD}", f"--api_key={PASSWORD}", f"--api-k '{PASSWORD}'"])
+def test_a_credential_option_in_any_spelling_is_refused_for_every_format(tmp_path, extra):
+    for fmt in ("k8s", "compose"):
+        result = run_proc(["plan", "--format", fmt, "--output", str(tmp_path / fmt)],
+                          base_env(**H200, KIMI_EXTRA_ARGS=extra)).assert_clean({2})
+        assert PASSWORD not in result.text and "secret" in result.err
+        assert not (tmp_path / fmt).exists() or not any((tmp_path / fmt).iterdir())
+
+
+def test_a_rendered_file_without_secrets_is_written_and_names_the_token_file(tmp_path):
+    """HF_TOKEN_PATH's value is a path, not a secret: a deployment that passes the token that way
+    renders (the file's content is what is secret)."""
+    token = tmp_path / "token"
+    token.write_text("hf_TokenFromFile27\n")
+    env = base_env(**H200, HF_TOKEN_PATH=str(token))
+    result = run_proc(["plan", "--format", "k8s", "--output", str(tmp_path / "out")], env).assert_clean({0})
+    assert (tmp_path / "out" / "kubernetes.yaml").is_file(), result.err
+
+
+def test_a_token_read_from_hf_token_path_is_masked_in_the_hubs_words(tmp_path):
+    from entrypoint.core.mask import mask_output
+    from entrypoint.node.weights import _one_line
+
+    token = tmp_path / "token"
+    token.write_text("hf_TokenFromFile27\n")
+    echoed = RuntimeError("401 Client Error for url: https://hub/api?token=hf_TokenFromFile27 (Bearer hf_TokenFromFile27)")
+    for environ in ({"HF_TOKEN_PATH": str(token)}, {"HF_HOME": str(tmp_path)}):
+        assert "hf_TokenFromFile27" not in _one_line(echoed, environ)
+        assert "hf_TokenFromFile27" not in mask_output(str(echoed), environ)
+    assert mask_output(f"HF_TOKEN_PATH={token}", {"HF_TOKEN_PATH": str(token)}) == f"HF_TOKEN_PATH={token}"
+
+
+def test_a_token_file_that_is_a_fifo_masks_nothing_and_never_waits(tmp_path):
+    from entrypoint.core.mask import file_secrets
+
+    os.mkfifo(tmp_path / "token")
+    assert file_secrets({"HF_TOKEN_PATH": str(tmp_path / "token")}) == []
+
+
+@pytest.mark.parametrize("text", [
+    f"the store said: bad password {PASSWORD}",  # the password alone, without its URL
+    f"--api-key {PASSWORD}", f"--api_key={PASSWORD}", f"--api-k '{PASSWORD}'",
+    f"model s3://u:{PASSWORD}@b/k",
+])
+def test_every_spelling_is_masked_in_a_log_line(text, capsys):
+    from entrypoint.node.logs import StartLog
+
+    StartLog("json", {"KIMI_MODEL": S3_MODEL}).info("probe", text)
+    StartLog("text", {"KIMI_MODEL": S3_MODEL}).warning("probe", text)
+    err = capsys.readouterr().err
+    assert PASSWORD not in err and "****" in err, err
+
+
+@pytest.mark.parametrize("args", [["print"], ["explain"], ["plan", "--format", "json"], ["plan"], ["doctor"]])
+def test_a_url_password_reaches_no_printed_sink(args, tmp_path):
+    result = run_proc(args, base_env(**H200, KIMI_MODEL=S3_MODEL, KIMI_CACHE_DIR=str(tmp_path / "cache")))
+    result.assert_clean()
+    assert PASSWORD not in result.text and "AKIAEXAMPLE27" in result.text, result.text[-2000:]
