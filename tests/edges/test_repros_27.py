@@ -309,3 +309,29 @@ def test_a_url_password_reaches_no_printed_sink(args, tmp_path):
     result = run_proc(args, base_env(**H200, KIMI_MODEL=S3_MODEL, KIMI_CACHE_DIR=str(tmp_path / "cache")))
     result.assert_clean()
     assert PASSWORD not in result.text and "AKIAEXAMPLE27" in result.text, result.text[-2000:]
+
+
+# ---------------------------------------------------------------- 6: the sweep
+
+@pytest.mark.parametrize("nodelist, words", [
+    ("gpu[5-1]", "runs backwards"), ("gpu[0-999999999]", "more than 65536 hosts"),
+    ("a[0-999999999]b[5-1]", "runs backwards"), ("r[0-99999]-n[0-99999]", "more than 65536 hosts"),
+    (",", "names no host"), ("gpu[1-65536],x1", "more than 65536 hosts"),
+])
+def test_a_slurm_host_list_that_names_nothing_or_billions_ends_at_once(nodelist, words):
+    """A bound on the expansion (the count is computed first), not on the time."""
+    from .harness import run_cli
+    from .test_repros_20 import one_line_error
+
+    env = base_env(**H200, KIMI_STRATEGY="multi_node_tp", SLURM_NNODES="2", SLURM_NODEID="0",
+                   SLURM_JOB_NODELIST=nodelist, KIMI_IFACE="eth0")
+    one_line_error(run_cli(["print"], env), "SLURM_JOB_NODELIST", words, "set KIMI_HEAD_ADDR")
+
+
+def test_a_host_list_is_counted_before_it_is_expanded():
+    from entrypoint.node.cluster import expand_nodelist
+
+    assert expand_nodelist("gpu[1-65536]", limit=2) == ["gpu1", "gpu2"]
+    assert len(expand_nodelist("r[1-256]-n[1-256]")) == 65536
+    with pytest.raises(ValueError, match="more than"):
+        expand_nodelist("r[1-256]-n[1-257]", limit=1)
