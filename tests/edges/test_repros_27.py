@@ -335,3 +335,37 @@ def test_a_host_list_is_counted_before_it_is_expanded():
     assert len(expand_nodelist("r[1-256]-n[1-256]")) == 65536
     with pytest.raises(ValueError, match="more than"):
         expand_nodelist("r[1-256]-n[1-257]", limit=1)
+
+
+DOLLARS = ["a$b", "${HOME}", "$HOME", "$$", "x$", "$(HOME)", "a$$b$${HOME}"]
+
+
+@pytest.mark.parametrize("value", DOLLARS)
+def test_a_dollar_in_a_value_reads_back_unchanged_through_docker_compose(tmp_path, value):
+    """Compose interpolates `$NAME`, `${NAME}` and `$$` in every value; the rendered file escapes
+    each `$`, so the real `docker-compose config` resolves it to the value set (it prints the
+    resolved file re-escaped: `$$` there is one `$`)."""
+    import subprocess
+
+    import yaml
+
+    from tests.conftest import IN_CI
+
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        if IN_CI:
+            pytest.fail("CI=true but docker-compose is missing (apt-get install docker-compose)")
+        pytest.skip("docker-compose is not installed")
+    out = tmp_path / "out"
+    env = base_env(**H200, KIMI_MODEL_REVISION=value, KIMI_EXTRA_ARGS=f"--served-model-name 'kimi{value}'")
+    run_proc(["plan", "--format", "compose", "--output", str(out)], env).assert_clean({0})
+    (out / "hf_token").write_text("")
+    done = subprocess.run([exe, "-f", str(out / "compose.yaml"), "config"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/home/nobody"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "not set" not in done.stderr, done.stderr  # no variable was looked up
+    services = yaml.safe_load(done.stdout)["services"]
+    for svc in services.values():
+        environment = {k: v.replace("$$", "$") for k, v in svc["environment"].items()}
+        assert environment["KIMI_MODEL_REVISION"] == value
+        assert environment["KIMI_EXTRA_ARGS"] == f"--served-model-name 'kimi{value}'"
