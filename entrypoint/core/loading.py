@@ -240,7 +240,7 @@ def check_extra_config(config: Dict[str, object], load_format: str, vllm_version
     unknown = sorted(k for k in config if k not in allowed)
     if unknown:
         raise KimiError(E.INVALID_VALUE, f"{CONFIG_FLAG} has {', '.join(unknown)}, which --load-format {load_format} "
-                        f"does not take in vLLM {vllm_version} (it takes {', '.join(allowed)}).")
+                        f"does not take in vLLM {vllm_version} (it takes {', '.join(allowed) or 'no key'}).")
     for key, value in config.items():
         _check_value(key, allowed[key], value, load_format)
 

@@ -171,7 +171,9 @@ def _valid_strategy(settings: Settings, catalog: Catalog, hw: str) -> str:
     if sid not in offered:
         why = (f"is marked unsupported on {hw} by the {recipe.title} recipe" if strategy_support(catalog, sid, hw)
                == "unsupported" else f"is not one the {recipe.title} recipe offers on {hw}")
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} {why}. Use one of: {', '.join(offered)}.")
+        way = f"Use one of: {', '.join(offered)}." if offered else \
+            f"It offers no strategy on {hw}: choose other hardware (`kimi-serve list`)."
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} {why}. {way}")
     strat = catalog.strategies[sid]
     if strat.deploy_type == "single_node" and nodes > 1:
         alt = sid.replace("single_node_", "multi_node_")

@@ -93,6 +93,9 @@ def check_server(url: str, model: Optional[str]) -> str:
     if ids is None:
         raise KimiError(INVALID_VALUE, f"{url}/v1/models answered HTTP {answer.status_code} without a model list: "
                         "is this a vLLM server? (--url is the server root, e.g. http://127.0.0.1:8000)")
+    if not ids:  # never an empty list of choices: say what is missing
+        raise KimiError(INVALID_VALUE, f"{url}/v1/models lists no model: the server is up but serves nothing yet "
+                        "(is the model still loading? `kimi-serve healthcheck` says when it is ready)")
     if model:
         if model not in ids:
             raise KimiError(INVALID_VALUE, f"--model {model!r} is not served at {url} (it serves {', '.join(ids)})")

@@ -369,3 +369,40 @@ def test_a_dollar_in_a_value_reads_back_unchanged_through_docker_compose(tmp_pat
         environment = {k: v.replace("$$", "$") for k, v in svc["environment"].items()}
         assert environment["KIMI_MODEL_REVISION"] == value
         assert environment["KIMI_EXTRA_ARGS"] == f"--served-model-name 'kimi{value}'"
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake", "KIMI_KV_INSTANCES": "2", "KIMI_MOONCAKE_MASTER_ADDR": "10.0.0.9",
+      "KIMI_INSTANCE_ADDRS": "10.0.0.1,10.0.0.1."}, "KIMI_INSTANCE_ADDRS lists one host twice: entry 1 (10.0.0.1)"),
+    ({"KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake", "KIMI_KV_INSTANCES": "2", "KIMI_MOONCAKE_MASTER_ADDR": "10.0.0.9",
+      "KIMI_INSTANCE_ADDRS": "Node-1,node-1."}, "KIMI_INSTANCE_ADDRS lists one host twice"),
+    ({"KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "2", "KIMI_PREFILL_ADDRS": "[fd00:0::1],fd00::1",
+      "KIMI_DECODE_ADDRS": "10.0.0.2"}, "KIMI_PREFILL_ADDRS lists one host twice: entry 1 ([fd00:0::1]) and entry 2"),
+])
+def test_every_address_list_refuses_one_host_twice(env, words):
+    from .harness import run_cli
+    from .test_repros_20 import one_line_error
+
+    one_line_error(run_cli(["plan"], base_env(**H200, **env)), words)
+
+
+@pytest.mark.parametrize("upper, lower", [("AUTO", "auto"), ("Recipe", "recipe"), ("SafeTensors", "safetensors")])
+def test_a_load_format_keyword_reads_the_same_in_any_case(upper, lower):
+    """KIMI_LOAD_FORMAT=AUTO chose vLLM's own `--load-format auto` (a different loader), silently."""
+    from .harness import run_cli
+
+    given = run_cli(["plan", "--format", "json"], base_env(**H200, KIMI_LOAD_FORMAT=upper)).assert_clean({0})
+    same = run_cli(["plan", "--format", "json"], base_env(**H200, KIMI_LOAD_FORMAT=lower)).assert_clean({0})
+    assert given.out == same.out
+
+
+def test_an_unknown_value_never_offers_an_empty_list():
+    from .harness import run_cli
+    from .test_repros_20 import one_line_error
+
+    result = one_line_error(run_cli(["print"], base_env(**H200, KIMI_RECIPE="kimi-k2-instruct", KIMI_PROFILE="x")),
+                            "KIMI_PROFILE", "unset KIMI_PROFILE")
+    assert "Valid values: ." not in result.err and "values: ." not in result.err
+    from entrypoint.core.errors import unknown_value
+
+    assert "Valid values" not in unknown_value("KIMI_X", "y", []).message
