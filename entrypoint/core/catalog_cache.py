@@ -33,18 +33,19 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__} in the catalog has no JSON form")
 
 
-def _decode(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_decode(v) for v in value)
-    if isinstance(value, dict):
-        if "$record" in value:
-            return Record(value["$record"], {k: _decode(v) for k, v in value["fields"].items()})
-        return FrozenDict({_key(k): _decode(v) for k, v in value["$map"]})
-    return value
+def _tuples(value: Any) -> Any:
+    """JSON's lists as tuples, all the way down (mappings and records inside are built already)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-def _key(key: Any) -> Any:
-    return tuple(_decode(k) for k in key) if isinstance(key, list) else key
+def _object(found: dict) -> Any:
+    """Each JSON object as it is parsed (innermost first, so one pass builds the whole tree): a
+    record, a read-only mapping, or (a record's fields, the file's top level) a plain dict."""
+    if "$record" in found:
+        return Record(found["$record"], {k: _tuples(v) for k, v in found["fields"].items()})
+    if "$map" in found:
+        return FrozenDict({_tuples(k): _tuples(v) for k, v in found["$map"]})
+    return found
 
 
 def dumps(catalog: Record) -> str:
@@ -52,10 +53,10 @@ def dumps(catalog: Record) -> str:
 
 
 def loads(text: str) -> Optional[Record]:
-    data = json.loads(text)
+    data = json.loads(text, object_hook=_object)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None
-    found = _decode(data["catalog"])
+    found = data["catalog"]
     return found if isinstance(found, Record) else None
 
 
