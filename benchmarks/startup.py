@@ -3,6 +3,7 @@
 
     python benchmarks/startup.py [--runs 15] [--json FILE]    # this checkout
     python benchmarks/startup.py [--runs 15] --image IMAGE    # inside a built image, arbitrary UID
+    python benchmarks/startup.py --instructions [--compare DIR] [--json FILE]   # valgrind's count
 
 Each command runs --runs times, interleaved (so machine noise hits all alike); median wall time
 of each, and the ratios:
@@ -85,14 +86,18 @@ def once(argv, name: str = "") -> float:
     return wall
 
 
+def _compile() -> None:
+    import compileall
+    from pathlib import Path
+
+    for root in [Path(__file__).resolve().parents[1], *map(Path, COMPARE.values())]:
+        compileall.compile_dir(str(root / "entrypoint"), quiet=1)
+
+
 def measure(runs: int, inside_image: bool, json_path: str = "") -> None:
     cmds = commands(inside_image)
     if not inside_image:
-        import compileall
-        from pathlib import Path
-
-        for root in [Path(__file__).resolve().parents[1], *map(Path, COMPARE.values())]:
-            compileall.compile_dir(str(root / "entrypoint"), quiet=1)
+        _compile()
     samples = {name: [] for name in cmds}
     for argv in cmds.values():  # warm the page cache
         once(argv)
@@ -148,6 +153,45 @@ def _commit() -> str:
         return ""
 
 
+def instructions(argv) -> int:
+    """Instructions the command executes (valgrind's callgrind `Collected`): a count that other
+    work on the machine does not change, unlike wall or CPU time."""
+    import re
+
+    env = {**os.environ, **HARDWARE}
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes", "--callgrind-out-file=/dev/null",
+                           *argv], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+    return int(re.findall(r"Collected : ([0-9]+)", done.stderr)[-1])  # the program `env` execs, if any
+
+
+def count(json_path: str = "") -> None:
+    cmds = commands(False)
+    if COMPARE:
+        for name, path in COMPARE.items():
+            cmds[f"print of {name}, KV offload"] = ["env", f"PYTHONPATH={path}", "KIMI_KV_OFFLOAD=lmcache",
+                                                    sys.executable, "-m", "entrypoint", "print"]
+    _compile()
+    for argv in cmds.values():  # fill the validated-catalog caches and the .pyc files first
+        once(argv)
+    counts = {name: instructions(argv) for name, argv in cmds.items()}
+    for name, n in counts.items():
+        print(f"{name:30s} {n / 1e6:9.1f} M instructions  ({n / counts['import deps']:.2f} x import deps)")
+    if json_path:
+        import json
+        import platform
+
+        figures = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": platform.python_version(),
+                   "commit": _commit(), "method": "valgrind --tool=callgrind, instructions of one run each",
+                   "instructions": counts,
+                   "ratio_to_import_deps": {n: round(c / counts["import deps"], 3) for n, c in counts.items()},
+                   "target": "print <= 1.30 x import deps"}
+        with open(json_path, "w", encoding="utf-8") as fh:
+            json.dump(figures, fh, indent=2)
+            fh.write("\n")
+        print(f"wrote {json_path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
@@ -155,6 +199,8 @@ def main() -> None:
     parser.add_argument("--hardware", help="KIMI_HARDWARE in a checkout (default: the default target's)")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", default="", help="also write the figures to this file (benchmarks/results/)")
+    parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind "
+                        "(one run each: a figure other work on the machine does not move) instead of timing")
     parser.add_argument("--compare", metavar="DIR", help="also time `print` of the checkout in DIR (e.g. a "
                         "`git worktree` of the base), interleaved with the others")
     opts = parser.parse_args()
@@ -167,6 +213,9 @@ def main() -> None:
             subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", "--user", "12345",
                             "--entrypoint", "python3", opts.image, "-", "--runs", str(opts.runs), "--inside"],
                            stdin=script, check=True)
+        return
+    if opts.instructions:
+        count(opts.json)
         return
     measure(opts.runs, opts.inside, opts.json)
 
