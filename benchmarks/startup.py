@@ -121,7 +121,6 @@ def measure(runs: int, inside_image: bool, json_path: str = "") -> None:
     print(f"print / bare python      = {med['kimi-serve print'] / med['python -c pass']:.2f}")
     print(f"print under 200 ms: {'yes' if med['kimi-serve print'] < 200 else 'no'}")
     if json_path:
-        import json
         import platform
 
         figures = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": runs,
@@ -139,10 +138,16 @@ def measure(runs: int, inside_image: bool, json_path: str = "") -> None:
                       if name.startswith("print of ")},
                    "ratio_print_kv_to_deps": round(med.get("print, KV offload", 0) / med["import deps"], 3),
                    "target": "print <= 1.30 x import deps"}
-        with open(json_path, "w", encoding="utf-8") as fh:
-            json.dump(figures, fh, indent=2)
-            fh.write("\n")
-        print(f"wrote {json_path}")
+        _write_json(json_path, figures)
+
+
+def _write_json(path: str, figures: dict) -> None:
+    import json
+
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(figures, fh, indent=2)
+        fh.write("\n")
+    print(f"wrote {path}")
 
 
 def _commit() -> str:
@@ -178,7 +183,6 @@ def count(json_path: str = "") -> None:
     for name, n in counts.items():
         print(f"{name:30s} {n / 1e6:9.1f} M instructions  ({n / counts['import deps']:.2f} x import deps)")
     if json_path:
-        import json
         import platform
 
         figures = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": platform.python_version(),
@@ -186,10 +190,7 @@ def count(json_path: str = "") -> None:
                    "instructions": counts,
                    "ratio_to_import_deps": {n: round(c / counts["import deps"], 3) for n, c in counts.items()},
                    "target": "print <= 1.30 x import deps"}
-        with open(json_path, "w", encoding="utf-8") as fh:
-            json.dump(figures, fh, indent=2)
-            fh.write("\n")
-        print(f"wrote {json_path}")
+        _write_json(json_path, figures)
 
 
 def main() -> None:
