@@ -169,6 +169,7 @@ def deployment_files(render_module, environ: Optional[Mapping[str, str]] = None)
     would see exit 2 is refused before anything is written."""
     launch = deployment_launch(render_module, environ)
     files = render_module.render(launch)
+    refuse_written_secrets(files, os.environ if environ is None else environ)
     pid = getattr(render_module, "PID", None)
     if pid:
         from entrypoint.core.platforms import platform as platform_data
@@ -178,6 +179,24 @@ def deployment_files(render_module, environ: Optional[Mapping[str, str]] = None)
         if any(b.binding == "contract" for b in found.contract.values()):  # one container per instance
             platform_launch(platform_env(launch, pid), tuple(found.detect.args[:1]))
     return files
+
+
+def refuse_written_secrets(files: Mapping[str, str], environ: Mapping[str, str]) -> None:
+    """A rendered file that would write a secret down (a URL's password, a credential option's
+    value, a secret-named variable's value, a token read from a file) is refused for every format,
+    on stdout as under --output: what is printed is what is deployed, and no secret sits in a
+    manifest."""
+    from entrypoint.core.errors import INVALID_VALUE, KimiError
+    from entrypoint.core.mask import written_secret
+
+    for name, text in files.items():
+        where = written_secret(text, environ)
+        if where:
+            raise KimiError(INVALID_VALUE, f"{name} would write down a secret ({where}). Take the credentials "
+                            "out of the setting and give them from a secret store: an s3:// or gs:// model's keys as "
+                            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or the platform's identity), the API key as "
+                            "VLLM_API_KEY, the hub token as HF_TOKEN_PATH's file (a Kubernetes Secret, the shell that "
+                            "runs Compose).")
 
 
 @dataclass(frozen=True)

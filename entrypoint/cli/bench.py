@@ -122,12 +122,12 @@ def command(url, model, workload, input_len, output_len, sweep, num_prompts, tok
         if output_format == "text":
             progress.end()
     from entrypoint.cli._context import ARGV
-    from entrypoint.core.mask import mask_text, secret_values
+    from entrypoint.core.mask import mask_output
 
     first = ("results", "reference", "files")
     text = json.dumps({key: run[key] for key in first} | {k: v for k, v in run.items() if k not in first}, indent=2) \
         if output_format == "json" else to_text(run)
-    click.echo(mask_text(text, secret_values(os.environ, ARGV)))  # the client's words could carry one
+    click.echo(mask_output(text, os.environ, ARGV))  # the one mask: the client's words could carry one
     for problem in run["problems"] if output_format == "json" else ():  # text mode lists them in its report
         say(problem, level="warning")
     sys.exit(1 if run["problems"] else 0)

@@ -145,22 +145,11 @@ def _write_files(files: dict, output: Optional[str]) -> None:
 
 
 def _write_inside(out: Path, name: str, text: str) -> None:
-    """`out/name` replaced by a new file: a symbolic link already there is replaced, never followed
-    (nothing is written outside --output, whatever it holds)."""
-    import tempfile
+    """`out/name` replaced by a new file through the one writer (core/files.write_file): a
+    symbolic link already there is replaced, never followed."""
+    from entrypoint.core.files import write_file
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out / name)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_file(out / name, text)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

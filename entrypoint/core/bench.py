@@ -8,92 +8,20 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from entrypoint.core import limits
+from entrypoint.core.bench_schema import BenchFile, Defaults, Point, Reference, Workload, check_sweep  # noqa: F401
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
+from entrypoint.core.recipe import RecipeDataError
 
-DATA_FILE = "bench/benchmarks.yaml"  # a folder of its own: no glob of recipes/*.yaml takes it for a recipe
+DATA_FILE = "bench/benchmarks.yaml"  # core/recipe.BENCH_FILE: a folder of its own (no glob of recipes/*.yaml takes it)
 PERCENTILES = ("p50", "p99")
 LATENCIES = ("ttft", "tpot", "itl")  # vLLM's metric names: time to first token, per output token, between tokens
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Workload(_Strict):
-    input_len: int = Field(ge=1, le=limits.MAX_BENCH_TOKENS)
-    output_len: int = Field(ge=1, le=limits.MAX_BENCH_TOKENS)
-    description: str
-
-
-class Defaults(_Strict):
-    workload: str
-    concurrency: List[int] = Field(min_length=1)
-    prompts_per_concurrency: int = Field(ge=1)
-    min_prompts: int = Field(ge=1)
-
-
-class Point(_Strict):
-    concurrency: Optional[int] = Field(ge=1)  # None: "at high concurrency", compared with the sweep's best
-    output_tokens_per_s_per_gpu: float = Field(gt=0)
-
-
-class Reference(_Strict):
-    recipe: str
-    hardware: str
-    variant: str
-    tensor_parallel: int = Field(ge=1)
-    engine: str
-    workload: str
-    points: List[Point] = Field(min_length=1)
-    source: str
-    url: str
-    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
-
-
-class BenchFile(_Strict):
-    workloads: Dict[str, Workload] = Field(min_length=1)
-    defaults: Defaults
-    references: List[Reference] = []
-
-    @model_validator(mode="after")
-    def _named_workloads_exist(self) -> "BenchFile":
-        named = [self.defaults.workload, *(r.workload for r in self.references)]
-        missing = sorted(set(named) - set(self.workloads))
-        if missing:
-            raise ValueError(f"workloads named but not defined: {', '.join(missing)}")
-        check_sweep(self.defaults.concurrency, "defaults.concurrency")
-        for ref in self.references:
-            levels = [p.concurrency for p in ref.points]
-            if len(set(levels)) != len(levels):
-                raise ValueError(f"reference {ref.recipe}/{ref.hardware}/{ref.variant}: a concurrency repeats")
-        return self
-
-
-class BenchDataError(Exception):
-    """benchmarks.yaml is broken or names what the recipe data does not have (a defect of the image)."""
-
-
-def check_sweep(levels, label: str = "--concurrency") -> tuple:
-    """Concurrency levels: whole numbers from 1 to the bound, none repeated, at most MAX_BENCH_LEVELS."""
-    levels = tuple(levels)
-    if not levels or len(levels) > limits.MAX_BENCH_LEVELS:
-        raise KimiError(INVALID_VALUE, f"{label} needs 1 to {limits.MAX_BENCH_LEVELS} concurrency levels, "
-                        f"not {len(levels)}")
-    bad = [c for c in levels if isinstance(c, bool) or not isinstance(c, int)
-           or not 1 <= c <= limits.MAX_BENCH_CONCURRENCY]
-    if bad:
-        raise KimiError(INVALID_VALUE, f"{label}: {bad[0]!r} is not a concurrency from 1 to "
-                        f"{limits.MAX_BENCH_CONCURRENCY}")
-    if len(set(levels)) != len(levels):
-        raise KimiError(INVALID_VALUE, f"{label}: a level repeats ({', '.join(map(str, levels))})")
-    return levels
+BenchDataError = RecipeDataError  # benchmarks.yaml broken: a defect of the image, as any data file
 
 
 def parse_sweep(text: str) -> tuple:
@@ -106,35 +34,16 @@ def parse_sweep(text: str) -> tuple:
 
 
 def load_bench(directory: Path, catalog=None) -> BenchFile:
-    """The validated data; every reference's recipe (recipes/models/<slug>.yaml), hardware and
-    variant must exist in the recipe data."""
-    import yaml
-    from pydantic import ValidationError
+    """The validated data: the bench part of the one catalog (core/recipe), where every
+    reference's recipe (recipes/models/<slug>.yaml), hardware and variant is checked against the
+    recipe data. `catalog` is accepted for the callers that have one; the check is the catalog's."""
+    from entrypoint.core.recipe import load_section
 
-    path = directory / DATA_FILE
-    try:
-        with open(path, "rb") as fh:
-            data = BenchFile(**yaml.safe_load(fh.read(limits.MAX_CONFIG_BYTES + 1)))
-    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
-        raise BenchDataError(f"{path} is invalid: {exc}") from exc
-    if catalog is not None:
-        for ref in data.references:
-            where = f"{path}: reference {ref.recipe}/{ref.hardware}/{ref.variant}"
-            if ref.recipe not in catalog.recipes:
-                raise BenchDataError(f"{where}: no recipe {ref.recipe!r} (recipes/models/<slug>.yaml)")
-            if ref.hardware not in catalog.hardware:
-                raise BenchDataError(f"{where}: unknown hardware {ref.hardware!r}")
-            if ref.variant not in catalog.recipes[ref.recipe].variants:
-                raise BenchDataError(f"{where}: unknown variant {ref.variant!r}")
-    return data
+    return load_section("bench", directory)
 
 
-@lru_cache(maxsize=2)
 def bench_data(directory: Optional[str] = None) -> BenchFile:
-    from entrypoint.core.recipe import default_recipes_dir, load_catalog
-
-    root = Path(directory) if directory else default_recipes_dir()
-    return load_bench(root, load_catalog(root))
+    return load_bench(Path(directory) if directory else None)
 
 
 def workload(data: BenchFile, name: str) -> Workload:

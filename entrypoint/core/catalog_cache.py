@@ -11,11 +11,10 @@ scalars: unlike a pickle, a file planted in a cache directory cannot run code.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
-from entrypoint.core.files import read_capped
+from entrypoint.core.files import read_capped, write_file
 from entrypoint.core.record import FrozenDict, Record
 
 FORMAT = 1  # bump when the encoding changes: an old file is then ignored (a new name)
@@ -34,18 +33,19 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__} in the catalog has no JSON form")
 
 
-def _decode(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_decode(v) for v in value)
-    if isinstance(value, dict):
-        if "$record" in value:
-            return Record(value["$record"], {k: _decode(v) for k, v in value["fields"].items()})
-        return FrozenDict({_key(k): _decode(v) for k, v in value["$map"]})
-    return value
+def _tuples(value: Any) -> Any:
+    """JSON's lists as tuples, all the way down (mappings and records inside are built already)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-def _key(key: Any) -> Any:
-    return tuple(_decode(k) for k in key) if isinstance(key, list) else key
+def _object(found: dict) -> Any:
+    """Each JSON object as it is parsed (innermost first, so one pass builds the whole tree): a
+    record, a read-only mapping, or (a record's fields, the file's top level) a plain dict."""
+    if "$record" in found:
+        return Record(found["$record"], {k: _tuples(v) for k, v in found["fields"].items()})
+    if "$map" in found:
+        return FrozenDict({_tuples(k): _tuples(v) for k, v in found["$map"]})
+    return found
 
 
 def dumps(catalog: Record) -> str:
@@ -53,16 +53,17 @@ def dumps(catalog: Record) -> str:
 
 
 def loads(text: str) -> Optional[Record]:
-    data = json.loads(text)
+    data = json.loads(text, object_hook=_object)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None
-    found = _decode(data["catalog"])
+    found = data["catalog"]
     return found if isinstance(found, Record) else None
 
 
-def cached(name: str, places: List[Path], validate: Callable[[], Record]) -> Record:
-    """The catalog from the first of `places` holding `name`, else `validate()` written to the
-    first place that takes it (best effort: an unwritable place is skipped)."""
+def cached(name: str, places: List[Path], validate: Callable[[], Union[Record, Dict[str, Record]]]) -> Record:
+    """The catalog (or the part of it) from the first of `places` holding `name`, else
+    `validate()` (one record, or every part by file name) written to the first place that takes
+    them all (best effort: an unwritable place is skipped), and the one named returned."""
     for place in places:
         try:
             data = read_capped(place / name, MAX_BYTES)  # a FIFO planted there is skipped, not waited on
@@ -71,18 +72,18 @@ def cached(name: str, places: List[Path], validate: Callable[[], Record]) -> Rec
             continue
         if found is not None:
             return found
-    catalog = validate()
+    parts = validate()
+    parts = parts if isinstance(parts, dict) else {name: parts}
     try:
-        text = dumps(catalog)
+        texts = {part: dumps(record) for part, record in parts.items()}
     except TypeError:
-        return catalog
+        return parts[name]
     for place in places:
         try:
             place.mkdir(parents=True, exist_ok=True)
-            tmp = place / f".{name}.{os.getpid()}"
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, place / name)
+            for part, text in texts.items():
+                write_file(place / part, text)
             break
         except OSError:
             continue
-    return catalog
+    return parts[name]

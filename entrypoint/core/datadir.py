@@ -9,6 +9,7 @@ The one variable read here, KIMI_RECIPES_DIR, is declared in `entrypoint.core.se
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -21,6 +22,13 @@ def default_recipes_dir(environ: Optional[Mapping[str, str]] = None) -> Path:
     override = (os.environ if environ is None else environ).get(RECIPES_DIR_ENV)
     if override:
         return Path(override)
+    return _shipped()
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> Path:
+    """recipes/ of a source checkout, else the package's copy: found once per process (the
+    package does not move; every reader of the data asks, a start some 20 times)."""
     here = Path(__file__).resolve().parent.parent  # the entrypoint package
     checkout = here.parent / "recipes"
     if (checkout / "hardware.yaml").is_file():

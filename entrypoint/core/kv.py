@@ -52,24 +52,13 @@ def load_kv(directory: Optional[str] = None) -> Record:
     return _load_kv(str(directory or default_recipes_dir()))
 
 
-@lru_cache(maxsize=4)
 def _load_kv(directory: str) -> Record:
+    """The KV part of the one catalog (core/recipe: read, validated and cross-checked with the rest)."""
     from pathlib import Path
 
-    import yaml
-    from pydantic import ValidationError
+    from entrypoint.core.recipe import load_section
 
-    from entrypoint.core import kv_schema
-    from entrypoint.core.recipe import RecipeDataError
-    from entrypoint.core.recipe_schema import freeze
-
-    path = Path(directory) / "kv_offload.yaml"
-    try:
-        with open(path, "rb") as fh:
-            data = kv_schema.KvFile(**yaml.safe_load(fh))
-    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
-        raise RecipeDataError(f"KV offload data in {path} is invalid: {exc}") from exc
-    return freeze(data)
+    return load_section("kv_offload", Path(directory))
 
 
 _STORE_SETTINGS = ("kv_instances", "instance_addrs", "mooncake_master_addr")  # only a KV store reads them

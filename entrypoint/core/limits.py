@@ -34,6 +34,11 @@ MAX_CONFIG_BYTES = 1024 * 1024  # a KIMI_CONFIG TOML file: a few dozen keys fit 
 MAX_CONFIG_DEPTH = 4  # TOML nesting: a list of strings is depth 2; nothing we read is deeper
 MAX_BATCH_LINE_BYTES = 1024 * 1024  # one `plan --batch` line: one object of KIMI_* variables
 MAX_DATA_FILE_BYTES = 16 * 1024 * 1024  # one recipe data file (KIMI_RECIPES_DIR): the largest is ~40 KB
+# The structure of one data file (YAML or JSON): the deepest recipe key is 7 levels down; the largest
+# file (a vLLM grammar) holds ~15k values. Aliases are counted expanded ("billion laughs": a few
+# hundred bytes of anchors that expand to 10^9 values are refused before anything walks them).
+MAX_DATA_DEPTH = 32
+MAX_DATA_NODES = 1_000_000
 MAX_KEY_FILE_BYTES = 64 * 1024  # a credentials file (a GCS service-account key is ~2.3 KB)
 MAX_NODE_FILE_BYTES = 1024 * 1024  # one /proc or /sys file, a hub ref: /proc/mounts of a busy node is ~100 KB
 
@@ -65,6 +70,12 @@ LOAD_SAMPLE_BYTES = 256 * 1024 * 1024
 LOAD_SAMPLE_BLOCK = 16 * 1024 * 1024  # one read: vLLM's loaders read in blocks of this order
 LOAD_SAMPLE_DEADLINE_S = 3.0  # a slow network volume stops here; what was read so far is the sample
 LOAD_SAMPLE_FILES = 512  # files looked at to find the sample's file (Kimi checkpoints have ~64 shards)
+# The search for a model's weights (a local KIMI_MODEL, the hub cache's snapshots): a checkpoint is
+# ~64 shards and a few dozen other files per snapshot, two levels down in the hub's layout. Links to
+# directories are not followed (no loop); a slow network volume stops at the deadline.
+MAX_WEIGHTS_ENTRIES = 65536
+MAX_WEIGHTS_DEPTH = 6
+WEIGHTS_SEARCH_DEADLINE_S = 5.0
 
 # --- bench and verify under load ---------------------------------------------------------------
 # Kimi's context is 256k tokens; a benchmark prompt or answer longer than that cannot be served.

@@ -23,20 +23,11 @@ SETTING = "KIMI_LOAD_FORMAT"
 FORMAT_FLAG, CONFIG_FLAG = "--load-format", "--model-loader-extra-config"
 
 
-@lru_cache(maxsize=4)
 def _load(directory: str):
-    import yaml
-    from pydantic import ValidationError
+    """The loaders part of the one catalog (core/recipe: read, validated and cross-checked with the rest)."""
+    from entrypoint.core.recipe import load_section
 
-    from entrypoint.core.loading_schema import LoadersFile
-    from entrypoint.core.recipe import RecipeDataError
-
-    path = Path(directory) / "loaders.yaml"
-    try:
-        with open(path, "rb") as fh:
-            return LoadersFile(**yaml.safe_load(fh))
-    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
-        raise RecipeDataError(f"loader data {path} is invalid: {exc}") from exc
+    return load_section("loaders", Path(directory))
 
 
 def load_data(directory: Optional[Path] = None):
@@ -249,7 +240,7 @@ def check_extra_config(config: Dict[str, object], load_format: str, vllm_version
     unknown = sorted(k for k in config if k not in allowed)
     if unknown:
         raise KimiError(E.INVALID_VALUE, f"{CONFIG_FLAG} has {', '.join(unknown)}, which --load-format {load_format} "
-                        f"does not take in vLLM {vllm_version} (it takes {', '.join(allowed)}).")
+                        f"does not take in vLLM {vllm_version} (it takes {', '.join(allowed) or 'no key'}).")
     for key, value in config.items():
         _check_value(key, allowed[key], value, load_format)
 

@@ -9,8 +9,50 @@ MASK = "****"
 _SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 
 
+# Variables that name a file or a directory holding a secret: their values are paths (a rendered
+# deployment writes HF_TOKEN_PATH's down), the secret is the file's content (`file_secrets`).
+_PATH_NAMES = re.compile(r"(_PATH|_FILE|_DIR|^GOOGLE_APPLICATION_CREDENTIALS)$", re.I)
+# The files whose content is a secret the product's own libraries read and could echo: the hub's
+# token (HF_TOKEN_PATH, else $HF_HOME/token, as huggingface_hub reads it).
+_TOKEN_FILES = ("HF_TOKEN_PATH",)
+
+
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_ENV.search(name))
+    return bool(_SECRET_ENV.search(name)) and not _PATH_NAMES.search(name)
+
+
+def _home_token(environ: Mapping[str, str]) -> str:
+    home = environ.get("HF_HOME") or ""
+    return f"{home.rstrip('/')}/token" if home else ""
+
+
+def file_secrets(environ: Mapping[str, str]) -> list:
+    """The secrets read from files: the content of HF_TOKEN_PATH (or $HF_HOME/token), read the
+    bounded way (a regular file of at most MAX_KEY_FILE_BYTES; anything else gives nothing)."""
+    paths = [environ.get(name, "") for name in _TOKEN_FILES] + [_home_token(environ)]
+    found = []
+    for path in paths:
+        if path:
+            found += _file_secret(path)
+    return found
+
+
+def _file_secret(path: str) -> list:
+    from entrypoint.core import limits
+    from entrypoint.core.files import read_text_capped
+
+    try:
+        text = read_text_capped(path, limits.MAX_KEY_FILE_BYTES)
+    except (OSError, ValueError):
+        return []
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def url_passwords(environ: Mapping[str, str]) -> list:
+    """The password of every URL a variable's value carries (KIMI_MODEL=s3://key:password@bucket):
+    a message that quotes it without its URL still hides it."""
+    return [m.group(3) for value in environ.values() if "://" in value for m in _USERINFO.finditer(value)
+            if m.group(3)]
 
 
 def mask_env(env: Mapping[str, str]) -> dict:
@@ -42,6 +84,7 @@ def secret_values(environ: Mapping[str, str], argv: Sequence[str] = ()) -> list:
     vLLM's credential options in argv and in KIMI_EXTRA_ARGS (split on blanks, quotes or not, so
     that an unbalanced quote still hides them)."""
     found = [v for k, v in environ.items() if is_secret_name(k) and v]
+    found += file_secrets(environ) + url_passwords(environ)
     for words in (list(argv), [w.strip("'\"") for w in environ.get("KIMI_EXTRA_ARGS", "").split()]):
         masked = mask_argv(words)
         found += [w.split("=", 1)[1] if w.startswith("-") and "=" in w else w
@@ -83,7 +126,22 @@ def mask_userinfo(text: str) -> str:
 
 
 def mask_output(text: str, environ: Mapping[str, str], argv: Sequence[str] = ()) -> str:
-    """The one masking of a line anything prints (errors, logs, reports, explanations): the values
-    of secret-named variables and credential options, the value after a credential option in any
-    spelling, and the password of a URL."""
+    """The one masking of whatever anything prints or writes (errors, logs, reports,
+    explanations, the hub's words, rendered files): the values of secret-named variables and of
+    credential options, the secrets read from files (HF_TOKEN_PATH), the value after a credential
+    option in any spelling, and the password of a URL."""
     return mask_flags(mask_text(mask_userinfo(text), secret_values(environ, argv)))
+
+
+def written_secret(text: str, environ: Mapping[str, str], argv: Sequence[str] = ()) -> str:
+    """"" when `text` holds no secret, else the first line that does, masked (for a message):
+    a file kimi-serve would write is refused rather than written masked (what is printed is what
+    is deployed)."""
+    masked = mask_output(text, environ, argv)
+    if masked == text:
+        return ""
+    for number, (line, shown) in enumerate(zip(text.splitlines(), masked.splitlines()), 1):
+        if line != shown:
+            shown = " ".join(shown.split())
+            return f"line {number}: {shown[:160]}{'...' if len(shown) > 160 else ''}"
+    return "a secret"

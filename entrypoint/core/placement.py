@@ -49,14 +49,32 @@ def host_problem(text: str) -> Optional[str]:
     return None
 
 
+def same_host(text: str) -> str:
+    """One spelling per host: names in lower case without the root's dot, addresses in their
+    compressed form (`[fd00:0::1]` and `fd00::1`, `Node-1.` and `node-1` are one host)."""
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        return ipaddress.ip_address(bare).compressed
+    except ValueError:
+        return text.rstrip(".").lower()
+
+
 def check_addresses(settings: Settings) -> None:
     for name in ADDRESS_SETTINGS:
         field, value = BY_NAME[name], settings.values[name]
-        for item in (value if isinstance(value, tuple) else (value,) if value else ()):
+        items = value if isinstance(value, tuple) else (value,) if value else ()
+        for item in items:
             why = host_problem(item)
             if why:
                 raise KimiError(E.INVALID_VALUE, f"{field.env}: {item[:80]!r} {why}. Write one host per entry, e.g. "
                                 "10.0.0.1, node-1.cluster.local or fd00::1.")
+        first: Dict[str, int] = {}
+        for i, item in enumerate(items):  # each entry of a list is a node of its own, as a pool's are
+            j = first.setdefault(same_host(item), i)
+            if j != i:
+                raise KimiError(E.INVALID_VALUE, f"{field.env} lists one host twice: entry {j + 1} ({items[j][:80]}) "
+                                f"and entry {i + 1} ({item[:80]}). Each entry is a node of its own: give each its "
+                                "own address.")
 
 
 def check_user_args(user) -> None:

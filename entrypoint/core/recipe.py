@@ -30,66 +30,204 @@ __all__ = ["Catalog", "RecipeDataError", "default_recipes_dir", "default_feature
            "load_catalog", "load_catalog_from", "with_recipe"]
 
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
-_SCHEMA_SOURCES = (Path(__file__), Path(__file__).with_name("recipe_schema.py"),
-                   Path(__file__).with_name("platform_schema.py"), Path(__file__).with_name("record.py"),
-                   Path(__file__).with_name("catalog_cache.py"))
+_SCHEMA_SOURCES = tuple(Path(__file__).with_name(name) for name in (
+    "recipe.py", "recipe_schema.py", "platform_schema.py", "record.py", "catalog_cache.py", "files.py",
+    "kv_schema.py", "loading_schema.py", "bench.py"))
 
 
 class RecipeDataError(Exception):
-    """The recipe data itself is broken (a defect of the image, not of the user's settings)."""
+    """The recipe data itself is broken (a defect of the image, not of the user's settings).
+    str() is always one line, whatever the validator underneath said."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))
+
+
+KV_FILE, LOADERS_FILE = "kv_offload.yaml", "loaders.yaml"
+BENCH_FILE = "bench/benchmarks.yaml"  # a folder of its own: no glob of recipes/*.yaml takes it for a recipe
+# The parts of the one catalog read only by the commands that need them (a start without KV
+# offload never decodes the KV part); all are validated, cross-checked and cached together.
+SECTIONS = {"kv_offload": KV_FILE, "loaders": LOADERS_FILE, "bench": BENCH_FILE}
 
 
 def _model_files(directory: Path) -> List[Path]:
     return sorted((directory / "models").glob("*.yaml"))
 
 
+def _grammar_files(directory: Path) -> List[Path]:
+    return sorted((directory / "vllm").glob("*.json"))
+
+
 def _data_files(directory: Path) -> List[Path]:
+    """Every data file of the catalog: what its digest covers and what validation reads."""
     return [*_model_files(directory), directory / "hardware.yaml", directory / "serving.yaml",
             directory / "platforms.yaml", directory / "vllm" / "removed_env.yaml",
-            *sorted((directory / "strategies").glob("*.yaml"))]
+            *sorted((directory / "strategies").glob("*.yaml")),
+            *(directory / name for name in SECTIONS.values()), *_grammar_files(directory)]
 
 
-def _validate(directory: Path) -> Record:
-    import yaml
+def read_data_file(path: Path):
+    """One data file through the one bounded reader (core/files.read_data); RecipeDataError
+    (one line naming the file) when it is not a regular file, too large, too deep or malformed."""
+    from entrypoint.core.files import DataFileError, read_data
+
+    try:
+        return read_data(path, limits.MAX_DATA_FILE_BYTES, limits.MAX_DATA_DEPTH, limits.MAX_DATA_NODES)
+    except DataFileError as exc:
+        raise RecipeDataError(f"recipe data {exc}") from None
+
+
+def _invalid(path: Path, exc: Exception) -> RecipeDataError:
+    """One line for a validator's complaint about one file: its first problem, where, and how many more."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            found = exc.errors()
+        except Exception:  # noqa: BLE001 - any validator: fall back to its text
+            found = []
+        if found:
+            first = found[0]
+            loc = ".".join(str(part) for part in first.get("loc", ()))
+            msg = str(first.get("msg", "")).removeprefix("Value error, ")
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            return RecipeDataError(f"recipe data {path} is invalid: {loc + ': ' if loc else ''}{msg}{more}")
+    return RecipeDataError(f"recipe data {path} is invalid: {exc}")
+
+
+def _validated(path: Path, model, raw):
+    from pydantic import ValidationError
+
+    if not isinstance(raw, dict):
+        raise RecipeDataError(f"recipe data {path}: the file must be a mapping of keys, not "
+                              f"{type(raw).__name__}")
+    try:
+        return model(**raw)
+    except ValidationError as exc:
+        raise _invalid(path, exc) from None
+    except (TypeError, ValueError) as exc:
+        raise RecipeDataError(f"recipe data {path} is invalid: {exc}") from None
+
+
+def _validate_main(directory: Path):
     from pydantic import ValidationError
 
     from entrypoint.core import recipe_schema as schema
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where libyaml is there
-
-    def read(path: Path):
-        data = read_capped(path, limits.MAX_DATA_FILE_BYTES)  # a FIFO or a device: an OSError, not a hang
-        if len(data) > limits.MAX_DATA_FILE_BYTES:
-            raise OSError(f"{path} is larger than {limits.MAX_DATA_FILE_BYTES} bytes")
-        return yaml.load(data, Loader=loader)
-
+    read = read_data_file
+    hardware = _validated(directory / "hardware.yaml", schema.HardwareFile, read(directory / "hardware.yaml"))
+    serving = read(directory / "serving.yaml")
+    recipes = {p.stem: read(p) for p in _model_files(directory)}
+    if not recipes:
+        raise RecipeDataError(f"recipe data: no recipe in {directory / 'models'} (one <slug>.yaml per model)")
+    strategies = {p.stem: read(p) for p in sorted((directory / "strategies").glob("*.yaml"))}
+    platforms = read(directory / "platforms.yaml")
+    removed = read(directory / "vllm" / "removed_env.yaml") or {}
+    for slug, raw in recipes.items():  # each file's own errors name that file
+        _validated(directory / "models" / f"{slug}.yaml", schema.Recipe, raw)
+    for sid, raw in strategies.items():
+        _validated(directory / "strategies" / f"{sid}.yaml", schema.Strategy, raw)
+    _validated(directory / "serving.yaml", schema.Serving, serving)
+    _validated(directory / "platforms.yaml", schema.PlatformsFile, platforms)
     try:
-        hardware = schema.HardwareFile(**read(directory / "hardware.yaml"))
-        serving = read(directory / "serving.yaml")
-        recipes = {p.stem: read(p) for p in _model_files(directory)}
-        if not recipes:
-            raise OSError(f"no recipe in {directory / 'models'} (one <slug>.yaml per model)")
-        catalog = schema.Catalog(
+        return schema.Catalog(
             recipes=recipes,
-            recipe=recipes.get(serving.get("default_recipe") if isinstance(serving, dict) else None)
-            or next(iter(recipes.values())),
+            recipe=recipes.get(serving.get("default_recipe")) or next(iter(recipes.values())),
             hardware=hardware.hardware, brands=hardware.brands, architectures=hardware.architectures,
             multi_node_nvlink_args=hardware.multi_node_nvlink_args,
-            strategies={p.stem: read(p) for p in sorted((directory / "strategies").glob("*.yaml"))},
-            serving=serving,
-            platforms=read(directory / "platforms.yaml"),
-            vllm_env_removed=read(directory / "vllm" / "removed_env.yaml") or {},
+            strategies=strategies, serving=serving, platforms=platforms, vllm_env_removed=removed,
         )
-    except (OSError, yaml.YAMLError, ValidationError, TypeError, AttributeError) as exc:
-        raise RecipeDataError(f"recipe data in {directory} is invalid: {exc}") from exc
-    return schema.freeze(catalog)
+    except ValidationError as exc:
+        raise _invalid(directory, exc) from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise RecipeDataError(f"recipe data in {directory} is invalid: {exc}") from None
+
+
+def _dangling(directory: Path, catalog, kv, loaders, bench) -> List[str]:
+    """Every reference from one data file into another that names nothing: `file: key: problem`."""
+    problems: List[str] = []
+
+    def check(where: str, names, known, what: str) -> None:
+        for name in names:
+            if name not in known:
+                valid = ", ".join(sorted(known)) or "none"
+                problems.append(f"{where}: unknown {what} {name!r} (valid: {valid})")
+
+    models = directory / "models"
+    for slug, r in catalog.recipes.items():
+        check(f"{models / slug}.yaml: kv_offload_support", r.kv_offload_support, kv.options, "KV offload option")
+        opted = [k for k in r.kv_offload_support if k in kv.options and not kv.options[k].requires_opt_in]
+        for k in opted:
+            problems.append(f"{models / slug}.yaml: kv_offload_support.{k}: option {k!r} needs no opt-in "
+                            f"({directory / KV_FILE}: requires_opt_in is false)")
+        check(f"{models / slug}.yaml: kv_cache_strategy_hardware", r.kv_cache_strategy_hardware, kv.stores,
+              "KV store")
+        for store, hw in r.kv_cache_strategy_hardware.items():
+            check(f"{models / slug}.yaml: kv_cache_strategy_hardware.{store}", hw, catalog.hardware, "hardware")
+    kv_file = directory / KV_FILE
+    for oid, opt in kv.options.items():
+        check(f"{kv_file}: options.{oid}.strategies", opt.strategies or (), catalog.strategies, "strategy")
+        check(f"{kv_file}: options.{oid}.brands", opt.brands or (), catalog.brands, "brand")
+    for sid, store in kv.stores.items():
+        check(f"{kv_file}: stores.{sid}.brands", store.brands, catalog.brands, "brand")
+    loaders_file = directory / LOADERS_FILE
+    for lid, loader in loaders.loaders.items():
+        check(f"{loaders_file}: loaders.{lid}.brands", loader.brands, catalog.brands, "brand")
+    check(f"{loaders_file}: checkpoints", loaders.checkpoints, catalog.recipes, "recipe")
+    for slug, sizes in loaders.checkpoints.items():
+        if slug in catalog.recipes:
+            check(f"{loaders_file}: checkpoints.{slug}", sizes, catalog.recipes[slug].variants, "variant")
+    bench_file = directory / BENCH_FILE
+    for i, ref in enumerate(bench.references):
+        where = f"{bench_file}: references[{i}]"
+        check(f"{where}.recipe", [ref.recipe], catalog.recipes, "recipe")
+        check(f"{where}.hardware", [ref.hardware], catalog.hardware, "hardware")
+        if ref.recipe in catalog.recipes:
+            check(f"{where}.variant", [ref.variant], catalog.recipes[ref.recipe].variants, "variant")
+    return problems
+
+
+def _check_grammar(path: Path) -> None:
+    """A vLLM grammar's shape (core/vllm_cli reads it at use): the keys it reads, of the right kinds."""
+    raw = read_data_file(path)
+    options = raw.get("options") if isinstance(raw, dict) else None
+    if not isinstance(options, list) or not isinstance(raw.get("env"), list) or \
+            not isinstance(raw.get("vllm_version"), str):
+        raise RecipeDataError(f"recipe data {path}: needs vllm_version (text), options and env (lists)")
+    for i, o in enumerate(options):
+        if not isinstance(o, dict) or not all(k in o for k in ("dest", "options", "kind", "nargs")) \
+                or not isinstance(o["options"], list):
+            raise RecipeDataError(f"recipe data {path}: options[{i}] needs dest, options (a list), kind and nargs")
+
+
+def _validate(directory: Path) -> dict:
+    """Every data file read, validated and cross-checked once: {part name: read-only record},
+    the catalog under "" and each of SECTIONS under its name."""
+    from entrypoint.core import recipe_schema as schema
+    from entrypoint.core.bench_schema import BenchFile
+    from entrypoint.core.kv_schema import KvFile
+    from entrypoint.core.loading_schema import LoadersFile
+
+    catalog = _validate_main(directory)
+    models = {"kv_offload": KvFile, "loaders": LoadersFile, "bench": BenchFile}
+    parts = {name: _validated(directory / file, models[name], read_data_file(directory / file))
+             for name, file in SECTIONS.items()}
+    for path in _grammar_files(directory):
+        _check_grammar(path)
+    problems = _dangling(directory, catalog, parts["kv_offload"], parts["loaders"], parts["bench"])
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RecipeDataError(f"recipe data {problems[0]}{more}")
+    return {"": schema.freeze(catalog), **{name: schema.freeze(part) for name, part in parts.items()}}
 
 
 def _digest(directory: Path) -> str:
     h = hashlib.sha256()
     for path in [*_SCHEMA_SOURCES, *_data_files(directory)]:
+        data = read_capped(path, limits.MAX_DATA_FILE_BYTES)  # a FIFO or a device: an OSError, not a hang
+        if len(data) > limits.MAX_DATA_FILE_BYTES:
+            raise OSError(f"{path} is larger than {limits.MAX_DATA_FILE_BYTES} bytes")
         h.update(path.name.encode() + b"\0")
-        h.update(read_capped(path, limits.MAX_DATA_FILE_BYTES))
+        h.update(data)
     return h.hexdigest()[:24]
 
 
@@ -98,14 +236,34 @@ def _cache_dirs(directory: Path) -> List[Path]:
     return [directory / ".validated", Path(home) / "kimi-serve"]
 
 
-def load_catalog_from(directory: Path, use_cache: bool = True) -> Record:
+def _part_name(digest: str, part: str) -> str:
+    return f"catalog-{digest}{'-' + part if part else ''}.json"
+
+
+def load_catalog_from(directory: Path, use_cache: bool = True, part: str = "") -> Record:
+    """The catalog (or one of its SECTIONS) of the data in `directory`: from the cache when the
+    data is unchanged, else every file validated and cross-checked, and the cache written."""
     if not use_cache:
-        return _validate(directory)
+        return _validate(directory)[part]
     try:
-        name = f"catalog-{_digest(directory)}.json"
+        digest = _digest(directory)
     except OSError as exc:
         raise RecipeDataError(f"recipe data in {directory} cannot be read: {exc}") from exc
-    return catalog_cache.cached(name, _cache_dirs(directory), lambda: _validate(directory))
+
+    def validate() -> dict:
+        return {_part_name(digest, name): found for name, found in _validate(directory).items()}
+
+    return catalog_cache.cached(_part_name(digest, part), _cache_dirs(directory), validate)
+
+
+@lru_cache(maxsize=8)
+def _load_section(directory: str, part: str) -> Record:
+    return load_catalog_from(Path(directory), part=part)
+
+
+def load_section(part: str, directory: Optional[Path] = None) -> Record:
+    """One of SECTIONS of the one catalog (kv_offload, loaders, bench), validated with the rest."""
+    return _load_section(str(directory or default_recipes_dir()), part)
 
 
 @lru_cache(maxsize=4)

@@ -175,8 +175,9 @@ def _valid_strategy(settings: Settings, catalog: Catalog, hw: str) -> str:
         sibling = sid.replace("single_node_", "multi_node_")
         across = (f" It offers the layout across nodes: KIMI_STRATEGY={sibling} with KIMI_NODES=2 or more."
                   if sibling != sid and sibling in offered else "")
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} {why}. Use one of: {', '.join(offered)}."
-                        f"{across}")
+        way = f"Use one of: {', '.join(offered)}." if offered else \
+            f"It offers no strategy on {hw}: choose other hardware (`kimi-serve list`)."
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} {why}. {way}{across}")
     strat = catalog.strategies[sid]
     if strat.deploy_type == "single_node" and nodes > 1:
         alt = sid.replace("single_node_", "multi_node_")

@@ -38,6 +38,7 @@ class Field:
     minimum: Optional[int] = None  # int: smallest value (default 0)
     maximum: Optional[int] = None  # int: largest value; list: most entries (core/limits.py says why)
     pattern: Optional[str] = None  # str: the whole value must match
+    lower: bool = False  # str: a keyword (or a name vLLM reads in lower case), read the same in any case
     pattern_doc: str = ""  # what the pattern asks for, in words
 
     @property
@@ -109,7 +110,8 @@ FIELDS: tuple = (
       "grammar (recipes/vllm/); set it for `print`/`plan` of another image."),
     F("load_format", "str", "recipe", "`recipe`", "How vLLM loads the weights: `recipe` (the recipe's own flags), "
       "`auto` (the fastest measured loader for this node's storage: recipes/loaders.yaml, docs/cold-start.md), or a "
-      "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`)."),
+      "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`).",
+      lower=True),
     F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",
@@ -404,6 +406,7 @@ def _convert(field: Field, raw: Any, where: str) -> Any:
         return text.lower()
     if not text:
         return field.default  # an empty value means the default (as if unset)
+    text = text.lower() if field.lower else text
     if field.pattern and not (re.fullmatch(field.pattern, text) and
                               (field.name != "name" or len(text) <= limits.MAX_NAME_LENGTH)):
         raise KimiError(INVALID_VALUE, f"{label}={_shown(field, text)} is not {field.pattern_doc}.")

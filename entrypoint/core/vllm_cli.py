@@ -115,8 +115,17 @@ def load_spec(version: str) -> Spec:
 
 @lru_cache(maxsize=32)
 def _load_spec(directory: str, version: str) -> Spec:
-    with open(Path(directory) / f"{version}.json", encoding="utf-8") as fh:
-        raw = json.load(fh)
+    from entrypoint.core.recipe import RecipeDataError, read_data_file
+
+    path = Path(directory) / f"{version}.json"
+    raw = read_data_file(path)  # the one bounded reader: a FIFO or a device is refused, not waited on
+    try:
+        return _spec_of(raw)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise RecipeDataError(f"recipe data {path}: not a vLLM grammar ({type(exc).__name__}: {exc})") from None
+
+
+def _spec_of(raw: dict) -> Spec:
     options: Dict[str, Option] = {}
     for o in raw["options"]:
         opt = Option(dest=o["dest"], strings=tuple(o["options"]), kind=o["kind"], nargs=o["nargs"],
@@ -331,8 +340,13 @@ def secret_spec() -> Spec:
 def _union_spec(directory: str) -> Spec:
     options: Dict[str, Option] = {}
     env: set = set()
+    from entrypoint.core.recipe import RecipeDataError
+
     for version in _versions_in(directory):
-        spec = _load_spec(directory, version)
+        try:
+            spec = _load_spec(directory, version)
+        except RecipeDataError:  # masking never fails: the broken grammar is reported by its reader
+            continue
         options.update(spec.options)
         env |= spec.env
     return Spec(version="any", package="vllm", options=options, env=frozenset(env))

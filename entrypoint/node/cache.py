@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Tuple
 
+from entrypoint.core import limits
+from entrypoint.core.files import walk_files
 from entrypoint.core.settings import env_flag
 
 
@@ -51,15 +53,28 @@ def model_dirs(model: str, cache_dir: str, environ: Mapping[str, str]) -> list:
     return [hub / ("models--" + model.replace("/", "--")) / "snapshots"]
 
 
-def weights_present(model: str, cache_dir: str, environ: Mapping[str, str]) -> Optional[Path]:
-    """The directory holding the model's safetensors, or None."""
+def weights_search(model: str, cache_dir: str, environ: Mapping[str, str]) -> Tuple[Optional[Path], str]:
+    """(the directory holding the model's safetensors or None, the first *.safetensors that is
+    not a regular file: a FIFO, a device, a link loop; "" when none). The search is bounded in
+    entries, depth and time (core/files.walk_files) and follows no link to a directory."""
+    problem = ""
     for base in model_dirs(model, cache_dir, environ):
         try:
-            if base.is_dir() and next(base.rglob("*.safetensors"), None) is not None:
-                return base
+            if not base.is_dir():
+                continue
         except OSError:  # not readable by this user: preflight's cache check says so
             continue
-    return None
+        walk = walk_files(base, ".safetensors", limits.MAX_WEIGHTS_ENTRIES, limits.MAX_WEIGHTS_DEPTH,
+                          limits.WEIGHTS_SEARCH_DEADLINE_S)
+        problem = problem or walk.problem()
+        if walk.files:
+            return base, problem
+    return None, problem
+
+
+def weights_present(model: str, cache_dir: str, environ: Mapping[str, str]) -> Optional[Path]:
+    """The directory holding the model's safetensors, or None."""
+    return weights_search(model, cache_dir, environ)[0]
 
 
 def path_problem(path: str, want_writable: bool = False) -> str:

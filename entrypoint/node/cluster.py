@@ -48,15 +48,31 @@ def _split_top_level(text: str) -> List[str]:
     return parts + ["".join(current)]
 
 
-def _range_items(body: str) -> Iterator[str]:
+def _range_parts(body: str) -> List[Tuple[str, str]]:
+    """[lo, hi] pairs of one bracket ('01-04,07' -> [('01', '04'), ('07', '07')]); ValueError when
+    it is not a list of numbers and ascending number ranges."""
+    parts = []
     for item in body.split(","):
         lo, dash, hi = item.partition("-")
         if not re.fullmatch(r"[0-9]{1,9}", lo) or (dash and not re.fullmatch(r"[0-9]{1,9}", hi)):
             raise ValueError(f"[{body[:40]}] is not a list of numbers and number ranges")
-        if dash:
-            yield from (str(n).zfill(len(lo)) for n in range(int(lo), int(hi) + 1))
-        else:
-            yield lo
+        if dash and int(hi) < int(lo):
+            raise ValueError(f"the range {lo}-{hi} runs backwards: it names no host")
+        parts.append((lo, hi if dash else lo))
+    return parts
+
+
+def _range_items(body: str) -> Iterator[str]:
+    for lo, hi in _range_parts(body):
+        yield from (str(n).zfill(len(lo)) for n in range(int(lo), int(hi) + 1))
+
+
+def _count(item: str) -> int:
+    """How many hosts one item ('r[1-2]-n[01-04]') names, computed without expanding it."""
+    total = 1
+    for body in re.findall(r"\[([^\]]*)\]", item):
+        total *= sum(int(hi) - int(lo) + 1 for lo, hi in _range_parts(body))
+    return total
 
 
 def _hosts(text: str) -> Iterator[str]:
@@ -74,9 +90,21 @@ def _hosts(text: str) -> Iterator[str]:
 
 def expand_nodelist(text: str, limit: int = limits.MAX_NODELIST_HOSTS) -> List[str]:
     """Slurm's compact host list: 'gpu[01-04,07]', 'a[1-2],b3', 'r[1-2]-n[1-2]' -> host names (at most
-    `limit`; the wiring only needs the first). ValueError when it is not a host list."""
+    `limit`; the wiring only needs the first). ValueError when it is not a host list, names no
+    host, or names more than MAX_NODELIST_HOSTS: the count is computed before anything is
+    expanded (a bound on the expansion, so 'gpu[0-999999999]' ends at once)."""
     if len(text or "") > limits.MAX_NODELIST_CHARS:
         raise ValueError(f"longer than {limits.MAX_NODELIST_CHARS} characters")
+    if not (text or "").strip():
+        return []  # no list at all (the variable is empty)
+    items = [p.strip() for p in _split_top_level(text or "") if p.strip()]
+    total = 0
+    for item in items:
+        total += _count(item)
+        if total > limits.MAX_NODELIST_HOSTS:
+            raise ValueError(f"it names more than {limits.MAX_NODELIST_HOSTS} hosts (the bound on a host list)")
+    if total == 0:
+        raise ValueError("it names no host")
     return list(itertools.islice(_hosts(text or ""), limit))
 
 
@@ -90,7 +118,7 @@ def _scheduler_values(environ: Mapping[str, str], settings: Settings) -> Tuple[s
         values = {"KIMI_NODES": str(nodes), "KIMI_NODE_RANK": str(ext["SLURM_NODEID"])}
         name = "SLURM_JOB_NODELIST" if ext.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
         try:
-            hosts = expand_nodelist(ext.get(name) or "", limit=1)
+            hosts = expand_nodelist(ext[name], limit=1) if ext.get(name) else []  # absent: no head from it
         except ValueError as exc:
             if settings.head_addr:
                 hosts = []  # not needed: the head is set

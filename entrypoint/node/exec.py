@@ -40,15 +40,13 @@ def write_files(files: Mapping[str, str]) -> None:
     before exec: a temporary file beside each, then renamed over it, readable by this user only."""
     from entrypoint.core.errors import INVALID_VALUE, KimiError
 
+    from entrypoint.core.files import write_file
+
     for path, text in files.items():
         folder = os.path.dirname(path)
-        tmp = f"{path}.{os.getpid()}.tmp"
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
+            write_file(path, text, mode=0o600)
         except OSError as exc:
             raise KimiError(INVALID_VALUE, f"cannot write {path}, which the launch needs ({exc.strerror or exc}): "
                             f"give the container a writable {folder} (the renderings mount a scratch /tmp).") from None

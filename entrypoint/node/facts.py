@@ -24,6 +24,7 @@ class CacheFacts:
     weights_dir: Optional[str]  # where the model's weights already are, if they are
     problem: str = ""  # the cache path is a file, or cannot be reached by this user
     model_problem: str = ""  # KIMI_MODEL is a local path this user cannot read
+    weights_problem: str = ""  # a weights file is a FIFO, a device or a link loop (vLLM would hang on it)
 
 
 @dataclass(frozen=True)
@@ -79,13 +80,14 @@ def _existing_parent(path: str) -> str:
 def cache_facts(cache_dir: str, model: str, environ: Mapping[str, str], proc_root: str = "/proc") -> CacheFacts:
     base = _existing_parent(cache_dir)
     point, fs_type = _mount_of(os.path.realpath(base), proc_root)
-    weights = cache.weights_present(model, cache_dir, environ)
+    weights, weights_problem = cache.weights_search(model, cache_dir, environ)
     local_model = model.startswith(("/", "."))
     model_problem = cache.path_problem(model) if local_model else ""
     if local_model and not model_problem and not os.path.exists(model):
         model_problem = f"{model} does not exist on this node"
     return CacheFacts(cache_dir, os.access(base, os.W_OK), point, fs_type, _statvfs(base)[1],
-                      str(weights) if weights else None, cache.path_problem(cache_dir), model_problem)
+                      str(weights) if weights else None, cache.path_problem(cache_dir), model_problem,
+                      weights_problem)
 
 
 def gather(environ: Mapping[str, str], cache_dir: str, model: str, architectures: Mapping[str, str],

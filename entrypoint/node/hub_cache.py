@@ -144,5 +144,9 @@ def local_state(hub: Path, source: Source, rules, expected: Optional[Dict[str, E
 def any_weights(hub: Path, source: Source) -> bool:
     """Some safetensors of the repo are in the cache (any snapshot): for a cache filled by
     another tool, whose listing this cannot check."""
+    from entrypoint.core import limits
+    from entrypoint.core.files import walk_files
+
     base = repo_dir(hub, source.repo_id) / "snapshots"
-    return base.is_dir() and next(base.rglob("*.safetensors"), None) is not None
+    return base.is_dir() and bool(walk_files(base, ".safetensors", limits.MAX_WEIGHTS_ENTRIES, limits.MAX_WEIGHTS_DEPTH,
+                                             limits.WEIGHTS_SEARCH_DEADLINE_S, first=1).files)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
 from entrypoint.core import errors as E, limits
-from entrypoint.core.files import read_capped
+from entrypoint.core.files import read_capped, write_file
 from entrypoint.core.errors import KimiError
 from entrypoint.core.mask import mask_argv
 from entrypoint.core.placement import OWNED_DESTS
@@ -223,8 +223,8 @@ def check_contract(wiring: PlatformWiring, plan, spec) -> None:
 def record_launch(proc, wiring: PlatformWiring) -> None:
     """Leave the port this container serves on for `kimi-serve healthcheck` (best effort)."""
     try:
-        STATE_FILE.write_text(json.dumps({"pid": os.getpid(), "port": proc.port, "role": proc.role,
-                                          "platform": wiring.platform}))
+        write_file(STATE_FILE, json.dumps({"pid": os.getpid(), "port": proc.port, "role": proc.role,
+                                           "platform": wiring.platform}))  # the one writer: never through a link
     except OSError:
         pass
 

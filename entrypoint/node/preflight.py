@@ -142,6 +142,9 @@ def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     if c.model_problem:
         return NodeCheck("cache", "error", f"KIMI_MODEL: {c.model_problem}: mount the weights there, readable by this "
                      "user, or set KIMI_MODEL to a repo id to download them.")
+    if c.weights_problem:
+        return NodeCheck("cache", "error", f"weights: {c.weights_problem}: vLLM would wait on it for ever; put the "
+                     "real file there (or remove it and let the start download the weights).")
     if not c.writable:
         return NodeCheck("cache", "error", f"{c.path} is not writable by this user: mount a writable volume there "
                      f"(-v kimi-cache:{c.path}; on OpenShift give the volume the pod's group) or set KIMI_CACHE_DIR.")

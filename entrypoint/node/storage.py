@@ -13,39 +13,32 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from entrypoint.core import limits
+from entrypoint.core.files import open_regular, walk_files
 from entrypoint.core.loading import StorageFacts
 from entrypoint.node import cache
 from entrypoint.node.facts import _existing_parent, _mount_of
 
 
 def _sample_file(weights: Path) -> Optional[Path]:
-    """The largest *.safetensors among the first LOAD_SAMPLE_FILES entries found under `weights`."""
-    best, size, seen = None, -1, 0
-    try:
-        for path in weights.rglob("*.safetensors"):
-            seen += 1
-            try:
-                n = path.stat().st_size
-            except OSError:
-                continue
-            if n > size:
-                best, size = path, n
-            if seen >= limits.LOAD_SAMPLE_FILES:
-                break
-    except OSError:
-        return best
-    return best
+    """The largest regular *.safetensors among the first LOAD_SAMPLE_FILES found under `weights`
+    (a bounded search: core/files.walk_files; a FIFO or a device is never opened)."""
+    walk = walk_files(weights, ".safetensors", limits.MAX_WEIGHTS_ENTRIES, limits.MAX_WEIGHTS_DEPTH,
+                      limits.WEIGHTS_SEARCH_DEADLINE_S, first=limits.LOAD_SAMPLE_FILES)
+    if not walk.files:
+        return None
+    return Path(max(walk.files, key=lambda found: found[1])[0])
 
 
 def _open(path: Path):
-    """(fd, direct): O_DIRECT when the file system takes it, else a plain read."""
+    """(fd, direct): O_DIRECT when the file system takes it, else a plain read; a regular file
+    only, opened without blocking (a FIFO put in place of a weights file is refused)."""
     flag = getattr(os, "O_DIRECT", 0)
     if flag:
         try:
-            return os.open(path, os.O_RDONLY | flag), True
-        except OSError:
+            return open_regular(path, flag), True
+        except OSError:  # O_DIRECT refused (tmpfs, some FUSE): a plain read (a FIFO is refused again)
             pass
-    return os.open(path, os.O_RDONLY), False
+    return open_regular(path), False
 
 
 def sample_read(path: Path, max_bytes: int = limits.LOAD_SAMPLE_BYTES,
@@ -70,7 +63,7 @@ def sample_read(path: Path, max_bytes: int = limits.LOAD_SAMPLE_BYTES,
             except OSError as exc:
                 if direct and done == 0:  # O_DIRECT refused at read time (some FUSE/overlay): read plainly
                     os.close(fd)
-                    fd, direct = os.open(path, os.O_RDONLY), False
+                    fd, direct = open_regular(path), False
                     continue
                 note = f"read stopped: {exc.strerror or exc}"
                 break

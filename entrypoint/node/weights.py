@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, KimiError
-from entrypoint.core.mask import is_secret_name, mask_text
+from entrypoint.core.files import write_file
+from entrypoint.core.mask import mask_output
 from entrypoint.core.settings import env_flag, read_settings
 from entrypoint.core.weights import Source, exact_pattern, select_files
 from entrypoint.node.hub_cache import Entry, LocalState, local_state, read_tree, repo_dir
@@ -122,9 +123,9 @@ def _retrying(what: str, fn, source: Source, environ, log, retries: int = RETRIE
 
 
 def _one_line(exc: BaseException, environ: Mapping[str, str]) -> str:
-    """The error in one bounded line, with every secret-named variable's value masked."""
-    secrets = [v for k, v in environ.items() if is_secret_name(k) and v]
-    text = mask_text(" ".join(str(exc).split()), secrets)
+    """The error in one bounded line, through the one mask (a token read from HF_TOKEN_PATH, a
+    URL's password, a credential option's value, a secret-named variable's value)."""
+    text = mask_output(" ".join(str(exc).split()), environ)
     return text[:300] + ("..." if len(text) > 300 else "")
 
 
@@ -269,9 +270,7 @@ def _write_ref(hub: Path, source: Source, commit: str) -> None:
     ref = repo_dir(hub, source.repo_id) / "refs" / source.revision
     try:
         ref.parent.mkdir(parents=True, exist_ok=True)
-        tmp = ref.with_name(ref.name + ".tmp")
-        tmp.write_text(commit)
-        os.replace(tmp, ref)
+        write_file(ref, commit)  # the one writer: a link planted there is replaced, never followed
     except OSError:
         pass  # written even after a failed fetch (preflight then sees a partial snapshot); never hide that failure
 

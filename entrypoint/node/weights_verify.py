@@ -9,6 +9,7 @@ download that follows fetches it again.
 
 from __future__ import annotations
 
+import os
 import hashlib
 import stat
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import List, Mapping, Optional
 
 from entrypoint.core.errors import MISSING_SETTING, KimiError
+from entrypoint.core.files import open_regular
 from entrypoint.core.weights import Source
 from entrypoint.node.hub_cache import Entry, LocalState, local_state, repo_dir, snapshot_file
 from entrypoint.node.progress import Progress
@@ -38,7 +40,7 @@ class Problem:
 def _digest(path: Path, entry: Entry, progress: Progress) -> str:
     """sha256 of the content (LFS), or git's blob sha1 ("blob <size>\\0" + content)."""
     h = hashlib.sha256() if entry.lfs_sha256 else hashlib.sha1(f"blob {entry.size}\0".encode())
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO swapped in after the stat is refused, not waited on
         while True:
             chunk = fh.read(CHUNK)
             if not chunk:

@@ -131,4 +131,16 @@ def render(launch) -> dict:
     services = {download_name(launch): _download(launch),
                 **{service_name(launch, p): _service(launch, p) for p in launch.plan.processes}}
     doc = {"services": services, "volumes": {CACHE_VOLUME: {}}, "secrets": {TOKEN_SECRET: {"file": TOKEN_SOURCE}}}
-    return {FILE: _header(launch) + dump(doc)}
+    return {FILE: _header(launch) + dump(_literal(doc))}
+
+
+def _literal(node):
+    """Every string as Compose will read it back: Compose interpolates `$NAME`, `${NAME}` and
+    `$$` in every value (a revision `a$b` would reach the container as `a`), so each `$` is
+    written `$$`, which Compose reads as one `$`. Nothing this file carries is meant to be
+    interpolated."""
+    if isinstance(node, dict):
+        return {_literal(key): _literal(value) for key, value in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_literal(item) for item in node]
+    return node.replace("$", "$$") if isinstance(node, str) else node

@@ -25,6 +25,8 @@ from typing import Callable, List, Optional
 from entrypoint.core import limits
 from entrypoint.core.bench import ResultError, figures
 from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.files import write_file
+from entrypoint.core.mask import mask_output
 
 EXIT_FOUND_PROBLEMS = 1  # the sweep ran: some requests failed, the client failed, or time ran out
 EXIT_NO_PROGRAM = 127  # as a shell: the client program is not on PATH
@@ -91,6 +93,9 @@ def check_server(url: str, model: Optional[str]) -> str:
     if ids is None:
         raise KimiError(INVALID_VALUE, f"{url}/v1/models answered HTTP {answer.status_code} without a model list: "
                         "is this a vLLM server? (--url is the server root, e.g. http://127.0.0.1:8000)")
+    if not ids:  # never an empty list of choices: say what is missing
+        raise KimiError(INVALID_VALUE, f"{url}/v1/models lists no model: the server is up but serves nothing yet "
+                        "(is the model still loading? `kimi-serve healthcheck` says when it is ready)")
     if model:
         if model not in ids:
             raise KimiError(INVALID_VALUE, f"--model {model!r} is not served at {url} (it serves {', '.join(ids)})")
@@ -157,14 +162,22 @@ def run_client(argv: List[str], deadline: float, progress: Callable[[int, int], 
 
 
 def read_result(path: Path) -> dict:
+    """The client's saved result: a regular file (a FIFO put there is refused, not waited on) of
+    at most MAX_BENCH_RESULT_BYTES, JSON (nesting bounded)."""
+    from entrypoint.core.files import read_capped
+
     try:
-        size = path.stat().st_size
-    except OSError:
+        data = read_capped(path, limits.MAX_BENCH_RESULT_BYTES)
+    except FileNotFoundError:
         raise ResultError(f"the client saved no result at {path}") from None
-    if size > limits.MAX_BENCH_RESULT_BYTES:
-        raise ResultError(f"{path} is {size} bytes, more than the {limits.MAX_BENCH_RESULT_BYTES} a result may be")
+    except OSError as error:
+        raise ResultError(f"the result {path} cannot be read ({error.strerror or error})") from None
+    if len(data) > limits.MAX_BENCH_RESULT_BYTES:
+        raise ResultError(f"{path} is more than the {limits.MAX_BENCH_RESULT_BYTES} bytes a result may be")
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(data)
+    except RecursionError:
+        raise ResultError(f"{path} nests too deep to be a result") from None
     except ValueError as error:
         raise ResultError(f"{path} is not JSON ({error})") from None
 
@@ -265,6 +278,7 @@ def run_bench(spec: Spec, *, workload_name: Optional[str], deployment, data, tim
             run["notes"].append("no charts: matplotlib is not installed (pip install 'kimi-serve[bench]')")
     summary = spec.output / bench_report.SUMMARY
     run["files"] += [str(summary), str(spec.output / bench_report.RESULTS)]
-    summary.write_text(bench_report.to_markdown(run))
-    (spec.output / bench_report.RESULTS).write_text(json.dumps(run, indent=2) + "\n")
+    # the one writer (a link planted there is replaced) and the one mask (the client's words could carry a secret)
+    write_file(summary, mask_output(bench_report.to_markdown(run), os.environ))
+    write_file(spec.output / bench_report.RESULTS, mask_output(json.dumps(run, indent=2) + "\n", os.environ))
     return run

@@ -149,8 +149,14 @@ def write_charts(run: dict, output: Path) -> List[str]:
 def _save(fig, stem: Path) -> List[str]:
     paths = []
     for ext in FORMATS:
+        import io
+
+        from entrypoint.core.files import write_file
+
         path = stem.with_suffix(f".{ext}")
-        fig.savefig(path, format=ext, metadata={"Date": None} if ext == "svg" else None)
+        image = io.BytesIO()  # drawn in memory, written by the one writer (a link there is replaced)
+        fig.savefig(image, format=ext, metadata={"Date": None} if ext == "svg" else None)
+        write_file(path, image.getvalue())
         paths.append(str(path))
     return paths
 

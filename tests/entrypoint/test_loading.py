@@ -308,12 +308,17 @@ def test_bad_loader_data_is_rejected(tmp_path, mutate, needle):
 
     from entrypoint.core.recipe import RecipeDataError
 
-    src = Path(loading.__file__).resolve().parents[2] / "recipes" / "loaders.yaml"
+    import shutil
+
+    shutil.copytree(Path(loading.__file__).resolve().parents[2] / "recipes", tmp_path / "recipes",
+                    ignore=shutil.ignore_patterns(".validated", "__pycache__"))
+    src = tmp_path / "recipes" / "loaders.yaml"  # one file of the one catalog, the others as shipped
     data = yaml.safe_load(src.read_text())
     mutate(data)
-    (tmp_path / "loaders.yaml").write_text(yaml.safe_dump(data))
+    src.write_text(yaml.safe_dump(data))
     with pytest.raises(RecipeDataError, match="invalid") as err:
-        loading.load_data(tmp_path)
+        loading.load_data(tmp_path / "recipes")
+    assert "\n" not in str(err.value) and str(src) in str(err.value)  # one line, naming the file
     assert needle in str(err.value)
 
 
@@ -322,7 +327,7 @@ def test_cuda_only_loaders_are_not_picked_for_amd_gpus():
     found = compose(read_settings(env),
                     storage=local("ext4", installed=("safetensors", "instanttensor", "fastsafetensors")))
     assert argv_values(found)["load_format"] == "safetensors"  # the streamer absent; instanttensor is CUDA-only
-    brands = {lid: l.brands for lid, l in loading.load_data().loaders.items()}
+    brands = {lid: list(l.brands) for lid, l in loading.load_data().loaders.items()}  # read-only: tuples
     assert brands["instanttensor"] == ["nvidia"] and brands["runai_streamer"] == []
 
 

@@ -70,10 +70,15 @@ def test_validated_cache_is_reused_and_invalidated_by_content(data, tmp_path):
     first = load_catalog_from(data)
     cached = list((tmp_path / "cache" / "kimi-serve").glob("catalog-*.json")) + \
         list((data / ".validated").glob("catalog-*.json"))
-    assert len(cached) == 1
+    # the catalog and its parts read on demand (KV offload, loaders, bench), all of one digest
+    assert sorted(p.name.split("-", 2)[-1] for p in cached) == sorted(
+        [p.name.split("-")[1] for p in cached if p.name.count("-") == 1] + [f"{s}.json" for s in
+                                                                          ("bench", "kv_offload", "loaders")])
+    main = [p for p in cached if p.name.count("-") == 1]
+    assert len(main) == 1 and len({p.name.split("-")[1][:24] for p in cached}) == 1
     assert load_catalog_from(data) == first == load_catalog_from(data, use_cache=False)
     # readable data: plain JSON whose recipe title is the data's
-    assert json.loads(cached[0].read_text())["catalog"]["fields"]["recipe"]["fields"]["title"] == "Kimi-K2.5"
+    assert json.loads(main[0].read_text())["catalog"]["fields"]["recipe"]["fields"]["title"] == "Kimi-K2.5"
     edit(data / "models" / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(vram_minimum_gb=700))
     assert load_catalog_from(data).recipe.variants["default"].vram_minimum_gb == 700
     edit(data / "models" / "kimi-k2.5.yaml", lambda d: d["variants"]["default"].update(bogus=1))

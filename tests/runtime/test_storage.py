@@ -12,6 +12,7 @@ import pytest
 from entrypoint.app import build
 from entrypoint.core import limits, loading
 from entrypoint.core.loading import StorageFacts
+from entrypoint.core.record import Record
 from entrypoint.node import storage
 from entrypoint.node.preflight import run_checks
 from tests.runtime.test_preflight import facts
@@ -41,7 +42,8 @@ def probe(model, tmp_path, fstype="nfs4", sample=True, gds=False):
     else:
         gds_path.unlink(missing_ok=True)
     data = loading.load_data()
-    data = data.model_copy(update={"storage": data.storage.model_copy(update={"gds_driver": str(gds_path)})})
+    storage_facts = Record("Storage", {**data.storage._fields, "gds_driver": str(gds_path)})  # read-only data
+    data = Record("LoadersFile", {**data._fields, "storage": storage_facts})
     return storage.probe(str(model), str(tmp_path / "cache"), {}, data, sample=sample,
                          proc_root=mounts(tmp_path, str(model), fstype))
 

@@ -67,7 +67,7 @@ def _edited(tmp_path: Path, edit) -> Path:
 @pytest.mark.parametrize("edit, complaint", [
     (lambda d: d["references"][0].update(hardware="h201"), "unknown hardware 'h201'"),
     (lambda d: d["references"][0].update(variant="fp2"), "unknown variant 'fp2'"),
-    (lambda d: d["references"][0].update(recipe="kimi-k9"), "no recipe 'kimi-k9'"),
+    (lambda d: d["references"][0].update(recipe="kimi-k9"), "unknown recipe 'kimi-k9'"),
     (lambda d: d["references"][0].update(workload="2k2k"), "workloads named but not defined: 2k2k"),
     (lambda d: d["references"][0].update(colour="red"), "colour"),
     (lambda d: d["references"][0]["points"].append({"concurrency": 4, "output_tokens_per_s_per_gpu": 1}),
@@ -232,6 +232,28 @@ def test_a_sweep_writes_figures_reference_charts_and_summary(standin, fake, tmp_
     assert [c[c.index("--max-concurrency") + 1] for c in benches] == ["1", "2"]
     assert all(c[c.index("--base-url") + 1] == server.url and c[c.index("--model") + 1] == "kimi-k2.5"
                for c in benches)
+
+
+def test_links_planted_under_the_output_are_replaced_never_followed(standin, fake, tmp_path):
+    """Every file bench writes (results.json, summary.md, the charts) goes through the one writer."""
+    server = standin("ok")
+    env = bench_env([fake], KIMI_RECIPES_DIR=str(recipes_with_tiny_workload(tmp_path)),
+                    KIMI_CACHE_DIR=str(tmp_path / "cache"))
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    out.mkdir()
+    victim.mkdir()
+    names = ["results.json", "summary.md", "throughput.png", "throughput.svg", "latency.png", "latency.svg"]
+    for name in names:
+        (victim / name).write_text("precious")
+        (out / name).symlink_to(victim / name)
+    done = run_bench(server.url, "--workload", "tiny", "--concurrency", "1", "--num-prompts", "2", "--output",
+                     str(out), "--format", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert all((victim / name).read_text() == "precious" for name in names)
+    written = [name for name in names if (out / name).exists()]
+    assert "results.json" in written and "summary.md" in written
+    assert not any((out / name).is_symlink() for name in written)
+    assert json.loads((out / "results.json").read_text())["results"][0]["concurrency"] == 1
 
 
 def test_text_mode_shows_progress_and_says_when_there_is_no_reference(standin, fake, tmp_path):
