@@ -401,7 +401,7 @@ def test_an_unknown_value_never_offers_an_empty_list():
     from .test_repros_20 import one_line_error
 
     result = one_line_error(run_cli(["print"], base_env(**H200, KIMI_RECIPE="kimi-k2-instruct", KIMI_PROFILE="x")),
-                            "KIMI_PROFILE", "unset KIMI_PROFILE")
+                            "KIMI_PROFILE", "no valid values", "KIMI_PROFILE unset")
     assert "Valid values: ." not in result.err and "values: ." not in result.err
     from entrypoint.core.errors import unknown_value
 
