@@ -28,7 +28,7 @@ from entrypoint.core import errors as E
 from entrypoint.core.args import substitute, tag
 from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.net import url_host
-from entrypoint.core.plan import Plan, Process
+from entrypoint.core.plan import Plan, Process, with_helper_drain
 from entrypoint.core.record import Record
 from entrypoint.core.select import Selection, version_key
 from entrypoint.core.vllm_cli import dedupe, spec_for, values
@@ -318,7 +318,7 @@ def compose(sel: Selection, cat, choice: KvChoice, directory: Optional[str] = No
         opt = data.options[choice.id]
         _check_option(choice.id, opt, sel, cat, deploy_type)
         processes = _option_plan(choice, opt, plan, sel)
-    return dataclasses.replace(plan, processes=processes)
+    return dataclasses.replace(plan, processes=with_helper_drain(processes))
 
 
 def this_process(plan: Plan, sel: Selection, choice: KvChoice) -> Process:

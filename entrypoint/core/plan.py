@@ -24,12 +24,24 @@ class Process:
     serves_http: bool = True
     # Configuration files the entrypoint writes before exec: {absolute path: text} (KV stores).
     files: dict = field(default_factory=dict)
+    # Seconds the process drains its running requests after SIGTERM (an engine's effective
+    # --shutdown-timeout; the router and the KV helpers: the deployment's budget). 0 = none.
+    drain_s: int = 0
 
     def as_dict(self) -> dict:
         out = {"role": self.role, "rank": self.rank, "argv": list(self.argv), "env": dict(self.env)}
         if self.files:
             out["files"] = dict(self.files)
         return out
+
+
+def with_helper_drain(processes) -> tuple:
+    """The processes, each one without GPUs (the router, the KV helpers) given the engines' longest
+    drain: it keeps serving them (proxying their streams, holding their KV) while they drain."""
+    import dataclasses
+
+    drain = max((p.drain_s for p in processes if p.local_gpus), default=0)
+    return tuple(p if p.local_gpus else dataclasses.replace(p, drain_s=drain) for p in processes)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Dict, List, Tuple
 from entrypoint.core import errors as E
 from entrypoint.core.args import Tagged, substitute, tag
 from entrypoint.core.errors import KimiError
-from entrypoint.core.plan import Plan, Pool, Process
+from entrypoint.core.plan import Plan, Pool, Process, with_helper_drain
 from entrypoint.core.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.record import Record
 from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported, version_key
@@ -183,6 +183,7 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
         args += tag("settings", ["--host", sel.host])
     if sel.port is not None and own_port:
         args += tag("settings", ["--port", str(sel.port)])
+    args += drain_args(sel, ctx.spec)
     args += tag("user", sel.user_args)
     args = dedupe(_drop_nvlink_only(ctx, _drop_moot(ctx, args)), ctx.spec)
 
@@ -207,6 +208,19 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
             env[key] = value
             origin[key] = source
     return args, env, origin
+
+
+DRAIN_FLAG = "--shutdown-timeout"
+
+
+def drain_args(sel: Selection, spec) -> Tagged:
+    """KIMI_DRAIN_TIMEOUT as vLLM's drain budget: SIGTERM then lets running requests finish for up to
+    that long (mode=drain) instead of aborting them (vLLM's default 0). A deliberate addition to the
+    recipe site's commands; none where the release's grammar lacks the flag, or for 0 (the user's
+    own --shutdown-timeout, later, wins)."""
+    if not sel.drain_s or spec.lookup(DRAIN_FLAG)[0] is None:
+        return []
+    return tag("settings (drain)", [DRAIN_FLAG, str(sel.drain_s)])
 
 
 # ---------------------------------------------------------------- parallel layouts
@@ -329,8 +343,9 @@ def _finish(ctx: _Ctx, role: str, rank: int, program: List[str], args: Tagged, e
         serves = not found.get("headless")
         gpus = gpus_needed(found)
         port = int_value(found, "port", 8000) if serves else None
+    drain = 0 if role == "router" else int_value(found, "shutdown_timeout", 0)
     return Process(role=role, rank=rank, argv=argv, env=final_env, provenance=provenance,
-                   local_gpus=gpus, port=port, serves_http=serves)
+                   local_gpus=gpus, port=port, serves_http=serves, drain_s=drain)
 
 
 def world_size(found: Dict[str, object]) -> int:
@@ -542,7 +557,8 @@ def resolve(sel: Selection, cat: Catalog) -> Plan:
     _check_profile_args(ctx, processes)
     return Plan(recipe=sel.recipe, hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
                 profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,
-                vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools), processes=tuple(processes))
+                vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools),
+                processes=with_helper_drain(processes))
 
 
 def this_process(plan: Plan, sel: Selection) -> Process:

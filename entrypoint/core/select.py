@@ -65,6 +65,7 @@ class Selection(Choice):
     load_args: tuple = ()  # how vLLM loads the model's source (object storage: --load-format ...)
     revision: Optional[str] = None  # KIMI_MODEL_REVISION: vLLM's --revision
     name: str = ""  # the rendered deployment's name: KIMI_NAME, else the recipe's deployment_name
+    drain_s: int = 0  # KIMI_DRAIN_TIMEOUT: vLLM's --shutdown-timeout (0 = vLLM's abort on SIGTERM)
 
     @property
     def is_multi_node(self) -> bool:
@@ -425,6 +426,7 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         load_args=_load_args(model, user_args, vllm_version),
         revision=settings.model_revision,
         name=settings.name or catalog.recipe.deployment_name,
+        drain_s=settings.drain_timeout,
     )
 
 

@@ -110,6 +110,10 @@ FIELDS: tuple = (
     F("load_format", "str", "recipe", "`recipe`", "How vLLM loads the weights: `recipe` (the recipe's own flags), "
       "`auto` (the fastest measured loader for this node's storage: recipes/loaders.yaml, docs/cold-start.md), or a "
       "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`)."),
+    F("drain_timeout", "int", 300, "`300`", "Seconds a stopped engine drains its running requests: vLLM's "
+      "`--shutdown-timeout` on every engine (where the release has it), and every rendering's grace period "
+      "(preStop pause + drain + margin; docs/day2.md). 0 = vLLM's own default: SIGTERM aborts every open stream.",
+      maximum=limits.MAX_DRAIN_S),
     F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",

@@ -112,6 +112,32 @@ def image(launch) -> str:
     return f"{repo.registry.rstrip('/')}/{repo.name}:{target}" + (f"@{digest}" if digest else "")
 
 
+class StopBudget:
+    """How one process stops (recipes/serving.yaml `stop`, docs/day2.md): out of routing, a pause
+    (`pause_s`, a preStop sleep), SIGTERM, up to `drain_s` of drain, `margin_s` to exit; `grace_s`
+    (terminationGracePeriodSeconds, stop_grace_period) holds it all. A process that serves no
+    client (a headless worker, the KV helpers, LMCache's server) pauses through the drain too
+    (`wait_s`): it gets SIGTERM only once the engines it backs have drained."""
+
+    def __init__(self, pause_s: int, drain_s: int, margin_s: int, fronts: bool):
+        self.pause_s, self.drain_s, self.margin_s = pause_s, drain_s, margin_s
+        self.wait_s = pause_s if fronts else pause_s + drain_s
+        self.grace_s = pause_s + drain_s + margin_s
+
+
+def stop(launch, proc: Process) -> StopBudget:
+    """The stop budget of `proc`: its drain (an engine's --shutdown-timeout; the router's and a
+    helper's: the engines'), the pause and margin of the data."""
+    data = launch.catalog.serving.stop
+    return StopBudget(data.pause_s, proc.drain_s, data.margin_s, fronts=proc.serves_http)
+
+
+def deployment_stop(launch) -> StopBudget:
+    """The stop budget of the deployment's longest-draining process (a pod of several containers,
+    a whole rendering)."""
+    return max((stop(launch, p) for p in launch.plan.processes), key=lambda b: b.grace_s)
+
+
 def image_user(launch):
     """The image's default user: uid, gid, home (recipes/serving.yaml)."""
     return launch.catalog.serving.image.user
