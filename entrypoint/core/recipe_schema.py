@@ -134,6 +134,17 @@ class Stop(Strict):
     margin_s: int = Field(gt=0)  # after the drain: the process's own exit (engine teardown, log flush)
 
 
+class CacheVar(Strict):
+    name: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    subdir: str = Field(pattern=r"^[a-z0-9_]+$")
+    brands: Optional[List[str]] = None  # None: every brand
+
+
+class CompileCaches(Strict):
+    dir: str = Field(pattern=r"^[a-z0-9_]+$")  # under KIMI_CACHE_DIR
+    env: List[CacheVar]
+
+
 class Alert(Strict):
     name: str = Field(pattern=r"^[A-Z][A-Za-z0-9]+$")
     expr: str  # PromQL; ${match} and ${<setting>} are filled by the renderers
@@ -179,6 +190,7 @@ class Serving(Strict):
     image: ImageRepo
     health: Health
     stop: Stop
+    compile_caches: CompileCaches
     default_recipe: str  # the recipe KIMI_RECIPE names when unset (a slug of recipes/models/)
     monitoring: Monitoring
 
