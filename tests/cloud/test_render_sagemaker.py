@@ -75,3 +75,16 @@ def test_moto_sagemaker_accepts_the_requests(service_model):
         config = client.describe_endpoint_config(EndpointConfigName=b["CreateEndpointConfig"]["EndpointConfigName"])
         got = config["ProductionVariants"][0]
         assert got["ContainerStartupHealthCheckTimeoutInSeconds"] == variant["ContainerStartupHealthCheckTimeoutInSeconds"]
+
+
+def test_an_update_keeps_the_old_instances_through_the_drain(service_model):
+    """Issue 30: the old fleet serves its open streams for the drain and the exit before SageMaker
+    stops it (no preStop there: all traffic moves to the new fleet first)."""
+    rollout = bodies({"KIMI_HARDWARE": "h200"})["CreateEndpoint"]["DeploymentConfig"]["BlueGreenUpdatePolicy"]
+    assert rollout["TrafficRoutingConfiguration"]["Type"] == "ALL_AT_ONCE"
+    assert rollout["TerminationWaitInSeconds"] >= 300 + 1  # KIMI_DRAIN_TIMEOUT's default and a margin
+    assert rollout["MaximumExecutionTimeoutInSeconds"] > rollout["TerminationWaitInSeconds"]
+    shorter = bodies({"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "60"})["CreateEndpoint"]
+    assert 60 < shorter["DeploymentConfig"]["BlueGreenUpdatePolicy"]["TerminationWaitInSeconds"] < 300
+    with pytest.raises(KimiError, match="TerminationWaitInSeconds"):
+        bodies({"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "3600"})
