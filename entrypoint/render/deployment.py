@@ -30,7 +30,7 @@ COMPANIONS = ("lmcache",)
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
 # head from the cluster runtime).
-_NOT_PASSED = {"image", "name", "namespace", "config", "recipes_dir", "image_target", "image_hardware",
+_NOT_PASSED = {"image", "image_digest", "name", "namespace", "config", "recipes_dir", "image_target", "image_hardware",
                "image_serves", "role", "node_rank", "head_addr",
                # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
                "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",
@@ -104,12 +104,22 @@ def health(launch) -> Hardware:
 
 def image(launch) -> str:
     """KIMI_IMAGE, else the published image of this hardware's target (recipes/serving.yaml), by
-    tag and, once one is locked there for the target, by digest too."""
+    tag and, once one is locked there for the target, by digest too; KIMI_IMAGE_DIGEST pins either
+    to that digest (issue 30: an upgrade is a new digest, never a moved tag)."""
+    pin = launch.settings.image_digest
     if launch.settings.image:
-        return launch.settings.image
-    repo, target = launch.catalog.serving.image, hardware(launch).image_target
-    digest = repo.digests.get(target)
-    return f"{repo.registry.rstrip('/')}/{repo.name}:{target}" + (f"@{digest}" if digest else "")
+        ref = launch.settings.image
+    else:
+        repo, target = launch.catalog.serving.image, hardware(launch).image_target
+        locked = None if pin else repo.digests.get(target)
+        ref = f"{repo.registry.rstrip('/')}/{repo.name}:{target}" + (f"@{locked}" if locked else "")
+    if not pin:
+        return ref
+    named, _, given = ref.partition("@")
+    if given and given != pin:
+        raise KimiError(INVALID_VALUE, f"KIMI_IMAGE={ref} names digest {given}, but KIMI_IMAGE_DIGEST={pin}: "
+                        "keep one of them.")
+    return f"{named}@{pin}"
 
 
 class StopBudget:

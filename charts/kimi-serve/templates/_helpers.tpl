@@ -65,6 +65,12 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- range $f.settings }}{{ if eq .name "router_port" }}{{ $routerPort = int ($s.router_port | default .default) }}{{ end }}{{ end -}}
 {{- $port := int ($s.port | default $d.port) -}}
 {{- $image := $s.image | default $hwf.image -}}
+{{- /* issue 30: settings.image_digest pins it (render/deployment.image) */ -}}
+{{- with $s.image_digest -}}
+  {{- $named := first (splitList "@" $image) -}}
+  {{- if and (contains "@" $image) (ne (last (splitList "@" $image)) .) }}{{ fail (printf "settings.image=%s names another digest than settings.image_digest=%s: keep one of them" $image .) }}{{ end -}}
+  {{- $image = printf "%s@%s" $named . -}}
+{{- end -}}
 {{- /* the settings every container gets: the user's, the pinned choices, the addresses the deployment gives its pods */ -}}
 {{- $pinned := dict "hardware" $hw "strategy" $sid -}}
 {{- $eff := deepCopy $s -}}
