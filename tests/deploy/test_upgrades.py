@@ -35,3 +35,21 @@ def test_a_users_image_is_pinned_too_and_two_digests_are_refused():
     with pytest.raises(KimiError, match="keep one of them"):
         render("k8s", {"KIMI_HARDWARE": "h200", "KIMI_IMAGE": f"registry.example/kimi@{other}",
                        "KIMI_IMAGE_DIGEST": DIGEST})
+
+
+@pytest.mark.parametrize("env", [{"KIMI_HARDWARE": "h200"}, {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster"}])
+def test_the_rollout_gate_is_a_verify_job_against_the_service(env):
+    import yaml
+
+    from tests.deploy.k8s_schema import _roundtrip
+
+    text = "".join(render("k8s-verify", {**env, "KIMI_IMAGE_DIGEST": DIGEST}).values())
+    (job,) = [d for d in yaml.safe_load_all(text) if d]
+    _roundtrip(job, "V1Job")  # strict: a key the Kubernetes models do not know fails
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    port = 8000  # the API Service's port: vLLM's default, the router's KIMI_ROUTER_PORT default
+    assert container["args"] == ["verify", "--url", f"http://kimi-k2-5-api.kimi-serve.svc:{port}"]
+    assert container["image"] == f"{PUBLISHED}:h200@{DIGEST}"  # the build being rolled out
+    assert job["spec"]["backoffLimit"] == 0 and pod["restartPolicy"] == "Never"  # one verdict, no retry
+    assert "rollout undo" in text  # the header says what a failure means

@@ -47,7 +47,8 @@ class Outcome:
     def as_dict(self) -> dict:
         return {"streams": len(self.streams), "completed": self.completed,
                 "cut": len(self.streams) - self.completed,
-                "chunks": [s.chunks for s in self.streams], "stream_errors": [s.error for s in self.streams if s.error],
+                "chunks": [s.chunks for s in self.streams], "finish_reasons": [s.finish_reason for s in self.streams],
+                "got_done": [s.done for s in self.streams], "stream_errors": [s.error for s in self.streams if s.error],
                 "streams_ended_s": [round(s.ended_s, 1) for s in self.streams],
                 "exit_s": round(self.exit_s, 1), "returncode": self.returncode, "late_request": self.late,
                 "stop_log": self.log_lines}
@@ -138,7 +139,8 @@ def stop_with_streams(server, model: str, streams: int = 4, tokens: int = 300, c
         exit_s = -1.0
     for thread in threads:
         thread.join(client_timeout_s + 5)
-    words = ("mode=", "shutdown", "Shutting down", "drain", "abort")
-    lines = [ln.strip()[-200:] for ln in server.log.read_text(errors="replace").splitlines()
-             if any(w in ln for w in words)][-8:]
+    log = server.log.read_text(errors="replace").splitlines()
+    modes = [ln.strip()[-200:] for ln in log if "mode=" in ln]  # vLLM's own word on the stop: drain or abort
+    lines = modes + [ln.strip()[-200:] for ln in log if "mode=" not in ln and
+                     any(w in ln for w in ("shutdown", "Shutting down", "drain", "abort"))][-6:]
     return Outcome(results, late, exit_s, server.process.poll(), lines)
