@@ -130,7 +130,7 @@ class Health(Strict):
 
 class Stop(Strict):
     """How a process is stopped (docs/day2.md): taken out of routing, a pause, SIGTERM, the drain."""
-    pause_s: int = Field(ge=0)  # preStop: time for endpoints, proxies and gateways to stop routing to it
+    pause_s: int = Field(gt=0)  # preStop: time for endpoints, proxies and gateways to stop routing to it
     margin_s: int = Field(gt=0)  # after the drain: the process's own exit (engine teardown, log flush)
 
 
