@@ -140,7 +140,7 @@ def stop_with_streams(server, model: str, streams: int = 4, tokens: int = 300, c
     for thread in threads:
         thread.join(client_timeout_s + 5)
     log = server.log.read_text(errors="replace").splitlines()
-    modes = [ln.strip()[-200:] for ln in log if "mode=" in ln]  # vLLM's own word on the stop: drain or abort
-    lines = modes + [ln.strip()[-200:] for ln in log if "mode=" not in ln and
+    modes = [ln.strip()[-200:] for ln in log if "mode=drain" in ln or "mode=abort" in ln]  # vLLM's own word
+    lines = modes + [ln.strip()[-200:] for ln in log if ln.strip()[-200:] not in modes and
                      any(w in ln for w in ("shutdown", "Shutting down", "drain", "abort"))][-6:]
     return Outcome(results, late, exit_s, server.process.poll(), lines)
