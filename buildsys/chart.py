@@ -237,7 +237,9 @@ def _defaults(catalog) -> dict:
             "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
             "volumes": {"cache": k8s_pod.CACHE_VOLUME, "shm": k8s_pod.SHM_VOLUME, "token": k8s_pod.TOKEN_VOLUME},
-            "containers": {"server": k8s_pod.CONTAINER, "download": k8s_pod.DOWNLOAD_CONTAINER}}
+            "containers": {"server": k8s_pod.CONTAINER, "download": k8s_pod.DOWNLOAD_CONTAINER},
+            # how a pod stops (recipes/serving.yaml `stop`; the drain is settings.drain_timeout)
+            "stop": {"pause_s": catalog.serving.stop.pause_s, "margin_s": catalog.serving.stop.margin_s}}
 
 
 def _settings() -> list:

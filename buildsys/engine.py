@@ -125,7 +125,15 @@ def build_args(data: Targets, target: str, base: str) -> Dict[str, str]:
     stack = data.bases[t.base]
     return {"BASE_IMAGE": base, "KIMI_IMAGE_TARGET": target, "KIMI_IMAGE_HARDWARE": t.hardware,
             "KIMI_IMAGE_SERVES": ",".join(t.serves), "KIMI_VLLM_VERSION": data.vllm_version,
-            "KIMI_IMAGE_CUDA": stack.cuda or "", "KIMI_IMAGE_ROCM": stack.rocm or ""}
+            "KIMI_IMAGE_CUDA": stack.cuda or "", "KIMI_IMAGE_ROCM": stack.rocm or "",
+            "KIMI_DOWNLOAD_KERNELS": "1" if has_download_kernels(data) else "0"}
+
+
+def has_download_kernels(data: Targets) -> bool:
+    """Whether the release the images are built on has `vllm download-kernels` (images/targets.yaml)."""
+    from entrypoint.core.versions import version_key
+
+    return version_key(data.vllm_version) >= version_key(data.download_kernels_from)
 
 
 @dataclass

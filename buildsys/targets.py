@@ -99,6 +99,9 @@ class Targets(Strict):
     vllm_version: str
     default_target: str
     label_prefix: str
+    # The first vLLM release whose CLI has `vllm download-kernels` (FlashInfer's precompiled kernels
+    # installed at build, so no engine downloads or compiles them at start; docs/day2.md)
+    download_kernels_from: str
     bases: Dict[str, Base]
     other_releases: Dict[str, Dict[str, ReleaseBase]] = {}
     targets: Dict[str, Target]

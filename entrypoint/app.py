@@ -35,6 +35,14 @@ class Launch:
         """The rendered deployment's name (KIMI_NAME, else the recipe's deployment_name)."""
         return self.selection.name
 
+    def compile_caches(self, proc: Process):
+        """Where `proc`'s compile caches go (entrypoint.core.caches), None for a process without GPUs."""
+        from entrypoint.core.caches import compile_caches
+
+        s = self.settings
+        stack = f"cu{s.image_cuda}" if s.image_cuda else f"rocm{s.image_rocm}" if s.image_rocm else ""
+        return compile_caches(self.catalog, self.selection, self.plan, proc, stack)
+
     def this_process(self) -> Process:
         proc = kv.this_process(self.plan, self.selection, self.kv) if self.kv else this_process(self.plan, self.selection)
         if not proc.is_engine and self.settings.user_args:
@@ -351,7 +359,7 @@ def start(user_args) -> None:
     wiring = wire(environ)
     launch = load_launch(tuple(user_args), wiring=wiring, platform=platform)
     proc = launch.this_process()
-    log = log_decisions(launch, environ, wiring=wiring)
+    log = log_decisions(launch, environ, wiring=wiring, compiled=launch.compile_caches(proc))
     for entry in platform_entries(platform):
         log.emit(entry)
     if not proc.is_engine and launch.settings.extra_args:
@@ -369,7 +377,7 @@ def start(user_args) -> None:
         log.info("launch", "KIMI_DRY_RUN=1, not starting it")
         return
     record_launch(proc, platform)
-    exec_process(proc, environ, launch.settings.cache_dir)
+    exec_process(proc, environ, launch.settings.cache_dir, launch.compile_caches(proc))
 
 
 def recorded_port() -> Optional[int]:

@@ -22,7 +22,8 @@ FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.ren
                   "sagemaker": "entrypoint.render.sagemaker", "vertex": "entrypoint.render.vertex",
                   "azureml": "entrypoint.render.azureml", "skypilot": "entrypoint.render.skypilot",
                   "k8s-bench": "entrypoint.render.bench_job:K8sBench",
-                  "compose-bench": "entrypoint.render.bench_job:ComposeBench"}
+                  "compose-bench": "entrypoint.render.bench_job:ComposeBench",
+                  "k8s-verify": "entrypoint.render.bench_job:K8sVerify"}
 
 
 def _plan_json(launch) -> dict:
@@ -159,7 +160,7 @@ def _write_inside(out: Path, name: str, text: str) -> None:
               help="JSON lines of KIMI_* objects ('-' = stdin); prints one JSON line per input line.")
 @click.option("--output", "output", metavar="DIR", callback=not_empty,
               help="Write the rendered files (compose, k8s, sagemaker, vertex, azureml, skypilot, k8s-bench, "
-              "compose-bench) into DIR.")
+              "compose-bench, k8s-verify) into DIR.")
 @guarded
 def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
     """Print every process of the deployment: head and workers, prefill, decode and router."""

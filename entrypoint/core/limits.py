@@ -25,6 +25,9 @@ MAX_SCALE_WAITING = 4096
 # An SLO on latency: 10 minutes per token is not a latency any more.
 MAX_SLO_MS = 600_000
 # Integers are read from text; no setting needs more digits than a TCP port or a node count.
+# KIMI_DRAIN_TIMEOUT: a day. A generation that runs longer is a hang; SageMaker's termination wait
+# stops at an hour (render/sagemaker.py says so).
+MAX_DRAIN_S = 86400
 MAX_INT_DIGITS = 9
 # Any one setting's text (paths, argument lines, address lists of MAX_ADDRESSES names).
 MAX_SETTING_CHARS = 64 * 1024

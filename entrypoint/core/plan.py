@@ -62,6 +62,9 @@ class Process:
     model: Optional[str] = None  # the model an engine serves (its positional argument)
     # Configuration files the entrypoint writes before exec: {absolute path: text} (KV stores).
     files: dict = field(default_factory=dict)
+    # Seconds the process drains its running requests after SIGTERM (an engine's effective
+    # --shutdown-timeout; the router and the KV helpers: the deployment's budget). 0 = none.
+    drain_s: int = 0
 
     @property
     def argv(self) -> tuple:
@@ -114,7 +117,8 @@ def engine(role: str, rank: int, model: str, args: Sequence[str], env: dict, pro
                 ports[purpose] = int(value)
     return Process(role=role, rank=rank, kind=Kind.ENGINE, program=(*ENGINE_PROGRAM, model), args=tuple(args),
                    env=env, provenance=provenance, local_gpus=found.gpus_needed, port=ports.get(Port.HTTP),
-                   ports=ports, vllm=found, model=model, files=dict(files or {}))
+                   ports=ports, vllm=found, model=model, files=dict(files or {}),
+                   drain_s=found.number("shutdown_timeout", 0))
 
 
 def service(kind: Kind, role: str, argv: Sequence[str], ports: Dict[Port, int], port: int, env: Optional[dict] = None,
@@ -125,6 +129,16 @@ def service(kind: Kind, role: str, argv: Sequence[str], ports: Dict[Port, int], 
     return Process(role=role, rank=0, kind=kind, program=(program,), args=tuple(args), env=dict(env or {}),
                    provenance=dict(provenance or {}), local_gpus=0, port=port, ports=dict(ports),
                    files=dict(files or {}))
+
+
+def with_helper_drain(processes) -> tuple:
+    """The processes, each one that is not an engine (the router, the KV helpers) given the
+    engines' longest drain: it keeps serving them (proxying their streams, holding their KV) while
+    they drain."""
+    import dataclasses
+
+    drain = max((p.drain_s for p in processes if p.is_engine), default=0)
+    return tuple(dataclasses.replace(p, drain_s=drain) if not p.is_engine else p for p in processes)
 
 
 @dataclass(frozen=True)

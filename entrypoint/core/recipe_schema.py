@@ -128,6 +128,23 @@ class Health(Strict):
     start_period_s: int = Field(gt=0)
 
 
+class Stop(Strict):
+    """How a process is stopped (docs/day2.md): taken out of routing, a pause, SIGTERM, the drain."""
+    pause_s: int = Field(gt=0)  # preStop: time for endpoints, proxies and gateways to stop routing to it
+    margin_s: int = Field(gt=0)  # after the drain: the process's own exit (engine teardown, log flush)
+
+
+class CacheVar(Strict):
+    name: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    subdir: str = Field(pattern=r"^[a-z0-9_]+$")
+    brands: Optional[List[str]] = None  # None: every brand
+
+
+class CompileCaches(Strict):
+    dir: str = Field(pattern=r"^[a-z0-9_]+$")  # under KIMI_CACHE_DIR
+    env: List[CacheVar]
+
+
 class Alert(Strict):
     name: str = Field(pattern=r"^[A-Z][A-Za-z0-9]+$")
     expr: str  # PromQL; ${match} and ${<setting>} are filled by the renderers
@@ -172,6 +189,8 @@ class Monitoring(Strict):
 class Serving(Strict):
     image: ImageRepo
     health: Health
+    stop: Stop
+    compile_caches: CompileCaches
     default_recipe: str  # the recipe KIMI_RECIPE names when unset (a slug of recipes/models/)
     monitoring: Monitoring
 

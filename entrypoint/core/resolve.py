@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 from entrypoint.core import errors as E
 from entrypoint.core.args import Tagged, substitute, tag
 from entrypoint.core.errors import KimiError
-from entrypoint.core.plan import Kind, Plan, Pool, Port, Process, engine, service
+from entrypoint.core.plan import Kind, Plan, Pool, Port, Process, engine, service, with_helper_drain
 from entrypoint.core.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.record import Record
 from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported, version_key
@@ -187,6 +187,7 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
         args += tag("settings", ["--host", sel.host])
     if sel.port is not None and own_port:
         args += tag("settings", ["--port", str(sel.port)])
+    args += drain_args(sel, ctx.spec)
     args += tag("user", sel.user_args)
     args = _drop_nvlink_only(ctx, _drop_moot(ctx, args))
     check(args, ctx.spec)  # the layers so far, as vLLM's parser reads them (a bad user arg fails here)
@@ -212,6 +213,19 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
             env[key] = value
             origin[key] = source
     return args, env, origin
+
+
+DRAIN_FLAG = "--shutdown-timeout"
+
+
+def drain_args(sel: Selection, spec) -> Tagged:
+    """KIMI_DRAIN_TIMEOUT as vLLM's drain budget: SIGTERM then lets running requests finish for up to
+    that long (mode=drain) instead of aborting them (vLLM's default 0). A deliberate addition to the
+    recipe site's commands; none where the release's grammar lacks the flag, or for 0 (the user's
+    own --shutdown-timeout, later, wins)."""
+    if not sel.drain_s or spec.lookup(DRAIN_FLAG)[0] is None:
+        return []
+    return tag("settings (drain)", [DRAIN_FLAG, str(sel.drain_s)])
 
 
 # ---------------------------------------------------------------- parallel layouts
@@ -592,7 +606,8 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None) -> Plan:
     processes = _compose_topology(ctx, serving, layer, budget)
     return Plan(recipe=sel.recipe, hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
                 profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,
-                vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools), processes=tuple(processes))
+                vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools),
+                processes=with_helper_drain(processes))
 
 
 def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int]) -> List[Process]:

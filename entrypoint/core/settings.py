@@ -17,6 +17,7 @@ from typing import Any, Mapping, Optional
 
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
+from entrypoint.core.versions import DIGEST
 
 PYTHON_TYPES = {"str": Optional[str], "int": Optional[int], "bool": bool, "list": tuple, "choice": Optional[str],
                 "spec": Optional[str]}
@@ -112,6 +113,10 @@ FIELDS: tuple = (
       "`auto` (the fastest measured loader for this node's storage: recipes/loaders.yaml, docs/cold-start.md), or a "
       "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`).",
       lower=True),
+    F("drain_timeout", "int", 300, "`300`", "Seconds a stopped engine drains its running requests: vLLM's "
+      "`--shutdown-timeout` on every engine (where the release has it), and every rendering's grace period "
+      "(preStop pause + drain + margin; docs/day2.md). 0 = vLLM's own default: SIGTERM aborts every open stream.",
+      maximum=limits.MAX_DRAIN_S),
     F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",
@@ -126,6 +131,10 @@ FIELDS: tuple = (
       pattern=r"/.*", pattern_doc="an absolute path"),
     F("debug", "bool", False, "`0`", "1 = an unexpected error shows its full Python traceback (for a bug report)."),
     F("image", "str", None, "the project's published image for the target", "Image that rendered deployments run."),
+    F("image_digest", "str", None, "the digest recipes/serving.yaml locks for the target, if any",
+      "Pin the rendered image by content: `sha256:<64 hex digits>`, added to KIMI_IMAGE (or the published image) "
+      "as `@sha256:...`, so every pod and service runs exactly that build; an upgrade is a new digest (docs/day2.md).",
+      pattern=DIGEST, pattern_doc="an image digest, sha256: and 64 lower-case hex digits"),
     F("name", "str", None, "the recipe's (`{default_name}` for {default_recipe})",
       "Name of a rendered deployment (a DNS label: a-z, 0-9, `-`).",
       pattern=r"[a-z]([-a-z0-9]*[a-z0-9])?", pattern_doc=f"a DNS label: lower-case letters, digits and '-', "

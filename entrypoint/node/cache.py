@@ -22,9 +22,13 @@ def uses_modelscope(environ: Mapping[str, str]) -> bool:
     return env_flag(environ, "VLLM_USE_MODELSCOPE")
 
 
-def cache_env(cache_dir: str, environ: Mapping[str, str]) -> dict:
-    """The cache variables to add to the exec environment (those the user did not set)."""
+def cache_env(cache_dir: str, environ: Mapping[str, str], compiled=None) -> dict:
+    """The cache variables to add to the exec environment (those the user did not set). `compiled`
+    (an engine's entrypoint.core.caches.CompileCaches): its compile caches under their key, vLLM's
+    own (VLLM_CACHE_ROOT) among them."""
     wanted = {"HF_HOME": f"{cache_dir}/huggingface", "VLLM_CACHE_ROOT": f"{cache_dir}/vllm"}
+    if compiled is not None:
+        wanted.update(compiled.paths(cache_dir))
     if uses_modelscope(environ):
         wanted["MODELSCOPE_CACHE"] = f"{cache_dir}/modelscope"
     added = {k: v for k, v in wanted.items() if k not in environ}
@@ -94,11 +98,42 @@ def path_problem(path: str, want_writable: bool = False) -> str:
     return ""
 
 
-def prepare(cache_dir: str, env: Mapping[str, str]) -> None:
+def prepare(cache_dir: str, env: Mapping[str, str], compiled=None) -> None:
     """Create the cache directories that will be used (best effort: preflight reports a failure)."""
-    for key in ("HF_HOME", "VLLM_CACHE_ROOT", "MODELSCOPE_CACHE", "HOME"):
+    names = ("HF_HOME", "VLLM_CACHE_ROOT", "MODELSCOPE_CACHE", "HOME") + tuple(n for n, _ in getattr(compiled, "env", ()))
+    for key in names:
         if key in env and str(env[key]).startswith(cache_dir.rstrip("/") + "/"):
             try:
                 os.makedirs(env[key], exist_ok=True)
             except OSError:
                 pass
+
+
+WARM_PROBE_ENTRIES = 10000  # directory entries looked at, at most: a warm cache shows itself in the first few
+
+
+def _files_under(path: str, budget: int) -> int:
+    """Regular files under `path` (0 when it is missing), looking at no more than `budget` entries."""
+    count, stack = 0, [path]
+    while stack and budget > 0:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    budget -= 1
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        count += 1
+                    if budget <= 0:
+                        break
+        except OSError:
+            continue
+    return count
+
+
+def compile_cache_state(cache_dir: str, environ: Mapping[str, str], compiled) -> dict:
+    """{variable: files found} for each compile cache this launch uses (the user's own path where
+    they set one): what `doctor` reports as a warm or a cold start."""
+    paths = {**compiled.paths(cache_dir), **{k: environ[k] for k, _ in compiled.env if environ.get(k)}}
+    return {name: _files_under(path, WARM_PROBE_ENTRIES) for name, path in paths.items()}
+

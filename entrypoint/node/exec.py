@@ -52,7 +52,9 @@ def write_files(files: Mapping[str, str]) -> None:
                             f"give the container a writable {folder} (the renderings mount a scratch /tmp).") from None
 
 
-def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str) -> NoReturn:
+def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str, compiled=None) -> NoReturn:
+    """Exec `proc` with the user's environment, the cache variables and (`compiled`, an engine's
+    entrypoint.core.caches.CompileCaches) its compile caches on the cache volume."""
     from entrypoint.core.errors import INVALID_VALUE, KimiError
     from entrypoint.node import cache
 
@@ -61,8 +63,8 @@ def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str) -> N
     if problem and not os.path.isdir(cache_dir):  # HF_HOME=<file>/huggingface would fail after the start
         raise KimiError(INVALID_VALUE, f"KIMI_CACHE_DIR: {problem}: point it at a directory (a mounted volume).")
     env = exec_env(proc.env, environ)
-    env.update(cache.cache_env(cache_dir, environ))  # HF/vLLM caches, a writable HOME
-    cache.prepare(cache_dir, env)
+    env.update(cache.cache_env(cache_dir, environ, compiled))  # HF/vLLM/compile caches, a writable HOME
+    cache.prepare(cache_dir, env, compiled)
     program = proc.program[0]
     try:
         os.execvpe(program, list(proc.argv), env)

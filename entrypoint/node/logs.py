@@ -47,7 +47,8 @@ class StartLog:
         self.emit(Entry(event, message, "warning", fields))
 
 
-def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] = None, wiring=None) -> StartLog:
+def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] = None, wiring=None,
+                  compiled=None) -> StartLog:
     """Log the start-up decisions made before preflight: settings warnings, hardware, cluster, cache.
     `wiring` is the cluster wiring the launch was built with (wired again when not given)."""
     from entrypoint.node.cache import cache_env
@@ -68,7 +69,7 @@ def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] =
         log.info("cluster", f"node rank {settings.node_rank} of {launch.plan.nodes}, head {settings.head_addr}, "
                  f"interface {settings.iface}", rank=settings.node_rank, nodes=launch.plan.nodes,
                  head=settings.head_addr, iface=settings.iface)
-    added = cache_env(settings.cache_dir, environ)
+    added = cache_env(settings.cache_dir, environ, compiled)
     if added:
         log.info("cache", "cache: " + " ".join(f"{k}={v}" for k, v in added.items()), env=added)
     return log

@@ -253,8 +253,27 @@ def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     return NodeCheck("load_time", status, text)
 
 
+def check_compile_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
+    """Whether this start finds the compile caches an earlier start of the same launch wrote
+    (entrypoint.core.caches: keyed by vLLM, stack, hardware, model and layout; docs/day2.md)."""
+    from entrypoint.node.cache import compile_cache_state
+
+    compiled = launch.compile_caches(proc) if hasattr(launch, "compile_caches") else None
+    if compiled is None:
+        return NodeCheck("compile_cache", "skipped", f"the {proc.role} compiles nothing")
+    state = compile_cache_state(launch.settings.cache_dir, environ, compiled)
+    warm = {name: n for name, n in state.items() if n}
+    where = f"{launch.settings.cache_dir.rstrip('/')}/{compiled.root}/{compiled.key}"
+    if warm:
+        return NodeCheck("compile_cache", "ok", f"warm: {', '.join(f'{k} {n} file(s)' for k, n in warm.items())} "
+                         f"from an earlier start of this launch ({where})")
+    return NodeCheck("compile_cache", "ok", f"cold: nothing under {where} yet; this start compiles and autotunes "
+                     "(minutes on GPUs) and writes it there, so the next start of the same launch skips that")
+
+
 CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_shm, check_platform,
-                                check_firmware, check_cache, check_model_source, check_kv_components, check_load_time)
+                                check_firmware, check_cache, check_model_source, check_kv_components, check_load_time,
+                                check_compile_cache)
 
 
 # ---------------------------------------------------------------- running them

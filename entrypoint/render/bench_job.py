@@ -51,37 +51,49 @@ def bench_args(url: str, output_format: str) -> list:
     return ["bench", "--url", url, "--output", RESULTS_DIR, "--format", output_format, "--timeout", str(TIMEOUT_S)]
 
 
+def client_job(launch, component: str, args: list, deadline_s: int, resources: dict, skip_reason: str,
+               mounts=(), volumes=()) -> dict:
+    """A one-shot Job beside the deployment that runs `kimi-serve <args>` against its Service,
+    hardened as the server pods, with the deployment's settings (bench, verify)."""
+    name, namespace = launch.name, launch.settings.namespace
+    proc = _api_process(launch)
+    base_mounts, base_volumes = scratch_and_token(launch)
+    env = [{"name": k, "value": v} for k, v in settings_env(launch).items()]
+    container = {"name": component, "image": image(launch), "imagePullPolicy": "Always",
+                 "args": list(args), "env": env + [{"name": HF_TOKEN_PATH, "value": token_path()}],
+                 "resources": {"limits": dict(resources), "requests": dict(resources)},
+                 "securityContext": _container_security(launch), "volumeMounts": base_mounts + list(mounts)}
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "kimi-serve",
+              "app.kubernetes.io/component": component}
+    skips = dict(skip_annotations(launch, proc))
+    skips[f"checkov.io/skip{len(skips) + 1}"] = f"CKV_K8S_8={skip_reason}"
+    skips[f"checkov.io/skip{len(skips) + 1}"] = f"CKV_K8S_9={skip_reason}"
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{name}-{component}", "namespace": namespace, "labels": labels, "annotations": skips},
+            "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 7 * 24 * 3600, "activeDeadlineSeconds": deadline_s,
+                     "template": {"metadata": {"labels": labels, "annotations": skips},
+                                  "spec": {"restartPolicy": "Never", "enableServiceLinks": False,
+                                           "automountServiceAccountToken": False,
+                                           "securityContext": _pod_security(launch, proc),
+                                           "containers": [container], "volumes": base_volumes + list(volumes)}}}}
+
+
+def api_url(launch) -> str:
+    return f"http://{launch.name}-api.{launch.settings.namespace}.svc:{_api_port(launch)}"
+
+
 class K8sBench:
     deployment_environ = staticmethod(k8s.deployment_environ)
 
     @staticmethod
     def render(launch) -> dict:
         name, namespace = launch.name, launch.settings.namespace
-        url = f"http://{name}-api.{namespace}.svc:{_api_port(launch)}"
-        proc = _api_process(launch)
-        mounts, volumes = scratch_and_token(launch)
-        mounts += [{"name": RESULTS_VOLUME, "mountPath": RESULTS_DIR},
-                   {"name": HUB_VOLUME, "mountPath": launch.settings.cache_dir}]
-        volumes += [{"name": RESULTS_VOLUME, "emptyDir": {}}, {"name": HUB_VOLUME, "emptyDir": {}}]
-        env = [{"name": k, "value": v} for k, v in settings_env(launch).items()]
-        container = {"name": "bench", "image": image(launch), "imagePullPolicy": "Always",
-                     "args": bench_args(url, "json"), "env": env + [{"name": HF_TOKEN_PATH, "value": token_path()}],
-                     "resources": {"limits": dict(CLIENT_RESOURCES), "requests": dict(CLIENT_RESOURCES)},
-                     "securityContext": _container_security(launch), "volumeMounts": mounts}
-        labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "kimi-serve",
-                  "app.kubernetes.io/component": "bench"}
-        skips = dict(skip_annotations(launch, proc))
-        skips[f"checkov.io/skip{len(skips) + 1}"] = ("CKV_K8S_8=a one-shot benchmark client serves nothing to probe")
-        skips[f"checkov.io/skip{len(skips) + 1}"] = ("CKV_K8S_9=a one-shot benchmark client serves nothing to probe")
-        job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": bench_name(launch), "namespace": namespace, "labels": labels, "annotations": skips},
-               "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 7 * 24 * 3600,
-                        "activeDeadlineSeconds": TIMEOUT_S + JOB_SLACK_S,
-                        "template": {"metadata": {"labels": labels, "annotations": skips},
-                                     "spec": {"restartPolicy": "Never", "enableServiceLinks": False,
-                                              "automountServiceAccountToken": False,
-                                              "securityContext": _pod_security(launch, proc),
-                                              "containers": [container], "volumes": volumes}}}}
+        url = api_url(launch)
+        mounts = [{"name": RESULTS_VOLUME, "mountPath": RESULTS_DIR},
+                  {"name": HUB_VOLUME, "mountPath": launch.settings.cache_dir}]
+        volumes = [{"name": RESULTS_VOLUME, "emptyDir": {}}, {"name": HUB_VOLUME, "emptyDir": {}}]
+        job = client_job(launch, "bench", bench_args(url, "json"), TIMEOUT_S + JOB_SLACK_S, CLIENT_RESOURCES,
+                         "a one-shot benchmark client serves nothing to probe", mounts, volumes)
         header = (f"# kimi-serve bench against {url}, once (docs/bench.md). Apply after the deployment is ready:\n"
                   f"#   kubectl apply -f {K8S_FILE}; kubectl -n {namespace} wait --for=condition=complete "
                   f"--timeout={TIMEOUT_S + JOB_SLACK_S}s job/{bench_name(launch)}\n"
@@ -89,6 +101,32 @@ class K8sBench:
                   f"# The Hugging Face token comes from the optional Secret {hf_token_secret(launch)}, as for the "
                   "server.\n")
         return {K8S_FILE: header + dump_all([job])}
+
+
+VERIFY_FILE = "verify-job.yaml"
+VERIFY_DEADLINE_S = 1800  # a verify run takes seconds to minutes; a hang is cut here
+VERIFY_RESOURCES = {"cpu": "1", "memory": "2Gi"}
+
+
+class K8sVerify:
+    """`plan --format k8s-verify`: a Job `<name>-verify` that runs `kimi-serve verify` once against
+    the Service (docs/day2.md): the gate of a rollout, applied once the new pods are ready; its
+    failure is the signal to roll back."""
+
+    deployment_environ = staticmethod(k8s.deployment_environ)
+
+    @staticmethod
+    def render(launch) -> dict:
+        name, namespace = launch.name, launch.settings.namespace
+        url = api_url(launch)
+        job = client_job(launch, "verify", ["verify", "--url", url], VERIFY_DEADLINE_S, VERIFY_RESOURCES,
+                         "a one-shot verify client serves nothing to probe")
+        header = (f"# kimi-serve verify against {url}, once: the gate of a rollout (docs/day2.md).\n"
+                  f"#   kubectl -n {namespace} rollout status deploy/{name}  # or the LeaderWorkerSet, the router\n"
+                  f"#   kubectl -n {namespace} delete job/{name}-verify --ignore-not-found; kubectl apply -f {VERIFY_FILE}\n"
+                  f"#   kubectl -n {namespace} wait --for=condition=complete --timeout={VERIFY_DEADLINE_S}s "
+                  f"job/{name}-verify || kubectl -n {namespace} rollout undo deploy/{name}\n")
+        return {VERIFY_FILE: header + dump_all([job])}
 
 
 class ComposeBench:

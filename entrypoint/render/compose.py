@@ -21,7 +21,8 @@ from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.kv import choose
 from entrypoint.core.plan import Kind, Process
 from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
-                                          health, image, image_user, is_companion, scratch, service_name, token_path, with_defaults)
+                                          health, image, image_user, is_companion, scratch, service_name, stop,
+                                          token_path, with_defaults)
 from entrypoint.render.yamltext import dump
 from entrypoint.core.select import Selection
 from entrypoint.core.settings import Settings
@@ -91,10 +92,23 @@ def _service(launch, proc: Process) -> dict:
                                 for p in launch.plan.processes if not p.is_engine and p.kind is not Kind.ROUTER}}
     elif proc.kind is Kind.ROUTER:
         svc["depends_on"] = [service_name(launch, p) for p in launch.plan.engines]
+    svc.update(stop_settings(launch, proc))
     h = health(launch)
     svc["healthcheck"] = {"test": ["CMD", "kimi-serve", "healthcheck"], "interval": f"{h.interval_s}s",
                           "timeout": f"{h.timeout_s}s", "retries": h.retries, "start_period": f"{h.start_period_s}s"}
     return svc
+
+
+STOP_SIGNAL = "SIGTERM"  # what vLLM drains on (and the router's graceful shutdown); Docker's default, said out loud
+
+
+def stop_settings(launch, proc: Process) -> dict:
+    """`docker compose stop/down` (and a recreate on `up`): SIGTERM, then the drain and the exit
+    before Docker's SIGKILL. No pause: no load balancer routes to a Compose service, and Compose
+    stops a service's dependents first (the router before the engines, an engine before the KV
+    helpers and LMCache's server it depends on), so each drains while what it needs still runs."""
+    budget = stop(launch, proc)
+    return {"stop_signal": STOP_SIGNAL, "stop_grace_period": f"{budget.drain_s + budget.margin_s}s"}
 
 
 def download_name(launch) -> str:

@@ -28,7 +28,7 @@ SINGLE, MULTI_NODE, PD_CLUSTER, KV_STORE = "single", "multi_node", "pd_cluster",
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
 # head from the cluster runtime).
-_NOT_PASSED = {"image", "name", "namespace", "config", "recipes_dir", "image_target", "image_hardware",
+_NOT_PASSED = {"image", "image_digest", "name", "namespace", "config", "recipes_dir", "image_target", "image_hardware",
                "image_serves", "role", "node_rank", "head_addr",
                # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
                "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",
@@ -106,12 +106,48 @@ def health(launch) -> Hardware:
 
 def image(launch) -> str:
     """KIMI_IMAGE, else the published image of this hardware's target (recipes/serving.yaml), by
-    tag and, once one is locked there for the target, by digest too."""
+    tag and, once one is locked there for the target, by digest too; KIMI_IMAGE_DIGEST pins either
+    to that digest (issue 30: an upgrade is a new digest, never a moved tag)."""
+    pin = launch.settings.image_digest
     if launch.settings.image:
-        return launch.settings.image
-    repo, target = launch.catalog.serving.image, hardware(launch).image_target
-    digest = repo.digests.get(target)
-    return f"{repo.registry.rstrip('/')}/{repo.name}:{target}" + (f"@{digest}" if digest else "")
+        ref = launch.settings.image
+    else:
+        repo, target = launch.catalog.serving.image, hardware(launch).image_target
+        locked = None if pin else repo.digests.get(target)
+        ref = f"{repo.registry.rstrip('/')}/{repo.name}:{target}" + (f"@{locked}" if locked else "")
+    if not pin:
+        return ref
+    named, _, given = ref.partition("@")
+    if given and given != pin:
+        raise KimiError(INVALID_VALUE, f"KIMI_IMAGE={ref} names digest {given}, but KIMI_IMAGE_DIGEST={pin}: "
+                        "keep one of them.")
+    return f"{named}@{pin}"
+
+
+class StopBudget:
+    """How one process stops (recipes/serving.yaml `stop`, docs/day2.md): out of routing, a pause
+    (`pause_s`, a preStop sleep), SIGTERM, up to `drain_s` of drain, `margin_s` to exit; `grace_s`
+    (terminationGracePeriodSeconds, stop_grace_period) holds it all. A process that serves no
+    client (a headless worker, the KV helpers, LMCache's server) pauses through the drain too
+    (`wait_s`): it gets SIGTERM only once the engines it backs have drained."""
+
+    def __init__(self, pause_s: int, drain_s: int, margin_s: int, fronts: bool):
+        self.pause_s, self.drain_s, self.margin_s = pause_s, drain_s, margin_s
+        self.wait_s = pause_s if fronts else pause_s + drain_s
+        self.grace_s = pause_s + drain_s + margin_s
+
+
+def stop(launch, proc: Process) -> StopBudget:
+    """The stop budget of `proc`: its drain (an engine's --shutdown-timeout; the router's and a
+    helper's: the engines'), the pause and margin of the data."""
+    data = launch.catalog.serving.stop
+    return StopBudget(data.pause_s, proc.drain_s, data.margin_s, fronts=proc.serves_http)
+
+
+def deployment_stop(launch) -> StopBudget:
+    """The stop budget of the deployment's longest-draining process (a pod of several containers,
+    a whole rendering)."""
+    return max((stop(launch, p) for p in launch.plan.processes), key=lambda b: b.grace_s)
 
 
 def image_user(launch):

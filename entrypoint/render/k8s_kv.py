@@ -20,8 +20,8 @@ from typing import List, Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import SHM, container_env, helper_resources, image, is_companion, scratch
-from entrypoint.render.k8s_pod import CACHE_VOLUME, SHM_VOLUME, helper_probes, pod_spec
+from entrypoint.render.deployment import SHM, container_env, helper_resources, image, is_companion, scratch, stop
+from entrypoint.render.k8s_pod import CACHE_VOLUME, SHM_VOLUME, helper_probes, pod_spec, pre_stop
 
 POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"  # Kubernetes >= 1.28 labels StatefulSet pods
 
@@ -117,5 +117,6 @@ def add_companions(launch, pod: dict) -> dict:
             "name": proc.role, "image": image(launch), "imagePullPolicy": "Always",
             "env": [{"name": k, "value": v} for k, v in container_env(launch, proc).items()],
             "resources": {"limits": amounts, "requests": dict(amounts)},
-            "securityContext": _container_security(launch), "volumeMounts": mounts, **helper_probes(launch)})
+            "securityContext": _container_security(launch), "volumeMounts": mounts, **helper_probes(launch),
+            "lifecycle": pre_stop(stop(launch, proc))})  # SIGTERM once the engine beside it has drained
     return pod

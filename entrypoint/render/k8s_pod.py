@@ -20,8 +20,8 @@ from typing import Optional
 
 from entrypoint.core.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TOKEN_DIR, TOKEN_FILE, brand, cache_mount,
-                                          container_env, hardware, health, helper_resources, image, image_user, pinned,
-                                          scratch, token_path)
+                                          container_env, deployment_stop, hardware, health, helper_resources, image,
+                                          image_user, pinned, scratch, stop, token_path)
 
 CACHE_VOLUME = "cache"
 SHM_VOLUME = "dshm"
@@ -136,20 +136,29 @@ def _volumes(launch, proc: Process, cache_claim: Optional[str]):
     return mounts, volumes
 
 
+def pre_stop(budget) -> dict:
+    """The container's stop: a preStop sleep (the kubelet's own, no binary in the image needed) of
+    the pause, or of the pause and the drain for a process that backs the engines."""
+    return {"preStop": {"sleep": {"seconds": budget.wait_s}}}
+
+
 def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     """`cache_claim`: the PVC to mount as the cache, or None when the owner (LeaderWorkerSet)
     gives each pod its own claim from a template named CACHE_VOLUME."""
     mounts, volumes = _volumes(launch, proc, cache_claim)
     container = {"name": CONTAINER, "image": image(launch), "imagePullPolicy": "Always", "env": _env(launch, proc),
                  "resources": _resources(launch, proc), "securityContext": _container_security(launch),
-                 "volumeMounts": mounts}
+                 "volumeMounts": mounts, "lifecycle": pre_stop(stop(launch, proc))}
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
         container.update(_probes(launch))
     elif proc.port:  # a KV helper: its TCP port, checked by `kimi-serve healthcheck` (it connects)
         container["ports"] = [{"name": "tcp", "containerPort": proc.port}]
         container.update(helper_probes(launch))
+    # the grace period holds the pause, the drain and the exit of every container of the pod
+    grace = deployment_stop(launch).grace_s if proc.local_gpus else stop(launch, proc).grace_s
     spec = {"enableServiceLinks": False, "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": grace,
             "securityContext": _pod_security(launch, proc), "containers": [container], "volumes": volumes}
     if proc.local_gpus:
         spec["initContainers"] = [_download(container)]
@@ -165,6 +174,7 @@ def _download(container: dict) -> dict:
     resources = {kind: {k: v for k, v in amounts.items() if k in ("cpu", "memory")}
                  for kind, amounts in container["resources"].items()}
     mounts = [m for m in container["volumeMounts"] if m["mountPath"] != SHM]
+    container = {k: v for k, v in container.items() if k != "lifecycle"}  # an init container has none
     return {"name": DOWNLOAD_CONTAINER, "image": container["image"], "imagePullPolicy": "Always",
             "args": ["download"], "env": container["env"], "resources": resources,
             "securityContext": dict(container["securityContext"]), "volumeMounts": mounts}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.render.deployment import (checkpoint_gb, health, image, one_instance, platform_env,
+from entrypoint.render.deployment import (checkpoint_gb, deployment_stop, health, image, one_instance, platform_env,
                                           platform_offering)
 
 PID = "sagemaker"
@@ -38,6 +38,30 @@ def _variant(launch, found, offer) -> dict:
     return {**variant, "VolumeSizeInGB": need}
 
 
+# SageMaker's own bounds (botocore's service model: BlueGreenUpdatePolicy)
+MAX_TERMINATION_WAIT_S = 3600
+EXECUTION_TIMEOUT_S = (600, 28800)
+
+
+def deployment_config(launch, load_s: int) -> dict:
+    """How an update (UpdateEndpoint with a new endpoint config: a new image, new settings) replaces
+    the fleet without cutting a stream: blue/green, all traffic to the new instances once they
+    answer /ping, then the old ones keep running for the drain and the exit
+    (TerminationWaitInSeconds) before SageMaker stops them. SageMaker has no preStop: the traffic
+    shift is the pause."""
+    budget = deployment_stop(launch)
+    wait = budget.drain_s + budget.margin_s
+    if wait > MAX_TERMINATION_WAIT_S:
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_DRAIN_TIMEOUT={budget.drain_s} and the {budget.margin_s} s to "
+                        f"exit make {wait} s, but SageMaker keeps an old instance at most {MAX_TERMINATION_WAIT_S} s "
+                        f"after an update (TerminationWaitInSeconds): set KIMI_DRAIN_TIMEOUT to at most "
+                        f"{MAX_TERMINATION_WAIT_S - budget.margin_s}.")
+    low, high = EXECUTION_TIMEOUT_S
+    timeout = min(high, max(low, 2 * load_s + wait))  # the new fleet's download and start, then the wait
+    return {"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 0},
+                                      "TerminationWaitInSeconds": wait, "MaximumExecutionTimeoutInSeconds": timeout}}
+
+
 def requests(launch) -> dict:
     found, offer = platform_offering(launch, PID)
     one_instance(launch, PID, found.display_name)
@@ -45,8 +69,11 @@ def requests(launch) -> dict:
     model = {"ModelName": name, "ExecutionRoleArn": ROLE_PLACEHOLDER,
              "PrimaryContainer": {"Image": image(launch), "Mode": "SingleModel",
                                   "Environment": platform_env(launch, PID)}}
-    config = {"EndpointConfigName": name, "ProductionVariants": [_variant(launch, found, offer)]}
-    endpoint = {"EndpointName": name, "EndpointConfigName": name}
+    variant = _variant(launch, found, offer)
+    config = {"EndpointConfigName": name, "ProductionVariants": [variant]}
+    rollout = deployment_config(launch, variant["ContainerStartupHealthCheckTimeoutInSeconds"])
+    # A rollout (docs/day2.md): a new model and endpoint config, then UpdateEndpoint with this DeploymentConfig.
+    endpoint = {"EndpointName": name, "EndpointConfigName": name, "DeploymentConfig": rollout}
     return {"CreateModel": model, "CreateEndpointConfig": config, "CreateEndpoint": endpoint}
 
 

@@ -22,6 +22,9 @@ CASES = {
                                      "extra_args": "--max-num-seqs 64", "skip_memory_check": True}, {}, {}),
     "single-h200-by-digest": ({"hardware": "h200", "image": f"registry.example/kimi@{DIGEST}",
                                "namespace": "serving"}, {}, {}),
+    # issue 30: the image pinned by settings.image_digest, and a drain budget of its own (grace, preStop)
+    "pd-h200-digest-drain": ({"hardware": "h200", "strategy": "pd_cluster", "image_digest": DIGEST,
+                              "drain_timeout": 45}, {}, {}),
     "multi_node_tp-h100x2": ({"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2}, {}, {}),
     "multi_node_dep-gb200x4": ({"hardware": "gb200", "strategy": "multi_node_dep", "nodes": 4}, {}, {}),
     "multi_node_tp_pp-mi355x-default-strategy": ({"hardware": "mi355x", "nodes": 3}, {}, {}),

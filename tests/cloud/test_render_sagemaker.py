@@ -88,3 +88,16 @@ def test_a_one_node_recipe_on_h100_is_an_endpoint(service_model):
         assert not report.has_errors(), f"{op}: {report.generate_report()}"
     env = found["CreateModel"]["PrimaryContainer"]["Environment"]
     assert env["KIMI_RECIPE"] == "kimi-linear-48b-a3b-instruct" and env["KIMI_HARDWARE"] == "h100"
+
+
+def test_an_update_keeps_the_old_instances_through_the_drain(service_model):
+    """Issue 30: the old fleet serves its open streams for the drain and the exit before SageMaker
+    stops it (no preStop there: all traffic moves to the new fleet first)."""
+    rollout = bodies({"KIMI_HARDWARE": "h200"})["CreateEndpoint"]["DeploymentConfig"]["BlueGreenUpdatePolicy"]
+    assert rollout["TrafficRoutingConfiguration"]["Type"] == "ALL_AT_ONCE"
+    assert rollout["TerminationWaitInSeconds"] >= 300 + 1  # KIMI_DRAIN_TIMEOUT's default and a margin
+    assert rollout["MaximumExecutionTimeoutInSeconds"] > rollout["TerminationWaitInSeconds"]
+    shorter = bodies({"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "60"})["CreateEndpoint"]
+    assert 60 < shorter["DeploymentConfig"]["BlueGreenUpdatePolicy"]["TerminationWaitInSeconds"] < 300
+    with pytest.raises(KimiError, match="TerminationWaitInSeconds"):
+        bodies({"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "3600"})

@@ -235,7 +235,8 @@ def test_a_recipe_without_features(catalog):
         env = {} if spec is None else {"KIMI_FEATURES": spec}
         p = plan(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="b200", **env)
         assert p.features == () and argv_of(p) == ["vllm", "serve", "moonshotai/Kimi-Linear-48B-A3B-Instruct",
-                                                   "--trust-remote-code", "--tensor-parallel-size", "1"]
+                                                   "--trust-remote-code", "--tensor-parallel-size", "1",
+                                                   "--shutdown-timeout", "300"]  # the drain (issue 30)
     for spec in ("tool_calling", "+reasoning", "-spec_decoding"):
         err = refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="b200", KIMI_FEATURES=spec)
         assert err.code == "unknown_value" and "there are no valid values" in err.message

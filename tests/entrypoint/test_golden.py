@@ -10,7 +10,8 @@ from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog
 from entrypoint.core.vllm_cli import load_spec, newest_version
 
-from golden_data import RECIPE_GOLDENS, excluded_cases, family_cases, golden_cases, plan_batch, refused_cases
+from golden_data import (RECIPE_GOLDENS, excluded_cases, family_cases, golden_cases, plan_batch, refused_cases,
+                         without_drain)
 
 CASES = golden_cases()
 # The site renders the recipe for its vLLM floor (model.min_vllm_version): on newer vLLM the plan
@@ -27,7 +28,7 @@ KEPT_UNKNOWN = {"VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4"}
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_golden_case(case, catalog):
     try:
-        got = build({**case["settings"], **FLOOR}, catalog=catalog).plan.as_dict()
+        got = without_drain(build({**case["settings"], **FLOOR}, catalog=catalog).plan.as_dict())
     except KimiError as err:
         got = {"error": err.code}
     assert {k: v for k, v in got.items() if k != "recipe"} == case["expect"]
@@ -66,7 +67,7 @@ def test_family_golden_on_the_newest_vllm(slug, case, catalog):
     settings = {**case["settings"], "KIMI_VLLM_VERSION": newest_version()}
     assert settings.get("KIMI_RECIPE", "kimi-k2.5") == slug
     try:
-        got = build(settings, catalog=catalog).plan.as_dict()
+        got = without_drain(build(settings, catalog=catalog).plan.as_dict())
     except KimiError as err:
         got = {"error": err.code}
     want = _newest_expectation(case["expect"], load_spec(newest_version()).env)
@@ -85,7 +86,7 @@ def test_excluded_renderings_are_refused_or_corrected(slug, case, catalog):
     keeps the recipe's hardware baseline the site drops."""
     kinds = {part.split(":")[0].strip() for part in case["excluded"].split("|")}
     try:
-        plan = build(case["settings"], catalog=catalog).plan.as_dict()
+        plan = without_drain(build(case["settings"], catalog=catalog).plan.as_dict())
     except KimiError as err:
         assert err.code == "unsupported_combination", err
         assert kinds - {"hw-baseline-dropped"}, f"{case['id']}: only the baseline kind, which is corrected"

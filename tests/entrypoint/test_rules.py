@@ -10,6 +10,7 @@ CLUSTER = {"KIMI_HEAD_ADDR": "10.0.0.1", "KIMI_IFACE": "ib0"}
 SPEC = '{"model":"lightseekorg/kimi-k2.5-eagle3-mla","method":"eagle3","num_speculative_tokens":3}'
 FEATURE_ARGS = ["--tool-call-parser", "kimi_k2", "--enable-auto-tool-choice", "--reasoning-parser", "kimi_k2",
                 "--speculative-config", SPEC, "--mm-encoder-tp-mode", "data"]
+DRAIN = ["--shutdown-timeout", "300"]  # KIMI_DRAIN_TIMEOUT's default on every engine (docs/day2.md)
 
 
 def plan(env, args=()):
@@ -30,7 +31,7 @@ def test_four_node_dep_every_rank(rank):
     assert list(procs[rank].argv) == ["vllm", "serve", "moonshotai/Kimi-K2.5", "--trust-remote-code",
                                       "--enable-expert-parallel", "--data-parallel-hybrid-lb",
                                       "--data-parallel-size", "32", "--data-parallel-size-local", "8",
-                                      "--data-parallel-address", "10.0.0.1", *start, *FEATURE_ARGS]
+                                      "--data-parallel-address", "10.0.0.1", *start, *FEATURE_ARGS, *DRAIN]
     assert procs[rank].env == {"GLOO_SOCKET_IFNAME": "ib0", "NCCL_SOCKET_IFNAME": "ib0"}
     assert procs[rank].local_gpus == 8
 
@@ -41,7 +42,7 @@ def test_four_node_tp_every_rank(rank):
     headless = ["--headless"] if rank else []
     assert list(proc.argv[3:]) == ["--trust-remote-code", "--tensor-parallel-size", "16", "--nnodes", "4",
                                    "--node-rank", str(rank), "--master-addr", "10.0.0.1", *headless,
-                                   *FEATURE_ARGS[:7]]
+                                   *FEATURE_ARGS[:7], *DRAIN]
     assert proc.serves_http is (rank == 0)
     assert proc.local_gpus == 4
 
@@ -130,7 +131,7 @@ def test_pd_each_pool_checked_for_memory():
 ])
 def test_feature_lists(spec, expected):
     proc = plan({"KIMI_HARDWARE": "h200", "KIMI_FEATURES": spec}).processes[0]
-    assert list(proc.argv[6:]) == expected
+    assert list(proc.argv[6:]) == expected + DRAIN
 
 
 def test_conflicting_features():
@@ -139,7 +140,7 @@ def test_conflicting_features():
 
 def test_gb200_leaves_encoder_parallel_opt_in():
     proc = plan({"KIMI_HARDWARE": "gb200", "KIMI_FEATURES": "+encoder_parallel"}).processes[0]
-    assert list(proc.argv[-2:]) == ["--mm-encoder-tp-mode", "data"]
+    assert list(proc.argv[-4:]) == ["--mm-encoder-tp-mode", "data", *DRAIN]
 
 
 @pytest.mark.parametrize("env, code", [
@@ -196,8 +197,8 @@ def test_user_args_pass_through_untouched():
 def test_user_args_come_last_and_win():
     proc = plan({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--tensor-parallel-size 4 --max-model-len '128000'",
                  "KIMI_PORT": "9000", "KIMI_SKIP_MEMORY_CHECK": "1"}, ["--gpu-memory-utilization", "0.9"]).processes[0]
-    assert list(proc.argv[-8:]) == ["--port", "9000", "--tensor-parallel-size", "4", "--max-model-len", "128000",
-                                    "--gpu-memory-utilization", "0.9"]
+    assert list(proc.argv[-10:]) == ["--port", "9000", *DRAIN, "--tensor-parallel-size", "4", "--max-model-len",
+                                     "128000", "--gpu-memory-utilization", "0.9"]
     assert proc.argv.count("--tensor-parallel-size") == 1
     assert proc.local_gpus == 4
 

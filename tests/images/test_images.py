@@ -29,6 +29,7 @@ def test_builds_and_passes_smoke(built_images, docker_client, target):
     image = image_of(built_images, target)
     attrs = docker_client.images.get(image).attrs
     assert attrs["Architecture"] == DATA.targets[target].arch
+    assert attrs["Config"]["StopSignal"] == "SIGTERM"  # what vLLM drains on (docs/day2.md)
     tags = set(attrs["RepoTags"])
     assert {f"{TEST_REGISTRY}/kimi:{target}", f"{TEST_REGISTRY}/kimi:{DATA.vllm_version}-{target}"} <= tags
     # The base's vLLM release is baked in: the grammar launches are checked against, and a label.
@@ -76,6 +77,7 @@ def test_launch_matches_plan_and_sigterm_reaches_vllm(built_images, docker_clien
         # Nothing of the entrypoint's isolated Python leaks into vllm's environment.
         assert not any("/opt/kimi" in v for k, v in record["env"].items() if k.startswith("PYTHON")), record["env"]
         assert record["pid"] == 1, "vllm should be PID 1 (exec, no shell in between)"
+        assert "--shutdown-timeout" in record["argv"], record["argv"]  # the drain budget reaches vLLM
         started = time.monotonic()
         c.stop(timeout=STOP_TIMEOUT)
         elapsed = time.monotonic() - started
@@ -143,3 +145,14 @@ def test_healthcheck_command_sees_vllm_health(built_images, docker_client):
         assert code != 0, "healthcheck must fail when nothing answers on KIMI_PORT"
     finally:
         c.remove(force=True)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_build_ran_download_kernels_on_the_base(built_images, docker_client, target):
+    """images/Dockerfile runs `vllm download-kernels` where the base's vLLM has it (the stand-in
+    base's command leaves a marker; the real one installs FlashInfer's kernels into the base's Python)."""
+    image = image_of(built_images, target)
+    out = docker_client.containers.run(image, entrypoint=["python3", "-c",
+                                                          "print(open('/opt/kimi-standin-kernels').read())"],
+                                       network_mode="none", platform=DATA.targets[target].platform, remove=True)
+    assert b"download-kernels" in out

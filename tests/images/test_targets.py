@@ -163,3 +163,16 @@ def test_dockerfile_healthcheck_says_what_the_serving_data_says():
     assert flags == {"interval": f"{health['interval_s']}s", "timeout": f"{health['timeout_s']}s",
                      "start-period": f"{health['start_period_s']}s", "retries": str(health["retries"])}
     assert health["start_period_s"] >= 1800  # a 600 GB load is not over in minutes
+
+
+@pytest.mark.parametrize("release, runs", [("0.33.0", "1"), ("0.19.1", "0")])
+def test_the_build_runs_download_kernels_only_where_the_release_has_it(release, runs):
+    """vLLM 0.32.0 added `vllm download-kernels` (its CLI's download_kernels module); 0.19.1 has none."""
+    from buildsys import engine
+
+    data = targets.load().for_release(release)
+    for name in data.targets:
+        assert engine.build_args(data, name, "base:tag")["KIMI_DOWNLOAD_KERNELS"] == runs
+    dockerfile = (ROOT / "images" / "Dockerfile").read_text()
+    assert 'RUN if [ "${KIMI_DOWNLOAD_KERNELS}" = 1 ]; then vllm download-kernels; fi' in dockerfile
+    assert "\nSTOPSIGNAL SIGTERM\n" in dockerfile  # what vLLM drains on (docs/day2.md)

@@ -65,6 +65,12 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- range $f.settings }}{{ if eq .name "router_port" }}{{ $routerPort = int ($s.router_port | default .default) }}{{ end }}{{ end -}}
 {{- $port := int ($s.port | default $d.port) -}}
 {{- $image := $s.image | default $hwf.image -}}
+{{- /* issue 30: settings.image_digest pins it (render/deployment.image) */ -}}
+{{- with $s.image_digest -}}
+  {{- $named := first (splitList "@" $image) -}}
+  {{- if and (contains "@" $image) (ne (last (splitList "@" $image)) .) }}{{ fail (printf "settings.image=%s names another digest than settings.image_digest=%s: keep one of them" $image .) }}{{ end -}}
+  {{- $image = printf "%s@%s" $named . -}}
+{{- end -}}
 {{- /* the settings every container gets: the user's, the pinned choices, the addresses the deployment gives its pods */ -}}
 {{- $pinned := dict "hardware" $hw "strategy" $sid -}}
 {{- $eff := deepCopy $s -}}
@@ -171,7 +177,10 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
     {{- end -}}
   {{- end -}}
 {{- end -}}
-{{- $out := dict "name" $name "namespace" $ns "image" $image "hardware" $hw "strategy" $sid "shape" $st.shape
+{{- /* issue 30, the stop sequence (render/deployment.stop): the drain every engine gets as --shutdown-timeout */ -}}
+{{- $drain := 0 -}}
+{{- range $f.settings }}{{ if eq .name "drain_timeout" }}{{ $drain = int (hasKey $s "drain_timeout" | ternary $s.drain_timeout .default) }}{{ end }}{{ end -}}
+{{- $out := dict "drain" $drain "name" $name "namespace" $ns "image" $image "hardware" $hw "strategy" $sid "shape" $st.shape
       "groups" $groups "selector" $selector "apiPort" $apiPort "env" $env "cacheDir" $cacheDir
       "pd" (eq $st.shape "pd_cluster") "roles" (or (eq $st.shape "pd_cluster") (not (empty $kvs)))
       "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) -}}
@@ -232,6 +241,10 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- $_ := set $container "ports" (list (dict "name" "tcp" "containerPort" $p.port)) -}}
   {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $container $k (deepCopy $probe) }}{{ end -}}
 {{- end -}}
+{{- /* issue 30: preStop pause (through the drain for a process that serves no client), grace = pause + drain + margin */ -}}
+{{- $stop := $d.stop -}}
+{{- $grace := add $stop.pause_s $c.drain $stop.margin_s -}}
+{{- $_ := set $container "lifecycle" (dict "preStop" (dict "sleep" (dict "seconds" (ternary $stop.pause_s (add $stop.pause_s $c.drain) (eq $p.serves true))))) -}}
 {{- $containers := list $container -}}
 {{- with $c.companion -}}{{- if $p.gpu -}}
   {{- /* LMCache's server beside the engine (k8s_kv.add_companions): bound to the pod, sharing its /dev/shm */ -}}
@@ -244,10 +257,12 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
         "resources" (dict "limits" (deepCopy .resources) "requests" (deepCopy .resources))
         "securityContext" (deepCopy $d.container_security) "volumeMounts" $cmounts -}}
   {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $companion $k (deepCopy $probe) }}{{ end -}}
+  {{- $_ := set $companion "lifecycle" (dict "preStop" (dict "sleep" (dict "seconds" (add $stop.pause_s $c.drain)))) -}}
   {{- $containers = append $containers $companion -}}
 {{- end -}}{{- end -}}
 {{- $podSec := ternary (deepCopy $hwf.pod_security) (deepCopy $f.router.pod_security) $p.gpu -}}
 {{- $spec := dict "enableServiceLinks" false "automountServiceAccountToken" false "securityContext" $podSec "containers" $containers "volumes" $volumes -}}
+{{- $_ := set $spec "terminationGracePeriodSeconds" $grace -}}
 {{- if $p.gpu -}}
   {{- $dmounts := list -}}
   {{- range $mounts }}{{ if ne .mountPath "/dev/shm" }}{{ $dmounts = append $dmounts . }}{{ end }}{{ end -}}

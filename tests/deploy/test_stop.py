@@ -1,0 +1,133 @@
+"""How every rendered deployment stops (issue 30, docs/day2.md): each engine drains its running
+requests (`--shutdown-timeout`, KIMI_DRAIN_TIMEOUT), and every rendering's grace period holds the
+pause before SIGTERM, that drain and a margin for the exit, for every shape.
+
+The expected figures are written here: the default drain (300 s), KServe's preStop pause (15 s).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from entrypoint.app import build
+from entrypoint.render import compose, k8s
+from tests.deploy.shapes import COMPOSE, K8S, launch_for
+
+DRAIN = 300  # KIMI_DRAIN_TIMEOUT's default, long generations
+PAUSE = 15  # the preStop pause KServe's vLLM runtime documents
+ENGINE_PROGRAMS = ("vllm",)
+
+
+def _pods(docs):
+    """(object, pod spec) of every workload object."""
+    for doc in docs:
+        spec = doc.get("spec", {})
+        if doc["kind"] in ("Deployment", "StatefulSet"):
+            yield doc, spec["template"]["spec"]
+        for key in ("leaderTemplate", "workerTemplate"):
+            if key in spec.get("leaderWorkerTemplate", {}):
+                yield doc, spec["leaderWorkerTemplate"][key]["spec"]
+
+
+def _k8s(environ):
+    return [d for text in k8s.render(launch_for("k8s", environ)).values() for d in yaml.safe_load_all(text) if d]
+
+
+def _fronts(container) -> bool:
+    """Whether the container takes client requests (an HTTP readiness probe routes them to it)."""
+    return "httpGet" in container.get("readinessProbe", {})
+
+
+def _check_pod(pod: dict, drain: int) -> None:
+    grace = pod["terminationGracePeriodSeconds"]
+    fronting = [c for c in pod["containers"] if _fronts(c)]
+    pauses = [c["lifecycle"]["preStop"]["sleep"]["seconds"] for c in fronting]
+    for container in pod["containers"]:
+        wait = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        if _fronts(container):
+            assert wait == PAUSE  # out of routing, then SIGTERM
+            assert grace >= wait + drain + 1, (container["name"], grace)  # pause + drain + a margin
+        else:  # backs the engines (a headless worker, a KV helper, LMCache): SIGTERM once they drained
+            assert wait >= PAUSE + drain, (container["name"], wait)
+            assert grace >= wait + 1, (container["name"], grace)
+        assert wait >= min(pauses, default=wait)
+    for init in pod.get("initContainers", []):
+        assert "lifecycle" not in init  # Kubernetes runs no preStop hook for a finished init container
+
+
+@pytest.mark.parametrize("case", sorted(K8S))
+def test_every_pod_of_every_k8s_shape_holds_pause_drain_and_margin(case):
+    docs = _k8s(K8S[case])
+    pods = list(_pods(docs))
+    assert pods
+    for _, pod in pods:
+        _check_pod(pod, DRAIN)
+    # the engines the pods start carry the drain (the plan the containers resolve)
+    engines = [p for p in launch_for("k8s", K8S[case]).plan.processes if p.argv[0] in ENGINE_PROGRAMS]
+    assert engines and all(_flag(p.argv, "--shutdown-timeout") == str(DRAIN) for p in engines)
+
+
+@pytest.mark.parametrize("drain", ["45", "0"])
+def test_the_drain_setting_sizes_the_grace_period(drain):
+    env = {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_DRAIN_TIMEOUT": drain}
+    docs = _k8s(env)
+    for _, pod in _pods(docs):
+        _check_pod(pod, int(drain))
+        assert pod["terminationGracePeriodSeconds"] < PAUSE + DRAIN  # the budget follows the setting
+    plan = launch_for("k8s", env).plan
+    for proc in plan.processes:
+        if proc.role == "router":
+            assert "--shutdown-timeout" not in proc.argv  # vllm-router drains on SIGTERM by itself
+        else:
+            assert _flag(proc.argv, "--shutdown-timeout") == (drain if drain != "0" else None)
+    # every container is told the setting, so the engines it starts drain as long as the pod waits
+    env_of = [e for _, pod in _pods(docs) for c in pod["containers"] for e in c["env"]]
+    assert {"name": "KIMI_DRAIN_TIMEOUT", "value": drain} in env_of
+
+
+def test_the_users_own_shutdown_timeout_wins_and_sizes_the_pod():
+    env = {"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--shutdown-timeout 900"}
+    proc = build(env).plan.processes[0]
+    assert proc.argv.count("--shutdown-timeout") == 1 and _flag(proc.argv, "--shutdown-timeout") == "900"
+    (_, pod), = [p for p in _pods(_k8s(env))]
+    assert pod["terminationGracePeriodSeconds"] >= PAUSE + 900 + 1
+
+
+def test_scale_down_and_rollouts_wait_longer_than_a_drain():
+    docs = _k8s({"KIMI_HARDWARE": "h200", "KIMI_AUTOSCALING": "keda"})
+    (_, pod), = list(_pods(docs))
+    grace = pod["terminationGracePeriodSeconds"]
+    scaled = next(d for d in docs if d["kind"] == "ScaledObject")["spec"]
+    assert scaled["cooldownPeriod"] >= grace
+    down = scaled["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
+    assert down["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": down["policies"][0]["periodSeconds"]}]
+    assert down["policies"][0]["periodSeconds"] >= grace  # one copy drains before the next goes
+    deployment = next(d for d in docs if d["kind"] == "Deployment")["spec"]
+    assert deployment["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}  # the new copy first
+    assert deployment["progressDeadlineSeconds"] >= grace
+    pdb = next(d for d in docs if d["kind"] == "PodDisruptionBudget")["spec"]
+    assert pdb["maxUnavailable"] == 1  # a node drain evicts one copy at a time, each with its grace period
+
+
+def _seconds(text: str) -> int:
+    match = re.fullmatch(r"([0-9]+)s", text)
+    assert match, text
+    return int(match.group(1))
+
+
+@pytest.mark.parametrize("case", sorted(COMPOSE))
+def test_every_compose_service_is_stopped_with_sigterm_and_the_drain(case):
+    services = yaml.safe_load(next(iter(compose.render(launch_for("compose", COMPOSE[case])).values())))["services"]
+    for name, svc in services.items():
+        if svc.get("restart") == "no":  # the one-shot download: it has exited before anything serves
+            continue
+        assert svc["stop_signal"] == "SIGTERM", name
+        assert _seconds(svc["stop_grace_period"]) >= DRAIN + 1, name  # Docker's default would be 10 s
+
+
+def _flag(argv, flag):
+    argv = list(argv)
+    return argv[argv.index(flag) + 1] if flag in argv else None
