@@ -34,7 +34,7 @@ _NOT_PASSED = {"image", "name", "namespace", "config", "recipes_dir", "image_tar
                "image_serves", "role", "node_rank", "head_addr",
                # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
                "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",
-               "scale_waiting", "scale_kv_percent", "prometheus_url"}
+               "scale_waiting", "scale_kv_percent", "prometheus_url", "scraper_namespace", "scraper_labels"}
 
 
 def passed(field) -> bool:
