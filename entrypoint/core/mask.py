@@ -6,11 +6,11 @@ import re
 from typing import Mapping, Sequence
 
 MASK = "****"
-_SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_ENV.search(name))
+    return bool(SECRET_ENV.search(name))
 
 
 def mask_env(env: Mapping[str, str]) -> dict:

@@ -29,6 +29,11 @@ PDB_API = "policy/v1"
 ZONE = "topology.kubernetes.io/zone"
 SURGE = {"maxSurge": 1, "maxUnavailable": 0}
 ENGINE_KINDS = ("Deployment", "LeaderWorkerSet")
+# printf-style, so that the Helm chart fails with the same words (files/facts.json)
+KV_COPIES = ("KIMI_KV_OFFLOAD=%s runs KIMI_KV_INSTANCES=%d instances that its cache-aware router lists by name, so %s "
+             "would add engines it never routes to (and a second Mooncake master). Set KIMI_KV_INSTANCES for more "
+             "instances and unset KIMI_REPLICAS and KIMI_AUTOSCALING, or use KIMI_STRATEGY=pd_cluster, whose pools "
+             "scale.")
 
 
 def start_budget_s(launch) -> int:
@@ -67,10 +72,7 @@ def _kv_store_copies(launch) -> None:
     if values["replicas"] > 1 or values["autoscaling"] != "off":
         asked = f"KIMI_REPLICAS={values['replicas']}" if values["replicas"] > 1 else \
             f"KIMI_AUTOSCALING={values['autoscaling']}"
-        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_KV_OFFLOAD={launch.kv.id} runs KIMI_KV_INSTANCES="
-                        f"{launch.kv.instances} instances that its cache-aware router lists by name, so {asked} "
-                        "would add engines it never routes to (and a second Mooncake master). Set KIMI_KV_INSTANCES for more instances and unset "
-                        "KIMI_REPLICAS and KIMI_AUTOSCALING, or use KIMI_STRATEGY=pd_cluster, whose pools scale.")
+        raise KimiError(UNSUPPORTED_COMBINATION, KV_COPIES % (launch.kv.id, launch.kv.instances, asked))
 
 
 def _pod_labels(obj: dict) -> dict:

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from tests.chart.helm import CHART, run, template
+from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, release_template, run, template
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import documents
 
@@ -64,8 +64,7 @@ CASES = {
     "kv-centralized-h200x3-addrs-router-port-operated": (
         {"hardware": "h200", "kv_offload": "kv_store_centralized_mooncake", "kv_instances": 3, "router_port": 9090,
          "mooncake_device_name": "mlx5_0", "image": f"registry.example/kimi@{DIGEST}"},
-        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda"},
-        {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda"}}),
+        {"KIMI_MONITORING": "1"}, {"monitoring": {"enabled": True}}),
     "kv-centralized-pd-h200": ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "kv_store_centralized_mooncake"},
                                {}, {}),
     "kv-distributed-pd-b200-2x1-operated": (
@@ -89,13 +88,15 @@ def _toml(settings: dict) -> str:
 
 
 def plan_objects(settings: dict, operate: dict, tmp_path) -> list:
+    """plan's objects for the settings, named and placed as the release names and places them
+    (settings.name / settings.namespace where set), without the Namespace (createNamespace: false)."""
     config = tmp_path / "kimi.toml"
-    config.write_text(_toml(settings))
-    return documents("k8s", {"KIMI_CONFIG": str(config), **operate})
+    config.write_text(_toml({"name": RELEASE, "namespace": RELEASE_NAMESPACE, **settings}))
+    return [d for d in documents("k8s", {"KIMI_CONFIG": str(config), **operate}) if d["kind"] != "Namespace"]
 
 
 def chart_objects(helm, settings: dict, values: dict, tmp_path) -> list:
-    return template(helm, {"settings": settings, **values}, tmp_path)
+    return release_template(helm, {"settings": settings, **values}, tmp_path)
 
 
 def _diff(a, b, path="") -> list:
