@@ -170,9 +170,16 @@ def _verdict(env: dict, messages: list):
     return None
 
 
-def _feature_tokens(catalog) -> list:
+def _feature_specs(catalog) -> list:
+    """KIMI_FEATURES values the chart looks up (its tokens sorted, joined by ','): every feature
+    alone, added or removed, and every pair of features a recipe marks as conflicting, together."""
     names = sorted({f for r in catalog.recipes.values() for f in r.features})
-    return [f"{sign}{f}" for f in names for sign in ("", "+", "-")]
+    specs = [f"{sign}{f}" for f in names for sign in ("", "+", "-")]
+    pairs = sorted({tuple(sorted((fid, other))) for r in catalog.recipes.values() for fid, feat in r.features.items()
+                    for other in feat.conflicts_with})
+    for a, b in pairs:
+        specs += [",".join(sorted((f"{sa}{a}", f"{sb}{b}"))) for sa in ("", "+") for sb in ("", "+")]
+    return specs
 
 
 NODES_JUDGED = 4  # plan's verdict on KIMI_NODES=1..4 per strategy; more nodes are judged as 4 (and by memory)
@@ -180,12 +187,15 @@ NODES_JUDGED = 4  # plan's verdict on KIMI_NODES=1..4 per strategy; more nodes a
 
 def _base(catalog, slug: str, hw: str, offered: list) -> dict:
     """The configuration the setting-by-setting verdicts start from: the recipe's first one-node
-    strategy on this hardware (else its first strategy, on its probe nodes)."""
-    sid = next((s for s in offered if catalog.strategies[s].deploy_type == "single_node"), offered[0])
-    env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
-    if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
-        env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
-    return env
+    strategy that plan renders on this hardware (else its first that renders, on its probe nodes)."""
+    single = [s for s in offered if catalog.strategies[s].deploy_type == "single_node"]
+    for sid in single + [s for s in offered if s not in single]:
+        env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
+        if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
+            env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
+        if _probe(catalog, slug, hw, sid) is not None:
+            return env
+    raise RuntimeError(f"{slug} renders no strategy on {hw}")
 
 
 def _nodes_refused(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
@@ -210,7 +220,7 @@ def _verdicts(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
     out = {}
     profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     variants = sorted({v for r in catalog.recipes.values() for v in r.variants})
-    candidates = {"variant": variants, "features": _feature_tokens(catalog), "profile": profiles,
+    candidates = {"variant": variants, "features": _feature_specs(catalog), "profile": profiles,
                   "vllm_version": list(VLLM_VERSIONS)}
     for name, values in candidates.items():
         refused = {v: i for v in values if (i := _verdict({**base, f"KIMI_{name.upper()}": v}, messages)) is not None}

@@ -35,9 +35,10 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- end -}}
 {{- end -}}
 {{- if and (hasKey $s "features") (hasKey $vd "features") -}}
-  {{- range $tok := splitList "," (toString $s.features) -}}
-    {{- with index $vd.features (trim $tok) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
-  {{- end -}}
+  {{- $toks := list -}}
+  {{- range $tok := splitList "," (toString $s.features) }}{{ $toks = append $toks (trim $tok) }}{{ end -}}
+  {{- with index $vd.features (join "," (sortAlpha $toks)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
+  {{- range $toks }}{{ with index $vd.features . }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
 {{- end -}}
 {{- /* a credential among the vLLM arguments would be written into every pod: plan refuses it, so does the chart */ -}}
 {{- range $word := splitList " " (toString ($s.extra_args | default "")) -}}
@@ -75,7 +76,6 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- range list "kv_instances" "instance_addrs" "mooncake_master_addr" -}}
   {{- if and (hasKey $s .) (empty $kvs) }}{{ fail (printf "settings.%s configures a KV store, but settings.kv_offload is %s: remove it, or set settings.kv_offload to a kv_store_* deployment (docs/kv-cache.md)" . (ternary (printf "%s (it runs beside each engine)" $kid) "not set" (ne $kid ""))) }}{{ end -}}
 {{- end -}}
-{{- if regexMatch "(^|\\s)--port(\\s|=|$)" ($s.extra_args | default "") }}{{ fail "settings.extra_args sets --port: give the API port as settings.port (the chart draws ports, probes and Services from it)" }}{{ end -}}
 {{- /* settings.name; else the release's name (two releases never collide) */ -}}
 {{- $name := $s.name | default .Release.Name -}}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$" $name) }}{{ fail (printf "the release name %q names the objects, but it is not a DNS label of at most 40 characters (lower-case letters, digits and '-', starting with a letter): install under another name, or set settings.name" $name) }}{{ end -}}
@@ -87,6 +87,11 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $routerPort := 0 -}}
 {{- range $f.settings }}{{ if eq .name "router_port" }}{{ $routerPort = int ($s.router_port | default .default) }}{{ end }}{{ end -}}
 {{- $port := int ($s.port | default $d.port) -}}
+{{- /* `--port N` among the vLLM arguments is every engine's port, as in plan (the user's arguments win);
+      another spelling of it is left to the container, which refuses what vLLM would not take */ -}}
+{{- $argPort := 0 -}}
+{{- with regexFind "(^|\\s)--port(=|\\s+)[0-9]+" ($s.extra_args | default "") }}{{ $argPort = int (regexFind "[0-9]+$" .) }}{{ end -}}
+{{- if $argPort }}{{ $port = $argPort }}{{ end -}}
 {{- /* the image: settings.image (KIMI_IMAGE), else image.repository with image.tag or image.digest, else the hardware's published image */ -}}
 {{- $image := $s.image | default $hwf.image -}}
 {{- $iv := .Values.image | default dict -}}
@@ -171,7 +176,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
     {{- $hosts := list (printf "%s-0.%s" $lname $lname) -}}
     {{- range $i := untilStep 1 $n 1 }}{{ $hosts = append $hosts (printf "%s-0-%d.%s" $lname $i $lname) }}{{ end -}}
     {{- $_ := set $addrs (printf "%s_addrs" $role) (join "," $hosts) -}}
-    {{- $rport := int (index $r.pd.ports $role) -}}
+    {{- $rport := int (ternary $argPort (index $r.pd.ports $role) (gt $argPort 0)) -}}
     {{- $procs := list (dict "role" $role "serves" true "port" $rport "gpu" true) -}}
     {{- range $i := untilStep 1 $n 1 }}{{ $procs = append $procs (dict "role" $role "serves" (index (index $r.pd.worker_serves_http $role) $par) "port" $rport "gpu" true) }}{{ end -}}
     {{- $groups = append $groups (dict "kind" "LeaderWorkerSet" "name" $lname "component" $role "procs" $procs) -}}
