@@ -132,7 +132,7 @@ def _recipe(catalog, slug: str, messages: list) -> dict:
         base = _base(catalog, slug, hw, offered)
         entry["verdicts"] = _verdicts(catalog, slug, hw, base, messages)
         entry["load"] = _load(catalog, slug, hw, base, messages)
-        entry["nodes_refused"] = _nodes_refused(catalog, slug, hw, offered, messages)
+        entry["by_strategy"] = _strategy_verdicts(catalog, slug, hw, offered, messages)
         if "pd_cluster" in offered:
             entry["pd_pools"] = _pd_pools(catalog, slug, hw)
             _pd_pool_facts(catalog, slug, hw, pd)
@@ -146,7 +146,6 @@ def _recipe(catalog, slug: str, messages: list) -> dict:
 
 # ---------------------------------------------------------------- plan's verdicts (the refusals)
 
-VLLM_VERSIONS = ("0.19.1", "0.32.0", "0.33.0")  # a version outside these is judged by the container at start
 MODEL_KINDS = {"hub": "", "object": "s3://bucket/model", "path": "/models/model"}  # settings.model, by its form
 
 
@@ -198,18 +197,29 @@ def _base(catalog, slug: str, hw: str, offered: list) -> dict:
     raise RuntimeError(f"{slug} renders no strategy on {hw}")
 
 
-def _nodes_refused(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
-    """strategy -> {nodes: message index} for KIMI_NODES=1..NODES_JUDGED that plan refuses
-    (memory aside: the chart checks the variant's memory itself)."""
+def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
+    """strategy -> {"nodes": {n: message index}} for KIMI_NODES=1..NODES_JUDGED that plan refuses
+    (memory aside: the chart checks the variant's memory itself), and {"profile": {...},
+    "features": {...}} for the profiles and features plan refuses with that strategy (a profile
+    names the strategies it tunes, a feature may apply to some strategies only)."""
+    profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
+    # the features a recipe limits to some strategies, asked for with this strategy
+    scoped = sorted({f"{sign}{fid}" for r in catalog.recipes.values() for fid, feat in r.features.items()
+                     if feat.strategies is not None for sign in ("", "+")})
     out = {}
     for sid in offered:
-        if catalog.strategies[sid].deploy_type == dep.PD_CLUSTER:
-            continue
         env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
-        refused = {str(n): i for n in range(1, NODES_JUDGED + 1)
-                   if (i := _verdict({**env, "KIMI_NODES": str(n)}, messages)) is not None}
-        if refused:
-            out[sid] = refused
+        entry = {}
+        if catalog.strategies[sid].deploy_type != dep.PD_CLUSTER:
+            entry["nodes"] = {str(n): i for n in range(1, NODES_JUDGED + 1)
+                              if (i := _verdict({**env, "KIMI_NODES": str(n)}, messages)) is not None}
+        if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
+            env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
+        entry["profile"] = {p: i for p in profiles if (i := _verdict({**env, "KIMI_PROFILE": p}, messages)) is not None}
+        entry["features"] = {f: i for f in scoped if (i := _verdict({**env, "KIMI_FEATURES": f}, messages)) is not None}
+        entry = {k: v for k, v in entry.items() if v}
+        if entry:
+            out[sid] = entry
     return out
 
 
@@ -217,11 +227,13 @@ def _verdicts(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
     """Plan's verdict, setting by setting, on this recipe and hardware (its base strategy): every
     variant, feature token, profile, vLLM version and load format x model form plan refuses,
     as the index of its message. The chart fails with that message where the settings set it."""
+    from entrypoint.core.vllm_cli import available_versions
+
     out = {}
     profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     variants = sorted({v for r in catalog.recipes.values() for v in r.variants})
     candidates = {"variant": variants, "features": _feature_specs(catalog), "profile": profiles,
-                  "vllm_version": list(VLLM_VERSIONS)}
+                  "vllm_version": list(available_versions())}  # another version: the container judges it
     for name, values in candidates.items():
         refused = {v: i for v in values if (i := _verdict({**base, f"KIMI_{name.upper()}": v}, messages)) is not None}
         if refused:
@@ -396,6 +408,25 @@ def _monitoring(catalog) -> dict:
             + catalog.serving.health.interval_s * catalog.serving.health.retries}
 
 
+INTERNED = ("verdicts", "load", "by_strategy", "kv_refused")  # per recipe x hardware, often alike
+
+
+def _intern(recipes: dict) -> list:
+    """The verdict tables each recipe x hardware shares with others, once each: an entry's
+    INTERNED keys become indices into the returned list (the chart reads `index tables i`)."""
+    tables: list = []
+    seen: dict = {}
+    for recipe in recipes.values():
+        for entry in recipe["hardware"].values():
+            for key in INTERNED:
+                text = json.dumps(entry[key], sort_keys=True)
+                if text not in seen:
+                    seen[text] = len(tables)
+                    tables.append(entry[key])
+                entry[key] = seen[text]
+    return tables
+
+
 def facts() -> dict:
     catalog = load_catalog()
     messages: list = []  # the KV refusals' texts, filled by _recipe (kv_refused)
@@ -404,12 +435,13 @@ def facts() -> dict:
     from entrypoint.core.vllm_cli import secret_spec
     from entrypoint.render import autoscaling
 
+    recipes = {slug: _recipe(catalog, slug, messages) for slug in catalog.recipes}
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
+            "recipes": recipes, "tables": _intern(recipes),
             "nodes_judged": NODES_JUDGED, "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s},
             "secrets": {"flags": sorted(k for k, o in secret_spec().options.items() if o.secret),
                         "message": dep.SECRET_ARGS, "env_pattern": "(?i)" + mask.SECRET_ENV.pattern},
             "default_recipe": catalog.serving.default_recipe, "hardware": _hardware(catalog),
-            "recipes": {slug: _recipe(catalog, slug, messages) for slug in catalog.recipes},
             "router": _router(catalog), "defaults": _defaults(catalog),
             "kv": {**_kv(catalog), "messages": messages, "copies_message": autoscaling.KV_COPIES},
             "monitoring": _monitoring(catalog)}

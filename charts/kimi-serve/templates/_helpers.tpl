@@ -28,7 +28,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- if not (hasKey $r.hardware $hw) }}{{ fail (printf "the %s recipe does not run on %s (it runs on %s)" $r.title $hw (join ", " (keys $r.hardware | sortAlpha))) }}{{ end -}}
 {{- $rhw := index $r.hardware $hw -}}
 {{- /* plan's verdicts, setting by setting (files/facts.json `verdicts`, from real launches): its message where it refuses */ -}}
-{{- $vd := $rhw.verdicts | default dict -}}
+{{- $vd := index $f.tables (int (index $rhw "verdicts")) -}}
 {{- range $key := list "variant" "profile" "vllm_version" -}}
   {{- if and (hasKey $s $key) (hasKey $vd $key) -}}
     {{- with index (index $vd $key) (toString (index $s $key)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
@@ -51,8 +51,11 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $sid := $s.strategy | default (ternary $r.default_strategy.multi $r.default_strategy.single (gt $nodes 1)) -}}
 {{- if not (has $sid $rhw.strategies) }}{{ fail (printf "settings.strategy=%s is not one the %s recipe offers on %s (it offers %s)" $sid $r.title $hw (join ", " $rhw.strategies)) }}{{ end -}}
 {{- $st := index $r.strategies $sid -}}
-{{- with index ($rhw.nodes_refused | default dict) $sid -}}
-  {{- with index . (toString (min $nodes $f.nodes_judged)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
+{{- with index (index $f.tables (int (index $rhw "by_strategy"))) $sid -}}
+  {{- with index (.nodes | default dict) (toString (min $nodes $f.nodes_judged)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
+  {{- if hasKey $s "profile" }}{{ with index (.profile | default dict) (toString $s.profile) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
+  {{- $scoped := .features | default dict -}}
+  {{- if hasKey $s "features" }}{{ range splitList "," (toString $s.features) }}{{ with index $scoped (trim .) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end }}{{ end -}}
 {{- end -}}
 {{- $floor := int (index $rhw.min_gpus $sid | default 0) -}}
 {{- $gpus := mul (int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory")))) (ternary $nodes 1 (eq $st.shape "multi_node")) -}}
@@ -65,7 +68,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- if hasKey $f.kv.stores $kid }}{{ $kvs = index $f.kv.stores $kid }}
   {{- else if hasKey $f.kv.options $kid }}{{ $kvo = index $f.kv.options $kid }}
   {{- else }}{{ fail (printf "settings.kv_offload=%s is not a KV choice; the choices: %s. Unset it for no KV offload." $kid (join ", " (concat (keys $f.kv.options | sortAlpha) (keys $f.kv.stores | sortAlpha)))) }}{{ end -}}
-  {{- range (index ($rhw.kv_refused | default dict) $kid | default list) }}{{ if has $sid (index . 1) }}{{ fail (index $f.kv.messages (int (index . 0))) }}{{ end }}{{ end -}}
+  {{- range (index (index $f.tables (int (index $rhw "kv_refused"))) $kid | default list) }}{{ if has $sid (index . 1) }}{{ fail (index $f.kv.messages (int (index . 0))) }}{{ end }}{{ end -}}
   {{- $floor := (ternary $kvs $kvo (not (empty $kvs))).min_vllm_version -}}
   {{- if and $floor $s.vllm_version (regexMatch "^[0-9]+\\.[0-9]+(\\.[0-9]+)?$" (toString $s.vllm_version)) -}}
     {{- if semverCompare (printf "<%s" $floor) (toString $s.vllm_version) }}{{ fail (printf "settings.kv_offload=%s needs vLLM >= %s, but settings.vllm_version=%s: run an image built on a newer vLLM (the default tags)" $kid $floor (toString $s.vllm_version)) }}{{ end -}}
@@ -208,7 +211,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- range $f.settings }}{{ if eq .name "load_format" }}{{ $lf = toString ($s.load_format | default .default) }}{{ end }}{{ end -}}
 {{- $h := $f.monitoring.health -}}
 {{- $budget := int $h.start_period_s -}}
-{{- with index ($rhw.load | default dict) (printf "%s|%s" $lf $form) -}}
+{{- with index (index $f.tables (int (index $rhw "load"))) (printf "%s|%s" $lf $form) -}}
   {{- if hasKey . "refused" }}{{ fail (index $f.kv.messages (int .refused)) }}{{ end -}}
   {{- with .per_variant -}}
     {{- $least := 0 -}}
