@@ -431,14 +431,16 @@ def facts() -> dict:
     catalog = load_catalog()
     messages: list = []  # the KV refusals' texts, filled by _recipe (kv_refused)
     from entrypoint.core import mask
-    from entrypoint.core.loading import load_data
+    from entrypoint.core.loading import UNLISTED_VERSION, load_data
     from entrypoint.core.vllm_cli import secret_spec
     from entrypoint.render import autoscaling
 
     recipes = {slug: _recipe(catalog, slug, messages) for slug in catalog.recipes}
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "recipes": recipes, "tables": _intern(recipes),
-            "nodes_judged": NODES_JUDGED, "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s},
+            "nodes_judged": NODES_JUDGED,
+            "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s,
+                        "versions": list(load_data().load_formats), "unlisted_version": UNLISTED_VERSION},
             "secrets": {"flags": sorted(k for k, o in secret_spec().options.items() if o.secret),
                         "message": dep.SECRET_ARGS, "env_pattern": "(?i)" + mask.SECRET_ENV.pattern},
             "default_recipe": catalog.serving.default_recipe, "hardware": _hardware(catalog),

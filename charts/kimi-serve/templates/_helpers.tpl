@@ -209,6 +209,9 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- if or (hasPrefix "s3://" $model) (hasPrefix "gs://" $model) }}{{ $form = "object" }}{{ else if hasPrefix "/" $model }}{{ $form = "path" }}{{ end -}}
 {{- $lf := "recipe" -}}
 {{- range $f.settings }}{{ if eq .name "load_format" }}{{ $lf = toString ($s.load_format | default .default) }}{{ end }}{{ end -}}
+{{- if and (ne $lf "recipe") $s.vllm_version (not (has (toString $s.vllm_version) $f.loading.versions)) -}}
+  {{- fail (printf $f.loading.unlisted_version (toString $s.vllm_version) (join ", " $f.loading.versions)) -}}
+{{- end -}}
 {{- $h := $f.monitoring.health -}}
 {{- $budget := int $h.start_period_s -}}
 {{- with index (index $f.tables (int (index $rhw "load"))) (printf "%s|%s" $lf $form) -}}
