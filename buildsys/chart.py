@@ -86,12 +86,20 @@ def _hardware(catalog) -> dict:
 
 def _pd_pools(catalog, slug: str, hw: str) -> dict:
     """variant -> the pools a PD cluster gets when the settings name none (derived from the variant's memory)."""
+    choices = next(f.choices for f in KIMI_FIELDS if f.name == "prefill_parallelism")
     out = {}
     for vid in catalog.recipe.variants:
         launch = _probe(catalog, slug, hw, "pd_cluster", variant=vid)
         if launch is not None:
             sel = launch.selection
             out[vid] = {p.role: {"nodes": p.nodes, "parallelism": p.parallelism} for p in (sel.prefill, sel.decode)}
+            for role in ("prefill", "decode"):  # a pool's derived size follows the parallelism the settings give it
+                sized = {}
+                for par in choices:
+                    other = _probe(catalog, slug, hw, "pd_cluster", variant=vid, **{f"{role}_parallelism": par})
+                    if other is not None:
+                        sized[par] = getattr(other.selection, role).nodes
+                out[vid][role]["nodes_by_parallelism"] = sized
     return out
 
 

@@ -169,7 +169,10 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
     {{- $key := printf "%s_nodes" $role -}}
     {{- $pools := index ($rhw.pd_pools | default dict) $vid -}}
     {{- if not $pools }}{{ fail (printf "a PD cluster of the %s recipe with settings.variant=%s on %s: kimi-serve plan says why it cannot" $r.title $vid $hw) }}{{ end -}}
-    {{- $n := int (hasKey $s $key | ternary (index $s $key) (index $pools $role).nodes) -}}
+    {{- $pool := index $pools $role -}}
+    {{- $derived := $pool.nodes -}}
+    {{- with index $s (printf "%s_parallelism" $role) }}{{ with index ($pool.nodes_by_parallelism | default dict) . }}{{ $derived = . }}{{ end }}{{ end -}}
+    {{- $n := int (hasKey $s $key | ternary (index $s $key) $derived) -}}
     {{- if eq $n 0 }}{{ fail "A pool of 0 nodes shares one node's GPUs with the other pool, which Kubernetes cannot give to two pods. Set settings.prefill_nodes and settings.decode_nodes to 1 or more, or render the shared node for Compose: kimi-serve plan --format compose." }}{{ end -}}
     {{- $_ := set $pinned $key $n -}}
     {{- $par := index $s (printf "%s_parallelism" $role) | default (index $pools $role).parallelism -}}
