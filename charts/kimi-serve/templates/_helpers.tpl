@@ -212,7 +212,8 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- if or (hasPrefix "s3://" $model) (hasPrefix "gs://" $model) }}{{ $form = "object" }}{{ else if hasPrefix "/" $model }}{{ $form = "path" }}{{ end -}}
 {{- $lf := "recipe" -}}
 {{- range $f.settings }}{{ if eq .name "load_format" }}{{ $lf = toString ($s.load_format | default .default) }}{{ end }}{{ end -}}
-{{- if and (ne $lf "recipe") $s.vllm_version (not (has (toString $s.vllm_version) $f.loading.versions)) -}}
+{{- /* a named load format (or auto, for object storage, which picks one at render) needs the formats of the vLLM release */ -}}
+{{- if and (ne $lf "recipe") (or (ne $lf "auto") (eq $form "object")) $s.vllm_version (not (has (toString $s.vllm_version) $f.loading.versions)) -}}
   {{- fail (printf $f.loading.unlisted_version (toString $s.vllm_version) (join ", " $f.loading.versions)) -}}
 {{- end -}}
 {{- $h := $f.monitoring.health -}}
