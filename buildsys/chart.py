@@ -39,7 +39,8 @@ CHART_VALUES = {"monitoring": "monitoring.enabled", "slo_ttft_ms": "monitoring.s
                 "slo_itl_ms": "monitoring.sloItlMs", "autoscaling": "autoscaling.engine",
                 "replicas": "replicas", "max_replicas": "autoscaling.maxReplicas",
                 "scale_waiting": "autoscaling.waitingPerReplica", "scale_kv_percent": "autoscaling.kvCachePercent",
-                "prometheus_url": "autoscaling.prometheusUrl"}
+                "prometheus_url": "autoscaling.prometheusUrl", "scraper_namespace": "monitoring.scraper.namespace",
+                "scraper_labels": "monitoring.scraper.podLabels"}
 PROBE_NODES = 2  # a multi-node group and a PD pool of two: a head and a worker to look at
 
 
@@ -83,14 +84,48 @@ def _hardware(catalog) -> dict:
     return out
 
 
+def _engine_resources(catalog, slug: str, hw: str, offered) -> dict:
+    """variant -> strategy -> an engine pod's resources, where the recipe's launch needs other than
+    the hardware's whole node (`hardware.<hw>.resources`): e.g. a model that fits one GPU (TP 1)."""
+    whole = _hardware_pod(catalog, hw)
+    out: dict = {}
+    for vid in catalog.recipe.variants:
+        for sid in offered:
+            if catalog.strategies[sid].deploy_type == "pd_cluster":
+                continue  # the pools' sizes are the PD facts' (pd_pools)
+            launch = _probe(catalog, slug, hw, sid, variant=vid)
+            if launch is None:
+                continue
+            _, pod = _serving_pod(launch, launch.plan.first_engine.role)
+            limits = pod["containers"][0]["resources"]["limits"]
+            if limits != whole:
+                out.setdefault(vid, {})[sid] = limits
+    return out
+
+
+def _hardware_pod(catalog, hw: str) -> dict:
+    slug = catalog.serving.default_recipe
+    recipe_catalog = with_recipe(catalog, slug)
+    launch = _probe(recipe_catalog, slug, hw, offered_strategies(recipe_catalog, hw)[0])
+    return _serving_pod(launch, launch.plan.first_engine.role)[1]["containers"][0]["resources"]["limits"]
+
+
 def _pd_pools(catalog, slug: str, hw: str) -> dict:
     """variant -> the pools a PD cluster gets when the settings name none (derived from the variant's memory)."""
+    choices = next(f.choices for f in KIMI_FIELDS if f.name == "prefill_parallelism")
     out = {}
     for vid in catalog.recipe.variants:
         launch = _probe(catalog, slug, hw, "pd_cluster", variant=vid)
         if launch is not None:
             sel = launch.selection
             out[vid] = {p.role: {"nodes": p.nodes, "parallelism": p.parallelism} for p in (sel.prefill, sel.decode)}
+            for role in ("prefill", "decode"):  # a pool's derived size follows the parallelism the settings give it
+                sized = {}
+                for par in choices:
+                    other = _probe(catalog, slug, hw, "pd_cluster", variant=vid, **{f"{role}_parallelism": par})
+                    if other is not None:
+                        sized[par] = getattr(other.selection, role).nodes
+                out[vid][role]["nodes_by_parallelism"] = sized
     return out
 
 
@@ -128,6 +163,13 @@ def _recipe(catalog, slug: str, messages: list) -> dict:
             strategies[sid] = {"shape": dep.shape(launch),
                                "worker_serves_http": all(p.serves_http for p in launch.plan.processes)}
         entry["kv_refused"] = _kv_refused(catalog, slug, hw, offered, messages)
+        base = _base(catalog, slug, hw, offered)
+        entry["verdicts"] = _verdicts(catalog, slug, hw, base, messages)
+        entry["load"] = _load(catalog, slug, hw, base, messages)
+        entry["by_strategy"] = _strategy_verdicts(catalog, slug, hw, offered, messages)
+        own = _engine_resources(catalog, slug, hw, offered)
+        if own:
+            entry["engine_resources"] = own
         if "pd_cluster" in offered:
             entry["pd_pools"] = _pd_pools(catalog, slug, hw)
             _pd_pool_facts(catalog, slug, hw, pd)
@@ -137,6 +179,135 @@ def _recipe(catalog, slug: str, messages: list) -> dict:
             "strategies": strategies, "pd": pd, "variants": {v: var.vram_minimum_gb for v, var in recipe.variants.items()},
             "default_strategy": {"single": default_strategy(catalog, 1), "multi": default_strategy(catalog, PROBE_NODES)},
             "probe_hardware": default_hw}
+
+
+# ---------------------------------------------------------------- plan's verdicts (the refusals)
+
+MODEL_KINDS = {"hub": "", "object": "s3://bucket/model", "path": "/models/model"}  # settings.model, by its form
+
+
+def model_kind(model: str) -> str:
+    """The form of settings.model the chart tells apart (as plan does: object storage, a path, a hub id)."""
+    if not model:
+        return "hub"
+    if model.startswith(("s3://", "gs://")):
+        return "object"
+    return "path" if model.startswith("/") else "hub"
+
+
+def _verdict(env: dict, messages: list):
+    """The index of plan's refusal message for these settings, or None where plan renders them."""
+    try:
+        _launch(env)
+    except KimiError as exc:
+        if exc.message not in messages:
+            messages.append(exc.message)
+        return messages.index(exc.message)
+    return None
+
+
+def _feature_specs(catalog) -> list:
+    """KIMI_FEATURES values the chart looks up (its tokens sorted, joined by ','): every feature
+    alone, added or removed, and every pair of features a recipe marks as conflicting, together."""
+    names = sorted({f for r in catalog.recipes.values() for f in r.features})
+    specs = [f"{sign}{f}" for f in names for sign in ("", "+", "-")]
+    pairs = sorted({tuple(sorted((fid, other))) for r in catalog.recipes.values() for fid, feat in r.features.items()
+                    for other in feat.conflicts_with})
+    for a, b in pairs:
+        specs += [",".join(sorted((f"{sa}{a}", f"{sb}{b}"))) for sa in ("", "+") for sb in ("", "+")]
+    return specs
+
+
+NODES_JUDGED = 4  # plan's verdict on KIMI_NODES=1..4 per strategy; more nodes are judged as 4 (and by memory)
+
+
+def _base(catalog, slug: str, hw: str, offered: list) -> dict:
+    """The configuration the setting-by-setting verdicts start from: the recipe's first one-node
+    strategy that plan renders on this hardware (else its first that renders, on its probe nodes)."""
+    single = [s for s in offered if catalog.strategies[s].deploy_type == "single_node"]
+    for sid in single + [s for s in offered if s not in single]:
+        env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
+        if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
+            env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
+        if _probe(catalog, slug, hw, sid) is not None:
+            return env
+    raise RuntimeError(f"{slug} renders no strategy on {hw}")
+
+
+def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
+    """strategy -> {"nodes": {n: message index}} for KIMI_NODES=1..NODES_JUDGED that plan refuses
+    (memory aside: the chart checks the variant's memory itself), and {"profile": {...},
+    "features": {...}} for the profiles and features plan refuses with that strategy (a profile
+    names the strategies it tunes, a feature may apply to some strategies only)."""
+    profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
+    # the features a recipe limits to some strategies, asked for with this strategy
+    scoped = sorted({f"{sign}{fid}" for r in catalog.recipes.values() for fid, feat in r.features.items()
+                     if feat.strategies is not None for sign in ("", "+")})
+    out = {}
+    for sid in offered:
+        env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
+        entry = {}
+        if catalog.strategies[sid].deploy_type != dep.PD_CLUSTER:
+            entry["nodes"] = {str(n): i for n in range(1, NODES_JUDGED + 1)
+                              if (i := _verdict({**env, "KIMI_NODES": str(n)}, messages)) is not None}
+        if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
+            env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
+        entry["profile"] = {p: i for p in profiles if (i := _verdict({**env, "KIMI_PROFILE": p}, messages)) is not None}
+        entry["features"] = {f: i for f in scoped if (i := _verdict({**env, "KIMI_FEATURES": f}, messages)) is not None}
+        entry = {k: v for k, v in entry.items() if v}
+        if entry:
+            out[sid] = entry
+    return out
+
+
+def _verdicts(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
+    """Plan's verdict, setting by setting, on this recipe and hardware (its base strategy): every
+    variant, feature token, profile, vLLM version and load format x model form plan refuses,
+    as the index of its message. The chart fails with that message where the settings set it."""
+    from entrypoint.core.vllm_cli import available_versions
+
+    out = {}
+    profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
+    variants = sorted({v for r in catalog.recipes.values() for v in r.variants})
+    candidates = {"variant": variants, "features": _feature_specs(catalog), "profile": profiles,
+                  "vllm_version": list(available_versions())}  # another version: the container judges it
+    for name, values in candidates.items():
+        refused = {v: i for v in values if (i := _verdict({**base, f"KIMI_{name.upper()}": v}, messages)) is not None}
+        if refused:
+            out[name] = refused
+    return out
+
+
+def _load(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
+    """Per `load_format|model form`: plan's refusal (`refused`: its message's index), or what the
+    start-up budget is made of (core/loading.py): `per_variant` the margin x the whole checkpoint's
+    load time in s, the budget being max(the floor, the engine's overhead + that / the nodes of the
+    smallest group) in whole health-check intervals; none (`floor`) for KIMI_LOAD_FORMAT=recipe."""
+    from entrypoint.core import loading
+
+    data = loading.load_data()
+    formats = ["recipe", "auto", *sorted({lo.load_format for lo in data.loaders.values() if lo.load_format})]
+    out = {}
+    for fmt in formats:
+        for kind, model in MODEL_KINDS.items():
+            env = {**base, "KIMI_LOAD_FORMAT": fmt, **({"KIMI_MODEL": model} if model else {})}
+            refused = _verdict(env, messages)
+            if refused is not None:
+                out[f"{fmt}|{kind}"] = {"refused": refused}
+                continue
+            launch = _launch(env)
+            decision = launch.load
+            if decision is None or decision.setting == loading.RECIPE:
+                out[f"{fmt}|{kind}"] = {"floor": True}
+                continue
+            lid = decision.loader or data.vllm_default
+            per_variant = {}
+            for vid, var in catalog.recipe.variants.items():
+                size = loading.checkpoint_gb(catalog.recipe.id, vid, var.vram_minimum_gb, data)
+                load_s, _ = loading.expected_load_s(size, lid, decision.storage, None, data)
+                per_variant[vid] = round(data.budget.margin * load_s, 3)
+            out[f"{fmt}|{kind}"] = {"per_variant": per_variant}
+    return out
 
 
 def _kv_ids() -> list:
@@ -230,16 +401,31 @@ def _defaults(catalog) -> dict:
     probes = {k: container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
     return {"port": proc.port, "probes": probes, "container_security": container["securityContext"],
             "scratch": [[k, v] for k, v in dep.scratch(single).items()],
+            "mounted": [[k, v] for k, v in dep.separate_mounts(single).items()],
+            "pod_extra": _extra(pod, POD_BUILT), "container_extra": _extra(container, CONTAINER_BUILT),
             "token": {"dir": dep.TOKEN_DIR, "file": dep.TOKEN_FILE, "key": dep.HF_TOKEN, "path_env": dep.HF_TOKEN_PATH,
                       "mode": 0o440},
             "helper_probes": k8s_pod.helper_probes(single),
             "skips": k8s_pod.SKIP_REASONS, "cache_size": k8s.CACHE_SIZE, "pss": k8s.PSS_LEVEL,
-            "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API,
+            "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API, "namespace_label": k8s.NAMESPACE_LABEL,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
             "volumes": {"cache": k8s_pod.CACHE_VOLUME, "shm": k8s_pod.SHM_VOLUME, "token": k8s_pod.TOKEN_VOLUME},
             "containers": {"server": k8s_pod.CONTAINER, "download": k8s_pod.DOWNLOAD_CONTAINER},
             # how a pod stops (recipes/serving.yaml `stop`; the drain is settings.drain_timeout)
             "stop": {"pause_s": catalog.serving.stop.pause_s, "margin_s": catalog.serving.stop.margin_s}}
+
+
+# The keys of plan's pod spec and container the chart's templates build; any other key plan's
+# renderer adds (a drain sequence, a grace period) is copied as generated (`pod_extra`,
+# `container_extra`), so a change to render/k8s_pod.py reaches the chart by `python build.py chart`.
+POD_BUILT = {"enableServiceLinks", "automountServiceAccountToken", "securityContext", "containers", "volumes",
+             "initContainers", "nodeSelector", "serviceAccountName", "terminationGracePeriodSeconds"}
+CONTAINER_BUILT = {"name", "image", "imagePullPolicy", "env", "resources", "securityContext", "volumeMounts", "ports",
+                   "startupProbe", "readinessProbe", "livenessProbe", "lifecycle"}
+
+
+def _extra(spec: dict, built: set) -> dict:
+    return {k: v for k, v in spec.items() if k not in built}
 
 
 def _settings() -> list:
@@ -254,18 +440,51 @@ def _monitoring(catalog) -> dict:
                         "action": a.action} for a in m.alerts],
             "scale_triggers": [{"name": t.name, "query": t.query, "target": t.target, "average": t.average,
                                 "adapter_metric": t.adapter_metric} for t in m.scale_triggers],
+            "health": {k: getattr(catalog.serving.health, k) for k in ("interval_s", "start_period_s", "retries",
+                                                                      "timeout_s")},
             "start_budget_s": catalog.serving.health.start_period_s,
             "progress_deadline_s": catalog.serving.health.start_period_s
             + catalog.serving.health.interval_s * catalog.serving.health.retries}
 
 
+INTERNED = ("verdicts", "load", "by_strategy", "kv_refused")  # per recipe x hardware, often alike
+
+
+def _intern(recipes: dict) -> list:
+    """The verdict tables each recipe x hardware shares with others, once each: an entry's
+    INTERNED keys become indices into the returned list (the chart reads `index tables i`)."""
+    tables: list = []
+    seen: dict = {}
+    for recipe in recipes.values():
+        for entry in recipe["hardware"].values():
+            for key in INTERNED:
+                text = json.dumps(entry[key], sort_keys=True)
+                if text not in seen:
+                    seen[text] = len(tables)
+                    tables.append(entry[key])
+                entry[key] = seen[text]
+    return tables
+
+
 def facts() -> dict:
     catalog = load_catalog()
     messages: list = []  # the KV refusals' texts, filled by _recipe (kv_refused)
+    from entrypoint.core import mask
+    from entrypoint.core.loading import UNLISTED_VERSION, load_data
+    from entrypoint.core.vllm_cli import secret_spec
+    from entrypoint.render import autoscaling
+
+    recipes = {slug: _recipe(catalog, slug, messages) for slug in catalog.recipes}
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
+            "recipes": recipes, "tables": _intern(recipes),
+            "nodes_judged": NODES_JUDGED,
+            "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s,
+                        "versions": list(load_data().load_formats), "unlisted_version": UNLISTED_VERSION},
+            "secrets": {"flags": sorted(k for k, o in secret_spec().options.items() if o.secret),
+                        "message": dep.SECRET_ARGS, "env_pattern": "(?i)" + mask.SECRET_ENV.pattern},
             "default_recipe": catalog.serving.default_recipe, "hardware": _hardware(catalog),
-            "recipes": {slug: _recipe(catalog, slug, messages) for slug in catalog.recipes},
-            "router": _router(catalog), "kv": {**_kv(catalog), "messages": messages}, "defaults": _defaults(catalog),
+            "router": _router(catalog), "defaults": _defaults(catalog),
+            "kv": {**_kv(catalog), "messages": messages, "copies_message": autoscaling.KV_COPIES},
             "monitoring": _monitoring(catalog)}
 
 
@@ -301,6 +520,48 @@ def _setting_schema(field, catalog) -> dict:
     return schema
 
 
+K8S_SCHEMA_VERSION = "1.30.0"  # the Kubernetes release whose own schemas the values take (kubernetes-validate)
+K8S_TYPES = {"Toleration": "io.k8s.api.core.v1.Toleration", "Affinity": "io.k8s.api.core.v1.Affinity",
+             "ResourceRequirements": "io.k8s.api.core.v1.ResourceRequirements", "EnvVar": "io.k8s.api.core.v1.EnvVar",
+             "EnvFromSource": "io.k8s.api.core.v1.EnvFromSource",
+             "LocalObjectReference": "io.k8s.api.core.v1.LocalObjectReference",
+             "IngressTLS": "io.k8s.api.networking.v1.IngressTLS", "HTTPIngressPath": "io.k8s.api.networking.v1.HTTPIngressPath"}
+
+
+def _k8s_definitions() -> dict:
+    """Kubernetes' own JSON schemas (strict: unknown keys refused) of the types the values take,
+    with every definition they reach, as `definitions` of the values schema (descriptions dropped)."""
+    import kubernetes_validate
+
+    path = (Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{K8S_SCHEMA_VERSION}-local-strict"
+            / "_definitions.json")
+    defs = json.loads(path.read_text())["$defs"]
+    out: dict = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            new = {k: walk(v) for k, v in node.items() if k not in ("description", "$ref")}
+            if ref:
+                name = ref.rsplit("/", 1)[1]
+                if name not in out:
+                    out[name] = None
+                    out[name] = walk(defs[name])
+                new["$ref"] = f"#/definitions/{name}"
+            return new
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    for full in K8S_TYPES.values():
+        walk({"$ref": f"#/$defs/{full}"})
+    return dict(sorted(out.items()))
+
+
+def _k8s(name: str) -> dict:
+    return {"$ref": f"#/definitions/{K8S_TYPES[name]}"}
+
+
 def values_schema() -> dict:
     catalog = load_catalog()
     fields = {f.name: f for f in KIMI_FIELDS if f.name not in ENV_ONLY}
@@ -315,37 +576,65 @@ def values_schema() -> dict:
 
     obj = {"type": "object", "additionalProperties": False}
     string_map = {"type": "object", "additionalProperties": {"type": "string"}}
+    label_map = {"type": "object", "propertyNames": {"pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"},
+                 "additionalProperties": {"type": "string", "pattern": r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"}}
+    probe_keys = ("periodSeconds", "failureThreshold", "timeoutSeconds", "initialDelaySeconds", "successThreshold")
+    probe = {**obj, "properties": {k: {"type": "integer", "minimum": 0} for k in probe_keys}}
+    env_item = {"allOf": [_k8s("EnvVar"), {"oneOf": [{"required": ["value"]}, {"required": ["valueFrom"]}]},
+                          {"properties": {"name": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "not": {"pattern": "^KIMI_"}}}}]}
     return {
-        "$schema": "https://json-schema.org/draft-07/schema#", "title": "kimi-serve chart values", **obj,
+        "$schema": "http://json-schema.org/draft-07/schema#", "title": "kimi-serve chart values", **obj,
         "required": ["settings"],
         "properties": {
             "settings": {**obj, "description": "The KIMI_CONFIG file's keys (KIMI_* in lower case, no prefix).",
                          "required": ["hardware"], "properties": settings},
             "replicas": own("replicas"),
             "createNamespace": {"type": "boolean", "description": "Render the Namespace (Pod Security restricted)."},
-            "monitoring": {**obj, "properties": {"enabled": own("monitoring"), "sloTtftMs": own("slo_ttft_ms"),
-                                                 "sloItlMs": own("slo_itl_ms")}},
+            "image": {**obj, "properties": {"repository": {"type": "string"}, "tag": {"type": "string"},
+                                            "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
+                                            "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}}},
+            "resources": _k8s("ResourceRequirements"),
+            "serviceAccount": {**obj, "properties": {"create": {"type": "boolean"}, "name": {"type": "string"},
+                                                     "annotations": string_map, "automount": {"type": "boolean"}}},
+            "hfToken": {**obj, "properties": {"secretName": {"type": "string"}, "key": {"type": "string"}}},
+            "monitoring": {**obj, "properties": {
+                "enabled": own("monitoring"), "sloTtftMs": own("slo_ttft_ms"), "sloItlMs": own("slo_itl_ms"),
+                "labels": label_map, "interval": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h))*$"},
+                "scraper": {**obj, "properties": {"namespace": own("scraper_namespace"), "podLabels": label_map}}}},
             "autoscaling": {**obj, "properties": {
                 "enabled": {"type": "boolean", "description": "Render the autoscaler, PDB, surge rollouts, spread."},
                 "engine": {"type": "string", "enum": ["keda", "hpa"], "description": "keda or hpa."},
                 "maxReplicas": own("max_replicas"), "waitingPerReplica": own("scale_waiting"),
                 "kvCachePercent": own("scale_kv_percent"), "prometheusUrl": own("prometheus_url")}},
             "persistence": {**obj, "properties": {
+                "enabled": {"type": "boolean"}, "existingClaim": {"type": "string"},
+                "accessMode": {"type": "string", "enum": ["", "ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"]},
                 "size": {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?)?$"},
                 "storageClassName": {"type": "string"}}},
-            "service": {**obj, "properties": {"type": {"type": "string", "enum": ["ClusterIP", "NodePort",
-                                                                                  "LoadBalancer"]},
+            "service": {**obj, "properties": {"type": {"type": "string", "enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+                                              "port": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 65535},
+                                                                 {"type": "string", "maxLength": 0}]},
                                               "annotations": string_map}},
-            "extraEnv": {"type": "array", "items": {**obj, "required": ["name", "value"], "properties": {
-                "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "not": {"pattern": "^KIMI_"}},
-                "value": {"type": "string"}}}},
+            "ingress": {**obj, "properties": {
+                "enabled": {"type": "boolean"}, "className": {"type": "string"}, "annotations": string_map,
+                "hosts": {"type": "array", "items": {**obj, "required": ["host"], "properties": {
+                    "host": {"type": "string"}, "paths": {"type": "array", "items": {**obj, "properties": {
+                        "path": {"type": "string"}, "pathType": {"type": "string", "enum": [
+                            "Exact", "Prefix", "ImplementationSpecific"]}}}}}}},
+                "tls": {"type": "array", "items": _k8s("IngressTLS")}}},
+            "probes": {**obj, "properties": {k: probe for k in ("startup", "readiness", "liveness")}},
+            "extraEnv": {"type": "array", "items": env_item},
+            "envFrom": {"type": "array", "items": _k8s("EnvFromSource")},
             "nodeSelector": string_map,
-            "tolerations": {"type": "array", "items": {"type": "object"}},
-            "affinity": {"type": "object"},
-            "imagePullSecrets": {"type": "array", "items": {**obj, "required": ["name"],
-                                                            "properties": {"name": {"type": "string"}}}},
+            "tolerations": {"type": "array", "items": _k8s("Toleration")},
+            "affinity": _k8s("Affinity"),
+            "imagePullSecrets": {"type": "array", "items": _k8s("LocalObjectReference")},
             "podAnnotations": string_map,
+            "podLabels": label_map,
+            "tests": {**obj, "properties": {"enabled": {"type": "boolean"},
+                                            "concurrency": {"type": "integer", "minimum": 1, "maximum": 256}}},
         },
+        "definitions": _k8s_definitions(),
     }
 
 

@@ -142,12 +142,15 @@ class Decision:
         return out
 
 
+# printf-style (the vLLM version, the versions listed), so that the Helm chart refuses in the same words
+UNLISTED_VERSION = (SETTING + " needs the load formats of vLLM %s, which recipes/loaders.yaml does not list (it has "
+                    "%s). Use " + SETTING + "=recipe, or set KIMI_VLLM_VERSION to one of those.")
+
+
 def formats_of(vllm_version: str, data=None) -> tuple:
     data = data or load_data()
     if vllm_version not in data.load_formats:
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"{SETTING} needs the load formats of vLLM {vllm_version}, which "
-                        f"recipes/loaders.yaml does not list (it has {', '.join(data.load_formats)}). Use "
-                        f"{SETTING}=recipe, or set KIMI_VLLM_VERSION to one of those.")
+        raise KimiError(E.UNSUPPORTED_COMBINATION, UNLISTED_VERSION % (vllm_version, ", ".join(data.load_formats)))
     return tuple(data.load_formats[vllm_version])
 
 

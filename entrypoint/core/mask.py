@@ -6,7 +6,7 @@ import re
 from typing import Mapping, Sequence
 
 MASK = "****"
-_SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 
 
 # Variables that name a file or a directory holding a secret: their values are paths (a rendered
@@ -18,7 +18,7 @@ _TOKEN_FILES = ("HF_TOKEN_PATH",)
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_ENV.search(name)) and not _PATH_NAMES.search(name)
+    return bool(SECRET_ENV.search(name)) and not _PATH_NAMES.search(name)
 
 
 def _home_token(environ: Mapping[str, str]) -> str:

@@ -19,6 +19,7 @@ KIMI_REPLICAS alone (no autoscaler) sets the copies; the rollout then stays as r
 
 from __future__ import annotations
 
+from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.render.deployment import health
 from entrypoint.render.monitoring import facts, fill, match
 
@@ -28,16 +29,50 @@ PDB_API = "policy/v1"
 ZONE = "topology.kubernetes.io/zone"
 SURGE = {"maxSurge": 1, "maxUnavailable": 0}
 ENGINE_KINDS = ("Deployment", "LeaderWorkerSet")
+# printf-style, so that the Helm chart fails with the same words (files/facts.json)
+KV_COPIES = ("KIMI_KV_OFFLOAD=%s runs KIMI_KV_INSTANCES=%d instances that its cache-aware router lists by name, so %s "
+             "would add engines it never routes to (and a second Mooncake master). Set KIMI_KV_INSTANCES for more "
+             "instances and unset KIMI_REPLICAS and KIMI_AUTOSCALING, or use KIMI_STRATEGY=pd_cluster, whose pools "
+             "scale.")
 
 
 def start_budget_s(launch) -> int:
     return health(launch).start_period_s
 
 
-def _engine_groups(objects: list) -> list:
-    """The objects that run engines: every Deployment and LeaderWorkerSet but the router."""
+def _engine_groups(launch, objects: list) -> list:
+    """The objects that run engines: every Deployment and LeaderWorkerSet of GPU processes (not
+    the router, not a KV store's master)."""
+    engines = {p.role for p in launch.plan.processes if p.local_gpus}
     return [o for o in objects if o["kind"] in ENGINE_KINDS
-            and o["metadata"]["labels"]["app.kubernetes.io/component"] != "router"]
+            and o["metadata"]["labels"]["app.kubernetes.io/component"] in engines]
+
+
+def _serving_components(obj: dict) -> list:
+    """The components of a group's pods that serve the API (and so its queue): a Deployment's
+    pod; a LeaderWorkerSet's leader, and its workers where they serve too (multi_node_tp_dp,
+    DEP: every head of the group)."""
+    templates = [obj["spec"]["template"]] if obj["kind"] == "Deployment" else \
+        [t for k, t in sorted(obj["spec"]["leaderWorkerTemplate"].items()) if k in ("leaderTemplate", "workerTemplate")]
+    out = []
+    for t in templates:
+        serves = any(port.get("name") == "http" for c in t["spec"]["containers"] for port in c.get("ports", ()))
+        component = t["metadata"]["labels"]["app.kubernetes.io/component"]
+        if serves and component not in out:
+            out.append(component)
+    return out
+
+
+def _kv_store_copies(launch) -> None:
+    """A KV store's instances (no PD pools) are KIMI_KV_INSTANCES pods its router lists by name:
+    copies or an autoscaler would add engines nobody routes to, or a second master."""
+    values = launch.settings.values
+    if launch.kv is None or not launch.kv.store or launch.selection.prefill is not None:
+        return
+    if values["replicas"] > 1 or values["autoscaling"] != "off":
+        asked = f"KIMI_REPLICAS={values['replicas']}" if values["replicas"] > 1 else \
+            f"KIMI_AUTOSCALING={values['autoscaling']}"
+        raise KimiError(UNSUPPORTED_COMBINATION, KV_COPIES % (launch.kv.id, launch.kv.instances, asked))
 
 
 def _pod_labels(obj: dict) -> dict:
@@ -69,10 +104,10 @@ def _max_replicas(launch) -> int:
 
 
 def _scaled_object(launch, obj: dict) -> dict:
-    values, component = launch.settings.values, obj["metadata"]["labels"]["app.kubernetes.io/component"]
+    values, components = launch.settings.values, _serving_components(obj)
     triggers = [{"type": "prometheus", "name": t.name, "metricType": "AverageValue" if t.average else "Value",
                  "metadata": {"serverAddress": values["prometheus_url"],
-                              "query": fill(t.query, launch, match(launch, component)),
+                              "query": fill(t.query, launch, match(launch, components)),
                               "threshold": str(values[t.target])}}
                 for t in facts(launch.catalog).scale_triggers]
     return {"apiVersion": KEDA_API, "kind": "ScaledObject", "metadata": _meta(obj),
@@ -120,13 +155,15 @@ def _roll_out(launch, obj: dict) -> None:
 
 def apply(launch, objects: list) -> list:
     """The objects with their copies and rollouts set, and the autoscaling objects after them."""
-    values, engines = launch.settings.values, _engine_groups(objects)
+    _kv_store_copies(launch)
+    values, engines = launch.settings.values, _engine_groups(launch, objects)
     for obj in engines:
         obj["spec"]["replicas"] = values["replicas"]
     if values["autoscaling"] == "off":
         return objects
-    for obj in objects:
-        if obj["kind"] in ENGINE_KINDS:
+    for obj in objects:  # the engines and the router; a KV store's master stays one (Recreate)
+        if obj in engines or (obj["kind"] in ENGINE_KINDS and obj["metadata"]["labels"]["app.kubernetes.io/component"]
+                              == "router"):
             _roll_out(launch, obj)
     scaler = _scaled_object if values["autoscaling"] == "keda" else _hpa
     return objects + [scaler(launch, obj) for obj in engines] + [_pdb(obj) for obj in engines]

@@ -32,7 +32,7 @@ _NOT_PASSED = {"image", "image_digest", "name", "namespace", "config", "recipes_
                "image_serves", "role", "node_rank", "head_addr",
                # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
                "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",
-               "scale_waiting", "scale_kv_percent", "prometheus_url"}
+               "scale_waiting", "scale_kv_percent", "prometheus_url", "scraper_namespace", "scraper_labels"}
 
 
 def passed(field) -> bool:
@@ -164,6 +164,12 @@ def scratch(launch) -> dict:
 SHM = "/dev/shm"  # vLLM's workers share memory there (a memory-backed volume in a pod)
 
 
+def separate_mounts(launch) -> dict:
+    """What each container mounts besides the cache, by what it is: no cache directory there."""
+    return {**{f"the image's scratch ({name})": path for name, path in scratch(launch).items()},
+            "shared memory": SHM, "the token's directory": TOKEN_DIR}
+
+
 def cache_mount(launch) -> str:
     """KIMI_CACHE_DIR as a rendered file mounts it: a path no other mount of the container uses
     (the scratch of /tmp and HOME, /dev/shm, the token's directory), so that every container,
@@ -172,9 +178,7 @@ def cache_mount(launch) -> str:
     import re
 
     cache = posixpath.normpath(re.sub("/+", "/", launch.settings.cache_dir))
-    others = {**{f"the image's scratch ({name})": path for name, path in scratch(launch).items()},
-              "shared memory": SHM, "the token's directory": TOKEN_DIR}
-    for what, path in others.items():
+    for what, path in separate_mounts(launch).items():
         if cache in (posixpath.normpath(path), "/"):
             where = "the root" if cache == "/" else what
             raise KimiError(INVALID_VALUE, f"KIMI_CACHE_DIR={launch.settings.cache_dir} is {where}, which the rendered "
@@ -205,14 +209,17 @@ def _env_value(value) -> str:
     return str(value)
 
 
+SECRET_ARGS = ("KIMI_EXTRA_ARGS carries a secret (--api-key, --hf-token, ...), which a rendered file would write "
+               "down. Remove it, and give the API key to vLLM as VLLM_API_KEY from a secret store (a Kubernetes "
+               "Secret, the shell that runs Compose).")
+
+
 def settings_env(launch) -> dict:
     """KIMI_* every container of the deployment gets: what the user set (environment or config
     file) plus the resolved choices that make every container resolve the same plan."""
     s, sel = launch.settings, launch.selection
     if mask_argv(s.vllm_user_args()) != list(s.vllm_user_args()):
-        raise KimiError(INVALID_VALUE, "KIMI_EXTRA_ARGS carries a secret (--api-key, --hf-token, ...), which a "
-                        "rendered file would write down. Remove it, and give the API key to vLLM as VLLM_API_KEY "
-                        "from a secret store (a Kubernetes Secret, the shell that runs Compose).")
+        raise KimiError(INVALID_VALUE, SECRET_ARGS)
     pinned = {"hardware": sel.hardware, "strategy": sel.strategy}
     if shape(launch) == MULTI_NODE:
         pinned["nodes"] = sel.nodes

@@ -28,6 +28,7 @@ import re
 from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
 from entrypoint.render import autoscaling, k8s_kv, monitoring
+from entrypoint.render.monitoring import engine_components
 from entrypoint.render.deployment import (KV_STORE, MULTI_NODE, PD_CLUSTER, SINGLE, service_name, shape,
                                           with_defaults)
 from entrypoint.render.k8s_pod import CACHE_VOLUME, hf_token_secret, pod_spec, skip_annotations
@@ -42,6 +43,10 @@ AUTO_IFACE = {"KIMI_IFACE": "auto"}  # each pod finds its own interface
 NETPOL_API = "networking.k8s.io/v1"
 PSS_LEVEL = "restricted"  # the Pod Security Standards profile the namespace enforces
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+NAMESPACE_LABEL = "kubernetes.io/metadata.name"  # every namespace carries its own name (Kubernetes >= 1.22)
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def lws_name(name: str, role: str = "") -> str:
@@ -90,8 +95,21 @@ def _template_meta(launch, proc: Process) -> dict:
     return meta
 
 
-def _cache_claim_spec() -> dict:
-    return {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": CACHE_SIZE}}}
+def _cache_claim_spec(access: str = "ReadWriteOnce") -> dict:
+    return {"accessModes": [access], "resources": {"requests": {"storage": CACHE_SIZE}}}
+
+
+def shared_claim(launch) -> bool:
+    """Whether the rendering can run two pods of one Deployment's cache claim at once (copies,
+    an autoscaler, a surge rollout): a ReadWriteOnce claim then never attaches to the second pod
+    on another node, so the claim is ReadWriteMany (a class that shares: NFS, CephFS, EFS,
+    Filestore...)."""
+    values = launch.settings.values
+    return values["replicas"] > 1 or values["autoscaling"] != "off"
+
+
+def cache_access(launch) -> str:
+    return "ReadWriteMany" if shared_claim(launch) else "ReadWriteOnce"
 
 
 def _deployment(launch, proc: Process, cache_claim=None) -> dict:
@@ -134,15 +152,44 @@ def _namespace(launch) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}
 
 
+def scraper(launch) -> dict:
+    """The `from` peer of the Prometheus that scrapes the engines: its namespace
+    (KIMI_SCRAPER_NAMESPACE) and, when KIMI_SCRAPER_LABELS names them, its pods' labels."""
+    peer = {"namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: launch.settings.scraper_namespace}}}
+    labels = {}
+    for item in launch.settings.scraper_labels:
+        key, sep, value = item.partition("=")
+        if not sep or not _LABEL_KEY.match(key.strip()) or not _LABEL_VALUE.match(value.strip()):
+            raise KimiError(INVALID_VALUE, f"KIMI_SCRAPER_LABELS entry {item!r} is not a Kubernetes label `key=value` "
+                            "(e.g. app.kubernetes.io/name=prometheus). Fix it, or unset KIMI_SCRAPER_LABELS to admit "
+                            "every pod of KIMI_SCRAPER_NAMESPACE.")
+        labels[key.strip()] = value.strip()
+    if labels:
+        peer["podSelector"] = {"matchLabels": labels}
+    return peer
+
+
+def metrics_ports(launch) -> list:
+    """The ports the engines serve /metrics on (every HTTP-serving process but the router)."""
+    return sorted({p.port for p in launch.plan.processes if p.serves_http and p.role != "router"})
+
+
 def _network_policies(launch, api_selector: dict, port: int) -> list:
-    """The API port from anywhere to the pods that serve it; any port between the deployment's pods."""
+    """The API port from anywhere to the pods that serve it; any port between the deployment's
+    pods; the metrics ports from the scraper to every engine pod that serves them (a PD pool's
+    :8001/:8002, a KV store's instances: not the API pods)."""
     name, own = launch.name, _own(launch)
     api = {"podSelector": {"matchLabels": api_selector}, "policyTypes": ["Ingress"],
            "ingress": [{"ports": [{"protocol": "TCP", "port": port}]}]}
     internal = {"podSelector": {"matchLabels": own}, "policyTypes": ["Ingress"],
                 "ingress": [{"from": [{"podSelector": {"matchLabels": own}}]}]}
+    metrics = {"podSelector": {"matchLabels": own, "matchExpressions": [
+                   {"key": "app.kubernetes.io/component", "operator": "In", "values": engine_components(launch)}]},
+               "policyTypes": ["Ingress"],
+               "ingress": [{"from": [scraper(launch)],
+                            "ports": [{"protocol": "TCP", "port": p} for p in metrics_ports(launch)]}]}
     return [{"apiVersion": NETPOL_API, "kind": "NetworkPolicy", "metadata": _meta(launch, f"{name}-{suffix}", suffix),
-             "spec": spec} for suffix, spec in (("api", api), ("internal", internal))]
+             "spec": spec} for suffix, spec in (("api", api), ("internal", internal), ("metrics", metrics))]
 
 
 def _exposed(launch, objects: list, selector: dict, port: int) -> list:
@@ -155,7 +202,7 @@ def _single(launch) -> list:
     proc = launch.plan.processes[0]
     claim = f"{launch.name}-cache"
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(launch, claim, "cache"),
-           "spec": _cache_claim_spec()}
+           "spec": _cache_claim_spec(cache_access(launch))}
     deployment = _deployment(launch, proc, claim)
     k8s_kv.add_companions(launch, deployment["spec"]["template"]["spec"])  # LMCache's server beside the engine
     return _exposed(launch, [pvc, deployment], _labels(launch, proc.role), proc.port)

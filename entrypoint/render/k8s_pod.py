@@ -43,6 +43,8 @@ SKIP_REASONS = {
                  "and the LeaderWorkerSet then recreates the whole group; the head's probes cover it"),
     "tag": ("no digest is locked for this image (image.digests in recipes/serving.yaml), so it "
             "is referenced by tag; lock one there or set KIMI_IMAGE to repository@sha256:digest"),
+    # the Helm chart's `helm test` Pod (kimi-serve verify): it runs once and exits
+    "test": "a helm test Pod runs kimi-serve verify once and exits with its verdict; it serves nothing to probe",
 }
 
 

@@ -34,12 +34,16 @@ def engine_components(launch) -> list:
     return list(dict.fromkeys(roles))
 
 
-def match(launch, component: str = "") -> str:
-    """PromQL matchers selecting this deployment's engine series (one component's, if given)."""
+def match(launch, components=()) -> str:
+    """PromQL matchers selecting this deployment's engine series (those of the given components
+    only, if any: one engine group's, e.g. a multi_node_tp_dp group's head and workers)."""
     cat = launch.catalog
     out = f'namespace="{launch.settings.namespace}",{series_label(cat, "app.kubernetes.io/name")}="{launch.name}"'
-    if component:
-        out += f',{series_label(cat, "app.kubernetes.io/component")}="{component}"'
+    label = series_label(cat, "app.kubernetes.io/component")
+    if len(components) == 1:
+        out += f',{label}="{components[0]}"'
+    elif components:
+        out += f',{label}=~"{"|".join(components)}"'
     return out
 
 

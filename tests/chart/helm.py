@@ -41,3 +41,34 @@ def template(helm: Path, values: dict, tmp: Path, *args: str) -> list:
     path.write_text(json.dumps(values))
     out = run(helm, "template", "kimi", str(CHART), "-f", str(path), *args).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+# What only Helm knows (issue 29's "the same objects"): the release's labels, on every object and
+# pod template; plan has no release. Selectors never carry them.
+HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version")
+
+
+def without_helm(node):
+    """The object without the release's labels (in every `metadata.labels`)."""
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            if k == "metadata" and isinstance(v, dict) and isinstance(v.get("labels"), dict):
+                v = {**v, "labels": {lk: lv for lk, lv in v["labels"].items() if lk not in HELM_LABELS}}
+            out[k] = without_helm(v)
+        return out
+    if isinstance(node, list):
+        return [without_helm(v) for v in node]
+    return node
+
+
+RELEASE, RELEASE_NAMESPACE = "kimi-k2-5", "kimi-serve"
+
+
+def release_template(helm: Path, values: dict, tmp: Path, release: str = RELEASE, namespace: str = RELEASE_NAMESPACE,
+                     *args: str) -> list:
+    """`helm template --skip-tests` of a release, without what only Helm knows."""
+    path = tmp / "values.json"
+    path.write_text(json.dumps(values))
+    out = run(helm, "template", release, str(CHART), "-n", namespace, "--skip-tests", "-f", str(path), *args).stdout
+    return [without_helm(doc) for doc in yaml.safe_load_all(out) if doc]

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from tests.chart.helm import CHART, run, template
+from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, release_template, run, template
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import documents
 
@@ -67,8 +67,7 @@ CASES = {
     "kv-centralized-h200x3-addrs-router-port-operated": (
         {"hardware": "h200", "kv_offload": "kv_store_centralized_mooncake", "kv_instances": 3, "router_port": 9090,
          "mooncake_device_name": "mlx5_0", "image": f"registry.example/kimi@{DIGEST}"},
-        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda"},
-        {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda"}}),
+        {"KIMI_MONITORING": "1"}, {"monitoring": {"enabled": True}}),
     "kv-centralized-pd-h200": ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "kv_store_centralized_mooncake"},
                                {}, {}),
     "kv-distributed-pd-b200-2x1-operated": (
@@ -92,13 +91,15 @@ def _toml(settings: dict) -> str:
 
 
 def plan_objects(settings: dict, operate: dict, tmp_path) -> list:
+    """plan's objects for the settings, named and placed as the release names and places them
+    (settings.name / settings.namespace where set), without the Namespace (createNamespace: false)."""
     config = tmp_path / "kimi.toml"
-    config.write_text(_toml(settings))
-    return documents("k8s", {"KIMI_CONFIG": str(config), **operate})
+    config.write_text(_toml({"name": RELEASE, "namespace": RELEASE_NAMESPACE, **settings}))
+    return [d for d in documents("k8s", {"KIMI_CONFIG": str(config), **operate}) if d["kind"] != "Namespace"]
 
 
 def chart_objects(helm, settings: dict, values: dict, tmp_path) -> list:
-    return template(helm, {"settings": settings, **values}, tmp_path)
+    return release_template(helm, {"settings": settings, **values}, tmp_path)
 
 
 def _diff(a, b, path="") -> list:
@@ -131,7 +132,7 @@ def test_every_chart_object_validates(helm, case, tmp_path):
     settings, _, values = CASES[case]
     objects = chart_objects(helm, settings, values, tmp_path)
     kinds = {o["kind"] for o in objects}
-    assert "Namespace" in kinds and "Service" in kinds and kinds & {"Deployment", "LeaderWorkerSet"}
+    assert "Service" in kinds and kinds & {"Deployment", "LeaderWorkerSet"}
     if values.get("monitoring", {}).get("enabled"):
         assert {"PodMonitor", "PrometheusRule", "ConfigMap"} <= kinds
     for obj in objects:
@@ -180,10 +181,10 @@ def test_schema_refuses_unknown_keys_and_bad_values(helm, tmp_path, values, why)
 
 
 @pytest.mark.parametrize("settings, why", [
-    ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 1}, "nodes to 2 or more"),
+    ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 1}, "KIMI_IFACE is required"),  # plan's words
     ({"hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2}, "recipe offers on h200"),
     ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 0}, "A pool of 0 nodes"),
-    ({"hardware": "h200", "extra_args": "--max-num-seqs 8 --port 9000"}, "--port"),
+    ({"hardware": "h200", "extra_args": "--max-num-seqs 8 --api-key sk-abc"}, "carries a secret"),
     # KV offload: the gates of core/kv.py and render/k8s_kv.py, and what the chart does not draw
     ({"hardware": "h200", "kv_offload": "kv_store_mooncake"}, "is not a KV choice"),
     ({"hardware": "h200", "kv_offload": "offloading_cpu"}, "verified run"),
@@ -208,8 +209,8 @@ def test_chart_values_extend_the_objects(helm, tmp_path):
               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
               "extraEnv": [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}],
               "persistence": {"size": "2Ti", "storageClassName": "fast"}, "service": {"type": "LoadBalancer"}}
-    objects = _keyed(template(helm, values, tmp_path))
-    assert ("Namespace", "kimi-serve") not in objects
+    objects = _keyed(release_template(helm, values, tmp_path))
+    assert not [k for k in objects if k[0] == "Namespace"]
     pod = objects[("Deployment", "kimi-k2-5")]["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"pool": "gpu", "nvidia.com/gpu.product": "NVIDIA-H200"}
     assert pod["tolerations"] == values["tolerations"]
@@ -233,8 +234,11 @@ def test_values_defaults_are_the_settings_defaults():
 
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["replicas"] == BY_NAME["replicas"].default
-    assert values["monitoring"] == {"enabled": BY_NAME["monitoring"].default, "sloTtftMs": BY_NAME["slo_ttft_ms"].default,
-                                    "sloItlMs": BY_NAME["slo_itl_ms"].default}
+    monitoring = values["monitoring"]
+    assert (monitoring["enabled"], monitoring["sloTtftMs"], monitoring["sloItlMs"]) == (
+        BY_NAME["monitoring"].default, BY_NAME["slo_ttft_ms"].default, BY_NAME["slo_itl_ms"].default)
+    assert monitoring["scraper"] == {"namespace": BY_NAME["scraper_namespace"].default,
+                                     "podLabels": dict(BY_NAME["scraper_labels"].default)}
     auto = values["autoscaling"]
     assert (auto["maxReplicas"], auto["waitingPerReplica"], auto["kvCachePercent"], auto["prometheusUrl"]) == (
         BY_NAME["max_replicas"].default, BY_NAME["scale_waiting"].default, BY_NAME["scale_kv_percent"].default,
@@ -243,7 +247,7 @@ def test_values_defaults_are_the_settings_defaults():
 
 def test_the_release_namespace_is_the_objects_namespace_unless_settings_name_one(helm, tmp_path):
     values = {"settings": {"hardware": "h200"}}
-    assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in template(helm, values, tmp_path)} == {"kimi-serve"}
+    assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in template(helm, values, tmp_path)} == {"default"}
     released = template(helm, values, tmp_path, "--namespace", "serving")
     assert {o["metadata"].get("namespace", o["metadata"]["name"]) for o in released} == {"serving"}
     named = template(helm, {"settings": {"hardware": "h200", "namespace": "llm"}}, tmp_path, "--namespace", "serving")

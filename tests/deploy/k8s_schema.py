@@ -28,7 +28,9 @@ CRDS = {"LeaderWorkerSet": "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
         "ScaledObject": "keda.sh_scaledobjects.yaml"}
 CORE = {"Deployment": "V1Deployment", "StatefulSet": "V1StatefulSet", "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
         "Namespace": "V1Namespace", "NetworkPolicy": "V1NetworkPolicy", "ConfigMap": "V1ConfigMap",
-        "PodDisruptionBudget": "V1PodDisruptionBudget", "HorizontalPodAutoscaler": "V2HorizontalPodAutoscaler"}
+        "PodDisruptionBudget": "V1PodDisruptionBudget", "HorizontalPodAutoscaler": "V2HorizontalPodAutoscaler",
+        # the Helm chart's own (serviceAccount.create, ingress.enabled, the `helm test` Pod)
+        "ServiceAccount": "V1ServiceAccount", "Ingress": "V1Ingress", "Pod": "V1Pod"}
 
 
 def _strict(schema):

@@ -46,3 +46,21 @@ def test_documented_command_runs_through_the_cli(fmt, env, tmp_path):
                           env={**base, **env}, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == render(fmt, env)
+
+
+def test_the_documented_probe_timings_are_the_rendered_ones():
+    from tests.deploy.shapes import documents
+
+    text = " ".join(DOC.read_text().split())
+    found = re.search(r"a startupProbe allowing (\d+) s \((\d+) x (\d+) s\) for the load .*?then readiness every "
+                      r"(\d+) s \((\d+) failures\) and liveness every (\d+) s \((\d+) failures\), each with a (\d+) s "
+                      r"timeout", text)
+    assert found, "docs/deploy.md no longer states the probe timings"
+    total, s_fail, s_period, r_period, r_fail, l_period, l_fail, timeout = map(int, found.groups())
+    (deployment,) = [d for d in documents("k8s", {"KIMI_HARDWARE": "h200"}) if d["kind"] == "Deployment"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    start, ready, live = (container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe"))
+    assert (start["failureThreshold"], start["periodSeconds"]) == (s_fail, s_period) and s_fail * s_period == total
+    assert (ready["periodSeconds"], ready["failureThreshold"]) == (r_period, r_fail)
+    assert (live["periodSeconds"], live["failureThreshold"]) == (l_period, l_fail)
+    assert start["timeoutSeconds"] == ready["timeoutSeconds"] == live["timeoutSeconds"] == timeout

@@ -118,7 +118,7 @@ def test_serving_pods_have_probes_long_enough_for_the_load(case):
 def test_single_node_is_a_deployment_with_a_cache_claim_and_a_service():
     docs = documents("k8s", K8S["single-h200"])
     assert [d["kind"] for d in docs] == ["Namespace", "PersistentVolumeClaim", "Deployment", "Service",
-                                         "NetworkPolicy", "NetworkPolicy"]
+                                         "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"]
     pvc, dep, svc = docs[1:4]
     assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
     pod = dep["spec"]["template"]["spec"]
@@ -159,7 +159,7 @@ def test_multi_node_is_one_leaderworkerset_recreated_as_a_group(case):
 def test_pd_cluster_pools_are_leaderworkersets_and_addresses_are_pod_dns_names():
     docs = documents("k8s", K8S["pd-h200-2x1"])
     assert [d["kind"] for d in docs] == ["Namespace", "LeaderWorkerSet", "LeaderWorkerSet", "Deployment", "Service",
-                                         "NetworkPolicy", "NetworkPolicy"]
+                                         "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"]
     prefill, decode, router, svc = docs[1:5]
     assert prefill["metadata"]["name"] == "kimi-k2-5-prefill" and decode["metadata"]["name"] == "kimi-k2-5-decode"
     assert prefill["spec"]["leaderWorkerTemplate"]["size"] == 2 and decode["spec"]["leaderWorkerTemplate"]["size"] == 1

@@ -25,7 +25,7 @@ TARGET = {"namespace": "kimi-serve", "kimi_deployment": "kimi-k2-5", "kimi_compo
 DOWN = {**TARGET, "instance": "10.0.0.8:8000", "pod": "kimi-k2-5-7d9c-fghij"}
 MINUTES = 30
 EVAL = "20m"
-ALERTS = ("KimiServerDown", "KimiRequestsQueuedLong", "KimiKvCacheNearFull", "KimiPreemptions", "KimiErrorRate",
+ALERTS = ("KimiServerDown", "KimiNoScrapeTarget", "KimiRequestsQueuedLong", "KimiKvCacheNearFull", "KimiPreemptions", "KimiErrorRate",
           "KimiTimeToFirstTokenHigh", "KimiInterTokenLatencyHigh")
 SLO_TTFT_S, SLO_ITL_S, QUEUE_S = 2.0, 0.1, 10.0  # the defaults of KIMI_SLO_TTFT_MS, KIMI_SLO_ITL_MS; the data's 10 s
 
@@ -121,6 +121,9 @@ def _expected(rules) -> dict:
               "KimiPreemptions": {"pod": TARGET["pod"]}}
     out = {}
     for alert in ALERTS:
+        if alert == "KimiNoScrapeTarget":  # the overload has targets: test_no_target_at_all_alerts
+            out[alert] = []
+            continue
         alert_labels = {**labels.get(alert, {"kimi_deployment": TARGET["kimi_deployment"]}),
                         "severity": by[alert]["labels"]["severity"]}
         out[alert] = [{"exp_labels": alert_labels, "exp_annotations": _annotations(by[alert], alert_labels)}]
@@ -169,3 +172,45 @@ def test_a_wrong_expectation_fails(promtool, rules_file, tmp_path):
     done = subprocess.run([promtool, "test", "rules", str(_test_file(tmp_path, path, [wrong]))],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "KimiKvCacheNearFull" in done.stdout + done.stderr
+
+
+def test_no_target_at_all_alerts(promtool, rules_file, tmp_path):
+    """No engine scraped (a PodMonitor that selects nothing, a blocked scrape): no `up` series, so
+    KimiServerDown cannot fire; KimiNoScrapeTarget does, naming the deployment and namespace.
+    Another deployment's targets do not hide it."""
+    path, rules = rules_file
+    by = {r["alert"]: r for r in rules}
+    other = {**TARGET, "kimi_deployment": "another"}
+    labels = {"namespace": TARGET["namespace"], "kimi_deployment": TARGET["kimi_deployment"],
+              "severity": by["KimiNoScrapeTarget"]["labels"]["severity"]}
+    test = {"interval": "1m", "input_series": [{"series": _series("up", other), "values": f"1x{MINUTES}"}],
+            "alert_rule_test": [
+                {"eval_time": EVAL, "alertname": "KimiNoScrapeTarget",
+                 "exp_alerts": [{"exp_labels": labels, "exp_annotations": _annotations(by["KimiNoScrapeTarget"], labels)}]},
+                {"eval_time": EVAL, "alertname": "KimiServerDown", "exp_alerts": []}]}
+    healthy = {"interval": "1m", "input_series": [{"series": _series("up", TARGET), "values": f"1x{MINUTES}"}],
+               "alert_rule_test": [{"eval_time": EVAL, "alertname": "KimiNoScrapeTarget", "exp_alerts": []}]}
+    done = subprocess.run([promtool, "test", "rules", str(_test_file(tmp_path, path, [test, healthy]))],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+
+
+def test_the_error_rate_has_data_when_no_request_failed(promtool, rules_file, tmp_path):
+    """Only 2xx answers (no `status="5xx"` series yet): the error ratio is 0, a number, not an
+    empty result; with 5xx answers it is their share."""
+    path, rules = rules_file
+    expr = next(r for r in rules if r["alert"] == "KimiErrorRate")["expr"]
+    assert expr.endswith(" > 0.05")
+    ratio = expr[: -len(" > 0.05")]
+    two_xx = next(lab for n, lab, _ in scrapes()[-1][1] if n == "http_requests_total")
+    ok = _series("http_requests_total", {**two_xx, **TARGET})
+    failed = _series("http_requests_total", {**two_xx, **TARGET, "status": "5xx"})
+    want = "{" + f'kimi_deployment="{TARGET["kimi_deployment"]}"' + "}"
+    quiet = {"interval": "1m", "input_series": [{"series": ok, "values": f"0+10x{MINUTES}"}],
+             "promql_expr_test": [{"eval_time": EVAL, "expr": ratio, "exp_samples": [{"labels": want, "value": 0}]}]}
+    failing = {"interval": "1m", "input_series": [{"series": ok, "values": f"0+30x{MINUTES}"},
+                                                  {"series": failed, "values": f"0+10x{MINUTES}"}],
+               "promql_expr_test": [{"eval_time": EVAL, "expr": ratio, "exp_samples": [{"labels": want, "value": 0.25}]}]}
+    done = subprocess.run([promtool, "test", "rules", str(_test_file(tmp_path, path, [quiet, failing]))],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]

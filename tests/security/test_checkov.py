@@ -86,7 +86,9 @@ def k8s_reports(checkov, tmp_path_factory):
     rendered = {case: documents("k8s", environ) + documents("k8s-bench", environ)  # + the bench Job beside it
                 for case, environ in SHAPES.items()}
     helm = install()
-    rendered.update({case: template(helm, values, tmp_path_factory.mktemp(case)) for case, values in CHART.items()})
+    # installed into a namespace of its own, as an operator does (`helm install -n`); the `helm test` Pod included
+    rendered.update({case: template(helm, values, tmp_path_factory.mktemp(case), "--namespace", "kimi-serve")
+                     for case, values in CHART.items()})
     for case, docs in rendered.items():
         pods = [pod for doc in docs if doc["kind"] == "LeaderWorkerSet" for pod in _pods_of(doc)]
         (out / f"{case}.yaml").write_text(yaml.safe_dump_all(docs + pods, sort_keys=False))

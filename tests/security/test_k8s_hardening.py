@@ -69,7 +69,7 @@ def test_network_policies_admit_the_api_from_outside_and_anything_only_between_o
     # the API Service; a KV store's inner Services (master, headless store/instances) face its own pods only
     (svc,) = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].endswith("-api")]
     policies = {d["metadata"]["name"].rsplit("-", 1)[1]: d["spec"] for d in docs if d["kind"] == "NetworkPolicy"}
-    assert set(policies) == {"api", "internal"}
+    assert set(policies) == {"api", "internal", "metrics"}  # metrics: tests/deploy/test_k8s_operating.py
     api, internal = policies["api"], policies["internal"]
     assert api["policyTypes"] == internal["policyTypes"] == ["Ingress"]  # egress: downloads, the registry
     port = svc["spec"]["ports"][0]["port"]

@@ -27,10 +27,36 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $r := index $f.recipes $slug -}}
 {{- if not (hasKey $r.hardware $hw) }}{{ fail (printf "the %s recipe does not run on %s (it runs on %s)" $r.title $hw (join ", " (keys $r.hardware | sortAlpha))) }}{{ end -}}
 {{- $rhw := index $r.hardware $hw -}}
+{{- /* plan's verdicts, setting by setting (files/facts.json `verdicts`, from real launches): its message where it refuses */ -}}
+{{- $vd := index $f.tables (int (index $rhw "verdicts")) -}}
+{{- range $key := list "variant" "profile" "vllm_version" -}}
+  {{- if and (hasKey $s $key) (hasKey $vd $key) -}}
+    {{- with index (index $vd $key) (toString (index $s $key)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
+  {{- end -}}
+{{- end -}}
+{{- if and (hasKey $s "features") (hasKey $vd "features") -}}
+  {{- $toks := list -}}
+  {{- range $tok := splitList "," (toString $s.features) }}{{ $toks = append $toks (trim $tok) }}{{ end -}}
+  {{- with index $vd.features (join "," (sortAlpha $toks)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
+  {{- range $toks }}{{ with index $vd.features . }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
+{{- end -}}
+{{- /* a credential among the vLLM arguments would be written into every pod: plan refuses it, so does the chart */ -}}
+{{- range $word := splitList " " (toString ($s.extra_args | default "")) -}}
+  {{- $flag := first (splitList "=" (first (splitList "." (trim $word)))) | replace "_" "-" -}}
+  {{- if and (hasPrefix "--" $flag) (gt (len $flag) 2) -}}
+    {{- range $f.secrets.flags }}{{ if hasPrefix $flag . }}{{ fail $f.secrets.message }}{{ end }}{{ end -}}
+  {{- end -}}
+{{- end -}}
 {{- $nodes := int (hasKey $s "nodes" | ternary $s.nodes 1) -}}
 {{- $sid := $s.strategy | default (ternary $r.default_strategy.multi $r.default_strategy.single (gt $nodes 1)) -}}
 {{- if not (has $sid $rhw.strategies) }}{{ fail (printf "settings.strategy=%s is not one the %s recipe offers on %s (it offers %s)" $sid $r.title $hw (join ", " $rhw.strategies)) }}{{ end -}}
 {{- $st := index $r.strategies $sid -}}
+{{- with index (index $f.tables (int (index $rhw "by_strategy"))) $sid -}}
+  {{- with index (.nodes | default dict) (toString (min $nodes $f.nodes_judged)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
+  {{- if hasKey $s "profile" }}{{ with index (.profile | default dict) (toString $s.profile) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
+  {{- $scoped := .features | default dict -}}
+  {{- if hasKey $s "features" }}{{ range splitList "," (toString $s.features) }}{{ with index $scoped (trim .) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end }}{{ end -}}
+{{- end -}}
 {{- $floor := int (index $rhw.min_gpus $sid | default 0) -}}
 {{- $gpus := mul (int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory")))) (ternary $nodes 1 (eq $st.shape "multi_node")) -}}
 {{- if and (ne $st.shape "pd_cluster") (lt $gpus $floor) }}{{ fail (printf "settings.strategy=%s on %d x %s GPUs: the %s recipe runs it on at least %d GPUs (strategy_min_gpus): add nodes" $sid $gpus $hw $r.title $floor) }}{{ end -}}
@@ -42,7 +68,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- if hasKey $f.kv.stores $kid }}{{ $kvs = index $f.kv.stores $kid }}
   {{- else if hasKey $f.kv.options $kid }}{{ $kvo = index $f.kv.options $kid }}
   {{- else }}{{ fail (printf "settings.kv_offload=%s is not a KV choice; the choices: %s. Unset it for no KV offload." $kid (join ", " (concat (keys $f.kv.options | sortAlpha) (keys $f.kv.stores | sortAlpha)))) }}{{ end -}}
-  {{- range (index ($rhw.kv_refused | default dict) $kid | default list) }}{{ if has $sid (index . 1) }}{{ fail (index $f.kv.messages (int (index . 0))) }}{{ end }}{{ end -}}
+  {{- range (index (index $f.tables (int (index $rhw "kv_refused"))) $kid | default list) }}{{ if has $sid (index . 1) }}{{ fail (index $f.kv.messages (int (index . 0))) }}{{ end }}{{ end -}}
   {{- $floor := (ternary $kvs $kvo (not (empty $kvs))).min_vllm_version -}}
   {{- if and $floor $s.vllm_version (regexMatch "^[0-9]+\\.[0-9]+(\\.[0-9]+)?$" (toString $s.vllm_version)) -}}
     {{- if semverCompare (printf "<%s" $floor) (toString $s.vllm_version) }}{{ fail (printf "settings.kv_offload=%s needs vLLM >= %s, but settings.vllm_version=%s: run an image built on a newer vLLM (the default tags)" $kid $floor (toString $s.vllm_version)) }}{{ end -}}
@@ -53,18 +79,32 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- range list "kv_instances" "instance_addrs" "mooncake_master_addr" -}}
   {{- if and (hasKey $s .) (empty $kvs) }}{{ fail (printf "settings.%s configures a KV store, but settings.kv_offload is %s: remove it, or set settings.kv_offload to a kv_store_* deployment (docs/kv-cache.md)" . (ternary (printf "%s (it runs beside each engine)" $kid) "not set" (ne $kid ""))) }}{{ end -}}
 {{- end -}}
-{{- if regexMatch "(^|\\s)--port(\\s|=|$)" ($s.extra_args | default "") }}{{ fail "settings.extra_args sets --port: give the API port as settings.port (the chart draws ports, probes and Services from it)" }}{{ end -}}
-{{- $name := $s.name | default $r.deployment_name -}}
-{{- /* settings.namespace; else the release's (helm install -n N); else the settings' default, as plan */ -}}
-{{- $ns := $s.namespace | default (ternary "" .Release.Namespace (eq .Release.Namespace "default")) -}}
-{{- range $f.settings }}{{ if and (eq .name "namespace") (not $ns) }}{{ $ns = .default }}{{ end }}{{ end -}}
+{{- /* settings.name; else the release's name (two releases never collide) */ -}}
+{{- $name := $s.name | default .Release.Name -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$" $name) }}{{ fail (printf "the release name %q names the objects, but it is not a DNS label of at most 40 characters (lower-case letters, digits and '-', starting with a letter): install under another name, or set settings.name" $name) }}{{ end -}}
+{{- /* settings.namespace; else the release's (helm install -n N) */ -}}
+{{- $ns := $s.namespace | default .Release.Namespace -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" $ns) }}{{ fail (printf "settings.namespace=%q is not a Kubernetes namespace name" $ns) }}{{ end -}}
 {{- $cacheDir := "" -}}
 {{- range $f.settings }}{{ if eq .name "cache_dir" }}{{ $cacheDir = $s.cache_dir | default .default }}{{ end }}{{ end -}}
 {{- $routerPort := 0 -}}
 {{- range $f.settings }}{{ if eq .name "router_port" }}{{ $routerPort = int ($s.router_port | default .default) }}{{ end }}{{ end -}}
 {{- $port := int ($s.port | default $d.port) -}}
+{{- /* `--port N` among the vLLM arguments is every engine's port, as in plan (the user's arguments win);
+      another spelling of it is left to the container, which refuses what vLLM would not take */ -}}
+{{- $argPort := 0 -}}
+{{- with regexFind "(^|\\s)--port(=|\\s+)[0-9]+" ($s.extra_args | default "") }}{{ $argPort = int (regexFind "[0-9]+$" .) }}{{ end -}}
+{{- if $argPort }}{{ $port = $argPort }}{{ end -}}
+{{- /* the image: settings.image (KIMI_IMAGE), else image.repository with image.tag or image.digest, else the hardware's published image */ -}}
 {{- $image := $s.image | default $hwf.image -}}
+{{- $iv := .Values.image | default dict -}}
+{{- if $iv.repository -}}
+  {{- if and (not $iv.tag) (not $iv.digest) }}{{ fail "image.repository needs image.tag or image.digest (sha256:...)" }}{{ end -}}
+  {{- $image = printf "%s%s%s" $iv.repository (ternary (printf ":%s" $iv.tag) "" (not (empty $iv.tag))) (ternary (printf "@%s" $iv.digest) "" (not (empty $iv.digest))) -}}
+  {{- if $s.image }}{{ fail "settings.image and image.repository both name the image: keep one" }}{{ end -}}
+{{- else if or $iv.tag $iv.digest -}}
+  {{- fail "image.tag / image.digest need image.repository" -}}
+{{- end -}}
 {{- /* issue 30: settings.image_digest pins it (render/deployment.image) */ -}}
 {{- with $s.image_digest -}}
   {{- $named := first (splitList "@" $image) -}}
@@ -135,7 +175,10 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
     {{- $key := printf "%s_nodes" $role -}}
     {{- $pools := index ($rhw.pd_pools | default dict) $vid -}}
     {{- if not $pools }}{{ fail (printf "a PD cluster of the %s recipe with settings.variant=%s on %s: kimi-serve plan says why it cannot" $r.title $vid $hw) }}{{ end -}}
-    {{- $n := int (hasKey $s $key | ternary (index $s $key) (index $pools $role).nodes) -}}
+    {{- $pool := index $pools $role -}}
+    {{- $derived := $pool.nodes -}}
+    {{- with index $s (printf "%s_parallelism" $role) }}{{ with index ($pool.nodes_by_parallelism | default dict) . }}{{ $derived = . }}{{ end }}{{ end -}}
+    {{- $n := int (hasKey $s $key | ternary (index $s $key) $derived) -}}
     {{- if eq $n 0 }}{{ fail "A pool of 0 nodes shares one node's GPUs with the other pool, which Kubernetes cannot give to two pods. Set settings.prefill_nodes and settings.decode_nodes to 1 or more, or render the shared node for Compose: kimi-serve plan --format compose." }}{{ end -}}
     {{- $_ := set $pinned $key $n -}}
     {{- $par := index $s (printf "%s_parallelism" $role) | default (index $pools $role).parallelism -}}
@@ -145,7 +188,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
     {{- $hosts := list (printf "%s-0.%s" $lname $lname) -}}
     {{- range $i := untilStep 1 $n 1 }}{{ $hosts = append $hosts (printf "%s-0-%d.%s" $lname $i $lname) }}{{ end -}}
     {{- $_ := set $addrs (printf "%s_addrs" $role) (join "," $hosts) -}}
-    {{- $rport := int (index $r.pd.ports $role) -}}
+    {{- $rport := int (ternary $argPort (index $r.pd.ports $role) (gt $argPort 0)) -}}
     {{- $procs := list (dict "role" $role "serves" true "port" $rport "gpu" true) -}}
     {{- range $i := untilStep 1 $n 1 }}{{ $procs = append $procs (dict "role" $role "serves" (index (index $r.pd.worker_serves_http $role) $par) "port" $rport "gpu" true) }}{{ end -}}
     {{- $groups = append $groups (dict "kind" "LeaderWorkerSet" "name" $lname "component" $role "procs" $procs) -}}
@@ -169,6 +212,44 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
     {{- end -}}
   {{- end -}}
 {{- end -}}
+{{- /* the load: plan's refusal for this load format and model form, or its start-up budget (core/loading.py) */ -}}
+{{- $model := toString ($s.model | default "") -}}
+{{- $form := "hub" -}}
+{{- if or (hasPrefix "s3://" $model) (hasPrefix "gs://" $model) }}{{ $form = "object" }}{{ else if hasPrefix "/" $model }}{{ $form = "path" }}{{ end -}}
+{{- $lf := "recipe" -}}
+{{- range $f.settings }}{{ if eq .name "load_format" }}{{ $lf = toString ($s.load_format | default .default) }}{{ end }}{{ end -}}
+{{- /* a named load format (or auto, for object storage, which picks one at render) needs the formats of the vLLM release */ -}}
+{{- if and (ne $lf "recipe") (or (ne $lf "auto") (eq $form "object")) $s.vllm_version (not (has (toString $s.vllm_version) $f.loading.versions)) -}}
+  {{- fail (printf $f.loading.unlisted_version (toString $s.vllm_version) (join ", " $f.loading.versions)) -}}
+{{- end -}}
+{{- $h := $f.monitoring.health -}}
+{{- $budget := int $h.start_period_s -}}
+{{- with index (index $f.tables (int (index $rhw "load"))) (printf "%s|%s" $lf $form) -}}
+  {{- if hasKey . "refused" }}{{ fail (index $f.kv.messages (int .refused)) }}{{ end -}}
+  {{- with .per_variant -}}
+    {{- $least := 0 -}}
+    {{- range $g := $groups }}{{ if (first $g.procs).gpu }}{{ if or (eq $least 0) (lt (len $g.procs) $least) }}{{ $least = len $g.procs }}{{ end }}{{ end }}{{ end -}}
+    {{- $want := addf $f.loading.engine_overhead_s (divf (index . $vid) (max $least 1)) -}}
+    {{- $whole := int (addf $want 0.999) -}}
+    {{- $budget = mul (int (ceil (divf (max $budget $whole) $h.interval_s))) (int $h.interval_s) -}}
+  {{- end -}}
+{{- end -}}
+{{- /* a role belongs to a process of the plan (placement.check_role) */ -}}
+{{- with $s.role -}}
+  {{- $roles := list -}}
+  {{- range $g := $groups }}{{ range $g.procs }}{{ $roles = append $roles .role }}{{ end }}{{ end -}}
+  {{- with $kvo.companion }}{{ $roles = append $roles .role }}{{ end -}}
+  {{- if not (has . $roles) }}{{ fail (printf "KIMI_ROLE=%s, but the %s plan has no %s process (%s): a role belongs to a pd_cluster deployment (KIMI_STRATEGY=pd_cluster) or a KV deployment (KIMI_KV_OFFLOAD, docs/kv-cache.md). Unset KIMI_ROLE, or choose one of those." . $sid . (join ", " (uniq $roles | sortAlpha))) }}{{ end -}}
+{{- end -}}
+{{- /* the cache directory is a mount of its own (deployment.cache_mount) */ -}}
+{{- $cacheClean := clean $cacheDir -}}
+{{- range $d.mounted }}{{ if or (eq $cacheClean (index . 1)) (eq $cacheClean "/") }}{{ fail (printf "KIMI_CACHE_DIR=%s is %s, which the rendered containers mount separately: the cache volume would be hidden (the download step's files lost). Choose a directory of its own, e.g. /cache." $cacheDir (ternary "the root" (index . 0) (eq $cacheClean "/"))) }}{{ end }}{{ end -}}
+{{- /* copies of a KV store without pools (autoscaling._kv_store_copies) */ -}}
+{{- $o := include "kimi.operate" . | fromJson -}}
+{{- if and $kvs (ne $st.shape "pd_cluster") (or (gt (int $o.replicas) 1) (ne $o.autoscaling "off")) -}}
+  {{- $asked := ternary (printf "KIMI_REPLICAS=%d" (int $o.replicas)) (printf "KIMI_AUTOSCALING=%s" $o.autoscaling) (gt (int $o.replicas) 1) -}}
+  {{- fail (printf $f.kv.copies_message $kid (int ($s.kv_instances | default $kvs.default_instances)) $asked) -}}
+{{- end -}}
 {{- $env := list -}}
 {{- range $f.settings -}}
   {{- if .passed -}}
@@ -180,7 +261,32 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- /* issue 30, the stop sequence (render/deployment.stop): the drain every engine gets as --shutdown-timeout */ -}}
 {{- $drain := 0 -}}
 {{- range $f.settings }}{{ if eq .name "drain_timeout" }}{{ $drain = int (hasKey $s "drain_timeout" | ternary $s.drain_timeout .default) }}{{ end }}{{ end -}}
-{{- $out := dict "drain" $drain "name" $name "namespace" $ns "image" $image "hardware" $hw "strategy" $sid "shape" $st.shape
+{{- /* what only the chart decides: Helm's labels, the service account, the token's Secret, the user's env, the cache volume */ -}}
+{{- $v := .Values -}}
+{{- $helmLabels := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" (toString .Chart.AppVersion) -}}
+{{- $sa := $v.serviceAccount | default dict -}}
+{{- $saCreate := eq (toString $sa.create) "true" -}}
+{{- $saName := ternary ($sa.name | default $name) ($sa.name | default "") $saCreate -}}
+{{- $userEnv := list -}}
+{{- range ($v.extraEnv | default list) -}}
+  {{- if and (hasKey . "value") (regexMatch $f.secrets.env_pattern .name) -}}
+    {{- fail (printf "extraEnv %s is named like a secret, and its value would be written into the pod spec: give it as valueFrom (secretKeyRef: a Secret you create), or through envFrom" .name) -}}
+  {{- end -}}
+  {{- $userEnv = append $userEnv . -}}
+{{- end -}}
+{{- $pers := $v.persistence | default dict -}}
+{{- $cacheVolume := dict -}}
+{{- if eq (toString $pers.enabled) "false" -}}
+  {{- $cacheVolume = dict "emptyDir" dict -}}
+{{- else if $pers.existingClaim -}}
+  {{- $cacheVolume = dict "persistentVolumeClaim" (dict "claimName" $pers.existingClaim) -}}
+{{- end -}}
+{{- $hf := $v.hfToken | default dict -}}
+{{- $out := dict "engineResources" (index (index ($rhw.engine_resources | default dict) $vid | default dict) $sid | default dict) "drain" $drain "name" $name "namespace" $ns "image" $image "hardware" $hw "strategy" $sid "shape" $st.shape "budget" $budget
+      "pullPolicy" ($iv.pullPolicy | default "Always") "helmLabels" $helmLabels "serviceAccount" $saName
+      "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" $userEnv "envFrom" ($v.envFrom | default list)
+      "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
+      "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
       "groups" $groups "selector" $selector "apiPort" $apiPort "env" $env "cacheDir" $cacheDir
       "pd" (eq $st.shape "pd_cluster") "roles" (or (eq $st.shape "pd_cluster") (not (empty $kvs)))
       "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) -}}
@@ -190,7 +296,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{/* kimi.meta: (list ctx name component [annotations]) -> metadata */}}
 {{- define "kimi.meta" -}}
 {{- $c := index . 0 -}}
-{{- $m := dict "name" (index . 1) "namespace" $c.namespace "labels" (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" (index . 2)) -}}
+{{- $m := dict "name" (index . 1) "namespace" $c.namespace "labels" (merge (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" (index . 2)) $c.helmLabels) -}}
 {{- if and (gt (len .) 3) (index . 3) }}{{ $_ := set $m "annotations" (index . 3) }}{{ end -}}
 {{- toJson $m -}}
 {{- end -}}
@@ -207,6 +313,20 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- toJson $out -}}
 {{- end -}}
 
+{{/* kimi.probes: (list facts ctx values) -> the serving container's probes: plan's, the startup
+probe sized to the launch's start-up budget, each overlaid with the chart's `probes` values */}}
+{{- define "kimi.probes" -}}
+{{- $d := (index . 0).defaults -}}{{- $c := index . 1 -}}{{- $v := index . 2 -}}
+{{- $probes := deepCopy $d.probes -}}
+{{- $h := (index . 0).monitoring.health -}}
+{{- $_ := set $probes.startupProbe "failureThreshold" (int (ceil (divf $c.budget $h.interval_s))) -}}
+{{- range $k, $user := ($v.probes | default dict) -}}
+  {{- $key := printf "%sProbe" $k -}}
+  {{- $_ := set $probes $key (merge (deepCopy $user) (index $probes $key)) -}}
+{{- end -}}
+{{- toJson $probes -}}
+{{- end -}}
+
 {{/* kimi.pod: (list root ctx proc claim) -> {metadata, spec} of the pod template (k8s_pod.pod_spec) */}}
 {{- define "kimi.pod" -}}
 {{- $root := index . 0 -}}{{- $c := index . 1 -}}{{- $p := index . 2 -}}{{- $claim := index . 3 -}}
@@ -220,22 +340,35 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- /* a StatefulSet pod's rank is its ordinal (k8s_kv._with_rank) */ -}}
 {{- if $p.rank }}{{ $env = prepend $env (dict "name" "KIMI_NODE_RANK" "valueFrom" (dict "fieldRef" (dict "fieldPath" $f.kv.pod_index))) }}{{ end -}}
 {{- $env = append $env (dict "name" $d.token.path_env "value" (printf "%s/%s" $d.token.dir $d.token.file)) -}}
-{{- range ($v.extraEnv | default list) }}{{ $env = append $env (dict "name" .name "value" .value) }}{{ end -}}
-{{- $amounts := deepCopy ($p.resources | default (ternary $hwf.resources $f.router.resources $p.gpu)) -}}
+{{- $env = concat $env $c.userEnv -}}
+{{- $amounts := deepCopy ($p.resources | default (ternary ($c.engineResources | default $hwf.resources) $f.router.resources $p.gpu)) -}}
 {{- $resources := dict "limits" $amounts "requests" (deepCopy $amounts) -}}
+{{- if and $p.gpu $v.resources -}}
+  {{- /* the chart's resources override the CPU and memory of the engine containers; the GPUs are the plan's */ -}}
+  {{- range $kind := list "limits" "requests" -}}
+    {{- range $k, $q := (index $v.resources $kind | default dict) -}}
+      {{- if and (hasKey $amounts $k) (not (has $k (list "cpu" "memory"))) (ne (toString $q) (toString (index $amounts $k))) -}}
+        {{- fail (printf "resources.%s.%s=%v: the GPUs of a pod are the plan's (%v on %s, what its strategy needs); override cpu and memory only" $kind $k $q (index $amounts $k) $c.hardware) -}}
+      {{- end -}}
+      {{- $_ := set (index $resources $kind) $k $q -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
 {{- $mounts := list -}}{{- $volumes := list -}}
 {{- range $d.scratch }}{{ $mounts = append $mounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ $volumes = append $volumes (dict "name" (index . 0) "emptyDir" dict) }}{{ end -}}
 {{- $mounts = append $mounts (dict "name" $d.volumes.token "mountPath" $d.token.dir "readOnly" true) -}}
-{{- $volumes = append $volumes (dict "name" $d.volumes.token "secret" (dict "secretName" (printf "%s-hf-token" $c.name) "optional" true "defaultMode" $d.token.mode "items" (list (dict "key" $d.token.key "path" $d.token.file)))) -}}
+{{- $volumes = append $volumes (dict "name" $d.volumes.token "secret" (dict "secretName" $c.tokenSecret "optional" true "defaultMode" $d.token.mode "items" (list (dict "key" $c.tokenKey "path" $d.token.file)))) -}}
 {{- if $p.gpu -}}
   {{- $mounts = concat $mounts (list (dict "name" $d.volumes.cache "mountPath" $c.cacheDir) (dict "name" $d.volumes.shm "mountPath" "/dev/shm")) -}}
   {{- $volumes = append $volumes (dict "name" $d.volumes.shm "emptyDir" (dict "medium" "Memory")) -}}
-  {{- if $claim }}{{ $volumes = append $volumes (dict "name" $d.volumes.cache "persistentVolumeClaim" (dict "claimName" $claim)) }}{{ end -}}
+  {{- if $claim }}{{ $volumes = append $volumes (dict "name" $d.volumes.cache "persistentVolumeClaim" (dict "claimName" $claim)) }}
+  {{- else if $c.cacheVolume }}{{ $volumes = append $volumes (merge (dict "name" $d.volumes.cache) $c.cacheVolume) }}{{ end -}}
 {{- end -}}
-{{- $container := dict "name" $d.containers.server "image" $c.image "imagePullPolicy" "Always" "env" $env "resources" $resources "securityContext" (deepCopy $d.container_security) "volumeMounts" $mounts -}}
+{{- $container := dict "name" $d.containers.server "image" $c.image "imagePullPolicy" $c.pullPolicy "env" $env "resources" $resources "securityContext" (deepCopy $d.container_security) "volumeMounts" $mounts -}}
+{{- with $c.envFrom }}{{ $_ := set $container "envFrom" . }}{{ end -}}
 {{- if $p.serves -}}
   {{- $_ := set $container "ports" (list (dict "name" "http" "containerPort" $p.port)) -}}
-  {{- range $k, $probe := $d.probes }}{{ $_ := set $container $k (deepCopy $probe) }}{{ end -}}
+  {{- range $k, $probe := (include "kimi.probes" (list $f $c $v) | fromJson) }}{{ $_ := set $container $k $probe }}{{ end -}}
 {{- else if $p.helper -}}
   {{- /* a KV helper: its TCP port, checked by `kimi-serve healthcheck` */ -}}
   {{- $_ := set $container "ports" (list (dict "name" "tcp" "containerPort" $p.port)) -}}
@@ -245,45 +378,58 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $stop := $d.stop -}}
 {{- $grace := add $stop.pause_s $c.drain $stop.margin_s -}}
 {{- $_ := set $container "lifecycle" (dict "preStop" (dict "sleep" (dict "seconds" (ternary $stop.pause_s (add $stop.pause_s $c.drain) (eq $p.serves true))))) -}}
+{{- range $k, $x := $d.container_extra }}{{ $_ := set $container $k (deepCopy $x) }}{{ end -}}
 {{- $containers := list $container -}}
 {{- with $c.companion -}}{{- if $p.gpu -}}
   {{- /* LMCache's server beside the engine (k8s_kv.add_companions): bound to the pod, sharing its /dev/shm */ -}}
-  {{- $cenv := append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" .role) -}}
-  {{- range ($v.extraEnv | default list) }}{{ $cenv = append $cenv (dict "name" .name "value" .value) }}{{ end -}}
+  {{- $cenv := concat (append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" .role)) $c.userEnv -}}
   {{- $cmounts := list -}}
   {{- range $d.scratch }}{{ $cmounts = append $cmounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ end -}}
   {{- $cmounts = append $cmounts (dict "name" $d.volumes.shm "mountPath" "/dev/shm") -}}
-  {{- $companion := dict "name" .role "image" $c.image "imagePullPolicy" "Always" "env" $cenv
+  {{- $companion := dict "name" .role "image" $c.image "imagePullPolicy" $c.pullPolicy "env" $cenv
         "resources" (dict "limits" (deepCopy .resources) "requests" (deepCopy .resources))
         "securityContext" (deepCopy $d.container_security) "volumeMounts" $cmounts -}}
+  {{- with $c.envFrom }}{{ $_ := set $companion "envFrom" . }}{{ end -}}
   {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $companion $k (deepCopy $probe) }}{{ end -}}
   {{- $_ := set $companion "lifecycle" (dict "preStop" (dict "sleep" (dict "seconds" (add $stop.pause_s $c.drain)))) -}}
   {{- $containers = append $containers $companion -}}
 {{- end -}}{{- end -}}
 {{- $podSec := ternary (deepCopy $hwf.pod_security) (deepCopy $f.router.pod_security) $p.gpu -}}
-{{- $spec := dict "enableServiceLinks" false "automountServiceAccountToken" false "securityContext" $podSec "containers" $containers "volumes" $volumes -}}
+{{- $spec := dict "enableServiceLinks" false "automountServiceAccountToken" $c.automountToken "securityContext" $podSec "containers" $containers "volumes" $volumes -}}
+{{- with $c.serviceAccount }}{{ $_ := set $spec "serviceAccountName" . }}{{ end -}}
 {{- $_ := set $spec "terminationGracePeriodSeconds" $grace -}}
 {{- if $p.gpu -}}
   {{- $dmounts := list -}}
   {{- range $mounts }}{{ if ne .mountPath "/dev/shm" }}{{ $dmounts = append $dmounts . }}{{ end }}{{ end -}}
   {{- $dres := dict -}}
   {{- range $kind, $am := $resources }}{{ $_ := set $dres $kind (pick $am "cpu" "memory") }}{{ end -}}
-  {{- $_ := set $spec "initContainers" (list (dict "name" $d.containers.download "image" $c.image "imagePullPolicy" "Always" "args" (list "download") "env" $env "resources" $dres "securityContext" (deepCopy $d.container_security) "volumeMounts" $dmounts)) -}}
+  {{- $download := dict "name" $d.containers.download "image" $c.image "imagePullPolicy" $c.pullPolicy "args" (list "download") "env" $env "resources" $dres "securityContext" (deepCopy $d.container_security) "volumeMounts" $dmounts -}}
+  {{- with $c.envFrom }}{{ $_ := set $download "envFrom" . }}{{ end -}}
+  {{- $_ := set $spec "initContainers" (list $download) -}}
   {{- $_ := set $spec "nodeSelector" (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) -}}
 {{- end -}}
+{{- range $k, $x := $d.pod_extra }}{{ $_ := set $spec $k (deepCopy $x) }}{{ end -}}
 {{- with $v.tolerations }}{{ $_ := set $spec "tolerations" . }}{{ end -}}
 {{- with $v.affinity }}{{ $_ := set $spec "affinity" . }}{{ end -}}
 {{- with $v.imagePullSecrets }}{{ $_ := set $spec "imagePullSecrets" . }}{{ end -}}
-{{- $meta := dict "labels" (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" $p.role) -}}
+{{- $labels := merge (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" $p.role) (deepCopy ($v.podLabels | default dict)) $c.helmLabels -}}
+{{- $meta := dict "labels" $labels -}}
 {{- $ann := merge (deepCopy ($v.podAnnotations | default dict)) (include "kimi.skips" (list $root $c $p) | fromJson) -}}
 {{- if $ann }}{{ $_ := set $meta "annotations" $ann }}{{ end -}}
 {{- toJson (dict "metadata" $meta "spec" $spec) -}}
 {{- end -}}
 
-{{/* kimi.claimSpec: the cache claim (k8s._cache_claim_spec, and persistence.*) */}}
+{{/* kimi.claimSpec: (list root shared) -> the cache claim (k8s._cache_claim_spec and cache_access; persistence.*):
+ReadWriteMany where two pods of one claim can run at once, else ReadWriteOnce, unless persistence.accessMode says */}}
 {{- define "kimi.claimSpec" -}}
-{{- $f := .Files.Get "files/facts.json" | fromJson -}}
-{{- $spec := dict "accessModes" (list "ReadWriteOnce") "resources" (dict "requests" (dict "storage" (.Values.persistence.size | default $f.defaults.cache_size))) -}}
-{{- with .Values.persistence.storageClassName }}{{ $_ := set $spec "storageClassName" . }}{{ end -}}
+{{- $root := index . 0 -}}{{- $shared := index . 1 -}}
+{{- $f := $root.Files.Get "files/facts.json" | fromJson -}}
+{{- $pers := $root.Values.persistence | default dict -}}
+{{- $mode := $pers.accessMode | default (ternary "ReadWriteMany" "ReadWriteOnce" $shared) -}}
+{{- if and $shared (has $mode (list "ReadWriteOnce" "ReadWriteOncePod")) -}}
+  {{- fail (printf "persistence.accessMode=%s, but two pods share the cache claim (replicas > 1, or an autoscaler's surge rollout): the second pod, on another node, never attaches it. Use ReadWriteMany (a storage class that shares), or one copy without autoscaling" $mode) -}}
+{{- end -}}
+{{- $spec := dict "accessModes" (list $mode) "resources" (dict "requests" (dict "storage" ($pers.size | default $f.defaults.cache_size))) -}}
+{{- with $pers.storageClassName }}{{ $_ := set $spec "storageClassName" . }}{{ end -}}
 {{- toJson $spec -}}
 {{- end -}}

@@ -26,7 +26,9 @@ it is given (their maps are shared), as autoscaling.apply does.
 {{- define "kimi.match" -}}
 {{- $c := index . 0 -}}{{- $m := (index . 1).monitoring -}}
 {{- $out := printf "namespace=%q,%s=%q" $c.namespace (index $m.pod_labels "app.kubernetes.io/name") $c.name -}}
-{{- if index . 2 }}{{ $out = printf "%s,%s=%q" $out (index $m.pod_labels "app.kubernetes.io/component") (index . 2) }}{{ end -}}
+{{- $components := index . 2 | default list -}}
+{{- if eq (len $components) 1 }}{{ $out = printf "%s,%s=%q" $out (index $m.pod_labels "app.kubernetes.io/component") (first $components) }}
+{{- else if $components }}{{ $out = printf "%s,%s=~%q" $out (index $m.pod_labels "app.kubernetes.io/component") (join "|" $components) }}{{ end -}}
 {{- $out -}}
 {{- end -}}
 
@@ -36,33 +38,47 @@ it is given (their maps are shared), as autoscaling.apply does.
 {{- $m := $f.monitoring -}}
 {{- $o := include "kimi.operate" $root | fromJson -}}
 {{- $lws := $f.defaults.lws -}}
+{{- /* the engine groups: Deployments and LeaderWorkerSets of GPU processes (not the router, not a KV store's master) */ -}}
+{{- $gpuRoles := list -}}
+{{- range $g := $c.groups }}{{ range $g.procs }}{{ if .gpu }}{{ $gpuRoles = append $gpuRoles .role }}{{ end }}{{ end }}{{ end -}}
 {{- $engines := list -}}
-{{- range $objects }}{{ if and (has .kind (list "Deployment" "LeaderWorkerSet")) (ne (index .metadata.labels "app.kubernetes.io/component") "router") }}{{ $engines = append $engines . }}{{ end }}{{ end -}}
+{{- range $objects }}{{ if and (has .kind (list "Deployment" "LeaderWorkerSet")) (has (index .metadata.labels "app.kubernetes.io/component") $gpuRoles) }}{{ $engines = append $engines . }}{{ end }}{{ end -}}
 {{- range $engines }}{{ $_ := set .spec "replicas" (int $o.replicas) }}{{ end -}}
 {{- $out := list -}}
 {{- if ne $o.autoscaling "off" -}}
   {{- $surge := dict "maxSurge" 1 "maxUnavailable" 0 -}}
   {{- range $objects -}}
-    {{- if eq .kind "Deployment" -}}
+    {{- $component := index .metadata.labels "app.kubernetes.io/component" -}}
+    {{- if not (or (has $component $gpuRoles) (eq $component "router")) -}}
+    {{- else if eq .kind "Deployment" -}}
       {{- $_ := set .spec "strategy" (dict "type" "RollingUpdate" "rollingUpdate" (deepCopy $surge)) -}}
-      {{- $_ := set .spec "progressDeadlineSeconds" (int $m.progress_deadline_s) -}}
+      {{- $_ := set .spec "progressDeadlineSeconds" (add $c.budget (mul $m.health.interval_s $m.health.retries)) -}}
       {{- $_ := set .spec.template.spec "topologySpreadConstraints" (list (dict "maxSkew" 1 "topologyKey" "topology.kubernetes.io/zone" "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" (dict "matchLabels" (deepCopy .spec.selector.matchLabels)))) -}}
     {{- else if eq .kind "LeaderWorkerSet" -}}
       {{- $_ := set .spec "rolloutStrategy" (dict "type" "RollingUpdate" "rollingUpdateConfiguration" (deepCopy $surge)) -}}
     {{- end -}}
   {{- end -}}
-  {{- $budget := int $m.start_budget_s -}}
+  {{- $budget := int $c.budget -}}
   {{- $behavior := dict "scaleDown" (dict "stabilizationWindowSeconds" $budget "policies" (list (dict "type" "Pods" "value" 1 "periodSeconds" $budget)))
         "scaleUp" (dict "stabilizationWindowSeconds" 0 "policies" (list (dict "type" "Pods" "value" 1 "periodSeconds" 60))) -}}
   {{- $scalers := list -}}{{- $pdbs := list -}}
   {{- range $e := $engines -}}
     {{- $meta := dict "name" $e.metadata.name "namespace" $e.metadata.namespace "labels" (deepCopy $e.metadata.labels) -}}
     {{- $ref := dict "apiVersion" $e.apiVersion "kind" $e.kind "name" $e.metadata.name -}}
-    {{- $component := index $e.metadata.labels "app.kubernetes.io/component" -}}
+    {{- /* the components of the group's pods that serve (and queue): a tp_dp group's every head */ -}}
+    {{- $serving := list -}}
+    {{- $templates := ternary (list $e.spec.template) (list) (eq $e.kind "Deployment") -}}
+    {{- if eq $e.kind "LeaderWorkerSet" }}{{ with $e.spec.leaderWorkerTemplate.leaderTemplate }}{{ $templates = append $templates . }}{{ end }}{{ $templates = append $templates $e.spec.leaderWorkerTemplate.workerTemplate }}{{ end -}}
+    {{- range $t := $templates -}}
+      {{- $serves := false -}}
+      {{- range $t.spec.containers }}{{ range (.ports | default list) }}{{ if eq .name "http" }}{{ $serves = true }}{{ end }}{{ end }}{{ end -}}
+      {{- $comp := index $t.metadata.labels "app.kubernetes.io/component" -}}
+      {{- if and $serves (not (has $comp $serving)) }}{{ $serving = append $serving $comp }}{{ end -}}
+    {{- end -}}
     {{- if eq $o.autoscaling "keda" -}}
       {{- $triggers := list -}}
       {{- range $t := $m.scale_triggers -}}
-        {{- $q := include "kimi.fill" (list $t.query $c (include "kimi.match" (list $c $f $component)) $o) -}}
+        {{- $q := include "kimi.fill" (list $t.query $c (include "kimi.match" (list $c $f $serving)) $o) -}}
         {{- $triggers = append $triggers (dict "type" "prometheus" "name" $t.name "metricType" (ternary "AverageValue" "Value" $t.average)
               "metadata" (dict "serverAddress" $o.prometheus_url "query" $q "threshold" (toString (index $o $t.target)))) -}}
       {{- end -}}
@@ -95,7 +111,9 @@ it is given (their maps are shared), as autoscaling.apply does.
 {{- $o := include "kimi.operate" $root | fromJson -}}
 {{- $out := list -}}
 {{- if $root.Values.monitoring.enabled -}}
-  {{- $own := dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "monitoring" -}}
+  {{- $own := merge (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "monitoring") $c.helmLabels -}}
+  {{- /* monitoring.labels: what the Prometheus selects its PodMonitors and rules by (e.g. release: kube-prometheus-stack) */ -}}
+  {{- $selected := merge (deepCopy $own) ($root.Values.monitoring.labels | default dict) -}}
   {{- $components := list -}}
   {{- range $g := $c.groups }}{{ range $g.procs }}{{ if and .serves (ne .role "router") (not (has .role $components)) }}{{ $components = append $components .role }}{{ end }}{{ end }}{{ end -}}
   {{- $relabel := list -}}
@@ -103,8 +121,8 @@ it is given (their maps are shared), as autoscaling.apply does.
   {{- $selector := dict "matchLabels" (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve")
         "matchExpressions" (list (dict "key" "app.kubernetes.io/component" "operator" "In" "values" $components)) -}}
   {{- $out = append $out (dict "apiVersion" "monitoring.coreos.com/v1" "kind" "PodMonitor"
-        "metadata" (dict "name" (printf "%s-engines" $c.name) "namespace" $c.namespace "labels" (deepCopy $own))
-        "spec" (dict "selector" $selector "podMetricsEndpoints" (list (dict "port" "http" "path" $m.path "interval" (printf "%ds" (int $m.interval_s)) "relabelings" $relabel)))) -}}
+        "metadata" (dict "name" (printf "%s-engines" $c.name) "namespace" $c.namespace "labels" (deepCopy $selected))
+        "spec" (dict "selector" $selector "podMetricsEndpoints" (list (dict "port" "http" "path" $m.path "interval" ($root.Values.monitoring.interval | default (printf "%ds" (int $m.interval_s))) "relabelings" $relabel)))) -}}
   {{- $match := include "kimi.match" (list $c $f "") -}}
   {{- $rules := list -}}
   {{- range $a := $m.alerts -}}
@@ -113,7 +131,7 @@ it is given (their maps are shared), as autoscaling.apply does.
           "annotations" (dict "summary" (include "kimi.fill" (list $a.summary $c $match $o)) "description" (include "kimi.fill" (list $a.action $c $match $o)))) -}}
   {{- end -}}
   {{- $out = append $out (dict "apiVersion" "monitoring.coreos.com/v1" "kind" "PrometheusRule"
-        "metadata" (dict "name" (printf "%s-alerts" $c.name) "namespace" $c.namespace "labels" (deepCopy $own))
+        "metadata" (dict "name" (printf "%s-alerts" $c.name) "namespace" $c.namespace "labels" (deepCopy $selected))
         "spec" (dict "groups" (list (dict "name" (printf "kimi-serve.%s" $c.name) "rules" $rules)))) -}}
   {{- $out = append $out (dict "apiVersion" "v1" "kind" "ConfigMap"
         "metadata" (dict "name" (printf "%s-dashboard" $c.name) "namespace" $c.namespace "labels" (merge (dict "grafana_dashboard" "1") $own))

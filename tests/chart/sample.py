@@ -1,0 +1,93 @@
+"""Random chart values that look valid (each passes values.schema.json): the settings an operator
+writes, mixed at random, so that chart and plan are compared on configurations nobody wrote a
+case for (tests/chart/test_agreement.py). Seeded per run (KIMI_CHART_SEED or the clock); the seed
+is in the failure message, so a disagreement is replayed."""
+
+from __future__ import annotations
+
+import random
+
+from entrypoint.core.recipe import load_catalog
+
+EXTRA_ARGS = ["--max-num-seqs 64", "--enable-prefix-caching", "--api-key sk-abc123", "--hf-token hf_abc",
+              "--port 9000", "--max-model-len 32768", "--kv-transfer-config {}"]
+MODELS = ["s3://models/kimi", "gs://models/kimi", "moonshotai/Kimi-K2.5", "/models/kimi"]
+LOAD_FORMATS = ["recipe", "auto", "safetensors", "runai_streamer", "fastsafetensors", "instanttensor"]
+VLLM_VERSIONS = ["0.19.1", "0.32.0", "0.33.0", "0.30.0"]  # the last: no grammar recorded (the container judges)
+
+
+def _maybe(rng: random.Random, p: float) -> bool:
+    return rng.random() < p
+
+
+def settings(rng: random.Random) -> dict:
+    """One random configuration: (the KIMI_CONFIG file's keys, the chart's operating values)."""
+    cat = load_catalog()
+    recipes = sorted(cat.recipes)
+    features = sorted({f for r in cat.recipes.values() for f in r.features})
+    profiles = sorted({p for r in cat.recipes.values() for p in r.profiles})
+    variants = sorted({v for r in cat.recipes.values() for v in r.variants})
+    from entrypoint.core.kv import load_kv
+
+    kv = load_kv()
+    s: dict = {"hardware": rng.choice(sorted(cat.hardware))}
+    if _maybe(rng, 0.6):
+        s["recipe"] = rng.choice(recipes)
+    strategy = rng.choice(sorted(cat.strategies)) if _maybe(rng, 0.7) else None
+    if strategy:
+        s["strategy"] = strategy
+    if _maybe(rng, 0.5):
+        s["nodes"] = rng.choice([1, 2, 2, 3, 4, 8])
+    if _maybe(rng, 0.3):
+        s["variant"] = rng.choice(variants)
+    if _maybe(rng, 0.25):
+        picked = rng.sample(features, rng.randint(1, 2))
+        sign = rng.choice(["+", "-", ""])
+        s["features"] = ",".join(sign + f for f in picked)
+    if _maybe(rng, 0.15):
+        s["profile"] = rng.choice(profiles)
+    if _maybe(rng, 0.2):
+        s["vllm_version"] = rng.choice(VLLM_VERSIONS)
+    if _maybe(rng, 0.2):
+        s["load_format"] = rng.choice(LOAD_FORMATS)
+    if _maybe(rng, 0.15):
+        s["model"] = rng.choice(MODELS)
+    if _maybe(rng, 0.05):
+        s["role"] = rng.choice(["prefill", "decode", "router", "instance"])
+    if _maybe(rng, 0.2):
+        s["kv_offload"] = rng.choice(sorted([*kv.options, *kv.stores]))
+        if _maybe(rng, 0.3):
+            s["kv_instances"] = rng.choice([1, 2, 3])
+    if strategy == "pd_cluster" or _maybe(rng, 0.05):
+        for pool in ("prefill", "decode"):
+            if _maybe(rng, 0.3):
+                s[f"{pool}_nodes"] = rng.choice([0, 1, 2])
+            if _maybe(rng, 0.2):
+                s[f"{pool}_parallelism"] = rng.choice(["tp", "tep", "dep"])
+    if _maybe(rng, 0.1):
+        s["port"] = rng.choice([8080, 9000])
+    if _maybe(rng, 0.1):
+        s["router_port"] = 8088
+    if _maybe(rng, 0.1):
+        s["name"] = "kimi"
+    if _maybe(rng, 0.1):
+        s["namespace"] = "llm"
+    if _maybe(rng, 0.15):
+        s["extra_args"] = rng.choice(EXTRA_ARGS)
+    if _maybe(rng, 0.3):
+        s["skip_memory_check"] = True
+    if _maybe(rng, 0.1):
+        s["cache_dir"] = rng.choice(["/models", "/tmp"])
+    operate: dict = {}
+    if _maybe(rng, 0.25):
+        operate["monitoring"] = True
+    if _maybe(rng, 0.25):
+        operate["autoscaling"] = rng.choice(["keda", "hpa"])
+    if _maybe(rng, 0.15):
+        operate["replicas"] = rng.choice([1, 2])
+    return s, operate
+
+
+def sample(seed: int, size: int) -> list:
+    rng = random.Random(seed)
+    return [settings(rng) for _ in range(size)]
