@@ -26,7 +26,7 @@ from typing import List, Mapping
 import re
 
 from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.plan import Process
+from entrypoint.core.plan import Port, Process
 from entrypoint.render import autoscaling, k8s_kv, monitoring
 from entrypoint.render.monitoring import engine_components
 from entrypoint.render.deployment import (KV_STORE, MULTI_NODE, PD_CLUSTER, SINGLE, service_name, shape,
@@ -170,8 +170,8 @@ def scraper(launch) -> dict:
 
 
 def metrics_ports(launch) -> list:
-    """The ports the engines serve /metrics on (every HTTP-serving process but the router)."""
-    return sorted({p.port for p in launch.plan.processes if p.serves_http and p.role != "router"})
+    """The ports the engines serve /metrics on (each engine's metrics port, by purpose)."""
+    return sorted({p.ports[Port.METRICS] for p in launch.plan.engines if Port.METRICS in p.ports})
 
 
 def _network_policies(launch, api_selector: dict, port: int) -> list:
