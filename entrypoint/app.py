@@ -29,6 +29,7 @@ class Launch:
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
     kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
     load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.loading.Decision)
+    fleet: Any = None  # KIMI_REPLICAS' fleet (entrypoint.core.fleet.FleetChoice), None for one copy
 
     @property
     def name(self) -> str:
@@ -36,7 +37,15 @@ class Launch:
         return self.selection.name
 
     def this_process(self) -> Process:
-        proc = kv.this_process(self.plan, self.selection, self.kv) if self.kv else this_process(self.plan, self.selection)
+        if self.fleet is not None and self.selection.role == "router":  # the fleet's router (core/fleet.py)
+            from entrypoint.core import fleet
+
+            proc = self.plan.find(fleet.ROLE, 0)
+            fleet.check_start(proc)
+        elif self.kv:
+            proc = kv.this_process(self.plan, self.selection, self.kv)
+        else:
+            proc = this_process(self.plan, self.selection)
         if proc.role == "router" and self.settings.user_args:
             from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -68,11 +77,17 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
         selection = replace(selection, load_args=tuple(selection.load_args) + decision.args)
     choice = kv.choose(settings, hostname=socket.gethostname())
     plan = kv.compose(selection, catalog, choice) if choice else resolve(selection, catalog)
+    from entrypoint.core import fleet  # KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
+
+    fleet_choice = fleet.choose(settings)
+    if fleet_choice is not None:
+        plan = fleet.compose(plan, selection, catalog, fleet_choice, choice)
     if decision is not None:
         plan = loading.with_ready_timeout(plan, loading.launch_budget_s(plan, catalog, decision), spec)
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings, spec)
-    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice)
+    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice,
+                  fleet=fleet_choice)
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,

@@ -28,6 +28,7 @@ PDB_API = "policy/v1"
 ZONE = "topology.kubernetes.io/zone"
 SURGE = {"maxSurge": 1, "maxUnavailable": 0}
 ENGINE_KINDS = ("Deployment", "LeaderWorkerSet")
+NOT_ENGINES = ("router", "epp")  # the routers, a fleet's endpoint picker (render/gateway.py)
 
 
 def start_budget_s(launch) -> int:
@@ -37,7 +38,7 @@ def start_budget_s(launch) -> int:
 def _engine_groups(objects: list) -> list:
     """The objects that run engines: every Deployment and LeaderWorkerSet but the router."""
     return [o for o in objects if o["kind"] in ENGINE_KINDS
-            and o["metadata"]["labels"]["app.kubernetes.io/component"] != "router"]
+            and o["metadata"]["labels"]["app.kubernetes.io/component"] not in NOT_ENGINES]
 
 
 def _pod_labels(obj: dict) -> dict:

@@ -34,7 +34,9 @@ _NOT_PASSED = {"image", "name", "namespace", "config", "recipes_dir", "image_tar
                "image_serves", "role", "node_rank", "head_addr",
                # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
                "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",
-               "scale_waiting", "scale_kv_percent", "prometheus_url"}
+               "scale_waiting", "scale_kv_percent", "prometheus_url",
+               # what fronts a fleet: the renderer's choice (render/k8s_fleet.py, render/gateway.py)
+               "router"}
 
 
 def passed(field) -> bool:
@@ -55,9 +57,10 @@ def shape(launch) -> str:
     roles = {p.role for p in launch.plan.processes}
     if "master" in roles:  # a Mooncake KV store (docs/kv-cache.md), PD pools included
         return KV_STORE
-    if "router" in roles:
+    if "router" in roles and launch.selection.prefill is not None:
         return PD_CLUSTER
-    nodes = [p for p in launch.plan.processes if p.role not in COMPANIONS]
+    # a fleet's router (core/fleet.py) fronts copies of a single-node or multi-node plan
+    nodes = [p for p in launch.plan.processes if p.role not in COMPANIONS and p.role != "router"]
     return MULTI_NODE if len(nodes) > 1 else SINGLE
 
 
@@ -81,6 +84,10 @@ def helper_resources(launch, proc: Process) -> Hardware:
             found = companion if companion is not None and companion.role == proc.role else None
         if found is not None:
             return found.resources
+    if getattr(launch, "fleet", None) is not None and launch.selection.prefill is None:
+        from entrypoint.core.fleet import router_facts
+
+        return router_facts().resources  # the fleet's router: the KV store's (recipes/fleet.yaml)
     return launch.catalog.strategies[launch.plan.strategy].router.resources
 
 
@@ -195,7 +202,7 @@ def settings_env(launch) -> dict:
 
 def container_env(launch, proc: Process) -> dict:
     env = settings_env(launch)
-    if shape(launch) in (PD_CLUSTER, KV_STORE) or proc.role in COMPANIONS:
+    if shape(launch) in (PD_CLUSTER, KV_STORE) or proc.role in COMPANIONS or proc.role == "router":
         env[BY_NAME["role"].env] = proc.role
     return env
 

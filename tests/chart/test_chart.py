@@ -43,7 +43,8 @@ CASES = {
                         "prefill_parallelism": "tp", "router_port": 8080}, {}, {}),
     "single-h200-operated-keda": (
         {"hardware": "h200"},
-        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda", "KIMI_REPLICAS": "2", "KIMI_MAX_REPLICAS": "6",
+        # KIMI_ROUTER=none: the copies behind the plain Service, as the chart draws them (a fleet's router: docs/fleet.md)
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda", "KIMI_REPLICAS": "2", "KIMI_MAX_REPLICAS": "6", "KIMI_ROUTER": "none",
          "KIMI_SLO_TTFT_MS": "1500", "KIMI_SCALE_WAITING": "4"},
         {"replicas": 2, "monitoring": {"enabled": True, "sloTtftMs": 1500},
          "autoscaling": {"enabled": True, "engine": "keda", "maxReplicas": 6, "waitingPerReplica": 4}}),

@@ -1,0 +1,308 @@
+"""A fleet: KIMI_REPLICAS copies of any deployment behind one router (docs/fleet.md).
+
+Pure: no environment reads, no I/O but reading recipes/fleet.yaml (only when a launch asks for a
+fleet). `choose` checks the settings; `compose` takes the finished plan of one copy and returns
+the fleet's plan:
+
+- single node and multi-node: the copy's processes as they are (each copy runs them on its own
+  node or group of nodes), and a `router` process (rank 0): the KV store's cache-aware vllm-router
+  (recipes/kv_offload.yaml `router_of`'s router) with the policy KIMI_ROUTER_POLICY, in front of
+  KIMI_REPLICA_ADDRS (`--worker-urls`, one address per copy: its head) or, on Kubernetes, of the
+  pods KIMI_ROUTER_SELECTOR selects (`--service-discovery`), with its own health checks of every
+  copy and its Prometheus endpoint bound for scraping;
+- pd_cluster: the PD router is the fleet's router: KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS list every
+  unit's nodes, unit after unit, and the router names every unit's pool heads (each unit's own
+  containers run as the PD cluster of its own addresses); the policy is the prefill pool's, where
+  the prompts are cached;
+- kv_aware: every vLLM process also publishes its KV-cache events (`--kv-events-config`, vLLM's
+  KVEventsConfig), and the router subscribes to each copy's publisher.
+
+What cannot work is refused (`unsupported_combination`), with a way out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import List, Optional, Tuple
+
+from entrypoint.core import errors as E
+from entrypoint.core.args import tag
+from entrypoint.core.errors import KimiError, unknown_value
+from entrypoint.core.net import url_host
+from entrypoint.core.plan import Plan, Process
+from entrypoint.core.record import Record
+
+ROLE = "router"  # the fleet router's role (KIMI_ROLE=router), as a PD cluster's
+SOURCE = "fleet"  # its provenance
+_PLACEHOLDER = "$REPLICA_{}"  # a copy's address not given yet (KIMI_REPLICA_ADDRS)
+
+
+def load_fleet(directory: Optional[str] = None) -> Record:
+    """recipes/fleet.yaml (of `directory`, else of the recipe data), validated and read-only."""
+    from entrypoint.core.recipe import default_recipes_dir
+
+    return _load_fleet(str(directory or default_recipes_dir()))
+
+
+@lru_cache(maxsize=4)
+def _load_fleet(directory: str) -> Record:
+    from pathlib import Path
+
+    from entrypoint.core.fleet_schema import read
+    from entrypoint.core.recipe_schema import freeze
+
+    return freeze(read(Path(directory) / "fleet.yaml"))
+
+
+def router_facts(directory: Optional[str] = None) -> Record:
+    """The router the fleet runs: the KV store's (recipes/kv_offload.yaml), one definition."""
+    from entrypoint.core.kv import load_kv
+
+    return load_kv(directory).stores[load_fleet(directory).router_of].router
+
+
+@dataclass(frozen=True)
+class FleetChoice:
+    """What the fleet settings ask for, checked against the data (not yet against the launch)."""
+
+    replicas: int
+    front: str  # KIMI_ROUTER: vllm-router | gateway
+    policy: str
+    addrs: tuple  # KIMI_REPLICA_ADDRS
+    selector: tuple  # KIMI_ROUTER_SELECTOR: ("key=value", ...)
+    namespace: str  # where the router discovers the copies (KIMI_NAMESPACE)
+    router_port: Optional[int]  # KIMI_ROUTER_PORT when given
+    autoscaling: str  # KIMI_AUTOSCALING
+
+    @property
+    def discovered(self) -> bool:
+        return bool(self.selector)
+
+
+_FLEET_SETTINGS = ("replica_addrs", "router_selector", "router_policy")
+
+
+def choose(settings, directory: Optional[str] = None) -> Optional[FleetChoice]:
+    """The fleet settings -> a FleetChoice, or None: one copy (KIMI_REPLICAS unset or 1, no fleet
+    setting), or KIMI_ROUTER=none (the copies behind a plain Service, as before)."""
+    asked = settings.replicas > 1 or any(settings.is_set(n) for n in _FLEET_SETTINGS)
+    if not asked or settings.router == "none":
+        return None
+    data = load_fleet(directory)
+    policy = settings.router_policy or data.default_policy
+    if policy not in data.policies:
+        raise unknown_value("KIMI_ROUTER_POLICY", policy, data.policies, "Unset it for the default "
+                            f"({data.default_policy}).")
+    addrs, selector = tuple(settings.replica_addrs), tuple(settings.router_selector)
+    for item in selector:
+        key, _, value = item.partition("=")
+        if not key or not value:
+            raise KimiError(E.INVALID_VALUE, f"KIMI_ROUTER_SELECTOR: {item[:80]!r} is not key=value. Give the pod "
+                            "labels that select the copies, e.g. app.kubernetes.io/name=kimi-k25 (or leave it to "
+                            "`plan --format k8s`, which sets it).")
+    if addrs and selector:
+        raise KimiError(E.INVALID_VALUE, "KIMI_REPLICA_ADDRS and KIMI_ROUTER_SELECTOR both name the copies: keep "
+                        "one (the addresses on plain hosts and Compose, the selector on Kubernetes).")
+    replicas = settings.replicas
+    if settings.is_set("replicas") and addrs and len(addrs) != replicas:
+        raise KimiError(E.INVALID_VALUE, f"KIMI_REPLICA_ADDRS lists {len(addrs)} addresses but KIMI_REPLICAS="
+                        f"{replicas}. Give one address per copy, or set KIMI_REPLICAS={len(addrs)}.")
+    if not settings.is_set("replicas") and addrs:
+        replicas = len(addrs)
+    return FleetChoice(replicas=replicas, front=settings.router, policy=policy, addrs=addrs, selector=selector,
+                       namespace=settings.namespace, autoscaling=settings.autoscaling,
+                       router_port=settings.router_port if settings.is_set("router_port") else None)
+
+
+# ---------------------------------------------------------------- gates
+
+
+def _refuse(message: str) -> KimiError:
+    return KimiError(E.UNSUPPORTED_COMBINATION, message)
+
+
+def _check(choice: FleetChoice, data: Record, sel, cat, kv_choice, deploy_type: str) -> None:
+    from entrypoint.core.vllm_cli import spec_for, values
+
+    if kv_choice is not None and kv_choice.store:
+        raise _refuse(f"KIMI_KV_OFFLOAD={kv_choice.id} runs its own engine instances behind its cache-aware router: "
+                      "a fleet of it would put a router before routers. Size it with KIMI_KV_INSTANCES instead of "
+                      "KIMI_REPLICAS (and unset KIMI_REPLICA_ADDRS, KIMI_ROUTER_POLICY).")
+    policy = data.policies[choice.policy]
+    if choice.replicas < policy.min_replicas:
+        raise _refuse(f"KIMI_ROUTER_POLICY={choice.policy} needs at least {policy.min_replicas} copies (the router "
+                      f"refuses to start with fewer), and the fleet has {choice.replicas}. Set KIMI_REPLICAS="
+                      f"{policy.min_replicas} or more, or another policy (cache_aware, round_robin).")
+    if choice.front == "gateway" and deploy_type == "pd_cluster":
+        raise _refuse("KIMI_ROUTER=gateway puts an InferencePool of model servers behind a Gateway; a PD cluster's "
+                      "requests go to both pools through its own router, which the endpoint picker does not do. "
+                      "Use KIMI_ROUTER=vllm-router for a PD fleet.")
+    if choice.front == "gateway" and choice.addrs:
+        raise _refuse("KIMI_ROUTER=gateway is a Kubernetes rendering (an InferencePool selects the copies' pods); "
+                      "KIMI_REPLICA_ADDRS names hosts. Use KIMI_ROUTER=vllm-router on plain hosts and Compose, or "
+                      "render Kubernetes manifests (kimi-serve plan --format k8s) without KIMI_REPLICA_ADDRS.")
+    if deploy_type == "pd_cluster" and choice.discovered:
+        raise _refuse("A PD fleet's router names every unit's pool heads (prefill and decode listen on ports of "
+                      "their own, and the router's service discovery takes one port for every pod). List the units' "
+                      "nodes in KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS, unit after unit, instead of "
+                      "KIMI_ROUTER_SELECTOR.")
+    if not policy.kv_events:
+        return
+    way_out = "Use KIMI_ROUTER_POLICY=cache_aware (the router's own prefix tree, no events)"
+    if deploy_type != "single_node":
+        raise _refuse(f"KIMI_ROUTER_POLICY={choice.policy} subscribes to each copy's KV-event publisher, which the "
+                      f"router takes as static sources of one engine per copy (regular mode); KIMI_STRATEGY="
+                      f"{sel.strategy} spreads a copy over several engines or nodes. {way_out}, or a single-node "
+                      "strategy.")
+    if choice.discovered or choice.front == "gateway":
+        raise _refuse(f"KIMI_ROUTER_POLICY={choice.policy} needs each copy's KV-event endpoint given to the router "
+                      "(--kv-event-source), which the router's Kubernetes service discovery does not find. "
+                      f"{way_out}, or run the fleet on hosts with KIMI_REPLICA_ADDRS.")
+    if "kv_events_config" in values(list(sel.user_args), spec_for(sel.vllm_version)):
+        raise _refuse(f"KIMI_ROUTER_POLICY={choice.policy} sets --kv-events-config on every engine, and the vLLM "
+                      "arguments (KIMI_EXTRA_ARGS or container arguments) set it too. Keep one: remove it from the "
+                      "arguments, or choose another policy.")
+
+
+# ---------------------------------------------------------------- composition
+
+
+def _engine_port(plan: Plan) -> int:
+    return next((p.port for p in plan.processes if p.serves_http and p.role != ROLE and p.port), 8000)
+
+
+def replica_hosts(choice: FleetChoice) -> List[str]:
+    """Each copy's address (a placeholder where KIMI_REPLICA_ADDRS gives none yet)."""
+    return [choice.addrs[i] if i < len(choice.addrs) else _PLACEHOLDER.format(i + 1) for i in range(choice.replicas)]
+
+
+def kv_events_config(data: Record) -> str:
+    return json.dumps(dict(data.kv_events.config), separators=(",", ":"))
+
+
+def _with_kv_events(proc: Process, data: Record, sel) -> Process:
+    from entrypoint.core.vllm_cli import dedupe, spec_for
+
+    spec = spec_for(sel.vllm_version)
+    extra = ["--kv-events-config", kv_events_config(data)]
+    tagged = [(t, "plan") for t in proc.argv[3:]] + tag(SOURCE, extra)
+    argv = tuple(list(proc.argv[:3]) + [t for t, _ in dedupe(tagged, spec)])
+    return dataclasses.replace(proc, argv=argv, provenance={**proc.provenance, "--kv-events-config": SOURCE})
+
+
+def _block_size(proc: Process, data: Record, sel) -> int:
+    from entrypoint.core.vllm_cli import spec_for, values
+
+    found = values(list(proc.argv[3:]), spec_for(sel.vllm_version)).get("block_size")
+    return int(found) if found is not None and str(found).isdigit() else data.kv_events.default_block_size
+
+
+def _local_dp(proc: Process, sel) -> int:
+    from entrypoint.core.vllm_cli import spec_for, values
+
+    found = values(list(proc.argv[3:]), spec_for(sel.vllm_version))
+    size = found.get("data_parallel_size_local") or found.get("data_parallel_size") or 1
+    return int(size) if str(size).isdigit() else 1
+
+
+def _kv_event_args(choice: FleetChoice, data: Record, engine: Process, sel, urls: List[str]) -> List[str]:
+    out: List[str] = []
+    base = data.kv_events.port
+    for url, host in zip(urls, replica_hosts(choice)):
+        endpoints = ",".join(f"tcp://{url_host(host)}:{base + r}" for r in range(_local_dp(engine, sel)))
+        out += ["--kv-event-source", f"{url}={endpoints}"]
+    return out + ["--kv-event-model", sel.served_model_name, "--kv-event-block-size",
+                  str(_block_size(engine, data, sel))]
+
+
+def router_process(choice: FleetChoice, data: Record, plan: Plan, sel) -> Process:
+    """The fleet's router in front of the copies of `plan` (one copy's processes)."""
+    router = router_facts()
+    port = choice.router_port or router.port
+    engine_port = _engine_port(plan)
+    policy = data.policies[choice.policy]
+    argv: List[str] = [router.program, "--policy", choice.policy]
+    urls = [f"http://{url_host(h)}:{engine_port}" for h in replica_hosts(choice)]
+    if choice.discovered:
+        d = data.discovery
+        argv += [d.flag, d.selector_flag, *choice.selector, d.namespace_flag, choice.namespace,
+                 d.port_flag, str(engine_port)]
+    else:
+        argv += [router.workers_arg, *urls]
+    argv += ["--host", sel.values.get("ROUTER_HOST", "0.0.0.0"), "--port", str(port)]
+    if policy.tuned:
+        argv += list(router.args)
+    argv += [*data.health_args, *data.metrics.args]
+    if policy.kv_events:
+        engine = next(p for p in plan.processes if p.argv[:2] == ("vllm", "serve"))
+        argv += _kv_event_args(choice, data, engine, sel, urls)
+    provenance = {tok: SOURCE for tok in argv[1:] if tok.startswith("--")}
+    return Process(role=ROLE, rank=0, argv=tuple(argv), env={}, provenance=provenance, local_gpus=0, port=port,
+                   serves_http=True)
+
+
+def _unit_urls(argv: Tuple[str, ...], flag: str, nodes: int, unit: int, sel) -> List[str]:
+    """The URLs of one PD unit's pool: the router's URLs of unit 0 with unit `unit`'s nodes."""
+    out = []
+    role = flag.lstrip("-").upper()
+    for i, tok in enumerate(argv):
+        if tok == flag and i + 1 < len(argv):
+            index = len(out) + 1  # the pool's node the URL of unit 0 names
+            port = argv[i + 1].rsplit(":", 1)[1]
+            name = f"{role}_NODE_{unit * nodes + index}"
+            host = url_host(sel.values[name]) if name in sel.values else f"${name}"
+            out.append(f"http://{host}:{port}")
+    return out
+
+
+def _pd_router(choice: FleetChoice, data: Record, plan: Plan, sel) -> Process:
+    """The PD router in front of every unit: each unit's pool heads, the policy on the prefill pool."""
+    router = plan.find(ROLE, 0)
+    argv = list(router.argv)
+    extra: List[str] = []
+    for unit in range(1, choice.replicas):
+        for role, pool in (("prefill", sel.prefill), ("decode", sel.decode)):
+            for url in _unit_urls(router.argv, f"--{role}", pool.node_count, unit, sel):
+                extra += [f"--{role}", url]
+    cut = argv.index("--host")  # the units' URLs with the pools', before the bind address
+    argv = argv[:cut] + extra + argv[cut:] + ["--prefill-policy", choice.policy, *data.health_args,
+                                              *data.metrics.args]
+    provenance = {**router.provenance, **{tok: SOURCE for tok in ("--prefill-policy", *data.health_args,
+                                                                   *data.metrics.args) if tok.startswith("--")}}
+    return dataclasses.replace(router, argv=tuple(argv), provenance=provenance)
+
+
+def compose(plan: Plan, sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str] = None) -> Plan:
+    """The plan of one copy -> the fleet's plan (the router in front; the engines' KV events)."""
+    data = load_fleet(directory)
+    deploy_type = cat.strategies[sel.strategy].deploy_type
+    _check(choice, data, sel, cat, kv_choice, deploy_type)
+    processes = list(plan.processes)
+    if data.policies[choice.policy].kv_events:
+        processes = [_with_kv_events(p, data, sel) if p.argv[:2] == ("vllm", "serve") else p for p in processes]
+    one = dataclasses.replace(plan, processes=tuple(processes))
+    if deploy_type == "pd_cluster":
+        routed = _pd_router(choice, data, one, sel)
+        processes = [routed if p.role == ROLE else p for p in processes]
+    elif choice.front == "vllm-router":
+        processes.append(router_process(choice, data, one, sel))
+    return dataclasses.replace(plan, processes=tuple(processes))
+
+
+def unfilled(proc: Process) -> List[str]:
+    """The copies' addresses a router process still lacks (placeholders), for the start's check."""
+    import re
+
+    return sorted({m for tok in proc.argv for m in re.findall(r"\$([A-Z][A-Z0-9_]*)", tok)})
+
+
+def check_start(proc: Process) -> None:
+    """The router may start only once it knows every copy's address."""
+    missing = unfilled(proc)
+    if missing:
+        raise KimiError(E.MISSING_SETTING, f"The fleet's router needs the address of every copy ({', '.join(missing)}): "
+                        "set KIMI_REPLICA_ADDRS (a comma list, one address per copy: a multi-node copy's head; a "
+                        "PD unit's nodes in KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS, unit after unit).")
