@@ -39,9 +39,33 @@ class Defaults(_Strict):
     min_prompts: int = Field(ge=1)
 
 
+# The figures a published point may record, each the measured figure of the same name compares with
+# (like with like). InferenceX's headline `tput_per_gpu` is total (input + output) tokens/s per GPU
+# (utils/process_result.py: total token throughput / GPUs), `output_tput_per_gpu` and
+# `input_tput_per_gpu` beside it; tokens/s per user is its interactivity axis.
+METRICS = {"total_tokens_per_s_per_gpu": "total (input + output) tokens/s per GPU",
+           "output_tokens_per_s_per_gpu": "output tokens/s per GPU",
+           "input_tokens_per_s_per_gpu": "input tokens/s per GPU",
+           "tokens_per_s_per_user": "output tokens/s per user"}
+PER_GPU = tuple(m for m in METRICS if m.endswith("_per_gpu"))
+
+
 class Point(_Strict):
     concurrency: Optional[int] = Field(ge=1)  # None: "at high concurrency", compared with the sweep's best
-    output_tokens_per_s_per_gpu: float = Field(gt=0)
+    total_tokens_per_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+    output_tokens_per_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+    input_tokens_per_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+    tokens_per_s_per_user: Optional[float] = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _some_metric(self) -> "Point":
+        if not self.published():
+            raise ValueError(f"a point records none of {', '.join(METRICS)}")
+        return self
+
+    def published(self) -> Dict[str, float]:
+        """The figures this point records, by metric (METRICS' order)."""
+        return {m: getattr(self, m) for m in METRICS if getattr(self, m) is not None}
 
 
 class Reference(_Strict):
@@ -182,17 +206,18 @@ def no_reference_reason(data: BenchFile, deployment: Deployment, workload_name: 
 
 
 def compare(reference: Reference, results: List[dict]) -> List[dict]:
-    """Per reference point: the published figure, the measured one and measured/published."""
+    """Per reference point and each metric it records: the published figure, the measured figure of
+    the same metric and measured/published (never one metric against another)."""
     out = []
     for point in reference.points:
-        if point.concurrency is None:  # "at high concurrency": the sweep's best
-            measured = max((r["output_tokens_per_s_per_gpu"] for r in results), default=None)
-        else:
-            measured = next((r["output_tokens_per_s_per_gpu"] for r in results
-                             if r["concurrency"] == point.concurrency), None)
-        ratio = round(measured / point.output_tokens_per_s_per_gpu, 3) if measured is not None else None
-        out.append({"concurrency": point.concurrency, "published": point.output_tokens_per_s_per_gpu,
-                    "measured": measured, "ratio": ratio})
+        for metric, published in point.published().items():
+            if point.concurrency is None:  # "at high concurrency": the sweep's best
+                measured = max((r[metric] for r in results if r.get(metric) is not None), default=None)
+            else:
+                measured = next((r.get(metric) for r in results if r["concurrency"] == point.concurrency), None)
+            ratio = round(measured / published, 3) if measured is not None else None
+            out.append({"concurrency": point.concurrency, "metric": metric, "published": published,
+                        "measured": measured, "ratio": ratio})
     return out
 
 
@@ -229,6 +254,7 @@ def figures(result: dict, concurrency: int, gpus: int) -> dict:
     completed = int(_number(result, "completed"))
     failed = int(_number(result, "failed")) if "failed" in result else 0
     throughput = _number(result, "output_throughput")
+    total = _number(result, "total_token_throughput")
     latency = {name: {p: round(_number(result, f"{p}_{name}_ms"), 3) for p in PERCENTILES} for name in LATENCIES}
     tpot = latency["tpot"]["p50"]
     return {
@@ -239,7 +265,10 @@ def figures(result: dict, concurrency: int, gpus: int) -> dict:
         "output_tokens": int(_number(result, "total_output_tokens")),
         "output_tokens_per_s": round(throughput, 3),
         "output_tokens_per_s_per_gpu": round(throughput / gpus, 3),
-        "total_tokens_per_s": round(_number(result, "total_token_throughput"), 3),
+        "total_tokens_per_s": round(total, 3),
+        # InferenceX's per-GPU rates: tput_per_gpu (total), output_tput_per_gpu, input_tput_per_gpu
+        "total_tokens_per_s_per_gpu": round(total / gpus, 3),
+        "input_tokens_per_s_per_gpu": round(max(total - throughput, 0.0) / gpus, 3),
         "tokens_per_s_per_user": round(1000.0 / tpot, 3) if tpot > 0 else None,
         "ttft_ms": latency["ttft"],
         "tpot_ms": latency["tpot"],
