@@ -223,6 +223,32 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
 
 
 @dataclass(frozen=True)
+class FleetTargets:
+    """A fleet's addresses as a client reaches them (verify and bench --fleet): its router, each copy."""
+
+    url: str  # the fleet's router
+    replicas: tuple  # each copy's API root (KIMI_REPLICA_ADDRS at the engines' port)
+
+
+def fleet_targets(environ: Optional[Mapping[str, str]] = None) -> FleetTargets:
+    """The configured fleet's router and copies (core/fleet.py); a clear error without a fleet."""
+    from entrypoint.core.errors import MISSING_SETTING, KimiError
+    from entrypoint.core.fleet import replica_hosts
+    from entrypoint.core.net import url_host
+
+    launch = load_launch((), environ)
+    router = launch.plan.find("router", 0)
+    if launch.fleet is None or router is None or not launch.fleet.addrs:
+        raise KimiError(MISSING_SETTING, "--fleet checks the configured fleet's router and each copy: set "
+                        "KIMI_REPLICA_ADDRS (one address per copy), or give --url (the router) and --replica URL "
+                        "for each copy.")
+    port = next(p.port for p in launch.plan.processes if p.serves_http and p.role != "router")
+    replicas = () if launch.selection.prefill is not None else tuple(  # a PD unit has no API of its own
+        f"http://{url_host(h)}:{port}" for h in replica_hosts(launch.fleet))
+    return FleetTargets(url=local_url(launch, router), replicas=replicas)
+
+
+@dataclass(frozen=True)
 class BenchTarget:
     deployment: Any  # entrypoint.core.bench.Deployment: recipe, hardware, variant, GPUs, TP
     url: str  # the service, as a client on this machine reaches it

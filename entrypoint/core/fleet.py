@@ -149,6 +149,15 @@ def _check(choice: FleetChoice, data: Record, sel, cat, kv_choice, deploy_type: 
                       "their own, and the router's service discovery takes one port for every pod). List the units' "
                       "nodes in KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS, unit after unit, instead of "
                       "KIMI_ROUTER_SELECTOR.")
+    if policy.token_ids and choice.front == "vllm-router":
+        spec = spec_for(sel.vllm_version)
+        missing = [a for a in data.token_ids_args if a.startswith("--") and spec.lookup(a)[0] is None]
+        if missing:
+            raise _refuse(f"KIMI_ROUTER_POLICY={choice.policy} matches prompts by their token ids, which the router asks "
+                          f"each engine's render endpoints for; vLLM {sel.vllm_version} has no {missing[0]} to serve "
+                          "them, so the router would route blind to the caches. Run an image on a newer vLLM (0.32.0 "
+                          "or later), or choose a policy without token ids: KIMI_ROUTER_POLICY=round_robin, "
+                          "power_of_two or consistent_hash.")
     if not policy.kv_events:
         return
     way_out = "Use KIMI_ROUTER_POLICY=cache_aware (the router's own prefix tree, no events)"
@@ -183,14 +192,22 @@ def kv_events_config(data: Record) -> str:
     return json.dumps(dict(data.kv_events.config), separators=(",", ":"))
 
 
-def _with_kv_events(proc: Process, data: Record, sel) -> Process:
+def engine_args(data: Record, policy: str) -> List[str]:
+    """What the fleet adds to every vLLM engine for `policy`: the render endpoints the router asks for
+    token ids (token_ids), the KV-event publisher (kv_events)."""
+    found = data.policies[policy]
+    out = list(data.token_ids_args) if found.token_ids else []
+    return out + (["--kv-events-config", kv_events_config(data)] if found.kv_events else [])
+
+
+def _with_engine_args(proc: Process, extra: List[str], sel) -> Process:
     from entrypoint.core.vllm_cli import dedupe, spec_for
 
     spec = spec_for(sel.vllm_version)
-    extra = ["--kv-events-config", kv_events_config(data)]
     tagged = [(t, "plan") for t in proc.argv[3:]] + tag(SOURCE, extra)
     argv = tuple(list(proc.argv[:3]) + [t for t, _ in dedupe(tagged, spec)])
-    return dataclasses.replace(proc, argv=argv, provenance={**proc.provenance, "--kv-events-config": SOURCE})
+    provenance = {**proc.provenance, **{t: SOURCE for t in extra if t.startswith("--")}}
+    return dataclasses.replace(proc, argv=argv, provenance=provenance)
 
 
 def _block_size(proc: Process, data: Record, sel) -> int:
@@ -281,8 +298,9 @@ def compose(plan: Plan, sel, cat, choice: FleetChoice, kv_choice=None, directory
     deploy_type = cat.strategies[sel.strategy].deploy_type
     _check(choice, data, sel, cat, kv_choice, deploy_type)
     processes = list(plan.processes)
-    if data.policies[choice.policy].kv_events:
-        processes = [_with_kv_events(p, data, sel) if p.argv[:2] == ("vllm", "serve") else p for p in processes]
+    extra = engine_args(data, choice.policy) if choice.front == "vllm-router" else []
+    if extra:
+        processes = [_with_engine_args(p, extra, sel) if p.argv[:2] == ("vllm", "serve") else p for p in processes]
     one = dataclasses.replace(plan, processes=tuple(processes))
     if deploy_type == "pd_cluster":
         routed = _pd_router(choice, data, one, sel)

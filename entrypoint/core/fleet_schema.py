@@ -18,6 +18,7 @@ class Policy(Strict):
     description: str
     tuned: bool = False  # the store router's cache-aware tuning applies
     kv_events: bool = False  # the engines publish KV events, the router subscribes
+    token_ids: bool = False  # the router asks the engines for the prompt's token ids (token_ids_args)
     min_replicas: int = Field(default=1, ge=1)
 
 
@@ -73,6 +74,7 @@ class FleetFile(Strict):
     router_of: str  # the KV store (recipes/kv_offload.yaml) whose router the fleet runs
     default_policy: str
     policies: Dict[str, Policy]
+    token_ids_args: List[str]
     kv_events: KvEvents
     discovery: Discovery
     health_args: List[str]

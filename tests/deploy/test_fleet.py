@@ -154,6 +154,9 @@ REFUSED = {
     "gateway-pd": ({**PD, "KIMI_ROUTER": "gateway", "KIMI_REPLICAS": "1",
                     "KIMI_ROUTER_POLICY": "cache_aware"}, "plan", "KIMI_ROUTER=vllm-router"),
     "gateway-compose": ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"}, "compose", "--format k8s"),
+    # vllm-router asks the engines' render endpoints for token ids, which vLLM 0.19.1 cannot serve
+    "token-ids-on-0.19.1": ({**H200, "KIMI_REPLICAS": "2", "KIMI_VLLM_VERSION": "0.19.1"}, "plan",
+                            "KIMI_ROUTER_POLICY=round_robin"),
     "hosts-on-kubernetes": ({**H200, "KIMI_REPLICA_ADDRS": "a,b"}, "k8s", "Unset KIMI_REPLICA_ADDRS"),
 }
 
@@ -186,3 +189,25 @@ def test_the_router_does_not_start_without_every_copys_address(env, missing):
         build(env).this_process()
     assert err.value.code == "missing_setting" and missing in err.value.message
     assert "KIMI_REPLICA_ADDRS" in err.value.message
+
+
+@pytest.mark.parametrize("policy, added", [
+    ("cache_aware", ["--enable-scale-out"]), ("round_robin", []),
+    ("kv_aware", ["--enable-scale-out", "--kv-events-config"])])
+def test_every_engine_serves_what_the_routers_policy_asks_of_it(policy, added):
+    from entrypoint.core.vllm_cli import spec_for, values
+
+    one = build({**H200, "KIMI_STRATEGY": "single_node_dep"}).plan.processes[0]
+    plan = build({**H200, "KIMI_STRATEGY": "single_node_dep", "KIMI_REPLICA_ADDRS": "a,b",
+                  "KIMI_ROUTER_POLICY": policy}).plan
+    engine = plan.processes[0]
+    assert [t for t in engine.argv if t.startswith("--") and t not in one.argv] == added
+    found = values(list(engine.argv[3:]), spec_for("0.32.0"))  # vLLM's own grammar reads them
+    assert found.get("enable_scale_out", False) is ("--enable-scale-out" in added)
+    assert all(engine.provenance[flag] == "fleet" for flag in added)
+
+
+def test_a_gateway_fleet_leaves_the_engines_as_they_are():
+    env = {**H200, "KIMI_REPLICAS": "2"}
+    assert launch_for("k8s", {**env, "KIMI_ROUTER": "gateway"}).plan.processes == \
+        launch_for("k8s", H200).plan.processes
