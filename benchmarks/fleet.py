@@ -17,8 +17,10 @@ rounds, so both see the same machine load.
 
 Per phase: the engines' prefix-cache hit rate (vllm:prefix_cache_hits_total over
 vllm:prefix_cache_queries_total, in tokens, both engines, from their /metrics before and after),
-the requests each engine served, the client's TTFT p50/p99 and end-to-end seconds, and the
-throughput (requests/s, output and total tokens/s). Writes fleet-<date>.json and the chart
+the requests each engine served, the router's own prefix decisions, the client's TTFT p50/p99 and
+end-to-end seconds, and the throughput (requests/s, output and total tokens/s). Then what routing by
+prefix trades at one idle engine: a prompt's TTFT cold and cached, and the render call
+(/v1/completions/render) the router makes before each request. Writes fleet-<date>.json and the chart
 fleet-<date>.{png,svg} under --out.
 """
 
@@ -119,6 +121,30 @@ def run_phase(pair: Pair, policy: str, requests: list, clients: int, max_tokens:
     }
 
 
+def costs(pair: Pair, prompt_words: int, samples: int = 8) -> dict:
+    """What routing by prefix trades, on this model and machine, at one engine with nothing else in flight:
+    a prompt's prefill cold and cached (TTFT of the same prompt twice), and the render call the router
+    makes before it routes a request (POST /v1/completions/render: the engine tokenizes the prompt)."""
+    import urllib.request
+
+    engine = pair.engines[0]
+    cold, warm, render = [], [], []
+    for i in range(samples):
+        prompt = workload(90_000 + i, 1, 1, prompt_words)[0][1]
+        cold.append(complete(engine.url, prompt, 1)["ttft_s"] * 1000)
+        warm.append(complete(engine.url, prompt, 1)["ttft_s"] * 1000)
+        body = json.dumps({"model": "random", "prompt": prompt, "max_tokens": 1}).encode()
+        start = time.monotonic()
+        with urllib.request.urlopen(urllib.request.Request(engine.url + "/v1/completions/render", data=body,
+                                                           headers={"Content-Type": "application/json"}),
+                                    timeout=60) as answer:  # noqa: S310 - loopback
+            answer.read()
+        render.append((time.monotonic() - start) * 1000)
+    return {"ttft_cold_ms_median": round(statistics.median(cold), 1),
+            "ttft_cached_ms_median": round(statistics.median(warm), 1),
+            "render_ms_median": round(statistics.median(render), 1), "samples": samples}
+
+
 def summary(phases: list) -> dict:
     out = {}
     for policy in POLICIES:
@@ -201,6 +227,8 @@ def main() -> None:
                     phase = run_phase(pair, policy, requests, args.clients, args.max_tokens)
                     phases.append({"round": rnd, **phase})
                     print(json.dumps(phases[-1]), file=sys.stderr)
+            trade = costs(pair, args.prefix_words)
+            print(json.dumps(trade), file=sys.stderr)
         finally:
             pair.stop()
     import importlib.metadata as md
@@ -222,7 +250,7 @@ def main() -> None:
         "workload": {"prefixes": args.prefixes, "questions": args.questions, "prefix_words": args.prefix_words,
                      "clients": args.clients, "max_tokens": args.max_tokens,
                      "prompt_tokens_mean": phases[0]["prompt_tokens_mean"]},
-        "rounds": args.rounds, "phases": phases, "summary": summary(phases),
+        "rounds": args.rounds, "phases": phases, "summary": summary(phases), "costs": trade,
     }
     stem = out / f"fleet-{date.strftime('%Y%m%d')}"
     run["charts"] = [str(Path(f).relative_to(ROOT)) if Path(f).is_relative_to(ROOT) else f for f in chart(run, stem)]

@@ -218,8 +218,21 @@ def platform_offering(launch, pid: str):
     return platform(pid), offering(pid, launch.plan.hardware)
 
 
+def refuse_fleet(launch, display_name: str) -> None:
+    """A cloud platform scales its own copies behind its own load balancer: no fleet router (docs/fleet.md)."""
+    if getattr(launch, "fleet", None) is not None:
+        from entrypoint.core.errors import UNSUPPORTED_COMBINATION
+
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_REPLICAS={launch.fleet.replicas} puts the copies behind "
+                        f"vllm-router (Kubernetes, Compose, hosts: docs/fleet.md); {display_name} runs its copies "
+                        "behind its own load balancer. Unset KIMI_REPLICAS (and KIMI_REPLICA_ADDRS, "
+                        "KIMI_ROUTER_POLICY) and set the platform's instance count, or render Kubernetes "
+                        "(--format k8s).")
+
+
 def one_instance(launch, pid: str, display_name: str) -> None:
     """Managed endpoints run one copy of the model per instance: a plan of one node."""
+    refuse_fleet(launch, display_name)
     if shape(launch) != SINGLE or len(launch.plan.processes) > 1:  # a companion (LMCache) is a second container
         from entrypoint.core.errors import UNSUPPORTED_COMBINATION
 

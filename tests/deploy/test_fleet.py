@@ -158,6 +158,9 @@ REFUSED = {
     "token-ids-on-0.19.1": ({**H200, "KIMI_REPLICAS": "2", "KIMI_VLLM_VERSION": "0.19.1"}, "plan",
                             "KIMI_ROUTER_POLICY=round_robin"),
     "hosts-on-kubernetes": ({**H200, "KIMI_REPLICA_ADDRS": "a,b"}, "k8s", "Unset KIMI_REPLICA_ADDRS"),
+    # a cloud platform scales its own copies behind its own load balancer
+    "sagemaker": ({**H200, "KIMI_REPLICAS": "2"}, "sagemaker", "instance count"),
+    "skypilot": ({**H200, "KIMI_REPLICAS": "2"}, "skypilot", "instance count"),
 }
 
 

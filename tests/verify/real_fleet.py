@@ -182,7 +182,7 @@ def complete(base_url: str, prompt: str, max_tokens: int, timeout: float = 300) 
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[6:])
-            if first is None and any(c.get("text") for c in chunk.get("choices", [])):
+            if first is None and chunk.get("choices"):  # the first token's chunk (its text may decode to "")
                 first = time.monotonic() - start
             usage = chunk.get("usage") or usage
     return {"ttft_s": first, "total_s": time.monotonic() - start, "prompt_tokens": usage.get("prompt_tokens"),

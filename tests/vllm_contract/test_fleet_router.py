@@ -217,3 +217,22 @@ def test_the_real_router_starts_with_a_fleet_plan_and_routes_to_every_copy(polic
         log.close()
         for server in engines:
             server.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # vLLM's parser environment (scripts/vllm-parser-env.sh) is installed by the first
+def test_the_fleet_engines_argv_parses_with_vllms_real_parser():
+    """What the fleet adds to every engine (--enable-scale-out, --kv-events-config) is what vLLM's own
+    parser and its post-parse validation accept: the KV-events JSON builds vLLM's KVEventsConfig."""
+    from tests.vllm_contract.test_real_parser import real_check, real_version
+
+    argvs = []
+    for strategy in ("single_node_tp", "single_node_dep"):
+        for policy in ("cache_aware", "kv_aware"):
+            plan, _ = _router({"KIMI_STRATEGY": strategy, "KIMI_REPLICA_ADDRS": "10.0.0.1,10.0.0.2",
+                               "KIMI_ROUTER_POLICY": policy, "KIMI_VLLM_VERSION": real_version()})
+            engine = plan.processes[0]
+            assert "--enable-scale-out" in engine.argv
+            argvs.append(list(engine.argv[1:]))
+    results = real_check(argvs)
+    assert [r["ok"] for r in results] == [True] * len(argvs), [r["error"] for r in results]
