@@ -41,13 +41,15 @@ def _get(url: str, timeout: float = 5) -> str:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
+    """SIGTERM to the process group, SIGKILL if it outlives STOP_WITHIN_S."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if process.poll() is not None:
+            return
+        os.killpg(process.pid, sig)
         try:
             process.wait(STOP_WITHIN_S)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(STOP_WITHIN_S)
+            continue
 
 
 class Engine:
