@@ -76,7 +76,7 @@ def _hardware(catalog) -> dict:
         recipe_catalog = with_recipe(catalog, slug)
         sid = offered_strategies(recipe_catalog, hw)[0]
         launch = _probe(recipe_catalog, slug, hw, sid)
-        proc, pod = _serving_pod(launch, launch.plan.processes[0].role)
+        proc, pod = _serving_pod(launch, launch.plan.first_engine.role)
         out[hw] = {"image": dep.image(launch), "resources": pod["containers"][0]["resources"]["limits"],
                    "vram_gb": catalog.hardware[hw].vram_gb, "node_selector": pod["nodeSelector"],
                    "pod_security": pod["securityContext"]}
@@ -204,7 +204,7 @@ def _kv(catalog) -> dict:
         companion = {}
         if opt.companion is not None:
             launch = first_launch(kid)
-            pod = k8s_kv.add_companions(launch, k8s_pod.pod_spec(launch, launch.plan.processes[0], "claim"))
+            pod = k8s_kv.add_companions(launch, k8s_pod.pod_spec(launch, launch.plan.first_engine, "claim"))
             container = pod["containers"][1]
             companion = {"role": container["name"], "resources": container["resources"]["limits"]}
         out["options"][kid] = {"min_vllm_version": opt.min_vllm_version or "", "companion": companion}
@@ -225,7 +225,7 @@ def _defaults(catalog) -> dict:
     recipe_catalog = with_recipe(catalog, slug)
     hw = next(iter(recipe_catalog.recipe.hardware))
     single = _probe(recipe_catalog, slug, hw, default_strategy(recipe_catalog, 1))
-    proc, pod = _serving_pod(single, single.plan.processes[0].role)
+    proc, pod = _serving_pod(single, single.plan.first_engine.role)
     container = pod["containers"][0]
     probes = {k: container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
     return {"port": proc.port, "probes": probes, "container_security": container["securityContext"],

@@ -14,7 +14,7 @@ from pydantic import ValidationError, field_validator, model_validator
 from buildsys import ROOT
 from entrypoint.core.recipe import RecipeDataError, load_catalog_from
 from entrypoint.core.recipe_schema import Strict
-from entrypoint.core.versions import is_digest, stack_shortfall, version_key
+from entrypoint.core.versions import is_digest, release_refusal, stack_shortfall, version_key
 
 TARGETS_FILE = ROOT / "images" / "targets.yaml"
 RECIPES_DIR = ROOT / "recipes"
@@ -180,11 +180,11 @@ class Targets(Strict):
 
     def recipes_served(self, target: str, catalog) -> List[str]:
         """The recipes an image of `target` on this release can launch: the recipe offers one of
-        the hardware it serves, its vLLM floor is met and its min_stack by the base's."""
+        the hardware it serves, it runs on this vLLM release (its floor, the releases it refuses)
+        and its min_stack is met by the base's."""
         t, base = self.targets[target], self.bases[self.targets[target].base]
-        vllm = version_key(self.vllm_version)
         return [slug for slug, recipe in catalog.recipes.items()
-                if set(t.serves) & set(recipe.hardware) and vllm >= version_key(recipe.model.min_vllm_version)
+                if set(t.serves) & set(recipe.hardware) and release_refusal(recipe.model, self.vllm_version) is None
                 and not stack_shortfall(recipe.model.min_stack, {"cuda": base.cuda, "rocm": base.rocm})]
 
 

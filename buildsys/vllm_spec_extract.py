@@ -108,7 +108,8 @@ def check(argvs):
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err):
-                args = parser.parse_args(list(argv[1:]))  # argv[0] is "serve"
+                _serve, *words = argv  # the first word is "serve"
+                args = parser.parse_args(words)
                 args.model = getattr(args, "model_tag", None) or args.model
                 ServeSubcommand().validate(args)  # vLLM's post-parse validation of `serve`
                 AsyncEngineArgs.from_cli_args(args)

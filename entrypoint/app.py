@@ -37,29 +37,30 @@ class Launch:
         return self.selection.name
 
     def this_process(self) -> Process:
-        if self.fleet is not None and self.selection.role == "router":  # the fleet's router (core/fleet.py)
-            from entrypoint.core import fleet
+        from entrypoint.core import fleet
 
-            proc = self.plan.find(fleet.ROLE, 0)
+        if self.fleet is not None and self.selection.role == fleet.ROLE:  # the fleet's router (core/fleet.py)
+            proc = fleet.router_of(self.plan)
             fleet.check_start(proc)
         elif self.kv:
             proc = kv.this_process(self.plan, self.selection, self.kv)
         else:
             proc = this_process(self.plan, self.selection)
-        if proc.role == "router" and self.settings.user_args:
+        if not proc.is_engine and self.settings.user_args:
             from entrypoint.core.errors import INVALID_VALUE, KimiError
 
-            raise KimiError(INVALID_VALUE, f"KIMI_ROLE=router runs {proc.argv[0]}, which takes no vLLM arguments, "
-                            f"but the container was given {len(self.settings.user_args)}: give them to the prefill "
-                            "and decode containers (or KIMI_EXTRA_ARGS, which every vLLM process of the deployment "
-                            "gets) and start the router without arguments.")
+            raise KimiError(INVALID_VALUE, f"KIMI_ROLE={proc.role} runs {proc.program[0]}, which takes no vLLM "
+                            f"arguments, but the container was given {len(self.settings.user_args)}: give them to "
+                            "the engines' containers (or KIMI_EXTRA_ARGS, which every vLLM engine of the deployment "
+                            f"gets) and start the {proc.role} without arguments.")
         return proc
 
 
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
             detected_vllm: Optional[str] = None, storage=None) -> Launch:
-    """The pure part: settings -> selection -> plan (of the recipe KIMI_RECIPE names). `storage`: the
-    node's weights volume (entrypoint.core.loading.StorageFacts), for KIMI_LOAD_FORMAT other than `recipe`."""
+    """The pure part: settings -> selection (once) -> plan (of the recipe KIMI_RECIPE names). `storage`:
+    the node's weights volume (entrypoint.core.loading.StorageFacts), for KIMI_LOAD_FORMAT other than
+    `recipe`; or a function of the selected model that probes it (the node's, at a start)."""
     from entrypoint.core import placement
     from entrypoint.core.vllm_cli import spec_for
 
@@ -67,25 +68,22 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     selection = select(settings, catalog, detected_hardware, detected_vllm)
     spec = spec_for(selection.vllm_version)
     placement.check_addresses(settings)
-    placement.check_user_args(selection.user_args, spec)
+    placement.check_user_args(selection.user)
     decision = None
     if settings.load_format != "recipe":
         from entrypoint.core import loading
 
+        if callable(storage):
+            storage = storage(selection.model)
         decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
                                   "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
-        selection = replace(selection, load_args=tuple(selection.load_args) + decision.args)
     choice = kv.choose(settings, hostname=socket.gethostname())
-    plan = kv.compose(selection, catalog, choice) if choice else resolve(selection, catalog)
     from entrypoint.core import fleet  # KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
 
     fleet_choice = fleet.choose(settings)
-    if fleet_choice is not None:
-        plan = fleet.compose(plan, selection, catalog, fleet_choice, choice)
-    if decision is not None:
-        plan = loading.with_ready_timeout(plan, loading.launch_budget_s(plan, catalog, decision), spec)
+    plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice)  # the one composition (docs/composition.md)
     placement.check_role(settings, plan)
-    placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings, spec)
+    placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice,
                   fleet=fleet_choice)
 
@@ -157,10 +155,9 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
         from entrypoint.node.detect import installed_vllm_version
 
         vllm = installed_vllm_version()
-    storage = None
-    if settings.load_format != "recipe":  # the volume the weights are read from decides `auto`, and the budget
-        model = select(settings, with_recipe(load_catalog(), settings.recipe), detected, vllm).model
-        storage = weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
+    def storage(model: str):  # the volume the weights are read from decides `auto`, and the budget
+        return weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
+
     return _checked(replace(compose(settings, detected, detected_vllm=vllm, storage=storage), platform=platform))
 
 
@@ -210,16 +207,20 @@ def _chat_facts(recipe) -> Any:
     return ChatFacts.of(recipe)
 
 
+def front_process(launch: Launch) -> Process:
+    """The process a client of the deployment talks to: this container's when KIMI_ROLE names it
+    (or the plan is one engine per node), else the router, else the first engine."""
+    if launch.selection.role or (launch.kv is None and launch.selection.prefill is None):
+        return launch.this_process()
+    return launch.plan.find("router", 0) or launch.plan.first_engine
+
+
 def service_expectations(environ: Optional[Mapping[str, str]] = None) -> ServiceExpectations:
     """What a client of this configuration should find: URL, served model name, features."""
     launch = load_launch((), environ)
-    proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
-        launch.plan.find("router", 0)
-    named = proc if proc.role != "router" else next(p for p in launch.plan.processes if p.role != "router")
-    return ServiceExpectations(url=local_url(launch, proc), served_model_name=served_name(launch, named),
+    proc = front_process(launch)
+    return ServiceExpectations(url=local_url(launch, proc), served_model_name=served_name(launch, proc),
                                features=frozenset(launch.plan.features), chat=_chat_facts(launch.catalog.recipe))
-
-
 
 
 @dataclass(frozen=True)
@@ -233,16 +234,16 @@ class FleetTargets:
 def fleet_targets(environ: Optional[Mapping[str, str]] = None) -> FleetTargets:
     """The configured fleet's router and copies (core/fleet.py); a clear error without a fleet."""
     from entrypoint.core.errors import MISSING_SETTING, KimiError
-    from entrypoint.core.fleet import replica_hosts
+    from entrypoint.core.fleet import replica_hosts, router_of
     from entrypoint.core.net import url_host
 
     launch = load_launch((), environ)
-    router = launch.plan.find("router", 0)
+    router = router_of(launch.plan)
     if launch.fleet is None or router is None or not launch.fleet.addrs:
         raise KimiError(MISSING_SETTING, "--fleet checks the configured fleet's router and each copy: set "
                         "KIMI_REPLICA_ADDRS (one address per copy), or give --url (the router) and --replica URL "
                         "for each copy.")
-    port = next(p.port for p in launch.plan.processes if p.serves_http and p.role != "router")
+    port = next(p.port for p in launch.plan.engines if p.serves_http)
     replicas = () if launch.selection.prefill is not None else tuple(  # a PD unit has no API of its own
         f"http://{url_host(h)}:{port}" for h in replica_hosts(launch.fleet))
     return FleetTargets(url=local_url(launch, router), replicas=replicas)
@@ -255,25 +256,26 @@ class BenchTarget:
     model: str  # what vLLM loads: the tokenizer's source
     trust_remote_code: bool
     cache_env: dict  # the launch's cache variables (HF_HOME ...), so the tokenizer comes from its cache
+    engine: str = ""  # the engine whose facts these are (its role and rank)
 
 
 def bench_target(environ: Optional[Mapping[str, str]] = None) -> BenchTarget:
-    """What `bench` compares by and sends, from the configured launch."""
+    """What `bench` compares by and sends, from the configured launch's typed facts: the
+    deployment's GPUs (every engine's, over every node and instance), its engines' TP."""
     from entrypoint.core.bench import Deployment
-    from entrypoint.node.cache import effective
+    from entrypoint.node.cache import effective as cache_env
 
     environ = os.environ if environ is None else environ
     launch = load_launch((), environ)
     plan = launch.plan
-    proc = launch.this_process() if launch.selection.role or launch.selection.prefill is None else \
-        plan.find("router", 0)
-    argv = list(next((p for p in plan.processes if p.role != "router"), proc).argv)
-    tp = argv[argv.index("--tensor-parallel-size") + 1] if "--tensor-parallel-size" in argv[:-1] else None
+    proc = front_process(launch)
+    engine = proc if proc.is_engine else plan.first_engine
     deployment = Deployment(recipe=launch.catalog.recipe.id, hardware=plan.hardware, variant=plan.variant,
-                            gpus=sum(pool.gpus for pool in plan.pools),
-                            tensor_parallel=int(tp) if tp and tp.isascii() and tp.isdigit() else None)
-    cache = {k: v for k, v in effective(launch.settings.cache_dir, environ).items() if k != "HOME"}
-    return BenchTarget(deployment, local_url(launch, proc), plan.model, "--trust-remote-code" in argv, cache)
+                            gpus=plan.gpus, tensor_parallel=engine.vllm.tensor_parallel)
+    cache = {k: v for k, v in cache_env(launch.settings.cache_dir, environ).items() if k != "HOME"}
+    return BenchTarget(deployment, local_url(launch, proc), plan.tokenizer, engine.vllm.trust_remote_code, cache,
+                       f"{engine.role} rank {engine.rank}")
+
 
 def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
     """This container's process with only the env the project applies here (what `print` shows)."""
@@ -286,28 +288,19 @@ def local_url(launch: Launch, proc: Process, port: Optional[int] = None) -> str:
     """The URL of `proc`'s server as a client on its own machine reaches it (healthcheck, verify);
     `port` overrides the plan's (the port the start recorded)."""
     from entrypoint.core.net import client_url
+    from entrypoint.core.plan import Kind
 
-    host = launch.settings.router_host if proc.role == "router" else effective(launch, proc).get("host",
-                                                                                               launch.settings.host)
+    if proc.kind is Kind.ROUTER:
+        host = launch.settings.router_host
+    else:
+        host = (proc.vllm.host if proc.is_engine else None) or launch.settings.host
     return client_url(host, port or proc.port or 8000)
 
 
-def effective(launch: Launch, proc: Process) -> dict:
-    """What vLLM itself reads from the process's argv (the vLLM args come last and win): dest -> value."""
-    if proc.role == "router":
-        return {}
-    from entrypoint.core.vllm_cli import spec_for, values
-
-    return values(proc.argv[2:], spec_for(launch.selection.vllm_version))
-
-
 def served_name(launch: Launch, proc: Process) -> str:
-    """The name the server answers to: the effective --served-model-name (its first name), else
-    the model argument."""
-    names = effective(launch, proc).get("served_model_name")
-    if isinstance(names, list) and names:
-        return names[0]
-    return names if isinstance(names, str) and names else launch.plan.served_model_name
+    """The name the server answers to: the engine's effective --served-model-name (its first
+    name), else the model argument; the deployment's engines' for any other process."""
+    return (proc.served_name if proc.is_engine else None) or launch.plan.served_name
 
 
 def announce(proc: Process, environ: Mapping[str, str], log) -> None:
@@ -356,7 +349,8 @@ def diagnose(environ: Mapping[str, str]) -> dict:
     report["launch"] = {"recipe": launch.plan.recipe, "model": launch.plan.model,
                         "hardware": launch.plan.hardware, "variant": launch.plan.variant,
                         "strategy": launch.plan.strategy, "nodes": launch.plan.nodes, "role": proc.role,
-                        "rank": proc.rank, "local_gpus": proc.local_gpus, "port": proc.port}
+                        "kind": proc.kind.value, "rank": proc.rank, "local_gpus": proc.local_gpus,
+                        "port": proc.port, "ports": {p.value: n for p, n in proc.ports.items()}}
     proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))
     report["checks"] = [r.as_dict() for r in results]
     return report
@@ -380,8 +374,9 @@ def start(user_args) -> None:
     log = log_decisions(launch, environ, wiring=wiring)
     for entry in platform_entries(platform):
         log.emit(entry)
-    if proc.role == "router" and launch.settings.extra_args:
-        log.warning("settings", "KIMI_EXTRA_ARGS holds vLLM arguments; the router takes none and starts without them")
+    if not proc.is_engine and launch.settings.extra_args:
+        log.warning("settings", f"KIMI_EXTRA_ARGS holds vLLM arguments; the {proc.role} takes none and starts "
+                    "without them")
     # A dry run only prints: preflight problems are reported, never a reason to stop (exit 0).
     mode = "warn" if launch.settings.dry_run and launch.settings.preflight == "on" else None
     if launch.settings.download and not launch.settings.dry_run:

@@ -17,8 +17,7 @@ def explain_rows(proc, environ) -> list:
     from entrypoint.core.mask import mask_argv, mask_env
 
     rows = []
-    argv = mask_argv(proc.argv)
-    for key, unit in display_units(argv):
+    for key, unit in display_units(mask_argv(proc.args), proc.is_engine):
         if key is None:
             continue
         first = unit[0][0]
@@ -55,7 +54,7 @@ def command(fmt: str, all_processes: bool) -> None:
         for line in platform["decisions"]:
             echo(f"  {line}")
     for proc in procs:
-        echo(f"\n{proc.role} rank {proc.rank}: {' '.join(proc.argv[:3])}")
+        echo(f"\n{proc.role} rank {proc.rank}: {' '.join(proc.program)}")
         rows = explain_rows(proc, os.environ)
         width = max((len(r[1]) + len(r[2]) for r in rows), default=0) + 2
         for kind, name, value, source in rows:

@@ -62,7 +62,9 @@ def command(timeout: float) -> None:
 
     # The start may have had arguments this command does not see (SageMaker's `serve`): the port it
     # recorded wins over the one the environment alone gives, unless this command is told the port.
-    told = launch.settings.is_set("router_port" if proc.role == "router" else "port")
+    from entrypoint.core.plan import Kind
+
+    told = launch.settings.is_set("router_port" if proc.kind is Kind.ROUTER else "port")
     url = local_url(launch, proc, None if told else recorded_port()) + launch.catalog.serving.health.path
     healthy, what = probe(url, timeout)
     echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} {url}: {what}")

@@ -35,7 +35,10 @@ def _strategy_cell(catalog, hw_id: str) -> list:
 
 
 def recipes_summary(catalog) -> dict:
+    from entrypoint.core.versions import release_window
+
     return {slug: {"title": r.title, "model": r.model.model_id, "min_vllm": r.model.min_vllm_version,
+                   "vllm": release_window(r.model), "refused_vllm": dict(r.model.refused_vllm_versions),
                    "min_stack": {k: v for k, v in (("cuda", r.model.min_stack.cuda), ("rocm", r.model.min_stack.rocm))
                                  if v},
                    "variants": list(r.variants), "features": list(r.features),
@@ -97,7 +100,7 @@ def command(fmt: str, recipe) -> None:
     click.echo("Recipes (KIMI_RECIPE)")
     click.echo(text_table(["id", "model", "vllm", "variants", "features (opt-in: *)"],
                           [[("> " if s == summary["recipe"] else "  ") + s, d["model"],
-                            ">= " + d["min_vllm"] + "".join(f", {k.upper()} >= {v}" for k, v in d["min_stack"].items()),
+                            d["vllm"] + "".join(f", {k.upper()} >= {v}" for k, v in d["min_stack"].items()),
                             ",".join(d["variants"]),
                             ",".join(f + ("*" if f in d["opt_in_features"] else "") for f in d["features"])]
                            for s, d in summary["recipes"].items()]))
@@ -115,12 +118,18 @@ def command(fmt: str, recipe) -> None:
     click.echo("\nStrategies (KIMI_STRATEGY)")
     click.echo(text_table(["id", "type", "name"], [[s, d["type"], d["name"]] for s, d in summary["strategies"].items()]))
     click.echo("\nFeatures (KIMI_FEATURES)")
-    click.echo(text_table(["id", "description"],
-                          [[f, d["description"] + (f" (not with {', '.join(d['conflicts_with'])})"
-                                                   if d["conflicts_with"] else "")
-                            + (f" (only {', '.join(d['strategies'])})" if d["strategies"] is not None else "")]
-                           for f, d in summary["features"].items()]))
+    if not summary["features"]:
+        click.echo(f"none: the {title} recipe has no features (leave KIMI_FEATURES unset or empty)")
+    else:
+        click.echo(text_table(["id", "description"],
+                              [[f, d["description"] + (f" (not with {', '.join(d['conflicts_with'])})"
+                                                       if d["conflicts_with"] else "")
+                                + (f" (only {', '.join(d['strategies'])})" if d["strategies"] is not None else "")]
+                               for f, d in summary["features"].items()]))
     click.echo("\nProfiles (KIMI_PROFILE)")
+    if not summary["profiles"]:
+        click.echo(f"none: the {title} recipe has no profiles (leave KIMI_PROFILE unset)")
+        return
     click.echo(text_table(["id", "hardware", "variants", "strategies"],
                           [[p, ",".join(d["hardware"]), ",".join(d["variants"]), ",".join(d["strategies"])]
                            for p, d in summary["profiles"].items()]))

@@ -26,7 +26,9 @@ def _recipe():
 
 def parse_features(text: str) -> frozenset[str]:
     """A comma list of the recipe's feature ids ("" for none), read like KIMI_FEATURES."""
-    return frozenset(select.parse_features(text, (), _recipe().features, label="--features"))
+    recipe = _recipe()
+    return frozenset(select.parse_features(text, (), recipe.features, label="--features",
+                                           owner=f"The {recipe.title} recipe"))
 
 
 def _settings(url: str | None, expect_model: str | None, features: str | None):

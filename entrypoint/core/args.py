@@ -41,15 +41,15 @@ def units(tokens: Tagged) -> List[Tuple[Optional[str], Tagged]]:
     return out
 
 
-def display_units(argv: Sequence[str]) -> List[Tuple[Optional[str], Tagged]]:
-    """(flag as written, tokens) of a process's argv after its program words: `vllm serve <model>`
-    by vLLM's grammar (a list option keeps all its values), anything else by `units`."""
-    if list(argv[:2]) != ["vllm", "serve"]:
-        return units([(t, "") for t in argv[1:]])
+def display_units(args: Sequence[str], engine: bool) -> List[Tuple[Optional[str], Tagged]]:
+    """(flag as written, tokens) of a process's arguments (after its program words): a vLLM
+    engine's by vLLM's grammar (a list option keeps all its values), anything else by `units`."""
+    if not engine:
+        return units([(t, "") for t in args])
     from entrypoint.core.vllm_cli import parse, secret_spec
 
     out: List[Tuple[Optional[str], Tagged]] = []
-    for unit in parse([(t, "") for t in argv[3:]], secret_spec(), strict=False):
+    for unit in parse([(t, "") for t in args], secret_spec(), strict=False):
         first = unit.tokens[0][0]
         out.append((_flag_key(first) if unit.option is not None or first.startswith("-") else None, unit.tokens))
     return out
@@ -57,21 +57,3 @@ def display_units(argv: Sequence[str]) -> List[Tuple[Optional[str], Tagged]]:
 
 def substitute(text: str, lookup: Callable[[str], str]) -> str:
     return _PLACEHOLDER.sub(lambda m: lookup(m.group(1)), text)
-
-
-def flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
-    """The value vLLM's grammar (the newest checked-in release) gives the destination of `flag` in
-    `argv`, whatever the spelling used (`-tp`, `--x_y`, `--x=v`): "" for a flag without a value, the
-    values joined by spaces for a list option, None when absent."""
-    from entrypoint.core.vllm_cli import load_spec, newest_version, values
-
-    spec = load_spec(newest_version())
-    option = spec.lookup(flag)[0]
-    if option is None:
-        return None
-    found = values(list(argv), spec).get(option.dest)
-    if found is None or found is False:
-        return None
-    if found is True:
-        return ""
-    return " ".join(found) if isinstance(found, list) else str(found)

@@ -35,9 +35,11 @@ def unknown_value(setting: str, value: str, valid: Iterable[str], way_out: str =
     import difflib
 
     valid = list(valid)
+    tail = f" {way_out}" if way_out else ""
+    if not valid:  # never an empty list of valid values: say there are none, and the way out
+        return KimiError(UNKNOWN_VALUE, f"{setting}={value!r} is not known: there are no valid values here.{tail}")
     close = difflib.get_close_matches(str(value), valid, n=1)
     hint = f" Did you mean '{close[0]}'?" if close else ""
-    tail = f" {way_out}" if way_out else ""
     return KimiError(
         UNKNOWN_VALUE,
         f"{setting}={value!r} is not known. Valid values: {', '.join(valid)}.{hint}{tail}",

@@ -1,8 +1,8 @@
 """A fleet: KIMI_REPLICAS copies of any deployment behind one router (docs/fleet.md).
 
 Pure: no environment reads, no I/O but reading recipes/fleet.yaml (only when a launch asks for a
-fleet). `choose` checks the settings; `compose` takes the finished plan of one copy and returns
-the fleet's plan:
+fleet). `choose` checks the settings; `layer` (called by core/resolve.py after the KV layer's
+gates) checks the fleet's gates and fills the layer composition adds (docs/composition.md):
 
 - single node and multi-node: the copy's processes as they are (each copy runs them on its own
   node or group of nodes), and a `router` process (rank 0): the KV store's cache-aware vllm-router
@@ -22,17 +22,15 @@ What cannot work is refused (`unsupported_combination`), with a way out.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from entrypoint.core import errors as E
-from entrypoint.core.args import tag
 from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.net import url_host
-from entrypoint.core.plan import Plan, Process
+from entrypoint.core.plan import Kind, Plan, Port, Process, service
 from entrypoint.core.record import Record
 
 ROLE = "router"  # the fleet router's role (KIMI_ROLE=router), as a PD cluster's
@@ -125,7 +123,7 @@ def _refuse(message: str) -> KimiError:
 
 
 def _check(choice: FleetChoice, data: Record, sel, cat, kv_choice, deploy_type: str) -> None:
-    from entrypoint.core.vllm_cli import spec_for, values
+    from entrypoint.core.vllm_cli import spec_for
 
     if kv_choice is not None and kv_choice.store:
         raise _refuse(f"KIMI_KV_OFFLOAD={kv_choice.id} runs its own engine instances behind its cache-aware router: "
@@ -170,17 +168,13 @@ def _check(choice: FleetChoice, data: Record, sel, cat, kv_choice, deploy_type: 
         raise _refuse(f"KIMI_ROUTER_POLICY={choice.policy} needs each copy's KV-event endpoint given to the router "
                       "(--kv-event-source), which the router's Kubernetes service discovery does not find. "
                       f"{way_out}, or run the fleet on hosts with KIMI_REPLICA_ADDRS.")
-    if "kv_events_config" in values(list(sel.user_args), spec_for(sel.vllm_version)):
+    if sel.user.get("kv_events_config") is not None:
         raise _refuse(f"KIMI_ROUTER_POLICY={choice.policy} sets --kv-events-config on every engine, and the vLLM "
                       "arguments (KIMI_EXTRA_ARGS or container arguments) set it too. Keep one: remove it from the "
                       "arguments, or choose another policy.")
 
 
-# ---------------------------------------------------------------- composition
-
-
-def _engine_port(plan: Plan) -> int:
-    return next((p.port for p in plan.processes if p.serves_http and p.role != ROLE and p.port), 8000)
+# ---------------------------------------------------------------- composition (a layer of core/resolve.py)
 
 
 def replica_hosts(choice: FleetChoice) -> List[str]:
@@ -200,114 +194,82 @@ def engine_args(data: Record, policy: str) -> List[str]:
     return out + (["--kv-events-config", kv_events_config(data)] if found.kv_events else [])
 
 
-def _with_engine_args(proc: Process, extra: List[str], sel) -> Process:
-    from entrypoint.core.vllm_cli import dedupe, spec_for
+@dataclass(frozen=True)
+class FleetLayer:
+    """What a fleet adds to the composition (core/resolve.py composes it, docs/composition.md): a
+    layer of arguments after every other on every engine (the policy's: the render endpoints, the
+    KV-event publisher), and the router in front of the copies (a PD cluster's own router, which
+    names every unit's pool heads)."""
 
-    spec = spec_for(sel.vllm_version)
-    tagged = [(t, "plan") for t in proc.argv[3:]] + tag(SOURCE, extra)
-    argv = tuple(list(proc.argv[:3]) + [t for t, _ in dedupe(tagged, spec)])
-    provenance = {**proc.provenance, **{t: SOURCE for t in extra if t.startswith("--")}}
-    return dataclasses.replace(proc, argv=argv, provenance=provenance)
+    choice: FleetChoice
+    data: Record
+    args: tuple  # every engine's added arguments
+    source = SOURCE  # the layer's tag
 
+    def _kv_event_args(self, sel, engine: Process, urls: List[str]) -> List[str]:
+        out: List[str] = []
+        base = self.data.kv_events.port
+        local_dp = max(1, engine.vllm.data_parallel_local)
+        for url, host in zip(urls, replica_hosts(self.choice)):
+            endpoints = ",".join(f"tcp://{url_host(host)}:{base + r}" for r in range(local_dp))
+            out += ["--kv-event-source", f"{url}={endpoints}"]
+        block = engine.vllm.number("block_size", self.data.kv_events.default_block_size)
+        return out + ["--kv-event-model", sel.served_model_name, "--kv-event-block-size", str(block)]
 
-def _block_size(proc: Process, data: Record, sel) -> int:
-    from entrypoint.core.vllm_cli import spec_for, values
+    def router(self, sel, engines: Sequence[Process]) -> Process:
+        """The fleet's router in front of the copies of `engines` (one copy's engines)."""
+        choice, data = self.choice, self.data
+        router = router_facts()
+        port = choice.router_port or router.port
+        engine_port = next((p.port for p in engines if p.serves_http and p.port), 8000)
+        policy = data.policies[choice.policy]
+        args: List[str] = ["--policy", choice.policy]
+        urls = [f"http://{url_host(h)}:{engine_port}" for h in replica_hosts(choice)]
+        if choice.discovered:
+            d = data.discovery
+            args += [d.flag, d.selector_flag, *choice.selector, d.namespace_flag, choice.namespace,
+                     d.port_flag, str(engine_port)]
+        else:
+            args += [router.workers_arg, *urls]
+        args += ["--host", sel.values.get("ROUTER_HOST", "0.0.0.0"), "--port", str(port)]
+        if policy.tuned:
+            args += list(router.args)
+        args += [*data.health_args, *data.metrics.args]
+        if policy.kv_events:
+            args += self._kv_event_args(sel, engines[0], urls)
+        provenance = {tok: SOURCE for tok in args if tok.startswith("--")}
+        return service(Kind.ROUTER, ROLE, (router.program, *args), {Port.HTTP: port, Port.METRICS: data.metrics.port},
+                       port, provenance=provenance)
 
-    found = values(list(proc.argv[3:]), spec_for(sel.vllm_version)).get("block_size")
-    return int(found) if found is not None and str(found).isdigit() else data.kv_events.default_block_size
+    def pd_unit_urls(self, sel, role: str, count: int, nodes: int, port: int) -> List[Tuple[str, str]]:
+        """The URLs of every further PD unit's `role` pool heads (`count` of them per unit, its pool
+        `nodes` nodes), tagged: the flag the strategy's, the URL the fleet's (a placeholder where
+        KIMI_{ROLE}_ADDRS gives no address yet: the start's check asks for it)."""
+        out: List[Tuple[str, str]] = []
+        for unit in range(1, self.choice.replicas):
+            for index in range(1, count + 1):
+                name = f"{role.upper()}_NODE_{unit * nodes + index}"
+                host = url_host(sel.values[name]) if name in sel.values else f"${name}"
+                out += [(f"--{role}", "strategy"), (f"http://{host}:{port}", SOURCE)]
+        return out
 
-
-def _local_dp(proc: Process, sel) -> int:
-    from entrypoint.core.vllm_cli import spec_for, values
-
-    found = values(list(proc.argv[3:]), spec_for(sel.vllm_version))
-    size = found.get("data_parallel_size_local") or found.get("data_parallel_size") or 1
-    return int(size) if str(size).isdigit() else 1
-
-
-def _kv_event_args(choice: FleetChoice, data: Record, engine: Process, sel, urls: List[str]) -> List[str]:
-    out: List[str] = []
-    base = data.kv_events.port
-    for url, host in zip(urls, replica_hosts(choice)):
-        endpoints = ",".join(f"tcp://{url_host(host)}:{base + r}" for r in range(_local_dp(engine, sel)))
-        out += ["--kv-event-source", f"{url}={endpoints}"]
-    return out + ["--kv-event-model", sel.served_model_name, "--kv-event-block-size",
-                  str(_block_size(engine, data, sel))]
-
-
-def router_process(choice: FleetChoice, data: Record, plan: Plan, sel) -> Process:
-    """The fleet's router in front of the copies of `plan` (one copy's processes)."""
-    router = router_facts()
-    port = choice.router_port or router.port
-    engine_port = _engine_port(plan)
-    policy = data.policies[choice.policy]
-    argv: List[str] = [router.program, "--policy", choice.policy]
-    urls = [f"http://{url_host(h)}:{engine_port}" for h in replica_hosts(choice)]
-    if choice.discovered:
-        d = data.discovery
-        argv += [d.flag, d.selector_flag, *choice.selector, d.namespace_flag, choice.namespace,
-                 d.port_flag, str(engine_port)]
-    else:
-        argv += [router.workers_arg, *urls]
-    argv += ["--host", sel.values.get("ROUTER_HOST", "0.0.0.0"), "--port", str(port)]
-    if policy.tuned:
-        argv += list(router.args)
-    argv += [*data.health_args, *data.metrics.args]
-    if policy.kv_events:
-        engine = next(p for p in plan.processes if p.argv[:2] == ("vllm", "serve"))
-        argv += _kv_event_args(choice, data, engine, sel, urls)
-    provenance = {tok: SOURCE for tok in argv[1:] if tok.startswith("--")}
-    return Process(role=ROLE, rank=0, argv=tuple(argv), env={}, provenance=provenance, local_gpus=0, port=port,
-                   serves_http=True)
-
-
-def _unit_urls(argv: Tuple[str, ...], flag: str, nodes: int, unit: int, sel) -> List[str]:
-    """The URLs of one PD unit's pool: the router's URLs of unit 0 with unit `unit`'s nodes."""
-    out = []
-    role = flag.lstrip("-").upper()
-    for i, tok in enumerate(argv):
-        if tok == flag and i + 1 < len(argv):
-            index = len(out) + 1  # the pool's node the URL of unit 0 names
-            port = argv[i + 1].rsplit(":", 1)[1]
-            name = f"{role}_NODE_{unit * nodes + index}"
-            host = url_host(sel.values[name]) if name in sel.values else f"${name}"
-            out.append(f"http://{host}:{port}")
-    return out
+    @property
+    def pd_router_args(self) -> List[str]:
+        """What the PD router adds, after its own arguments: the prefill pool's policy, health, metrics."""
+        return ["--prefill-policy", self.choice.policy, *self.data.health_args, *self.data.metrics.args]
 
 
-def _pd_router(choice: FleetChoice, data: Record, plan: Plan, sel) -> Process:
-    """The PD router in front of every unit: each unit's pool heads, the policy on the prefill pool."""
-    router = plan.find(ROLE, 0)
-    argv = list(router.argv)
-    extra: List[str] = []
-    for unit in range(1, choice.replicas):
-        for role, pool in (("prefill", sel.prefill), ("decode", sel.decode)):
-            for url in _unit_urls(router.argv, f"--{role}", pool.node_count, unit, sel):
-                extra += [f"--{role}", url]
-    cut = argv.index("--host")  # the units' URLs with the pools', before the bind address
-    argv = argv[:cut] + extra + argv[cut:] + ["--prefill-policy", choice.policy, *data.health_args,
-                                              *data.metrics.args]
-    provenance = {**router.provenance, **{tok: SOURCE for tok in ("--prefill-policy", *data.health_args,
-                                                                   *data.metrics.args) if tok.startswith("--")}}
-    return dataclasses.replace(router, argv=tuple(argv), provenance=provenance)
-
-
-def compose(plan: Plan, sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str] = None) -> Plan:
-    """The plan of one copy -> the fleet's plan (the router in front; the engines' KV events)."""
+def layer(sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str] = None) -> FleetLayer:
+    """The fleet choice checked against the launch (its gates) and filled: the layer composition adds."""
     data = load_fleet(directory)
-    deploy_type = cat.strategies[sel.strategy].deploy_type
-    _check(choice, data, sel, cat, kv_choice, deploy_type)
-    processes = list(plan.processes)
+    _check(choice, data, sel, cat, kv_choice, cat.strategies[sel.strategy].deploy_type)
     extra = engine_args(data, choice.policy) if choice.front == "vllm-router" else []
-    if extra:
-        processes = [_with_engine_args(p, extra, sel) if p.argv[:2] == ("vllm", "serve") else p for p in processes]
-    one = dataclasses.replace(plan, processes=tuple(processes))
-    if deploy_type == "pd_cluster":
-        routed = _pd_router(choice, data, one, sel)
-        processes = [routed if p.role == ROLE else p for p in processes]
-    elif choice.front == "vllm-router":
-        processes.append(router_process(choice, data, one, sel))
-    return dataclasses.replace(plan, processes=tuple(processes))
+    return FleetLayer(choice=choice, data=data, args=tuple(extra))
+
+
+def router_of(plan: Plan) -> Optional[Process]:
+    """The fleet's router of a plan (its one router process), None without one."""
+    return next((p for p in plan.processes if p.kind is Kind.ROUTER), None)
 
 
 def unfilled(proc: Process) -> List[str]:

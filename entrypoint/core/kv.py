@@ -1,15 +1,16 @@
-"""KV cache beyond the GPU: the recipe site's KV Offload row composed onto the serving plan.
+"""KV cache beyond the GPU: the recipe site's KV Offload row, as a layer of the one composition.
 
 Pure: no environment reads, no I/O but reading recipes/kv_offload.yaml (only when a launch asks for
-KV offload). `choose` checks the settings; `compose` resolves the serving strategy (the memory check
-comes first, as the site's errors do), checks the gates (`unsupported_combination`, never a silently
-dropped option) and returns the plan with every process of the deployment:
+KV offload). `choose` checks the settings; `layer` (called by core/resolve.py after the serving
+layout's memory check, as the site's errors come) checks the gates (`unsupported_combination`,
+never a silently dropped option) and fills the layer composition adds (docs/composition.md):
 
-- a `kv_offload` option: its `--kv-transfer-config` appended last to every vLLM process, its env
-  after the strategy's; LMCache adds its server (`lmcache`, rank 0) beside the engine;
-- a KV store: `master` 0, `store` 0 (centralized), `instance` 0..N-1 (node ranks i*nodes+r of a
-  multi-node strategy, each instance's head its own address), `router` 0 when N > 1; with
-  pd_cluster, master (+ store) and the PD processes, each role with the MultiConnector config.
+- a `kv_offload` option: its `--kv-transfer-config` after every other argument of each engine, its
+  env after the strategy's; LMCache adds its server (`lmcache`, rank 0) beside the engine;
+- a KV store: `master` 0, `store` 0 (centralized) before the engines; a topology step repeats the
+  serving engines once per instance (`instance` 0..N-1, node ranks i*nodes+r of a multi-node
+  strategy, each instance's head its own address) and puts a `router` 0 in front when N > 1; with
+  pd_cluster, the PD pools are the topology and each role gets the MultiConnector config.
 
 Configuration files (the Mooncake config named by MOONCAKE_CONFIG_PATH, the store's --config) are
 in each process's `files`; the entrypoint writes them before exec (entrypoint.node.exec).
@@ -17,7 +18,6 @@ in each process's `files`; the entrypoint writes them before exec (entrypoint.no
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import posixpath
 from dataclasses import dataclass
@@ -25,13 +25,13 @@ from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from entrypoint.core import errors as E
-from entrypoint.core.args import substitute, tag
+from entrypoint.core.args import substitute
 from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.net import url_host
-from entrypoint.core.plan import Plan, Process
+from entrypoint.core.plan import Kind, Plan, Port, Process, service
 from entrypoint.core.record import Record
 from entrypoint.core.select import Selection, version_key
-from entrypoint.core.vllm_cli import dedupe, spec_for, values
+
 
 # Env layers the option's env comes after (docs/composition.md: base, variant, strategy, placement).
 _BEFORE_OPTION = ("base", "variant", "variant hardware override", "strategy", "pool placement")
@@ -136,8 +136,7 @@ def _check_common(kid: str, entry: Record, sel: Selection, cat) -> None:
         raise _refuse(f"KIMI_KV_OFFLOAD={kid} needs vLLM >= {floor}, but the launch is for vLLM {sel.vllm_version} "
                       "(KIMI_VLLM_VERSION, or the image's vLLM). Run an image built on a newer vLLM (the default "
                       "tags).")
-    spec = spec_for(sel.vllm_version)
-    if "kv_transfer_config" in values(list(sel.user_args), spec):
+    if sel.user.get("kv_transfer_config") is not None:
         raise _refuse(f"KIMI_KV_OFFLOAD={kid} sets --kv-transfer-config, and the vLLM arguments (KIMI_EXTRA_ARGS or "
                       "container arguments) set it too. Keep one: remove it from the arguments, or unset "
                       "KIMI_KV_OFFLOAD.")
@@ -208,117 +207,98 @@ def _file_text(obj) -> str:
     return json.dumps(obj, indent=2) + "\n"
 
 
-def _with_kv(proc: Process, sel: Selection, source: str, args, env: Mapping[str, str], lookup,
-             files: Optional[Dict[str, str]] = None, **changes) -> Process:
-    """`proc` with `args` appended last (last-wins by vLLM's grammar) and `env` after the strategy's."""
-    spec = spec_for(sel.vllm_version)
-    program = list(proc.argv[:3])
-    tagged = [(t, "plan") for t in proc.argv[3:]] + tag(source, [substitute(a, lookup) for a in args])
-    argv = tuple(program + [t for t, _ in dedupe(tagged, spec)])
-    new_env = dict(proc.env)
-    provenance = dict(proc.provenance)
-    for key, value in env.items():
-        if key not in new_env or proc.provenance.get(key) in _BEFORE_OPTION:
-            new_env[key] = substitute(value, lookup)
-            provenance[key] = source
-    for tok in args:
-        if tok.startswith("-"):
-            provenance[tok.split("=", 1)[0]] = source
-    return dataclasses.replace(proc, argv=argv, env=new_env, provenance=provenance,
-                               files={**proc.files, **(files or {})}, **changes)
-
-
-def _helper(role: str, argv, port: int, files: Optional[Dict[str, str]] = None) -> Process:
+def _helper(kind: Kind, role: str, argv, ports: Dict[Port, int], port: int,
+            files: Optional[Dict[str, str]] = None) -> Process:
     """A process beside the engines: no GPU, a TCP port (not vLLM's HTTP API), maybe a file."""
-    return Process(role=role, rank=0, argv=tuple(argv), env={}, provenance={}, local_gpus=0, port=port,
-                   serves_http=False, files=dict(files or {}))
+    return service(kind, role, argv, ports, port, files=files)
 
 
-def _option_plan(choice: KvChoice, opt: Record, plan: Plan, sel: Selection) -> Tuple[Process, ...]:
-    source = f"kv_offload:{choice.id}"
-    lookup = _lookup(choice, sel, {})
-    procs = [_with_kv(p, sel, source, opt.args, opt.env, lookup) for p in plan.processes]
-    if opt.companion is not None:
-        companion = opt.companion
-        procs.append(_helper(companion.role, [*companion.argv, *companion.bind_args], companion.ports["mp"]))
-    return tuple(procs)
+@dataclass(frozen=True)
+class KvLayer:
+    """What a KV choice adds to the composition (core/resolve.py composes it, docs/composition.md):
+    a layer of arguments after every other (the user's included: vLLM's last-wins dedupe keeps
+    one --kv-transfer-config) and of env after the strategy's and the pool placement's, on every
+    engine; the files every engine reads; the processes beside the engines; and, for a KV store
+    without PD pools, a topology step: the serving engines once per instance, behind a router."""
+
+    choice: KvChoice
+    source: str  # the layer's tag: kv_offload:<id> | kv_store:<id>
+    args: Mapping[str, tuple]  # engine role -> the layer's arguments, placeholders filled ("*": every engine)
+    env: Mapping[str, str]  # placeholders filled
+    files: Mapping[str, str]  # {path: text} every engine gets
+    front: tuple = ()  # processes before the engines (the store's master and store service)
+    after: tuple = ()  # processes after them (an option's companion server)
+    instances: int = 0  # > 0: a KV store's engine instances (the serving topology once per instance)
+    router: Optional[Record] = None  # the store's router data, when more than one instance
+
+    # the env layers the option's env comes after (docs/composition.md: base, variant, strategy, placement)
+    env_after = _BEFORE_OPTION
+
+    def engine_args(self, role: str) -> tuple:
+        return tuple(self.args.get(role, self.args.get("*", ())))
+
+    def instance_head(self, sel: Selection, i: int) -> str:
+        """The address of instance `i`'s head (its own KIMI_INSTANCE_ADDRS entry)."""
+        return _lookup(self.choice, sel, {})(f"VLLM_INSTANCE_{i + 1}")
+
+    def router_process(self, sel: Selection, port: int) -> Process:
+        """vllm-router in front of the instances (each reached on the engines' `port`)."""
+        choice, router = self.choice, self.router
+        urls = [f"http://{url_host(_lookup(choice, sel, {})(f'VLLM_INSTANCE_{i + 1}'))}:{port}"
+                for i in range(self.instances)]
+        router_port = choice.router_port or router.port
+        host = _lookup(choice, sel, {})("ROUTER_HOST")
+        argv = [router.program, "--policy", router.policy, router.workers_arg, *urls,
+                "--host", host, "--port", str(router_port), *router.args]
+        return service(Kind.ROUTER, "router", argv, {Port.HTTP: router_port}, router_port,
+                       provenance={"--policy": self.source})
 
 
 def _store_front(choice: KvChoice, store: Record, sel: Selection, files_dir: str) -> Tuple[List[Process], dict]:
     """master (+ store) and the placeholders their files add."""
     vllm_path = posixpath.join(files_dir, store.vllm_config.file)
     extra = {"MOONCAKE_CONFIG_PATH": vllm_path}
-    front = [_helper("master", store.master.argv, store.master.port)]
+    front = [_helper(Kind.KV_MASTER, "master", store.master.argv, {Port.MASTER_RPC: store.master.port},
+                     store.master.port)]
     if store.store is not None:
         store_path = posixpath.join(files_dir, store.store.file)
         extra["MOONCAKE_STORE_CONFIG_PATH"] = store_path
         lookup = _lookup(choice, sel, extra)
         content = _filled({**store.store.config, **store.store.start_config}, lookup)
-        front.append(_helper("store", _filled(store.store.argv, lookup), store.store.port,
-                             {store_path: _file_text(content)}))
+        front.append(_helper(Kind.KV_STORE, "store", _filled(store.store.argv, lookup),
+                             {Port.SERVICE: store.store.port}, store.store.port, {store_path: _file_text(content)}))
     return front, extra
 
 
-def _store_plan(choice: KvChoice, store: Record, plan: Plan, sel: Selection, cat, files_dir: str,
-                deploy_type: str) -> Tuple[Process, ...]:
-    from entrypoint.core.resolve import resolve
-
-    source = f"kv_store:{choice.id}"
-    front, extra = _store_front(choice, store, sel, files_dir)
-    lookup = _lookup(choice, sel, extra)
-    vllm_files = {extra["MOONCAKE_CONFIG_PATH"]: _file_text(_filled(store.vllm_config.template, lookup))}
-    if deploy_type == "pd_cluster":
-        procs = [p if p.role == "router" else
-                 _with_kv(p, sel, source, store.pd[p.role], store.vllm.env, lookup, vllm_files)
-                 for p in plan.processes]
-        return tuple(front + procs)
-    instances: List[Process] = []
-    for i in range(choice.instances):
-        if sel.is_multi_node:  # each instance's head is its own address
-            head = lookup(f"VLLM_INSTANCE_{i + 1}")
-            own = resolve(dataclasses.replace(sel, values={**sel.values, "HEAD_IP": head}), cat)
-        else:
-            own = plan
-        for p in own.processes:
-            instances.append(_with_kv(p, sel, source, store.vllm.args, store.vllm.env, lookup, vllm_files,
-                                      role="instance", rank=i * sel.nodes + p.rank))
-    out = front + instances
-    if choice.instances > 1:
-        out.append(_router(choice, store.router, instances, sel))
-    return tuple(out)
-
-
-def _router(choice: KvChoice, router: Record, instances: List[Process], sel: Selection) -> Process:
-    port = next(p.port for p in instances if p.serves_http) or 8000
-    urls = [f"http://{url_host(_lookup(choice, sel, {})(f'VLLM_INSTANCE_{i + 1}'))}:{port}"
-            for i in range(choice.instances)]
-    router_port = choice.router_port or router.port
-    host = _lookup(choice, sel, {})("ROUTER_HOST")
-    argv = [router.program, "--policy", router.policy, router.workers_arg, *urls,
-            "--host", host, "--port", str(router_port), *router.args]
-    return Process(role="router", rank=0, argv=tuple(argv), env={}, provenance={"--policy": f"kv_store:{choice.id}"},
-                   local_gpus=0, port=router_port, serves_http=True)
-
-
-def compose(sel: Selection, cat, choice: KvChoice, directory: Optional[str] = None) -> Plan:
-    """The serving plan (memory checked first) with the KV choice composed onto it."""
-    from entrypoint.core.resolve import resolve
-
+def layer(sel: Selection, cat, choice: KvChoice, deploy_type: str, directory: Optional[str] = None) -> KvLayer:
+    """The KV choice checked against the launch (its gates) and filled: the layer composition adds.
+    Called after the serving layout's memory check, as the site's errors come."""
     data = load_kv(directory)
-    deploy_type = cat.strategies[sel.strategy].deploy_type
-    first = sel
-    if choice.store and sel.is_multi_node and "VLLM_INSTANCE_1" in choice.values:
-        first = dataclasses.replace(sel, values={**sel.values, "HEAD_IP": choice.values["VLLM_INSTANCE_1"]})
-    plan = resolve(first, cat)
-    if choice.store:
-        store = data.stores[choice.id]
-        _check_store(choice, store, sel, cat, deploy_type)
-        processes = _store_plan(choice, store, plan, sel, cat, data.files_dir, deploy_type)
-    else:
+    if not choice.store:
         opt = data.options[choice.id]
         _check_option(choice.id, opt, sel, cat, deploy_type)
-        processes = _option_plan(choice, opt, plan, sel)
-    return dataclasses.replace(plan, processes=processes)
+        lookup = _lookup(choice, sel, {})
+        after = ()
+        if opt.companion is not None:
+            companion = opt.companion
+            after = (_helper(Kind.KV_SERVER, companion.role, [*companion.argv, *companion.bind_args],
+                             {Port.KV_RPC: companion.ports["mp"], Port.SERVICE: companion.ports["http"]},
+                             companion.ports["mp"]),)
+        return KvLayer(choice, f"kv_offload:{choice.id}", {"*": tuple(_filled(list(opt.args), lookup))},
+                       {k: substitute(v, lookup) for k, v in opt.env.items()}, {}, after=after)
+    store = data.stores[choice.id]
+    _check_store(choice, store, sel, cat, deploy_type)
+    front, extra = _store_front(choice, store, sel, data.files_dir)
+    lookup = _lookup(choice, sel, extra)
+    files = {extra["MOONCAKE_CONFIG_PATH"]: _file_text(_filled(store.vllm_config.template, lookup))}
+    env = {k: substitute(v, lookup) for k, v in store.vllm.env.items()}
+    source = f"kv_store:{choice.id}"
+    if deploy_type == "pd_cluster":  # each PD role swaps its connector config; the pools are the topology
+        args = {role: tuple(_filled(list(role_args), lookup)) for role, role_args in store.pd.items()}
+        return KvLayer(choice, source, args, env, files, front=tuple(front))
+    return KvLayer(choice, source, {"*": tuple(_filled(list(store.vllm.args), lookup))}, env, files,
+                   front=tuple(front), instances=choice.instances,
+                   router=store.router if choice.instances > 1 else None)
 
 
 def this_process(plan: Plan, sel: Selection, choice: KvChoice) -> Process:
@@ -333,7 +313,7 @@ def this_process(plan: Plan, sel: Selection, choice: KvChoice) -> Process:
     if role not in roles:
         raise KimiError(E.INVALID_VALUE, f"KIMI_ROLE={role} is not a process of this deployment; its roles: "
                         f"{', '.join(roles)}.")
-    rank = sel.node_rank if role in ("instance", "prefill", "decode", "head", "worker", "single") else 0
+    rank = sel.node_rank if any(p.is_engine for p in plan.processes if p.role == role) else 0  # engines have ranks
     proc = plan.find(role, rank)
     if proc is None:
         count = sum(1 for p in plan.processes if p.role == role)
@@ -344,7 +324,7 @@ def this_process(plan: Plan, sel: Selection, choice: KvChoice) -> Process:
 
 def engine_needs(choice: Optional[KvChoice], proc: Process) -> Tuple[str, ...]:
     """The Python packages a vLLM process of this KV choice imports for its connector."""
-    if choice is None or proc.argv[:2] != ("vllm", "serve"):
+    if choice is None or not proc.is_engine:
         return ()
     data = load_kv()
     entry = data.stores[choice.id] if choice.store else data.options[choice.id]

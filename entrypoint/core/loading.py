@@ -337,46 +337,40 @@ def startup_budget_s(floor_s: int, interval_s: int, share_gb: float, loader: Opt
     return -(-budget // interval_s) * interval_s
 
 
-def launch_budget_s(plan, catalog, decision: Optional[Decision]) -> int:
-    """The start-up budget of a launch: recipes/serving.yaml's start period for KIMI_LOAD_FORMAT=recipe
-    (unchanged launches), else what the checkpoint's size and the loader ask, never less."""
+def budget_s(catalog, recipe_id: str, variant: str, vram_minimum_gb: float, pools, decision: Optional[Decision]) -> int:
+    """The start-up budget of a deployment: recipes/serving.yaml's start period for
+    KIMI_LOAD_FORMAT=recipe (unchanged launches), else what the checkpoint's size, each node's share
+    of it (`pools`) and the loader ask, never less."""
     health = catalog.serving.health
     if decision is None or decision.setting == RECIPE:
         return health.start_period_s
     data = load_data()
-    size = checkpoint_gb(catalog.recipe.id, plan.variant, plan.vram_minimum_gb, data)
-    return startup_budget_s(health.start_period_s, health.interval_s, node_share_gb(size, plan.pools),
+    size = checkpoint_gb(recipe_id, variant, vram_minimum_gb, data)
+    return startup_budget_s(health.start_period_s, health.interval_s, node_share_gb(size, pools),
                             decision.loader, decision.storage, data)
 
 
-def with_ready_timeout(plan, budget_s: int, spec):
-    """Every vLLM process of `plan` with vLLM's engine-ready wait set to the start-up budget
-    (where the release reads the variable), never shorter than a wait the recipe sets itself; a
-    value the user set still wins at exec."""
-    from dataclasses import replace
+def launch_budget_s(plan, catalog, decision: Optional[Decision]) -> int:
+    """The start-up budget of a composed launch (the renderers' start period)."""
+    return budget_s(catalog, catalog.recipe.id, plan.variant, plan.vram_minimum_gb, plan.pools, decision)
 
+
+def ready_wait(env: Dict[str, str], budget: int, spec) -> Dict[str, str]:
+    """The start-up budget's layer of an engine's env (composition's last, core/resolve.py): vLLM's
+    engine-ready wait set to the budget where the release reads the variable, never shorter than
+    a wait the recipe sets itself ({} then); a value the user set still wins at exec."""
     name = load_data().budget.vllm_env
     if name not in spec.env:
-        return plan
-    procs = []
-    for proc in plan.processes:
-        if proc.role == "router":
-            procs.append(proc)
-            continue
-        recipe_s = proc.env.get(name, "")
-        if recipe_s.isdigit() and int(recipe_s) >= budget_s:  # the recipe's own wait is longer: it stays
-            procs.append(proc)
-            continue
-        procs.append(replace(proc, env={**proc.env, name: str(budget_s)},
-                             provenance={**proc.provenance, name: "settings (KIMI_LOAD_FORMAT: start-up budget)"}))
-    return replace(plan, processes=tuple(procs))
+        return {}
+    recipe_s = env.get(name, "")
+    if recipe_s.isdigit() and int(recipe_s) >= budget:  # the recipe's own wait is longer: it stays
+        return {}
+    return {name: str(budget)}
 
 
-def _in_use(argv: Sequence[str], spec, data) -> str:
+def _in_use(proc, data) -> str:
     """The loader id the process's arguments load with (vLLM's default when none is given)."""
-    from entrypoint.core.vllm_cli import values
-
-    fmt = values(list(argv[1:]), spec).get("load_format")
+    fmt = proc.vllm.load_format if proc.vllm is not None else None
     return _loader_id(str(fmt).lower(), data) or data.vllm_default if fmt else data.vllm_default
 
 
@@ -394,7 +388,7 @@ def load_report(plan, catalog, proc, spec, vllm_version: str, decision: Optional
     size = checkpoint_gb(catalog.recipe.id, plan.variant, plan.vram_minimum_gb, data)
     share = node_share_gb(size, plan.pools)
     sample = storage.sample_gbps if storage else None
-    used = _in_use(proc.argv, spec, data)
+    used = _in_use(proc, data)
     used_s, basis = expected_load_s(share, used, kind, sample, data)
     brand = catalog.hardware[plan.hardware].brand
     best, why = best_loader(kind, vllm_version, data, storage.installed if storage else None, brand)

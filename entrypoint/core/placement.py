@@ -59,11 +59,10 @@ def check_addresses(settings: Settings) -> None:
                                 "10.0.0.1, node-1.cluster.local or fd00::1.")
 
 
-def check_user_args(user_args, spec) -> None:
-    """`--model` (in any spelling) among the vLLM args would silently lose to the model argument."""
-    from entrypoint.core.vllm_cli import values
-
-    given = values(user_args, spec).get("model")
+def check_user_args(user) -> None:
+    """`--model` (in any spelling) among the vLLM args (`user`: vllm_cli.EngineArgs) would silently
+    lose to the model argument."""
+    given = user.get("model")
     if given is not None:
         raise KimiError(E.INVALID_VALUE, f"the vLLM arguments give --model {str(given)[:80]!r}, but the model is "
                         f"{BY_NAME['model'].env}'s (vLLM would load the model argument and ignore --model). Set "
@@ -95,21 +94,11 @@ def _gpus(proc: Process) -> Optional[Tuple[int, ...]]:
     return tuple(range(proc.local_gpus)) if proc.local_gpus else ()
 
 
-def _ports(proc: Process, found: Dict[str, object]) -> List[int]:
-    ports = [proc.port] if proc.port else []
-    if proc.rank == 0 and str(found.get("data_parallel_rpc_port", "")).isdigit():
-        ports.append(int(found["data_parallel_rpc_port"]))  # the pool's DP head listens on it
-    ports += [int(v) for k, v in proc.env.items() if k.endswith("_PORT") and str(v).isdigit()]
-    return ports
-
-
-def check_one_host(plan: Plan, spec) -> None:
+def check_one_host(plan: Plan) -> None:
     """Every process of the plan on one host (a Compose file): no two listen on one port."""
-    from entrypoint.core.vllm_cli import values
-
     owner: Dict[int, Process] = {}
     for proc in plan.processes:
-        for port in _ports(proc, values(proc.argv[2:], spec) if proc.role != "router" else {}):
+        for port in proc.listens:
             other = owner.setdefault(port, proc)
             if other is not proc:
                 raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} and {other.role} rank "
@@ -117,9 +106,7 @@ def check_one_host(plan: Plan, spec) -> None:
                                 "runs on. Give them different ports (KIMI_ROUTER_PORT, KIMI_*_DP_RPC_PORT).")
 
 
-def check_node_fit(plan: Plan, gpu_count: int, settings: Settings, spec) -> None:
-    from entrypoint.core.vllm_cli import values
-
+def check_node_fit(plan: Plan, gpu_count: int, settings: Settings) -> None:
     for proc in plan.processes:
         if proc.local_gpus > gpu_count:
             raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} needs {proc.local_gpus} GPUs "
@@ -128,7 +115,7 @@ def check_node_fit(plan: Plan, gpu_count: int, settings: Settings, spec) -> None
                             "span nodes with a multi-node strategy (`kimi-serve list`).")
     seen: Dict[str, List[Tuple[Process, Tuple[int, ...], List[int]]]] = {}
     for proc in plan.processes:
-        ports = _ports(proc, values(proc.argv[2:], spec) if proc.role != "router" else {})
+        ports = proc.listens
         twice = sorted({p for p in ports if ports.count(p) > 1})
         if twice:
             raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} would listen twice on port "

@@ -1,35 +1,130 @@
-"""The launch plan: every process of a deployment, with argv, env and where each piece came from.
+"""The launch plan: every process of a deployment, typed, with argv, env and where each piece came from.
 
-A Plan is what the pure resolver returns; renderers, preflight and exec only read it.
+A Plan is what the pure resolver returns; renderers, preflight and exec only read it. Each process
+knows what it is (`Kind`), its program and arguments, its ports by purpose and, for a vLLM engine,
+its effective vLLM arguments (`vllm_cli.EngineArgs`, parsed once when it is made: `engine`); the
+deployment's facts (engines, GPUs, TP, served name, tokenizer) are the Plan's. No reader slices or
+re-parses argv (tests/architecture/test_typed_plan.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from enum import Enum
+from typing import Dict, Optional, Sequence
+
+from entrypoint.core.vllm_cli import EngineArgs, Spec, engine_args
+
+
+class Kind(Enum):
+    """What a process of the plan is. "Is this a vLLM engine?" is asked one way: `proc.is_engine`."""
+
+    ENGINE = "vLLM engine"  # `vllm serve <model>`: single, head, worker, prefill, decode, instance
+    ROUTER = "router"  # vllm-router in front of the engines
+    KV_MASTER = "KV master"  # a KV store's metadata coordinator (mooncake_master)
+    KV_STORE = "KV store"  # a KV store's memory pool service (mooncake_store_service)
+    KV_SERVER = "KV cache server"  # a node-local KV cache server beside the engine (LMCache's)
+
+
+class Port(Enum):
+    """What a port of a process is for."""
+
+    HTTP = "http"  # the OpenAI-compatible API (an engine's or the router's); vLLM's /metrics too
+    METRICS = "metrics"  # where Prometheus scrapes (/metrics)
+    DP_RPC = "data-parallel rpc"  # a data-parallel pool's head coordinator
+    KV_SIDE_CHANNEL = "kv side channel"  # NIXL's handshake port
+    MASTER_RPC = "master rpc"  # a KV master's RPC port
+    KV_RPC = "kv rpc"  # a KV cache server's connection from the engine
+    SERVICE = "service"  # a KV store's own API (what its health check connects to)
+
+
+# How the name of an engine's env variable that sets a port it listens on ends, by purpose.
+ENV_PORTS = {"_SIDE_CHANNEL_PORT": Port.KV_SIDE_CHANNEL}
+
 
 @dataclass(frozen=True)
 class Process:
     """One program to run on one node."""
 
-    role: str  # single | head | worker | prefill | decode | router | master | store | instance | lmcache
+    role: str  # the serialised name: single | head | worker | prefill | decode | router | master | store | instance | lmcache
     rank: int  # node rank (multi-node) or node index within its pool (PD); 0 otherwise
-    argv: tuple  # full argv, argv[0] is the program ("vllm" or "vllm-router")
+    kind: Kind
+    program: tuple  # the words before the arguments: ("vllm", "serve", <model>), ("vllm-router",) ...
+    args: tuple  # the arguments after them
     env: dict  # only what the project sets (user-set variables are never overridden at exec)
     # For each flag (e.g. "--tensor-parallel-size") and env name: the layer it came from
     # ("base", "variant", "strategy", "hardware override", "feature:<id>", "profile:<id>", "user").
     provenance: dict = field(default_factory=dict)
     local_gpus: int = 0  # GPUs this process needs visible on its node (0 for the router)
     port: Optional[int] = None  # the port it listens on: vLLM's HTTP API when serves_http, else a TCP service
-    serves_http: bool = True
+    ports: Dict[Port, int] = field(default_factory=dict)  # every port it listens on, by purpose
+    vllm: Optional[EngineArgs] = None  # an engine's effective vLLM arguments (None for any other kind)
+    model: Optional[str] = None  # the model an engine serves (its positional argument)
     # Configuration files the entrypoint writes before exec: {absolute path: text} (KV stores).
     files: dict = field(default_factory=dict)
+
+    @property
+    def argv(self) -> tuple:
+        """The full argv: the program words, then the arguments."""
+        return tuple(self.program) + tuple(self.args)
+
+    @property
+    def is_engine(self) -> bool:
+        return self.kind is Kind.ENGINE
+
+    @property
+    def serves_http(self) -> bool:
+        return Port.HTTP in self.ports
+
+    @property
+    def listens(self) -> list:
+        """The ports it binds, one per socket (vLLM's /metrics is on its HTTP socket)."""
+        return [port for purpose, port in self.ports.items() if purpose is not Port.METRICS]
+
+    @property
+    def served_name(self) -> Optional[str]:
+        """The name an engine answers to: its effective --served-model-name, else its model."""
+        if self.vllm is None:
+            return None
+        return self.vllm.served_name or self.model
 
     def as_dict(self) -> dict:
         out = {"role": self.role, "rank": self.rank, "argv": list(self.argv), "env": dict(self.env)}
         if self.files:
             out["files"] = dict(self.files)
         return out
+
+
+ENGINE_PROGRAM = ("vllm", "serve")
+
+
+def engine(role: str, rank: int, model: str, args: Sequence[str], env: dict, provenance: dict, spec: Spec,
+           files: Optional[dict] = None) -> Process:
+    """A vLLM engine, its arguments parsed once by `spec` (the grammar of the release launched)
+    into the facts every consumer reads: GPUs, ports, served name."""
+    found = engine_args(args, spec)
+    ports: Dict[Port, int] = {}
+    if not found.headless:
+        ports[Port.HTTP] = ports[Port.METRICS] = found.port
+    if rank == 0 and found.data_parallel_rpc_port is not None:
+        ports[Port.DP_RPC] = found.data_parallel_rpc_port  # the pool's DP head listens on it
+    for name, value in env.items():
+        for suffix, purpose in ENV_PORTS.items():
+            if name.endswith(suffix) and str(value).isdigit():
+                ports[purpose] = int(value)
+    return Process(role=role, rank=rank, kind=Kind.ENGINE, program=(*ENGINE_PROGRAM, model), args=tuple(args),
+                   env=env, provenance=provenance, local_gpus=found.gpus_needed, port=ports.get(Port.HTTP),
+                   ports=ports, vllm=found, model=model, files=dict(files or {}))
+
+
+def service(kind: Kind, role: str, argv: Sequence[str], ports: Dict[Port, int], port: int, env: Optional[dict] = None,
+            provenance: Optional[dict] = None, files: Optional[dict] = None) -> Process:
+    """A process that is not a vLLM engine (the router, a KV master, store or cache server): its
+    program is its first word, no GPU, `port` the one its health check connects to."""
+    program, *args = argv
+    return Process(role=role, rank=0, kind=kind, program=(program,), args=tuple(args), env=dict(env or {}),
+                   provenance=dict(provenance or {}), local_gpus=0, port=port, ports=dict(ports),
+                   files=dict(files or {}))
 
 
 @dataclass(frozen=True)
@@ -70,6 +165,43 @@ class Plan(Choice):
 
     def as_dict(self) -> dict:
         return {"recipe": self.recipe, "processes": [p.as_dict() for p in self.processes]}
+
+    @property
+    def engines(self) -> tuple:
+        """Every vLLM engine of the deployment, in plan order."""
+        return tuple(p for p in self.processes if p.is_engine)
+
+    @property
+    def first_engine(self) -> Optional[Process]:
+        return next(iter(self.engines), None)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the deployment holds: every engine's GPUs on its node, summed over the nodes."""
+        return sum(p.local_gpus for p in self.engines)
+
+    @property
+    def tensor_parallel(self) -> Optional[int]:
+        """The engines' tensor-parallel size (None without an engine)."""
+        first = self.first_engine
+        return first.vllm.tensor_parallel if first is not None else None
+
+    @property
+    def trust_remote_code(self) -> bool:
+        first = self.first_engine
+        return bool(first is not None and first.vllm.trust_remote_code)
+
+    @property
+    def served_name(self) -> str:
+        """The name clients use: the engines' effective --served-model-name, else the model."""
+        first = self.first_engine
+        return (first.served_name if first is not None else None) or self.served_model_name
+
+    @property
+    def tokenizer(self) -> str:
+        """Where a client's tokenizer comes from: the engines' --tokenizer, else the model."""
+        first = self.first_engine
+        return (first.vllm.text("tokenizer") if first is not None else None) or self.model
 
     def find(self, role: str, rank: int) -> Optional[Process]:
         for proc in self.processes:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from entrypoint.core.platform_schema import PlatformsFile
 from entrypoint.core.record import FrozenDict, Record
-from entrypoint.core.versions import RELEASE, is_digest
+from entrypoint.core.versions import RELEASE, is_digest, version_key
 
 Args = List[str]
 Env = Dict[str, str]
@@ -334,11 +334,22 @@ class Stack(Strict):
 class ModelInfo(Strict):
     model_id: str
     min_vllm_version: VllmVersion
+    # Releases at or above the floor the recipe says to avoid: release -> why, in a clause ("it has
+    # a known ... regression: ..."). Refused like a release below the floor (docs/composition.md).
+    refused_vllm_versions: Dict[VllmVersion, str] = {}
     context_length: int
     base_args: Args = []
     base_env: Env = {}
     files: ModelFiles
     min_stack: Stack = Stack()
+
+    @model_validator(mode="after")
+    def _refused_above_the_floor(self):
+        below = [v for v in self.refused_vllm_versions if version_key(v) < version_key(self.min_vllm_version)]
+        if below:
+            raise ValueError(f"refused_vllm_versions {below} are below min_vllm_version {self.min_vllm_version}, "
+                             "which refuses them already")
+        return self
 
 
 class Chat(Strict):
@@ -347,6 +358,9 @@ class Chat(Strict):
     # chat_template_kwargs that turn thinking on / off for one request (None: the template has no switch)
     thinking_on: Optional[Dict[str, Any]] = None
     thinking_off: Optional[Dict[str, Any]] = None
+    # The model's own tool-call markup: all of these in a reply's content = a whole tool call that
+    # the server's tool-call parser did not split out (verify names the recipe's parser flags)
+    tool_call_markup: List[str] = []
 
 
 StrategySupport = Literal["supported", "unsupported"]
@@ -359,6 +373,9 @@ class Recipe(Strict):
     provider: str
     description: str = ""
     deployment_name: DnsLabel  # the default KIMI_NAME of its rendered deployments
+    # What the model takes (the recipe's meta.tasks): `multimodal` = it reads images too (verify's
+    # image check); text only otherwise.
+    tasks: List[Literal["text", "multimodal"]] = ["text"]
     model: ModelInfo
     chat: Chat = Chat()
     hardware: List[str]

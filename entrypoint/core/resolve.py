@@ -9,16 +9,17 @@ resolved placeholders) are marked where they happen.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
 
 from entrypoint.core import errors as E
 from entrypoint.core.args import Tagged, substitute, tag
 from entrypoint.core.errors import KimiError
-from entrypoint.core.plan import Plan, Pool, Process
+from entrypoint.core.plan import Kind, Plan, Pool, Port, Process, engine, service
 from entrypoint.core.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.record import Record
 from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported, version_key
-from entrypoint.core.vllm_cli import dedupe, int_value, spec_for, values
+from entrypoint.core.vllm_cli import EngineArgs, check, dedupe, engine_args, spec_for
 from entrypoint.core.net import url_host
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
@@ -27,8 +28,8 @@ EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
 class _Ctx:
     """Everything one resolution reads, looked up once."""
 
-    def __init__(self, sel: Selection, cat: Catalog):
-        self.sel, self.cat = sel, cat
+    def __init__(self, sel: Selection, cat: Catalog, load=None):
+        self.sel, self.cat, self.load = sel, cat, load
         self.recipe = cat.recipe
         self.hw: Record = cat.hardware[sel.hardware]
         self.variant = self.recipe.variants[sel.variant]
@@ -152,7 +153,8 @@ def _feature_layers(ctx: _Ctx) -> Tuple[Tagged, EnvLayers]:
 
 def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, pool_defaults,
                   own_port: bool) -> Tuple[Tagged, Dict[str, str], Dict[str, str]]:
-    """Steps 1-7 for one vLLM process. Returns (deduped args, env, env provenance)."""
+    """Steps 1-7 for one vLLM process: (its args, every layer tagged, checked by vLLM's grammar but
+    not yet deduplicated (the KV layer comes after them: `_finish` dedupes once), env, env provenance)."""
     sel, recipe, var = ctx.sel, ctx.recipe, ctx.variant
     args: Tagged = tag("base", recipe.model.base_args)
     args += tag("variant", var.extra_args)
@@ -179,12 +181,15 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
     if sel.served_model_name != sel.model:
         args += tag("settings", ["--served-model-name", sel.served_model_name])
     args += tag("settings (model source)", sel.load_args)
+    if ctx.load is not None:  # KIMI_LOAD_FORMAT's loader (core/loading.py decide)
+        args += tag("settings (KIMI_LOAD_FORMAT)", ctx.load.args)
     if sel.host:
         args += tag("settings", ["--host", sel.host])
     if sel.port is not None and own_port:
         args += tag("settings", ["--port", str(sel.port)])
     args += tag("user", sel.user_args)
-    args = dedupe(_drop_nvlink_only(ctx, _drop_moot(ctx, args)), ctx.spec)
+    args = _drop_nvlink_only(ctx, _drop_moot(ctx, args))
+    check(args, ctx.spec)  # the layers so far, as vLLM's parser reads them (a bad user arg fails here)
 
     layers: EnvLayers = [("base", recipe.model.base_env), ("variant", var.extra_env)]
     if exact_var is not None:
@@ -194,7 +199,7 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
     layers += feat_env
     if ctx.profile is not None:
         layers.append((f"profile:{sel.profile}", ctx.profile.env))
-        tp = int_value(values([a for a, _ in args], ctx.spec), "tensor_parallel_size", 1)
+        tp = engine_args([a for a, _ in args], ctx.spec).tensor_parallel
         for limit, extra in sorted(ctx.profile.env_when_tp_below.items()):
             if tp < limit:
                 layers.append((f"profile:{sel.profile} (TP {tp} < {limit})", extra))
@@ -307,50 +312,84 @@ def _placeholder_lookup(sel: Selection):
     return lookup
 
 
-def _finish(ctx: _Ctx, role: str, rank: int, program: List[str], args: Tagged, env: Dict[str, str],
-            env_origin: Dict[str, str]) -> Process:
-    lookup = _placeholder_lookup(ctx.sel)
-    # Placeholders live in recipe data only: user and settings values pass through untouched.
-    argv = tuple(program + [a if source in ("user", "settings") else substitute(a, lookup) for a, source in args])
-    final_env = {k: substitute(v, lookup) for k, v in env.items()}
+@dataclass(frozen=True)
+class _Draft:
+    """One engine as its layers compose it, before the KV layer, the start-up budget and the
+    one dedupe (`_finish`): what the memory and profile checks read."""
+
+    role: str
+    rank: int
+    args: Tagged  # every layer so far, tagged and checked, not deduplicated
+    env: Dict[str, str]
+    origin: Dict[str, str]  # env name -> its layer
+    found: EngineArgs  # what vLLM reads from `args` (last wins), placeholders unfilled
+
+    @property
+    def port(self) -> Optional[int]:
+        return None if self.found.headless else self.found.port
+
+
+def _draft(ctx: _Ctx, role: str, rank: int, args: Tagged, env: Dict[str, str], origin: Dict[str, str]) -> _Draft:
+    return _Draft(role, rank, args, env, origin, engine_args([a for a, _ in args], ctx.spec))
+
+
+def _provenance(args: Tagged, env: Dict[str, str], env_origin: Dict[str, str]) -> Dict[str, str]:
     provenance: Dict[str, str] = {}
     for tok, source in args:
         if tok.startswith("-"):
             provenance[tok.split("=", 1)[0]] = source
     for key, source in env_origin.items():
-        if key in final_env:
+        if key in env:
             provenance[key] = source
-    if role == "router":
-        found = {}
-        serves, gpus = True, 0
-        port = int(ctx.sel.values.get("ROUTER_PORT", "8000"))
-    else:
-        found = values(argv[len(program):], ctx.spec)
-        serves = not found.get("headless")
-        gpus = gpus_needed(found)
-        port = int_value(found, "port", 8000) if serves else None
-    return Process(role=role, rank=rank, argv=argv, env=final_env, provenance=provenance,
-                   local_gpus=gpus, port=port, serves_http=serves)
+    return provenance
 
 
-def world_size(found: Dict[str, object]) -> int:
-    """GPUs one vLLM deployment spans: TP x PP x DP, from vLLM's effective arguments."""
-    return (int_value(found, "tensor_parallel_size", 1) * int_value(found, "pipeline_parallel_size", 1)
-            * int_value(found, "data_parallel_size", 1))
+def _router_finish(ctx: _Ctx, program: str, args: Tagged, fleet=None) -> Process:
+    lookup = _placeholder_lookup(ctx.sel)
+    kept = fleet.source if fleet is not None else None  # a fleet's units' addresses: checked at the start
+    words = tuple(a if source == kept else substitute(a, lookup) for a, source in args)
+    port = int(ctx.sel.values.get("ROUTER_PORT", "8000"))
+    ports = {Port.HTTP: port, **({Port.METRICS: fleet.data.metrics.port} if fleet is not None else {})}
+    return service(Kind.ROUTER, "router", (program, *words), ports, port, {}, _provenance(args, {}, {}))
 
 
-def gpus_needed(found: Dict[str, object]) -> int:
-    """GPUs one vLLM process needs visible on its node: TP x PP x local DP, split over --nnodes."""
-    tp, pp = int_value(found, "tensor_parallel_size", 1), int_value(found, "pipeline_parallel_size", 1)
-    dp_local = int_value(found, "data_parallel_size_local", 0) or int_value(found, "data_parallel_size", 1)
-    return max(1, tp * pp * dp_local // max(1, int_value(found, "nnodes", 1)))
+def _finish(ctx: _Ctx, draft: _Draft, kv=None, budget_s: Optional[int] = None, role: Optional[str] = None,
+            rank: Optional[int] = None, values: Optional[Dict[str, str]] = None, fleet=None) -> Process:
+    """The typed engine: the draft's layers, then the KV layer's args (after every other, the
+    user's included) and env (after the strategy's and the pool placement's), then a fleet's args
+    (core/fleet.py: its policy's), deduplicated once by vLLM's grammar, placeholders filled
+    (`values` first: an instance's own head), then the start-up budget's engine-ready wait."""
+    args, env, origin = list(draft.args), dict(draft.env), dict(draft.origin)
+    files: Dict[str, str] = {}
+    if kv is not None:
+        args += tag(kv.source, kv.engine_args(draft.role))
+        for key, value in kv.env.items():
+            if key not in env or origin.get(key) in kv.env_after:
+                env[key] = value
+                origin[key] = kv.source
+        files = dict(kv.files)
+    if fleet is not None:
+        args += tag(fleet.source, fleet.args)
+    args = dedupe(args, ctx.spec)
+    base = _placeholder_lookup(ctx.sel)
+    lookup = (lambda name: values[name] if name in values else base(name)) if values else base
+    # Placeholders live in recipe data only: user and settings values pass through untouched, and the
+    # KV layer's are filled by core/kv.py.
+    filled = ("user", "settings", kv.source if kv is not None else None, fleet.source if fleet is not None else None)
+    words = tuple(a if source in filled else substitute(a, lookup) for a, source in args)
+    final_env = {k: (v if origin.get(k) == (kv.source if kv is not None else None) else substitute(v, lookup))
+                 for k, v in env.items()}
+    if budget_s is not None:
+        from entrypoint.core.loading import ready_wait
+
+        for key, value in ready_wait(final_env, budget_s, ctx.spec).items():
+            final_env[key] = value
+            origin[key] = "settings (KIMI_LOAD_FORMAT: start-up budget)"
+    return engine(role or draft.role, draft.rank if rank is None else rank, ctx.sel.model, words, final_env,
+                  _provenance(args, final_env, origin), ctx.spec, files)
 
 
-def _vllm_program(sel: Selection) -> List[str]:
-    return ["vllm", "serve", sel.model]
-
-
-def _plain_processes(ctx: _Ctx) -> List[Process]:
+def _plain_processes(ctx: _Ctx) -> List[_Draft]:
     sel, strat = ctx.sel, ctx.strategy
     env_layers: EnvLayers = [("strategy", strat.env)]
     if ctx.override is not None:
@@ -365,11 +404,11 @@ def _plain_processes(ctx: _Ctx) -> List[Process]:
             role = "single"
         strategy_args = tag("strategy", [*strat.vllm_args, *flags])
         args, env, origin = _compose_vllm(ctx, strategy_args, env_layers, None, own_port=True)
-        procs.append(_finish(ctx, role, rank, _vllm_program(sel), args, env, origin))
+        procs.append(_draft(ctx, role, rank, args, env, origin))
     return procs
 
 
-def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> Process:
+def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> _Draft:
     sel, strat = ctx.sel, ctx.strategy
     role_data = strat.roles[pool.role]
     defaults = getattr(ctx.override, pool.role, None) if ctx.override else None
@@ -388,12 +427,15 @@ def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> Process:
     if pool.parallelism == "dep" and k > 0:  # each DEP node binds its own NIXL side channel
         head, own = f"${pool.role.upper()}_NODE_1", f"${pool.role.upper()}_NODE_{k + 1}"
         env = {key: (own if value == head else value) for key, value in env.items()}
-    return _finish(ctx, pool.role, k, _vllm_program(sel), args, env, origin)
+    return _draft(ctx, pool.role, k, args, env, origin)
 
 
-def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, Process]) -> Process:
+def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, _Draft], fleet=None) -> Process:
+    """The PD router in front of the pools' heads; with a fleet (core/fleet.py), of every unit's
+    heads, its policy on the prefill pool."""
     router = ctx.strategy.router
     argv: List[str] = ["--policy", router.policy] + list(router.args)
+    units: Tagged = []
     locals_ = [0]
     for role in ("prefill", "decode"):
         pool = pools[role]
@@ -404,14 +446,18 @@ def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, Pr
             name = f"{role.upper()}_NODE_{i}"
             host = url_host(ctx.sel.values[name]) if name in ctx.sel.values else f"${name}"  # IPv6 in brackets
             argv += [f"--{role}", f"http://{host}:{port}"]
+        if fleet is not None:
+            units += fleet.pd_unit_urls(ctx.sel, role, count, pool.node_count, port)
         locals_.append(_pool_local_dp(ctx, pool, defaults))
     pinned = ctx.override.router.intra_node_data_parallel_size if ctx.override and ctx.override.router else None
-    argv += ["--host", "$ROUTER_HOST", "--port", "$ROUTER_PORT",
-             "--intra-node-data-parallel-size", str(pinned or max(max(locals_), 1))]
-    return _finish(ctx, "router", 0, [router.program], tag("strategy", argv), {}, {})
+    tail = ["--host", "$ROUTER_HOST", "--port", "$ROUTER_PORT",
+            "--intra-node-data-parallel-size", str(pinned or max(max(locals_), 1))]
+    fleet_tail = tag(fleet.source, fleet.pd_router_args) if fleet is not None else []
+    return _router_finish(ctx, router.program, tag("strategy", argv) + units + tag("strategy", tail) + fleet_tail,
+                          fleet)
 
 
-def _pd_processes(ctx: _Ctx) -> List[Process]:
+def _pd_processes(ctx: _Ctx) -> list:
     pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
     per_pool = {role: [_pool_process(ctx, pool, k) for k in range(pool.node_count)] for role, pool in pools.items()}
     ports = {role: procs[0].port for role, procs in per_pool.items()}
@@ -420,7 +466,7 @@ def _pd_processes(ctx: _Ctx) -> List[Process]:
                         f"{ports['prefill']}: --port among the vLLM args (KIMI_EXTRA_ARGS or container arguments) "
                         "applies to both. Remove it; the recipe gives each pool its own port.")
     router = _router_process(ctx, pools, {role: procs[0] for role, procs in per_pool.items()})
-    ordered: List[Process] = []
+    ordered: list = []
     for k in range(max(len(p) for p in per_pool.values())):
         for role in ("prefill", "decode"):
             if k < len(per_pool[role]):
@@ -433,7 +479,7 @@ def _pd_processes(ctx: _Ctx) -> List[Process]:
 # ---------------------------------------------------------------- memory (deliberate difference 2)
 
 
-def _pools(ctx: _Ctx, processes: List[Process]) -> List[Pool]:
+def _pools(ctx: _Ctx, processes: list) -> List[Pool]:
     """The GPUs each copy of the model spans, read from the launch's effective vLLM arguments
     (TP x PP x DP of the first process of each pool), so `-tp 2` in the user's args is what is
     checked, not the recipe's layout."""
@@ -442,7 +488,7 @@ def _pools(ctx: _Ctx, processes: List[Process]) -> List[Pool]:
     names = ("prefill", "decode") if ctx.strategy.deploy_type == "pd_cluster" else ("single", "head")
     for proc in processes:
         if proc.role in names and proc.rank == 0:
-            gpus = world_size(values(proc.argv[3:], ctx.spec))
+            gpus = proc.found.world_size
             pool = getattr(ctx.sel, proc.role, None) if proc.role in ("prefill", "decode") else None
             out.append(Pool(name=proc.role if pool is not None else "deployment",
                             nodes=pool.nodes if pool is not None else ctx.sel.nodes, gpus=gpus,
@@ -485,15 +531,14 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
 # ---------------------------------------------------------------- profile checks on the final launch
 
 
-def _check_parallel_sizes(ctx: _Ctx, processes: List[Process]) -> None:
+def _check_parallel_sizes(ctx: _Ctx, processes: list) -> None:
     """vLLM's own rule (ParallelConfig): the decode context parallel size divides the tensor
     parallel size. The site renders K2-Instruct's tp_pp override against it on 4-GPU trays."""
     for proc in processes:
-        if proc.role == "router":
+        if not isinstance(proc, _Draft):
             continue
-        found = values(proc.argv[3:], ctx.spec)
-        dcp = int_value(found, "decode_context_parallel_size", 1)
-        tp = int_value(found, "tensor_parallel_size", 1)
+        dcp = proc.found.number("decode_context_parallel_size", 1)
+        tp = proc.found.tensor_parallel
         if dcp > 1 and tp % dcp:
             raise KimiError(E.UNSUPPORTED_COMBINATION, f"--decode-context-parallel-size {dcp} does not divide "
                             f"--tensor-parallel-size {tp} ({proc.role} of {ctx.sel.strategy} on {ctx.sel.hardware}); "
@@ -501,14 +546,14 @@ def _check_parallel_sizes(ctx: _Ctx, processes: List[Process]) -> None:
                             f"give --decode-context-parallel-size {math.gcd(dcp, tp)} in KIMI_EXTRA_ARGS.")
 
 
-def _check_profile_args(ctx: _Ctx, processes: List[Process]) -> None:
+def _check_profile_args(ctx: _Ctx, processes: list) -> None:
     prof, pid = ctx.profile, ctx.sel.profile
     if prof is None:
         return
     for proc in processes:
-        if proc.role == "router":
+        if not isinstance(proc, _Draft):
             continue
-        found = values(proc.argv[3:], ctx.spec)
+        found = proc.found.found
         for flag in prof.forbidden_args:
             if ctx.spec.lookup(flag)[0].dest in found:
                 raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_PROFILE={pid} does not support {flag} "
@@ -529,20 +574,74 @@ def _check_profile_args(ctx: _Ctx, processes: List[Process]) -> None:
                                 f"Use e.g. {example}.")
 
 
-def resolve(sel: Selection, cat: Catalog) -> Plan:
-    ctx = _Ctx(sel, cat)
+def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None) -> Plan:
+    """The one composition (docs/composition.md): every engine's layers (base ... user, with
+    KIMI_LOAD_FORMAT's loader among the settings), the serving topology (nodes, or the PD pools and
+    their router), the memory and profile checks, then the KV layer (`kv`: a core.kv.KvChoice; its
+    gates first) with its topology step (a KV store's instances beside the PD pools) and the
+    start-up budget (`load`: a core.loading.Decision), each engine deduplicated once; then a fleet's
+    layer (`fleet`: a core.fleet.FleetChoice; its gates first): its engines' arguments and its
+    router in front of the copies (docs/fleet.md)."""
+    ctx = _Ctx(sel, cat, load)
     if ctx.strategy.deploy_type == "pd_cluster":
-        processes = _pd_processes(ctx)
+        serving = _pd_processes(ctx)
     else:
-        processes = _plain_processes(ctx)
-    pools = _pools(ctx, processes)
+        serving = _plain_processes(ctx)
+    pools = _pools(ctx, serving)
     if not sel.skip_memory_check:
         _check_memory(ctx, pools)
-    _check_parallel_sizes(ctx, processes)
-    _check_profile_args(ctx, processes)
+    _check_parallel_sizes(ctx, serving)
+    _check_profile_args(ctx, serving)
+    layer = None
+    if kv is not None:
+        from entrypoint.core.kv import layer as kv_layer
+
+        layer = kv_layer(sel, cat, kv, ctx.strategy.deploy_type)
+    budget = None
+    if load is not None:
+        from entrypoint.core.loading import budget_s
+
+        budget = budget_s(cat, sel.recipe, sel.variant, ctx.variant.vram_minimum_gb, pools, load)
+    copies = None
+    if fleet is not None:
+        from entrypoint.core.fleet import layer as fleet_layer
+
+        copies = fleet_layer(sel, cat, fleet, kv)
+    processes = _compose_topology(ctx, serving, layer, budget, copies)
     return Plan(recipe=sel.recipe, hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
                 profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,
                 vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools), processes=tuple(processes))
+
+
+def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fleet=None) -> List[Process]:
+    """The processes in plan order: a KV layer's front (master, store), the engines (once per KV
+    store instance where the store has instances: role `instance`, node ranks i*nodes+r, each
+    multi-node instance headed by its own address), the router, a KV layer's companions; a
+    fleet's router last (a PD fleet's is the PD router, in front of every unit)."""
+    if layer is None or not layer.instances:
+        engines = [_finish(ctx, p, layer, budget, fleet=fleet) if isinstance(p, _Draft) else p for p in serving]
+        if fleet is not None and ctx.strategy.deploy_type == "pd_cluster":
+            pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
+            heads = {role: next(p for p in serving if isinstance(p, _Draft) and p.role == role) for role in pools}
+            routed = _router_process(ctx, pools, heads, fleet)
+            engines = [routed if p.kind is Kind.ROUTER else p for p in engines]
+        out = [*(layer.front if layer else ()), *engines, *(layer.after if layer else ())]
+        if fleet is not None and fleet.choice.front == "vllm-router" and ctx.strategy.deploy_type != "pd_cluster":
+            out.append(fleet.router(ctx.sel, [p for p in out if p.is_engine]))
+        return out
+    instances: List[Process] = []
+    for i in range(layer.instances):
+        values = None
+        if ctx.sel.is_multi_node:  # each instance's head is its own address
+            if i == 0 and not layer.choice.values.get("VLLM_INSTANCE_1"):
+                _placeholder_lookup(ctx.sel)("HEAD_IP")  # no head at all: KIMI_HEAD_ADDR's error first
+            values = {"HEAD_IP": layer.instance_head(ctx.sel, i)}
+        instances += [_finish(ctx, p, layer, budget, role="instance", rank=i * ctx.sel.nodes + p.rank, values=values)
+                      for p in serving]
+    out = [*layer.front, *instances]
+    if layer.router is not None:
+        out.append(layer.router_process(ctx.sel, next(p.port for p in instances if p.serves_http) or 8000))
+    return out
 
 
 def this_process(plan: Plan, sel: Selection) -> Process:
@@ -552,7 +651,7 @@ def this_process(plan: Plan, sel: Selection) -> Process:
     if sel.role is None:
         raise KimiError(E.MISSING_SETTING, "KIMI_ROLE is required to launch a pd_cluster process: prefill, decode "
                         "or router (`kimi-serve plan` shows all of them).")
-    rank = 0 if sel.role == "router" else sel.node_rank
+    rank = sel.node_rank if any(p.is_engine for p in plan.processes if p.role == sel.role) else 0
     proc = plan.find(sel.role, rank)
     if proc is None:
         pool = sel.prefill if sel.role == "prefill" else sel.decode

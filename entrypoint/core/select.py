@@ -64,6 +64,7 @@ class Selection(Choice):
     values: Mapping[str, str]  # placeholder name -> value (PREFILL_NODE_1, HEAD_IP, ...)
     load_args: tuple = ()  # how vLLM loads the model's source (object storage: --load-format ...)
     revision: Optional[str] = None  # KIMI_MODEL_REVISION: vLLM's --revision
+    user: object = None  # the user's vLLM args as the launched vLLM reads them (vllm_cli.EngineArgs), parsed once
     name: str = ""  # the rendered deployment's name: KIMI_NAME, else the recipe's deployment_name
 
     @property
@@ -171,7 +172,11 @@ def _valid_strategy(settings: Settings, catalog: Catalog, hw: str) -> str:
     if sid not in offered:
         why = (f"is marked unsupported on {hw} by the {recipe.title} recipe" if strategy_support(catalog, sid, hw)
                == "unsupported" else f"is not one the {recipe.title} recipe offers on {hw}")
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} {why}. Use one of: {', '.join(offered)}.")
+        sibling = sid.replace("single_node_", "multi_node_")
+        across = (f" It offers the layout across nodes: KIMI_STRATEGY={sibling} with KIMI_NODES=2 or more."
+                  if sibling != sid and sibling in offered else "")
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sid} {why}. Use one of: {', '.join(offered)}."
+                        f"{across}")
     strat = catalog.strategies[sid]
     if strat.deploy_type == "single_node" and nodes > 1:
         alt = sid.replace("single_node_", "multi_node_")
@@ -190,8 +195,10 @@ def _valid_strategy(settings: Settings, catalog: Catalog, hw: str) -> str:
     return sid
 
 
-def parse_features(spec: Optional[str], defaults: tuple, known, label: str = "KIMI_FEATURES entry") -> tuple:
-    """None = defaults; "" = none; plain entries form the list; +f / -f edit it (defaults if no plain entry)."""
+def parse_features(spec: Optional[str], defaults: tuple, known, label: str = "KIMI_FEATURES entry",
+                   owner: str = "The recipe") -> tuple:
+    """None = defaults; "" = none; plain entries form the list; +f / -f edit it (defaults if no plain entry).
+    A recipe without features (`known` empty) takes only None or ""."""
     if spec is None:
         return defaults
     entries = [e.strip() for e in spec.split(",") if e.strip()]
@@ -202,7 +209,9 @@ def parse_features(spec: Optional[str], defaults: tuple, known, label: str = "KI
     for entry in entries:
         name = entry[1:].strip() if entry[0] in "+-" else entry
         if name not in known:
-            raise unknown_value(label, name, known)
+            setting = label.split()[0]
+            raise unknown_value(label, name, known, "" if known else f"{owner} has no features: leave {setting} "
+                                "unset or set it to an empty string.")
         if entry[0] == "+" and name not in chosen:
             chosen.append(name)
         elif entry[0] == "-" and name in chosen:
@@ -218,7 +227,8 @@ def _named(spec: Optional[str]) -> set:
 
 def _valid_features(settings: Settings, catalog: Catalog, hw: str, sid: str) -> tuple:
     recipe = catalog.recipe
-    chosen = parse_features(settings.features, default_features(recipe, hw), recipe.features)
+    chosen = parse_features(settings.features, default_features(recipe, hw), recipe.features,
+                            owner=f"The {recipe.title} recipe")
     named = _named(settings.features)
     kept = []
     for fid in chosen:
@@ -244,7 +254,8 @@ def _valid_profile(settings: Settings, catalog: Catalog, hw: str, vid: str, sid:
         return None
     profiles = catalog.recipe.profiles
     if pid not in profiles:
-        raise unknown_value("KIMI_PROFILE", pid, profiles)
+        raise unknown_value("KIMI_PROFILE", pid, profiles, "" if profiles else
+                            f"The {catalog.recipe.title} recipe has no profiles: leave KIMI_PROFILE unset.")
     prof = profiles[pid]
     for what, value, allowed, setting in (("hardware", hw, prof.hardware, "KIMI_HARDWARE"),
                                           ("variant", vid, prof.variants, "KIMI_VARIANT"),
@@ -266,13 +277,16 @@ def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional
         raise KimiError(E.INVALID_VALUE, f"{source or 'KIMI_VLLM_VERSION'}={raw!r} is not a vLLM release like "
                         f"{known[-1]}. Supported: {', '.join(known)}.")
     version = match.group(1)
-    floor = catalog.recipe.model.min_vllm_version
-    if version_key(version) < version_key(floor):
-        fit = [v for v in known if version_key(v) >= version_key(floor)]
+    from entrypoint.core.versions import release_refusal, release_window
+
+    model = catalog.recipe.model
+    why = release_refusal(model, version)  # before any grammar lookup (it falls back to the oldest file)
+    if why:
+        fit = [v for v in known if release_refusal(model, v) is None]
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"{source or 'KIMI_VLLM_VERSION'}={version}: the "
-                        f"{catalog.recipe.title} recipe needs vLLM >= {floor}. Use an image built on vLLM "
-                        f"{', '.join(fit) or floor} (the default tags; <vllm>-<target> for another release), or "
-                        "another KIMI_RECIPE.")
+                        f"{catalog.recipe.title} recipe {why.rstrip('.')}. It runs on vLLM "
+                        f"{release_window(model)}: use an image built on vLLM {', '.join(fit) or model.min_vllm_version} "
+                        "(the default tags; <vllm>-<target> for another release), or another KIMI_RECIPE.")
     return version
 
 
@@ -378,8 +392,10 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
            detected_vllm: Optional[str] = None) -> Selection:
     from entrypoint.core.vllm_cli import available_versions
 
-    hw = _valid_hardware(settings, catalog, detected_hardware)
+    # The recipe's vLLM window first: a release it refuses is refused on any hardware (and before
+    # any grammar lookup, which falls back to the oldest grammar file for a release it lacks).
     vllm_version = _valid_vllm_version(settings, catalog, detected_vllm, available_versions())
+    hw = _valid_hardware(settings, catalog, detected_hardware)
     _check_stack(settings, catalog, hw)
     vid = _valid_variant(settings, catalog, hw)
     sid = _valid_strategy(settings, catalog, hw)
@@ -411,6 +427,9 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
                             "(a local path can be written ./-name).")
     model = settings.model or model_id
     user_args = settings.vllm_user_args()
+    from entrypoint.core.vllm_cli import engine_args, spec_for
+
+    user = engine_args(user_args, spec_for(vllm_version))
     return Selection(
         hardware=hw, variant=vid, strategy=sid, features=features, profile=pid,
         nodes=nodes, node_rank=settings.node_rank, role=settings.role,
@@ -423,22 +442,22 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         skip_memory_check=settings.skip_memory_check,
         vllm_version=vllm_version,
         values=_placeholder_values(settings),
-        load_args=_load_args(model, user_args, vllm_version),
+        load_args=_load_args(model, user),
+        user=user,
         revision=settings.model_revision,
         name=settings.name or catalog.recipe.deployment_name,
     )
 
 
-def _load_args(model: str, user_args: tuple, vllm_version: str) -> tuple:
+def _load_args(model: str, user) -> tuple:
     """A model in object storage (s3://, gs://) is streamed by vLLM's object-storage loader."""
     if "://" not in model:
         return ()
     from entrypoint.core.platforms import load_platforms, model_source
-    from entrypoint.core.vllm_cli import spec_for, values
 
     model_source(model)  # a scheme vLLM cannot stream from is an error here
     wanted = load_platforms().object_storage.load_format
-    given = values(user_args, spec_for(vllm_version)).get("load_format")
+    given = user.get("load_format")
     if given is not None and given != wanted:
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_MODEL={model} is in object storage, which vLLM loads only "
                         f"with --load-format {wanted}, but the arguments give --load-format {given}. Remove it, or "

@@ -44,6 +44,7 @@ def recipes_table() -> str:
     """One row per recipe: what it serves and offers (the README's recipes table)."""
     from entrypoint.core.recipe import with_recipe
     from entrypoint.core.select import offered_strategies
+    from entrypoint.core.versions import release_window
 
     catalog = load_catalog()
     rows = ["| recipe | model | vLLM | variants (GB of GPU memory) | features (opt-in in italics) | strategies | "
@@ -52,10 +53,10 @@ def recipes_table() -> str:
         cat = with_recipe(catalog, slug)
         variants = ", ".join(f"{vid}{'' if vid == v.precision else ' ' + v.precision} {v.vram_minimum_gb:g}"
                              for vid, v in r.variants.items())
-        features = ", ".join(f"*{f}*" if f in r.opt_in_features else f for f in r.features)
+        features = ", ".join(f"*{f}*" if f in r.opt_in_features else f for f in r.features) or "none"
         strategies = list(dict.fromkeys(s for hw in r.hardware for s in offered_strategies(cat, hw)))
         stack = f", CUDA >= {r.model.min_stack.cuda}" if r.model.min_stack.cuda else ""
-        rows.append(f"| `{slug}` | {r.model.model_id} | >= {r.model.min_vllm_version}{stack} | {variants} | {features} | "
+        rows.append(f"| `{slug}` | {r.model.model_id} | {release_window(r.model)}{stack} | {variants} | {features} | "
                     f"{', '.join(strategies)} | `{r.deployment_name}` |")
     return "\n".join(rows)
 

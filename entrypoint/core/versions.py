@@ -43,5 +43,24 @@ def stack_shortfall(need, have) -> "tuple | None":
     return None
 
 
+def release_refusal(model, version: str) -> "str | None":
+    """Why a recipe's model (a ModelInfo record: `min_vllm_version`, `refused_vllm_versions`) does
+    not run on vLLM `version`, as a clause after "the recipe" ("needs vLLM >= 0.25.0", "refuses vLLM
+    0.12.0: <the recipe's reason>"); None when it runs there. The one rule for the start's version
+    check and the image labels' list of recipes."""
+    if version_key(version) < version_key(model.min_vllm_version):
+        return f"needs vLLM >= {model.min_vllm_version}"
+    for refused, why in model.refused_vllm_versions.items():
+        if version_key(refused) == version_key(version):
+            return f"refuses vLLM {refused}: {why}"
+    return None
+
+
+def release_window(model) -> str:
+    """The releases a recipe's model runs on, in words: `>= 0.11.2` or `>= 0.11.2, not 0.12.0`."""
+    refused = sorted(model.refused_vllm_versions, key=version_key)
+    return f">= {model.min_vllm_version}" + (f", not {', '.join(refused)}" if refused else "")
+
+
 def is_digest(text: str) -> bool:
     return re.fullmatch(DIGEST, text or "") is not None

@@ -249,16 +249,23 @@ def _check_choices(unit: Unit, spec: Spec) -> None:
                          f"{', '.join(opt.choices)}.{hint}", unit.source)
 
 
-def dedupe(tokens: Tagged, spec: Spec) -> Tagged:
-    """The last unit of each destination wins, in its position: `-tp 4` replaces
-    `--tensor-parallel-size 8`, `--no-enable-prefix-caching` replaces `--enable-prefix-caching`, a
-    list option's new list replaces the old one whole. Repeatable options (`append`) and
-    `--opt.key` settings accumulate; positionals are kept."""
+def check(tokens: Tagged, spec: Spec) -> List[Unit]:
+    """`tokens` as vLLM's parser reads them, or the KimiError (exit 2) it would stop with: an
+    unknown option, a bad choice, a missing value, a stray positional."""
     units = parse(tokens, spec)
     for unit in units:  # the model is vLLM's one positional and it is not among these args
         if unit.option is None:
             raise _error(f"{unit.tokens[0][0]!r} is neither an option of `vllm serve` nor the value of one in vLLM "
                          f"{spec.version} (vLLM would stop: unrecognized arguments)", unit.source)
+    return units
+
+
+def dedupe(tokens: Tagged, spec: Spec) -> Tagged:
+    """The last unit of each destination wins, in its position: `-tp 4` replaces
+    `--tensor-parallel-size 8`, `--no-enable-prefix-caching` replaces `--enable-prefix-caching`, a
+    list option's new list replaces the old one whole. Repeatable options (`append`) and
+    `--opt.key` settings accumulate; positionals are kept."""
+    units = check(tokens, spec)
     last: Dict[str, int] = {}
     for idx, unit in enumerate(units):
         if unit.option is not None and not unit.option.accumulates and not unit.dotted:
@@ -365,3 +372,119 @@ def secret_positions(argv: Sequence[str], spec: Optional[Spec] = None) -> List[i
                 hidden.append(i + n)  # its value became a lone positional
         i += n
     return hidden
+
+
+# ---------------------------------------------------------------- a vLLM process's effective arguments
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """What vLLM itself reads from one process's `serve` arguments, parsed once by its grammar
+    (the user's own arguments included, in any spelling vLLM accepts: `-tp 4`,
+    `--tensor-parallel-size=4`, `--tensor_parallel_size 4`, an unambiguous abbreviation)."""
+
+    version: str  # the vLLM release whose grammar read them
+    found: Dict[str, object]  # destination -> effective value (`values`)
+
+    def get(self, dest: str, default: object = None) -> object:
+        return self.found.get(dest, default)
+
+    def number(self, dest: str, default: int) -> int:
+        return int_value(self.found, dest, default)
+
+    def text(self, dest: str) -> Optional[str]:
+        value = self.found.get(dest)
+        if value is None or value is False:
+            return None
+        if value is True:
+            return ""
+        return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    @property
+    def tensor_parallel(self) -> int:
+        return self.number("tensor_parallel_size", 1)
+
+    @property
+    def pipeline_parallel(self) -> int:
+        return self.number("pipeline_parallel_size", 1)
+
+    @property
+    def data_parallel(self) -> int:
+        return self.number("data_parallel_size", 1)
+
+    @property
+    def data_parallel_local(self) -> int:
+        """Data-parallel ranks on this node (vLLM: --data-parallel-size-local, else all of them)."""
+        return self.number("data_parallel_size_local", 0) or self.data_parallel
+
+    @property
+    def nnodes(self) -> int:
+        return max(1, self.number("nnodes", 1))
+
+    @property
+    def headless(self) -> bool:
+        return bool(self.found.get("headless"))
+
+    @property
+    def port(self) -> int:
+        return self.number("port", 8000)
+
+    @property
+    def host(self) -> Optional[str]:
+        return self.text("host")
+
+    @property
+    def data_parallel_rpc_port(self) -> Optional[int]:
+        value = self.text("data_parallel_rpc_port")
+        return int(value) if value and value.isascii() and value.isdigit() else None
+
+    @property
+    def load_format(self) -> Optional[str]:
+        return self.text("load_format")
+
+    @property
+    def kv_transfer_config(self) -> Optional[str]:
+        return self.text("kv_transfer_config")
+
+    @property
+    def served_name(self) -> Optional[str]:
+        """The first --served-model-name (the name the server answers to), or None."""
+        names = self.found.get("served_model_name")
+        if isinstance(names, list):
+            return str(names[0]) if names else None
+        return str(names) if isinstance(names, str) and names else None
+
+    @property
+    def trust_remote_code(self) -> bool:
+        return bool(self.found.get("trust_remote_code"))
+
+    @property
+    def world_size(self) -> int:
+        """GPUs the vLLM deployment spans: TP x PP x DP."""
+        return self.tensor_parallel * self.pipeline_parallel * self.data_parallel
+
+    @property
+    def gpus_needed(self) -> int:
+        """GPUs this process needs visible on its node: TP x PP x local DP, split over --nnodes."""
+        return max(1, self.tensor_parallel * self.pipeline_parallel * self.data_parallel_local // self.nnodes)
+
+
+def engine_args(args: Sequence[str], spec: Spec) -> EngineArgs:
+    """`args` (a vLLM process's arguments after `vllm serve <model>`) read by `spec`'s grammar."""
+    return EngineArgs(version=spec.version, found=values(list(args), spec))
+
+
+def flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
+    """The value vLLM's grammar (the newest checked-in release) gives the destination of `flag` in
+    `argv`, whatever the spelling used (`-tp`, `--x_y`, `--x=v`): "" for a flag without a value, the
+    values joined by spaces for a list option, None when absent."""
+    spec = load_spec(newest_version())
+    option = spec.lookup(flag)[0]
+    if option is None:
+        return None
+    found = values(list(argv), spec).get(option.dest)
+    if found is None or found is False:
+        return None
+    if found is True:
+        return ""
+    return " ".join(found) if isinstance(found, list) else str(found)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from fnmatch import fnmatch
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional
 
-from entrypoint.core.args import flag_value
 from entrypoint.core.plan import Plan
 
 DEFAULT_REVISION = "main"
@@ -37,15 +36,8 @@ def is_local_path(model: str) -> bool:
     return model.startswith(("/", ".", "~")) or "://" in model
 
 
-def _vllm_argv(plan: Plan) -> Sequence[str]:
-    for proc in plan.processes:
-        if proc.argv[:2] == ("vllm", "serve"):
-            return proc.argv
-    return ()
-
-
-def _draft(argv: Sequence[str]) -> Optional[Source]:
-    raw = flag_value(argv, "--speculative-config")
+def _draft(found) -> Optional[Source]:
+    raw = found.text("speculative_config")
     if not raw:
         return None
     try:
@@ -60,17 +52,18 @@ def _draft(argv: Sequence[str]) -> Optional[Source]:
 
 def sources(plan: Plan) -> List[Source]:
     """The hub repositories the launch reads (local paths are left out: nothing to fetch)."""
-    argv = _vllm_argv(plan)
-    if not argv:
+    proc = plan.first_engine
+    if proc is None:
         return []
-    model, revision = argv[2], flag_value(argv, "--revision") or DEFAULT_REVISION
+    args = proc.vllm
+    model, revision = proc.model, args.text("revision") or DEFAULT_REVISION
     found = [] if is_local_path(model) else [Source(model, revision, "model")]
-    draft = _draft(argv)
+    draft = _draft(args)
     if draft is not None:
         found.append(draft)
-    tokenizer = flag_value(argv, "--tokenizer")
+    tokenizer = args.text("tokenizer")
     if tokenizer and tokenizer != model and not is_local_path(tokenizer):
-        found.append(Source(tokenizer, flag_value(argv, "--tokenizer-revision") or revision, "tokenizer",
+        found.append(Source(tokenizer, args.text("tokenizer_revision") or revision, "tokenizer",
                             weights=False))
     return found
 

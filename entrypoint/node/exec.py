@@ -65,7 +65,7 @@ def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str) -> N
     env = exec_env(proc.env, environ)
     env.update(cache.cache_env(cache_dir, environ))  # HF/vLLM caches, a writable HOME
     cache.prepare(cache_dir, env)
-    program = proc.argv[0]
+    program = proc.program[0]
     try:
         os.execvpe(program, list(proc.argv), env)
     except FileNotFoundError:

@@ -27,7 +27,7 @@ from entrypoint.core.mask import mask_argv
 from entrypoint.core.placement import OWNED_DESTS
 from entrypoint.core.platforms import load_platforms, platform as platform_data
 from entrypoint.core.settings import BY_NAME, read_settings
-from entrypoint.core.vllm_cli import secret_spec, values
+from entrypoint.core.vllm_cli import secret_spec
 
 NONE = "none"
 CHECKPOINT_MARKER = "config.json"  # a Hugging Face checkpoint directory has it
@@ -206,9 +206,9 @@ def check_contract(wiring: PlatformWiring, plan, spec) -> None:
     found = platform_data(wiring.platform)
     settled = read_settings(wiring.environ)  # the environment, else the KIMI_CONFIG file
     for proc in plan.processes:
-        if proc.role == "router":
+        if not proc.is_engine:
             continue
-        given = values(proc.argv[2:], spec)
+        given = proc.vllm.found
         for setting, binding in found.contract.items():
             want = settled.values.get(setting)
             have = proc.port if setting == "port" else given.get(setting)

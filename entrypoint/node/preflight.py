@@ -31,10 +31,9 @@ class NodeCheck(Check):
 
 
 def _parallel_sizes(proc: Process) -> str:
-    from entrypoint.core.args import flag_value  # vLLM's grammar: -tp 4, --tensor_parallel_size=4, ...
-
-    flags = {"--tensor-parallel-size": "TP", "--pipeline-parallel-size": "PP", "--data-parallel-size-local": "DP local"}
-    parts = [f"{label} {value}" for flag, label in flags.items() if (value := flag_value(proc.argv, flag))]
+    dests = {"tensor_parallel_size": "TP", "pipeline_parallel_size": "PP", "data_parallel_size_local": "DP local"}
+    parts = [f"{label} {value}" for dest, label in dests.items()
+             if proc.vllm is not None and (value := proc.vllm.text(dest))]  # as vLLM reads them, any spelling
     return " x ".join(parts) or f"{proc.local_gpus} GPUs"
 
 
@@ -135,7 +134,7 @@ def check_firmware(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 
 def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     c = facts.cache
-    if proc.local_gpus == 0 or c is None:
+    if not proc.is_engine or c is None:
         return NodeCheck("cache", "skipped", f"the {proc.role} loads no weights")
     if c.problem:
         return NodeCheck("cache", "error", f"KIMI_CACHE_DIR: {c.problem}: point KIMI_CACHE_DIR at a directory "
@@ -179,8 +178,8 @@ def check_model_source(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     from entrypoint.core.platforms import model_source
 
     model = launch.plan.model
-    if proc.local_gpus == 0 or not model_source(model).is_object_store:
-        return NodeCheck("model_source", "skipped", "the model is not in object storage" if proc.local_gpus
+    if not proc.is_engine or not model_source(model).is_object_store:
+        return NodeCheck("model_source", "skipped", "the model is not in object storage" if proc.is_engine
                          else f"the {proc.role} loads no weights")
     from entrypoint.node.objectstore import check
 
@@ -238,8 +237,8 @@ def check_kv_components(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     """The weights' volume (file system, GPUDirect Storage, a bounded read sample) and the
     expected load time with this launch's loader and with the best one here (core/loading.py)."""
-    if proc.local_gpus == 0:
-        return NodeCheck("load_time", "skipped", "the router loads no weights")
+    if not proc.is_engine:
+        return NodeCheck("load_time", "skipped", f"the {proc.role} loads no weights")
     if facts.storage is None:
         return NodeCheck("load_time", "skipped", "the weights' volume was not probed")
     from entrypoint.core.loading import load_report

@@ -40,7 +40,7 @@ def bench_name(launch) -> str:
 
 def _api_process(launch):
     """The process clients reach: the router of a PD cluster, else the (head) server."""
-    return launch.plan.find("router", 0) or launch.plan.processes[0]
+    return launch.plan.find("router", 0) or launch.plan.first_engine
 
 
 def _api_port(launch) -> int:

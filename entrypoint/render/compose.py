@@ -20,9 +20,9 @@ from typing import Mapping
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.kv import choose
 from entrypoint.render.fleet import check_hosts
-from entrypoint.core.plan import Process
-from entrypoint.render.deployment import (COMPANIONS, HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
-                                          health, image, image_user, scratch, service_name, token_path, with_defaults)
+from entrypoint.core.plan import Kind, Process
+from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
+                                          health, image, image_user, is_companion, scratch, service_name, token_path, with_defaults)
 from entrypoint.render.yamltext import dump
 from entrypoint.core.select import Selection
 from entrypoint.core.settings import Settings
@@ -81,7 +81,7 @@ def _hardened(launch, proc: Process) -> dict:
 
 def _service(launch, proc: Process) -> dict:
     svc = {"image": image(launch), **_hardened(launch, proc), "network_mode": "host", "restart": "unless-stopped"}
-    if proc.local_gpus or proc.role in COMPANIONS:  # LMCache's server takes the engine's GPU memory over IPC
+    if proc.local_gpus or is_companion(proc):  # LMCache's server takes the engine's GPU memory over IPC
         svc["ipc"] = "host"  # vLLM's tensor-parallel workers share memory through /dev/shm
         access = brand(launch).compose  # the GPU brand's devices (recipes/hardware.yaml)
         svc.update({**access, "security_opt": [*access.get("security_opt", []), NO_NEW_PRIVILEGES]})
@@ -90,9 +90,9 @@ def _service(launch, proc: Process) -> dict:
         svc["depends_on"] = {download_name(launch): {"condition": "service_completed_successfully"},
                              # what the engine connects to at start: LMCache's server, the KV store
                              **{service_name(launch, p): {"condition": "service_healthy"}
-                                for p in launch.plan.processes if not p.local_gpus and p.role != "router"}}
-    elif proc.role == "router":
-        svc["depends_on"] = [service_name(launch, p) for p in launch.plan.processes if p.local_gpus]
+                                for p in launch.plan.processes if not p.is_engine and p.kind is not Kind.ROUTER}}
+    elif proc.kind is Kind.ROUTER:
+        svc["depends_on"] = [service_name(launch, p) for p in launch.plan.engines]
     h = health(launch)
     svc["healthcheck"] = {"test": ["CMD", "kimi-serve", "healthcheck"], "interval": f"{h.interval_s}s",
                           "timeout": f"{h.timeout_s}s", "retries": h.retries, "start_period": f"{h.start_period_s}s"}
@@ -127,10 +127,9 @@ def _header(launch) -> str:
 
 def render(launch) -> dict:
     from entrypoint.core.placement import check_one_host
-    from entrypoint.core.vllm_cli import spec_for
 
     _check_one_node(launch.selection)
-    check_one_host(launch.plan, spec_for(launch.selection.vllm_version))  # network_mode: host
+    check_one_host(launch.plan)  # network_mode: host
     services = {download_name(launch): _download(launch),
                 **{service_name(launch, p): _service(launch, p) for p in launch.plan.processes}}
     doc = {"services": services, "volumes": {CACHE_VOLUME: {}}, "secrets": {TOKEN_SECRET: {"file": TOKEN_SOURCE}}}

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.mask import mask_argv
-from entrypoint.core.plan import Process
+from entrypoint.core.plan import Kind, Process
 from entrypoint.core.record import Record as Hardware
 from entrypoint.core.settings import BY_NAME, KIMI_FIELDS
 
@@ -24,8 +24,6 @@ HF_TOKEN_PATH = "HF_TOKEN_PATH"
 TOKEN_DIR = "/run/secrets/kimi-serve"
 TOKEN_FILE = "hf_token"
 SINGLE, MULTI_NODE, PD_CLUSTER, KV_STORE = "single", "multi_node", "pd_cluster", "kv_store"
-# Processes beside an engine that are not a node of the deployment (KV offload's LMCache server).
-COMPANIONS = ("lmcache",)
 
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
@@ -54,14 +52,18 @@ def with_defaults(environ: Mapping[str, str], defaults: Mapping[str, str]) -> di
 
 
 def shape(launch) -> str:
-    roles = {p.role for p in launch.plan.processes}
-    if "master" in roles:  # a Mooncake KV store (docs/kv-cache.md), PD pools included
+    kinds = {p.kind for p in launch.plan.processes}
+    if Kind.KV_MASTER in kinds:  # a Mooncake KV store (docs/kv-cache.md), PD pools included
         return KV_STORE
-    if "router" in roles and launch.selection.prefill is not None:
+    if Kind.ROUTER in kinds and launch.selection.prefill is not None:
         return PD_CLUSTER
     # a fleet's router (core/fleet.py) fronts copies of a single-node or multi-node plan
-    nodes = [p for p in launch.plan.processes if p.role not in COMPANIONS and p.role != "router"]
-    return MULTI_NODE if len(nodes) > 1 else SINGLE
+    return MULTI_NODE if len(launch.plan.engines) > 1 else SINGLE
+
+
+def is_companion(proc: Process) -> bool:
+    """A process beside the engine on its node, in its pod (LMCache's server)."""
+    return proc.kind is Kind.KV_SERVER
 
 
 def hardware(launch) -> Hardware:
@@ -77,11 +79,11 @@ def helper_resources(launch, proc: Process) -> Hardware:
         data = load_kv()
         if launch.kv.store:
             entry = data.stores[launch.kv.id]
-            found = {"master": entry.master, "store": entry.store,
-                     "router": entry.router if launch.selection.prefill is None else None}.get(proc.role)
+            found = {Kind.KV_MASTER: entry.master, Kind.KV_STORE: entry.store,
+                     Kind.ROUTER: entry.router if launch.selection.prefill is None else None}.get(proc.kind)
         else:
             companion = data.options[launch.kv.id].companion
-            found = companion if companion is not None and companion.role == proc.role else None
+            found = companion if companion is not None and is_companion(proc) else None
         if found is not None:
             return found.resources
     if getattr(launch, "fleet", None) is not None and launch.selection.prefill is None:
@@ -202,7 +204,7 @@ def settings_env(launch) -> dict:
 
 def container_env(launch, proc: Process) -> dict:
     env = settings_env(launch)
-    if shape(launch) in (PD_CLUSTER, KV_STORE) or proc.role in COMPANIONS or proc.role == "router":
+    if shape(launch) in (PD_CLUSTER, KV_STORE) or is_companion(proc) or proc.kind is Kind.ROUTER:
         env[BY_NAME["role"].env] = proc.role
     return env
 

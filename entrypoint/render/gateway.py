@@ -42,7 +42,7 @@ def pool_selector(k8s, launch) -> dict:
 
 
 def api_port(launch) -> int:
-    return next(p.port for p in launch.plan.processes if p.serves_http and p.role != "router")
+    return next(p.port for p in launch.plan.engines if p.serves_http)
 
 
 def _inference_pool(k8s, launch, g) -> dict:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.fleet import router_of
+from entrypoint.core.plan import Kind, Port
 from entrypoint.render.fleet import selector, with_skip
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
@@ -71,9 +73,6 @@ TOKEN_SKIP = ("CKV_K8S_38=the fleet's router discovers the copies' pods (--servi
 
 
 def _router_deployment(k8s, launch, router) -> dict:
-    from entrypoint.core.fleet import load_fleet
-
-    metrics = load_fleet().metrics
     deployment = k8s._deployment(launch, router)
     spec = deployment["spec"]
     spec["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
@@ -86,7 +85,7 @@ def _router_deployment(k8s, launch, router) -> dict:
     if launch.selection.is_multi_node:  # the copy's plan resolves with group 0's head (the router runs none of it)
         own["KIMI_HEAD_ADDR"] = launch.settings.head_addr
     container["env"][:0] = [{"name": k, "value": v} for k, v in own.items()]
-    container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": metrics.port})
+    container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": router.ports[Port.METRICS]})
     return with_skip(deployment, TOKEN_SKIP)
 
 
@@ -94,7 +93,7 @@ def _engine_launch(launch):
     """The launch of one copy (the router left out), which k8s.py draws as it always has."""
     import dataclasses
 
-    engines = tuple(p for p in launch.plan.processes if p.role != "router")
+    engines = tuple(p for p in launch.plan.processes if p.kind is not Kind.ROUTER)
     return dataclasses.replace(launch, plan=dataclasses.replace(launch.plan, processes=engines))
 
 
@@ -112,7 +111,7 @@ def fleet(k8s, launch, draw_one) -> list:
 
         return k8s._exposed(launch, one, gateway.pool_selector(k8s, launch), gateway.api_port(launch)) \
             + gateway.objects(k8s, launch)
-    router = launch.plan.find("router", 0)
+    router = router_of(launch.plan)
     return k8s._exposed(launch, one + _rbac(k8s, launch) + [_router_deployment(k8s, launch, router)],
                         k8s._labels(launch, "router"), router.port)
 

@@ -20,7 +20,7 @@ from typing import List, Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import SHM, container_env, helper_resources, image, scratch
+from entrypoint.render.deployment import SHM, container_env, helper_resources, image, is_companion, scratch
 from entrypoint.render.k8s_pod import CACHE_VOLUME, SHM_VOLUME, helper_probes, pod_spec
 
 POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"  # Kubernetes >= 1.28 labels StatefulSet pods
@@ -108,7 +108,7 @@ def add_companions(launch, pod: dict) -> dict:
     """The engine's pod with each companion (LMCache's server) as a second container."""
     from entrypoint.render.k8s_pod import _container_security
 
-    for proc in (p for p in launch.plan.processes if not p.local_gpus and p.role == "lmcache"):
+    for proc in (p for p in launch.plan.processes if is_companion(p)):
         sized = helper_resources(launch, proc)
         amounts = {"cpu": str(sized.cpu), "memory": f"{sized.memory_gib}Gi"}
         mounts = [{"name": n, "mountPath": path} for n, path in scratch(launch).items()]

@@ -30,7 +30,7 @@ def series_label(catalog, pod_label: str) -> str:
 
 def engine_components(launch) -> list:
     """The components (pod label values) of the pods that serve vLLM's API (and so /metrics)."""
-    roles = [p.role for p in launch.plan.processes if p.serves_http and p.role != "router"]
+    roles = [p.role for p in launch.plan.engines if p.serves_http]
     return list(dict.fromkeys(roles))
 
 

@@ -7,15 +7,14 @@ from typing import Iterable, List
 
 from entrypoint.core.args import display_units
 from entrypoint.core.mask import mask_argv, mask_env
-from entrypoint.core.plan import Plan, Process
+from entrypoint.core.plan import Kind, Plan, Process
 
 
-def _argv_lines(argv: List[str]) -> List[str]:
+def _argv_lines(proc: Process) -> List[str]:
     """Program and positionals on the first line, then one flag (with its values) per line."""
-    words = 3 if list(argv[:2]) == ["vllm", "serve"] else 1
-    head: List[str] = [" ".join(shlex.quote(t) for t in argv[:words])]
+    head: List[str] = [" ".join(shlex.quote(t) for t in proc.program)]
     rest: List[str] = []
-    for key, unit in display_units(argv):
+    for key, unit in display_units(mask_argv(proc.args), proc.is_engine):
         text = " ".join(shlex.quote(t) for t, _ in unit)
         if key is None and not rest:
             head.append(text)
@@ -27,7 +26,7 @@ def _argv_lines(argv: List[str]) -> List[str]:
 def process_lines(proc: Process) -> List[str]:
     env = mask_env(proc.env)
     lines = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
-    lines += _argv_lines(mask_argv(proc.argv))
+    lines += _argv_lines(proc)
     return lines
 
 
@@ -41,7 +40,7 @@ def render_process(proc: Process) -> str:
 def render_plan(plan: Plan, header: Iterable[str] = ()) -> str:
     out = [f"# {line}" for line in header]
     for proc in plan.processes:
-        label = proc.role if proc.role in ("single", "router") else f"{proc.role} rank {proc.rank}"
+        label = proc.role if proc.role == "single" or proc.kind is Kind.ROUTER else f"{proc.role} rank {proc.rank}"
         out.append(f"# --- {label}")
         out.append(render_process(proc))
     return "\n".join(out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from entrypoint.verify.client import CheckFailed, Reply, Server, ServerError, excerpt
@@ -23,22 +23,25 @@ ANSWER_MAX_TOKENS = 256
 PROMPT_ALLOWANCE = 1024  # tokens kept for the prompt (the tool schemas are the longest, ~500)
 MAX_TOOL_ROUNDS = 3
 
-TOOL_MARKUP = ("<|tool_calls_section_begin|>", "<|tool_call_begin|>")
 WRONG_ANSWER_CAUSES = ("possible causes: wrong or damaged weights, a chat template other than the model's, "
                        "a quantization or kernel fault")
 
 
 @dataclass(frozen=True)
 class ChatFacts:
-    """What the recipe says about talking to its model (its `chat` and its features' args): the
-    parser flags a hint names, and the chat_template_kwargs that switch thinking on and off (None:
-    the template has no switch). The defaults are Kimi-K2.5's."""
+    """What the recipe says about talking to its model (its `chat`, `tasks` and its features' args):
+    the parser flags a hint names, the chat_template_kwargs that switch thinking on and off (None:
+    the template has no switch), whether it reads images, and the markup of its tool calls (a call
+    left in content shows the wrong parser ran). Only `of(recipe)` makes one: no model or parser is
+    assumed here."""
 
-    title: str = "Kimi-K2.5"
-    reasoning_args: str = "--reasoning-parser kimi_k2"
-    tool_args: str = "--tool-call-parser kimi_k2 --enable-auto-tool-choice"
-    thinking_on: Optional[dict] = field(default_factory=lambda: {"thinking": True})
-    thinking_off: Optional[dict] = field(default_factory=lambda: {"thinking": False})
+    title: str
+    reasoning_args: str
+    tool_args: str
+    thinking_on: Optional[dict]
+    thinking_off: Optional[dict]
+    images: bool  # the model reads images (the recipe's tasks name `multimodal`)
+    tool_call_markup: tuple  # every one of these in content = a whole tool call left unparsed
 
     @classmethod
     def of(cls, recipe) -> "ChatFacts":
@@ -48,16 +51,19 @@ class ChatFacts:
 
         return cls(title=recipe.title, reasoning_args=args("reasoning"), tool_args=args("tool_calling"),
                    thinking_on=dict(recipe.chat.thinking_on) if recipe.chat.thinking_on else None,
-                   thinking_off=dict(recipe.chat.thinking_off) if recipe.chat.thinking_off else None)
+                   thinking_off=dict(recipe.chat.thinking_off) if recipe.chat.thinking_off else None,
+                   images="multimodal" in recipe.tasks, tool_call_markup=tuple(recipe.chat.tool_call_markup))
 
 
-def skip_reason(check: str, features: frozenset[str], chat: ChatFacts = ChatFacts()) -> str | None:
+def skip_reason(check: str, features: frozenset[str], chat: ChatFacts) -> str | None:
     if check == "chat_instant" and "reasoning" in features and chat.thinking_off is None:
         return f"{chat.title}'s chat template has no switch to turn thinking off"
     if check == "chat_thinking" and "reasoning" not in features:
         return "the reasoning feature is off (no reasoning parser)"
     if check.startswith("tools_") and "tool_calling" not in features:
         return "the tool_calling feature is off (no tool-call parser)"
+    if check == "image" and not chat.images:
+        return f"{chat.title} takes text only (the recipe's tasks)"
     if check == "image" and "text_only" in features:
         return "text_only is on (no vision encoder)"
     return None
@@ -75,9 +81,10 @@ def reasoning_inline(reply: Reply) -> bool:
     return "</think>" in reply.content and not reply.reasoning
 
 
-def tool_call_as_text(reply: Reply) -> bool:
-    """A whole Kimi tool-call section in content: a tool-call parser other than kimi_k2 ran."""
-    return all(mark in reply.content for mark in TOOL_MARKUP)
+def tool_call_as_text(reply: Reply, markup: tuple) -> bool:
+    """A whole tool-call section of the model's own markup in content: a tool-call parser other
+    than the recipe's ran."""
+    return bool(markup) and all(mark in reply.content for mark in markup)
 
 
 def no_tool_parser(error: ServerError) -> bool:
@@ -92,7 +99,7 @@ def wrong_answer(what: str, reply: Reply, expected: str) -> CheckFailed:
 
 class Verifier:
     def __init__(self, server: Server, model: str | None, expected_model: str | None, features: frozenset[str],
-                 chat: ChatFacts = ChatFacts()):
+                 chat: ChatFacts):
         self.server = server
         self.model = model
         self.expected_model = expected_model
@@ -207,9 +214,10 @@ class Verifier:
         messages = [_user(question)]
         reply = self._tool_chat(messages)
         if not reply.tool_calls:
-            if tool_call_as_text(reply):
+            if tool_call_as_text(reply, self.chat.tool_call_markup):
                 raise CheckFailed(f"the tool call came back as text in content ({excerpt(reply.content)!r}): the "
-                                  f"server's tool-call parser is not kimi_k2; start vLLM with {self.chat.tool_args}")
+                                  f"server's tool-call parser is not the {self.chat.title} recipe's; start vLLM "
+                                  f"with {self.chat.tool_args}")
             raise CheckFailed(f"no tool call; the model answered {excerpt(reply.content)!r} (finish_reason "
                               f"{reply.finish_reason!r}); possible causes: a model that does not use tools, a chat "
                               "template that drops them, wrong or damaged weights")

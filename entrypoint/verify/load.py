@@ -1,6 +1,6 @@
 """`verify --concurrency N`: the tool-call, thinking and streaming checks again, N streams at once.
 
-The faults of this model family that appear only under load: vLLM's kimi_k2 tool-call parser
+The faults of this model family that appear only under load: vLLM's Kimi K2 tool-call parser
 returning empty tool-call deltas with 6-14 concurrent streams while single requests are fine
 (vllm-project/vllm#54701), and setups that emit one token over and over ("!!!!",
 vllm-project/vllm#42426). So every stream is reassembled from its deltas (content, reasoning, each
@@ -27,7 +27,7 @@ from entrypoint.verify.questions import (
 from entrypoint.verify.report import FAIL, SKIP, ServerCheck
 
 LOAD_CHECKS = ("load_tools", "load_thinking", "load_streaming", "load_degenerate")
-TOOL_BUG = "vllm-project/vllm#54701: the kimi_k2 tool-call parser under concurrent streams"
+TOOL_BUG = "vllm-project/vllm#54701: the Kimi K2 tool-call parser under concurrent streams"
 REPEAT_BUG = "vllm-project/vllm#42426: one token repeated"
 # One unit of 1-4 characters repeated at least 8 times in a row ...
 _REPEAT = re.compile(r"(.{1,4}?)\1{7,}", re.DOTALL)

@@ -34,7 +34,7 @@ def run_verify(
     expected_model: str | None,
     features: frozenset[str],
     timeout: float,
-    chat: ChatFacts = ChatFacts(),
+    chat: ChatFacts,
     concurrency: int = 1,
 ) -> VerifyReport:
     """Run every check against the server at url, each within `timeout` seconds in all; checks

@@ -50,6 +50,28 @@ def test_no_hardware_literal_in_python():
     assert not found, "hardware facts belong in recipes/*.yaml:\n" + "\n".join(found)
 
 
+def _model_words() -> set:
+    """What names a model in the recipe data: each recipe's slug and title, its model ids (the
+    variants' too) and the parser names its features pass to vLLM."""
+    words = set()
+    for slug, r in load_catalog().recipes.items():
+        words |= {slug, r.title, r.model.model_id} | {v.model_id for v in r.variants.values() if v.model_id}
+        for feat in r.features.values():
+            for args in [feat.args, *(o.args for o in feat.hardware_overrides.values())]:
+                words |= {args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--tool-call-parser",
+                                                                                 "--reasoning-parser")}
+    return {w.lower() for w in words}
+
+
+def test_no_model_or_parser_literal_in_python():
+    """A recipe is data: no code names a model, a recipe or a parser (verify's expectations too
+    come from the recipe: entrypoint/verify/checks.py ChatFacts.of)."""
+    words = _model_words()
+    assert {"kimi-k2.5", "moonshotai/kimi-k3", "kimi_k2", "kimi-linear-48b-a3b-instruct"} <= words
+    found = _findings([p for d in ("entrypoint", "buildsys") for p in (ROOT / d).rglob("*.py")], words)
+    assert not found, "model, recipe and parser names belong in recipes/models/*.yaml:\n" + "\n".join(found)
+
+
 def test_the_scan_finds_a_literal(tmp_path):
     """The scan is live, the same function as above: planted literals (a hardware id, a GPU
     product, one inside an f-string) are found with their lines, and a word that only contains

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from entrypoint.app import load_launch
-from entrypoint.core.args import flag_value
+from entrypoint.core.vllm_cli import flag_value
 from entrypoint.core.errors import KimiError
 
 BASE = {"KIMI_HARDWARE": "h200", "PATH": os.environ.get("PATH", "")}

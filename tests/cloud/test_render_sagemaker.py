@@ -75,3 +75,16 @@ def test_moto_sagemaker_accepts_the_requests(service_model):
         config = client.describe_endpoint_config(EndpointConfigName=b["CreateEndpointConfig"]["EndpointConfigName"])
         got = config["ProductionVariants"][0]
         assert got["ContainerStartupHealthCheckTimeoutInSeconds"] == variant["ContainerStartupHealthCheckTimeoutInSeconds"]
+
+
+def test_a_one_node_recipe_on_h100_is_an_endpoint(service_model):
+    """Kimi-Linear's 115 GB fit one 8 x H100 instance (TP 8), where K2.5 needs two nodes: its
+    bodies validate, and the container resolves the same recipe."""
+    from botocore.validate import ParamValidator
+
+    found = bodies({"KIMI_RECIPE": "kimi-linear-48b-a3b-instruct", "KIMI_HARDWARE": "h100"})
+    for op, body in found.items():
+        report = ParamValidator().validate(body, service_model.operation_model(op).input_shape)
+        assert not report.has_errors(), f"{op}: {report.generate_report()}"
+    env = found["CreateModel"]["PrimaryContainer"]["Environment"]
+    assert env["KIMI_RECIPE"] == "kimi-linear-48b-a3b-instruct" and env["KIMI_HARDWARE"] == "h100"

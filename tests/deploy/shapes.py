@@ -17,6 +17,7 @@ COMPOSE: Dict[str, dict] = {
     "pd-shared-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "0",
                          "KIMI_DECODE_NODES": "0", "KIMI_NAME": "kimi"},
     "k2-instruct-single-b200": {"KIMI_RECIPE": "kimi-k2-instruct", "KIMI_HARDWARE": "b200"},
+    "linear-single-mi300x": {"KIMI_RECIPE": "kimi-linear-48b-a3b-instruct", "KIMI_HARDWARE": "mi300x"},  # 1 GPU
     # KV offload on one node (docs/kv-cache.md): LMCache beside the engine, a store of one instance, PD + store
     "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
     "kv-distributed-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"},
@@ -41,6 +42,11 @@ K8S: Dict[str, dict] = {
     "k3-tp_dp-gb300x4": {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "gb300", "KIMI_STRATEGY": "multi_node_tp_dp",
                          "KIMI_NODES": "4"},
     "k3-pd-mi355x": {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "mi355x", "KIMI_STRATEGY": "pd_cluster"},
+    # Kimi-Linear: one GPU of a node (TP 1), the whole node on H100, a DEP layout over two nodes
+    "linear-single-h200": {"KIMI_RECIPE": "kimi-linear-48b-a3b-instruct", "KIMI_HARDWARE": "h200"},
+    "linear-single-h100": {"KIMI_RECIPE": "kimi-linear-48b-a3b-instruct", "KIMI_HARDWARE": "h100"},
+    "linear-dep-mi325x2": {"KIMI_RECIPE": "kimi-linear-48b-a3b-instruct", "KIMI_HARDWARE": "mi325x",
+                           "KIMI_STRATEGY": "multi_node_dep", "KIMI_NODES": "2"},
     # KV offload (docs/kv-cache.md): LMCache's sidecar, the two Mooncake stores, one with PD pools
     "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
     "kv-simple-h100x2": {"KIMI_HARDWARE": "h100", "KIMI_NODES": "2", "KIMI_KV_OFFLOAD": "simple"},
@@ -54,7 +60,7 @@ K8S: Dict[str, dict] = {
 
 # Each recipe's default deployment name (its `deployment_name`), written out here.
 DEFAULT_NAMES = {None: "kimi-k2-5", "kimi-k2.5": "kimi-k2-5", "kimi-k3": "kimi-k3",
-                 "kimi-k2-instruct": "kimi-k2-instruct"}
+                 "kimi-k2-instruct": "kimi-k2-instruct", "kimi-linear-48b-a3b-instruct": "kimi-linear-48b-a3b-instruct"}
 
 
 def deployment_name(environ: Mapping[str, str]) -> str:

@@ -6,12 +6,25 @@ import sys
 
 from tests.testdata import GOLDEN, GOLDEN_DIR
 
-RECIPE_GOLDENS = ("kimi-k2-instruct", "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "kimi-k2.7-code", "kimi-k3")
+RECIPE_GOLDENS = ("kimi-k2-instruct", "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "kimi-k2.7-code", "kimi-k3",
+                  "kimi-linear-48b-a3b-instruct")
+
+
+def _golden(slug: str) -> dict:
+    path = GOLDEN if slug == "kimi-k2.5" else GOLDEN_DIR / f"{slug}.json"
+    return json.loads(path.read_text())
 
 
 def golden_cases(slug: str = "kimi-k2.5"):
-    path = GOLDEN if slug == "kimi-k2.5" else GOLDEN_DIR / f"{slug}.json"
-    return json.loads(path.read_text())["cases"]
+    return _golden(slug)["cases"]
+
+
+def refused_cases():
+    """(slug, release, case): every configuration of a golden that names `refused_vllm_versions`
+    (Kimi-Linear: 0.12.0, "a known Kimi-Linear regression"), at each release it names, which the
+    project must refuse with `unsupported_combination`."""
+    return [(slug, release, c) for slug in RECIPE_GOLDENS for release in _golden(slug).get("refused_vllm_versions", [])
+            for c in golden_cases(slug) if "expect" in c]
 
 
 def family_cases():

@@ -1,4 +1,4 @@
-"""The Kimi family: KIMI_RECIPE selects one of the six recipes, and each recipe's own rules
+"""The Kimi family: KIMI_RECIPE selects one of the seven recipes, and each recipe's own rules
 (version floor, CUDA stack, strategy grants and floors, feature allowlists, PD pools, the site's
 renderings it corrects) hold. Expected values are written by hand from the recipes' YAML."""
 
@@ -171,9 +171,111 @@ def test_nvlink_only_args_only_on_nvl_trays(catalog):
     assert "--all2all-backend" in user.find("decode", 0).argv  # the user's own args are kept
 
 
+LINEAR = "kimi-linear-48b-a3b-instruct"  # a version window, no features, no PD, no single-node TEP/DEP, 115 GB bf16
+
+
+def test_a_refused_release_is_refused_like_one_below_the_floor(catalog):
+    err = refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="h200", KIMI_VLLM_VERSION="0.12.0")
+    assert err.code == "unsupported_combination"
+    assert "refuses vLLM 0.12.0" in err.message and "known Kimi-Linear regression" in err.message
+    assert "indexer_rotary_emb" in err.message  # the error users would see at load
+    assert "runs on vLLM >= 0.11.2, not 0.12.0" in err.message and "0.19.1, 0.32.0, 0.33.0" in err.message
+    for spelled in ("v0.12.0", "0.12.0+cu129"):  # any spelling of the release
+        assert "refuses vLLM 0.12.0" in refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="h200",
+                                                KIMI_VLLM_VERSION=spelled).message
+    below = refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="h200", KIMI_VLLM_VERSION="0.11.1")
+    assert "needs vLLM >= 0.11.2" in below.message
+    for fine in ("0.11.2", "0.12.1", "0.19.1", "0.33.0"):  # the floor itself, the next release, the shipped ones
+        assert plan(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="h200", KIMI_VLLM_VERSION=fine).recipe == LINEAR
+    plan(catalog, KIMI_RECIPE="kimi-k2-thinking", KIMI_HARDWARE="h200", KIMI_VLLM_VERSION="0.12.0")  # its floor
+
+
+def test_the_issues_command_is_refused_without_any_other_setting():
+    """`KIMI_RECIPE=kimi-linear-48b-a3b-instruct KIMI_VLLM_VERSION=0.12.0 kimi-serve print`: the
+    window is checked first, so it is refused whatever else is (or is not) set, exit 2."""
+    out = subprocess.run([sys.executable, "-m", "entrypoint", "print", "--format", "json"], capture_output=True,
+                         text=True, timeout=120, env={"PATH": os.environ["PATH"], "KIMI_RECIPE": LINEAR,
+                                                      "KIMI_VLLM_VERSION": "0.12.0"})
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "refuses vLLM 0.12.0" in out.stderr and "known Kimi-Linear regression" in out.stderr
+    assert "use an image built on vLLM 0.19.1, 0.32.0, 0.33.0" in out.stderr
+
+
+def test_the_installed_vllm_is_held_to_the_same_window(catalog):
+    from entrypoint.app import compose
+    from entrypoint.core.settings import read_settings
+
+    settings = read_settings({"KIMI_RECIPE": LINEAR, "KIMI_HARDWARE": "h200"})
+    with pytest.raises(KimiError) as info:
+        compose(settings, catalog=catalog, detected_vllm="0.12.0")
+    assert info.value.code == "unsupported_combination" and "the installed vLLM=0.12.0" in info.value.message
+    assert compose(settings, catalog=catalog, detected_vllm="0.33.0").selection.vllm_version == "0.33.0"
+
+
+def test_an_image_on_a_refused_release_does_not_list_the_recipe(catalog):
+    """The image labels' list of recipes: an image built on a release the recipe refuses does not
+    serve it; the same rule as the start's check (an image bakes its release in KIMI_VLLM_VERSION)."""
+    from buildsys import targets
+    from buildsys.engine import build_args
+
+    data = targets.load()
+    assert LINEAR in data.recipes_served("h200", catalog) and LINEAR in data.recipes_served("rocm-gfx942", catalog)
+    assert LINEAR in data.for_release("0.19.1").recipes_served("h200", catalog)
+    on_bad = data.model_copy(update={"vllm_version": "0.12.0"})
+    served = on_bad.recipes_served("h200", catalog)
+    assert LINEAR not in served and "kimi-k2-thinking" in served and "kimi-k2.5" not in served  # K2.5: >= 0.19.1
+    baked = build_args(on_bad, "h200", "base")
+    err = refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE=baked["KIMI_IMAGE_HARDWARE"],
+                  KIMI_VLLM_VERSION=baked["KIMI_VLLM_VERSION"], KIMI_IMAGE_SERVES=baked["KIMI_IMAGE_SERVES"])
+    assert "refuses vLLM 0.12.0" in err.message
+
+
+def test_a_recipe_without_features(catalog):
+    for spec in (None, "", " , "):  # absent, empty, only separators: no feature
+        env = {} if spec is None else {"KIMI_FEATURES": spec}
+        p = plan(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="b200", **env)
+        assert p.features == () and argv_of(p) == ["vllm", "serve", "moonshotai/Kimi-Linear-48B-A3B-Instruct",
+                                                   "--trust-remote-code", "--tensor-parallel-size", "1"]
+    for spec in ("tool_calling", "+reasoning", "-spec_decoding"):
+        err = refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="b200", KIMI_FEATURES=spec)
+        assert err.code == "unknown_value" and "there are no valid values" in err.message
+        assert "Valid values: ." not in err.message and "has no features" in err.message
+        assert "leave KIMI_FEATURES unset or set it to an empty string" in err.message
+    err = refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="b200", KIMI_PROFILE="flydsl")
+    assert "has no profiles: leave KIMI_PROFILE unset" in err.message
+
+
+@pytest.mark.parametrize("sid, across", [("single_node_tep", "multi_node_tep"), ("single_node_dep", "multi_node_dep"),
+                                         ("pd_cluster", None), ("multi_node_tp_dp", None)])
+def test_strategies_a_recipe_does_not_offer(catalog, sid, across):
+    env = pd() if sid == "pd_cluster" else {"KIMI_NODES": "2", **ADDRS} if sid.startswith("multi_node") else {}
+    err = refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="mi300x", **{**env, "KIMI_STRATEGY": sid})
+    assert err.code == "unsupported_combination"
+    assert f"KIMI_STRATEGY={sid} is not one the Kimi-Linear-48B-A3B-Instruct recipe offers on mi300x" in err.message
+    assert "single_node_tp, multi_node_tp, multi_node_tp_pp, multi_node_tep, multi_node_dep" in err.message
+    assert (f"KIMI_STRATEGY={across} with KIMI_NODES=2 or more" in err.message) == (across is not None)
+
+
+@pytest.mark.parametrize("hw, tp", [("h100", "8"), ("h200", "1"), ("gb200", "1"), ("mi355x", "1")])
+def test_one_gpu_holds_the_model_except_on_h100(catalog, hw, tp):
+    """115 GB of bf16: one GPU of every hardware but H100 (80 GB) holds it, so the site's 1-or-all
+    auto-fit gives TP 1; H100 takes the whole node (TP 8)."""
+    p = plan(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE=hw)
+    assert value(argv_of(p), "--tensor-parallel-size") == tp
+    assert p.pools[0].gpus == int(tp)
+
+
+def test_a_recipe_without_a_draft_model_downloads_the_model_alone(catalog):
+    from entrypoint.core.weights import sources
+
+    for hw, nodes in (("h200", {}), ("mi355x", {"KIMI_NODES": "2", "KIMI_STRATEGY": "multi_node_dep", **ADDRS})):
+        p = plan(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE=hw, **nodes)
+        assert [(s.repo_id, s.purpose) for s in sources(p)] == [("moonshotai/Kimi-Linear-48B-A3B-Instruct", "model")]
+
+
 def test_every_recipe_prints_on_its_hardware():
     for slug, hw in (("kimi-k2-instruct", "b200"), ("kimi-k2-thinking", "h200"), ("kimi-k2.5", "h200"),
-                     ("kimi-k2.6", "b300"), ("kimi-k2.7-code", "mi300x"), ("kimi-k3", "b300")):
+                     ("kimi-k2.6", "b300"), ("kimi-k2.7-code", "mi300x"), ("kimi-k3", "b300"), (LINEAR, "mi325x")):
         out = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--format", "json"], capture_output=True,
                              text=True, timeout=120, env={"PATH": os.environ["PATH"], "KIMI_RECIPE": slug,
                                                           "KIMI_HARDWARE": hw})
@@ -184,9 +286,12 @@ def test_every_recipe_prints_on_its_hardware():
 def test_verify_expectations_follow_the_recipe(catalog):
     from entrypoint.verify.checks import ChatFacts, skip_reason
 
-    assert ChatFacts.of(catalog.recipes["kimi-k2.5"]) == ChatFacts()  # the defaults are K2.5's own
+    k25 = ChatFacts.of(catalog.recipes["kimi-k2.5"])
+    assert k25.reasoning_args == "--reasoning-parser kimi_k2" and k25.thinking_on == {"thinking": True}
+    assert k25.images and k25.tool_call_markup == ("<|tool_calls_section_begin|>", "<|tool_call_begin|>")
     k3 = ChatFacts.of(catalog.recipes["kimi-k3"])
     assert k3.reasoning_args == "--reasoning-parser kimi_k3" and "kimi_k3" in k3.tool_args
+    assert k3.tool_call_markup == ("<|open|>tools<|sep|>", "<|close|>tools<|sep|>")  # not K2's
     assert skip_reason("chat_instant", frozenset({"reasoning"}), k3)  # no documented thinking switch
     instruct = ChatFacts.of(catalog.recipes["kimi-k2-instruct"])
     assert skip_reason("chat_thinking", frozenset({"tool_calling"}), instruct)  # no reasoning at all
@@ -203,5 +308,6 @@ def test_each_image_lists_the_recipes_it_serves(catalog):
     assert data.recipes_served("rocm-gfx950", catalog) == every  # K3's CUDA floor is not a ROCm rule
     old = data.for_release("0.19.1")
     assert old.recipes_served("h200", catalog) == ["kimi-k2-instruct", "kimi-k2-thinking", "kimi-k2.5",
-                                                   "kimi-k2.7-code"]  # K2.6 needs 0.25.0, K3 0.27.1 and CUDA 13
+                                                   "kimi-k2.7-code", "kimi-linear-48b-a3b-instruct"]
+    # K2.6 needs 0.25.0, K3 0.27.1 and CUDA 13
     assert old.bases["cuda"].cuda.startswith("12.") and data.bases["cuda"].cuda.startswith("13.")

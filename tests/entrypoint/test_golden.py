@@ -10,7 +10,7 @@ from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog
 from entrypoint.core.vllm_cli import load_spec, newest_version
 
-from golden_data import RECIPE_GOLDENS, excluded_cases, family_cases, golden_cases, plan_batch
+from golden_data import RECIPE_GOLDENS, excluded_cases, family_cases, golden_cases, plan_batch, refused_cases
 
 CASES = golden_cases()
 # The site renders the recipe for its vLLM floor (model.min_vllm_version): on newer vLLM the plan
@@ -18,6 +18,7 @@ CASES = golden_cases()
 FLOOR = {"KIMI_VLLM_VERSION": load_catalog().recipe.model.min_vllm_version}  # the one floor: the recipe's
 FAMILY = family_cases()
 EXCLUDED = excluded_cases()
+REFUSED = refused_cases()
 # Kimi-K3's AMD switch of AITER's a8w4 MoE path: unknown to vLLM 0.33.0's vllm.envs, kept on purpose
 # (the K3-enabled ROCm builds read it; docs/composition.md).
 KEPT_UNKNOWN = {"VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4"}
@@ -104,11 +105,26 @@ def test_excluded_renderings_are_refused_or_corrected(slug, case, catalog):
         assert set(theirs["env"]) < set(proc["env"]) and "UCX_TLS" in proc["env"]
 
 
+@pytest.mark.parametrize("slug, release, case", REFUSED, ids=[f"{s}@{r}:{c['id']}" for s, r, c in REFUSED])
+def test_a_refused_release_is_refused_in_every_configuration(slug, release, case, catalog):
+    """The releases a golden says the recipe must refuse (its top-level `refused_vllm_versions`):
+    every configuration of it at that release is `unsupported_combination`, whose message names the
+    release, the recipe's reason and the releases that work."""
+    with pytest.raises(KimiError) as info:
+        build({**case["settings"], "KIMI_VLLM_VERSION": release}, catalog=catalog)
+    assert info.value.code == "unsupported_combination"
+    assert f"KIMI_VLLM_VERSION={release}" in info.value.message and "regression" in info.value.message
+    assert f"not {release}" in info.value.message and newest_version() in info.value.message
+
+
 def test_every_recipe_has_its_golden():
     from entrypoint.core.recipe import load_catalog
 
     assert sorted(load_catalog().recipes) == sorted(RECIPE_GOLDENS)
-    assert all(len(golden_cases(slug)) >= 70 for slug in RECIPE_GOLDENS)
+    sizes = {"kimi-k2-instruct": 72, "kimi-k2-thinking": 104, "kimi-k2.5": 112, "kimi-k2.6": 104, "kimi-k2.7-code": 72,
+             "kimi-k3": 76, "kimi-linear-48b-a3b-instruct": 45}  # each file's own count (tests/data/PROVENANCE.md)
+    assert {slug: len(golden_cases(slug)) for slug in RECIPE_GOLDENS} == sizes
+    assert [(s, r) for s, r, _ in REFUSED][:1] == [("kimi-linear-48b-a3b-instruct", "0.12.0")] and len(REFUSED) == 45
     kinds = {part.split(":")[0].strip() for _, c in EXCLUDED for part in c["excluded"].split("|")}
     assert kinds == {"hw-baseline-dropped", "pool-tp-ignored", "pool-mode-unsupported", "dcp-not-dividing-tp"}
 
@@ -116,7 +132,8 @@ def test_every_recipe_has_its_golden():
 def test_golden_through_the_batch_cli(tmp_path):
     """`plan --batch` renders every golden case of every recipe in one process, one JSON line each,
     errors included."""
-    cases = [c for _, c in FAMILY]
+    cases = [c for _, c in FAMILY] + [{**c, "settings": {**c["settings"], "KIMI_VLLM_VERSION": r},
+                                        "expect": {"error": "unsupported_combination"}} for _, r, c in REFUSED]
     for case, result in zip(cases, plan_batch(tmp_path, cases)):
         if "error" in case["expect"]:
             assert result["error"]["code"] == case["expect"]["error"]

@@ -315,3 +315,51 @@ def test_kv_addresses_are_one_host_each():
     message = refused("invalid_value", KIMI_KV_OFFLOAD="kv_store_distributed_mooncake",
                       KIMI_MOONCAKE_MASTER_ADDR="master.kv:50051")
     assert "KIMI_MOONCAKE_MASTER_ADDR" in message and "carries a port" in message
+
+
+# ---------------------------------------------------------------- vLLM's environment is an engine's alone
+
+
+def _opened(tmp_path, kid):
+    """The recipe data with `kid` recorded as verified (an opt-in option opens), as KIMI_RECIPES_DIR."""
+    def verified(recipe):
+        recipe["kv_offload_support"] = {kid: "verified"}
+    return _data_copy(tmp_path, edit_recipe=verified)
+
+
+_KV_IDS = [*yaml.safe_load((default_recipes_dir() / "kv_offload.yaml").read_text())["options"],
+           *yaml.safe_load((default_recipes_dir() / "kv_offload.yaml").read_text())["stores"]]
+
+
+@pytest.mark.parametrize("pd", [False, True], ids=["serving", "pd"])
+@pytest.mark.parametrize("kid", _KV_IDS)
+def test_no_process_but_an_engine_carries_vllms_environment(kid, pd, tmp_path, monkeypatch):
+    """Every KV option and store, with KIMI_LOAD_FORMAT choosing a loader (which sets vLLM's
+    engine-ready wait): the master, the store, the LMCache server and the router get none of
+    vLLM's variables and no provenance from the load decision; every engine gets the wait."""
+    from entrypoint.core.kv import load_kv as kv_data
+    from entrypoint.core.loading import load_data
+    from entrypoint.core.vllm_cli import spec_for
+
+    data = kv_data()
+    if pd and kid not in data.stores:
+        pytest.skip("an option does not compose with pd_cluster (test_no_option_composes_with_pd)")
+    if kid in data.options and data.options[kid].requires_opt_in:
+        monkeypatch.setenv("KIMI_RECIPES_DIR", str(_opened(tmp_path, kid)))
+    env = {"KIMI_KV_OFFLOAD": kid, "KIMI_LOAD_FORMAT": "safetensors", "KIMI_VLLM_VERSION": "0.32.0"}
+    if kid in data.stores:
+        env.update(STORE if pd else TWO)
+    if pd:
+        env.update({"KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "p0", "KIMI_DECODE_ADDRS": "d0"})
+    launch = build({"KIMI_HARDWARE": "h200", **env})
+    vllm_env = spec_for("0.32.0").env
+    wait = load_data().budget.vllm_env
+    assert wait in vllm_env
+    others = [p for p in launch.plan.processes if not p.is_engine]
+    if kid in data.stores or data.options[kid].companion is not None:
+        assert others, "a KV store or a companion runs beside the engines"
+    for proc in others:
+        assert not set(proc.env) & vllm_env, (proc.role, sorted(set(proc.env) & vllm_env))
+        assert not any("KIMI_LOAD_FORMAT" in source for source in proc.provenance.values()), proc.role
+    for proc in launch.plan.engines:
+        assert wait in proc.env and "KIMI_LOAD_FORMAT" in proc.provenance[wait]

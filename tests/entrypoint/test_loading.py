@@ -334,9 +334,9 @@ def test_a_recipes_own_engine_wait_is_never_shortened():
     found = launch({**env, "KIMI_LOAD_FORMAT": "instanttensor"}, local("nfs")).plan.processes[0]
     budget = int(found.env["VLLM_ENGINE_READY_TIMEOUT_S"])
     assert budget > 3600 and values(list(found.argv[2:]), spec_for("0.33.0"))["load_format"] == "instanttensor"
-    from dataclasses import replace
-
-    long_wait = replace(recipe, env={**recipe.env, "VLLM_ENGINE_READY_TIMEOUT_S": "99999"})
-    plan = replace(launch(env).plan, processes=(long_wait,))
-    assert loading.with_ready_timeout(plan, 4000, spec_for("0.33.0")).processes[0].env[
-        "VLLM_ENGINE_READY_TIMEOUT_S"] == "99999"
+    # the budget's layer: a longer wait of the recipe's stays (nothing set), a shorter one is raised
+    spec = spec_for("0.33.0")
+    assert loading.ready_wait({**recipe.env, "VLLM_ENGINE_READY_TIMEOUT_S": "99999"}, 4000, spec) == {}
+    assert loading.ready_wait({**recipe.env, "VLLM_ENGINE_READY_TIMEOUT_S": "60"}, 4000, spec) == {
+        "VLLM_ENGINE_READY_TIMEOUT_S": "4000"}
+    assert found.provenance["VLLM_ENGINE_READY_TIMEOUT_S"] == "settings (KIMI_LOAD_FORMAT: start-up budget)"

@@ -50,6 +50,11 @@ def test_shipped_data_matches_the_reference_facts(data):
     ("models/kimi-k2.5.yaml", lambda d: d["variants"]["mxfp4"].update(supported_hardware=["mi400x"]), "'mi400x'"),
     ("models/kimi-k2.5.yaml", lambda d: d["profiles"]["flydsl"].update(variants=["int8"]), "variant 'int8'"),
     ("models/kimi-k2.5.yaml", lambda d: d["features"]["text_only"].update(conflicts_with=["audio"]), "feature 'audio'"),
+    ("models/kimi-linear-48b-a3b-instruct.yaml",  # a refused release the floor refuses already
+     lambda d: d["model"]["refused_vllm_versions"].update({"0.11.0": "old"}), "below min_vllm_version 0.11.2"),
+    ("models/kimi-linear-48b-a3b-instruct.yaml",
+     lambda d: d["model"]["refused_vllm_versions"].update({"0.12": "x"}), "refused_vllm_versions"),
+    ("models/kimi-linear-48b-a3b-instruct.yaml", lambda d: d.update(tasks=["audio"]), "tasks"),
     ("hardware.yaml", lambda d: d["hardware"]["mi300x"].pop("gfx"), "gfx"),
     ("hardware.yaml", lambda d: d["hardware"]["h200"].update(gpus=8), "gpus"),
     ("strategies/pd_cluster.yaml", lambda d: d.pop("router"), "router"),

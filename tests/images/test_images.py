@@ -14,7 +14,8 @@ TARGETS = list(DATA.targets)
 STOP_TIMEOUT = 20
 
 
-EVERY_RECIPE = ("kimi-k2-instruct", "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "kimi-k2.7-code", "kimi-k3")
+EVERY_RECIPE = ("kimi-k2-instruct", "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "kimi-k2.7-code", "kimi-k3",
+                "kimi-linear-48b-a3b-instruct")
 
 
 def image_of(built_images, target):

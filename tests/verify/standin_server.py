@@ -11,6 +11,8 @@ model. (A real server keeps its port closed until it is ready: tests use a close
 Runs http.server in a thread on 127.0.0.1 (ephemeral port). `mode` picks the server:
   ok                 --served-model-name, both kimi_k2 parsers, a multimodal model
   text_only          as ok, but the model has no vision encoder (images: 400)
+  plain              a plain chat model (Kimi-Linear's kind): no parser at all, no vision encoder
+                     (images: 400), a chat template without thinking (it never thinks)
   small_context      as ok, with --max-model-len 2048
   no_parsers         no --reasoning-parser and no --tool-call-parser
   wrong_tool_parser  a tool-call parser other than kimi_k2: the Kimi tool call stays in content
@@ -57,7 +59,7 @@ TOOL_CALLS = {  # prompt keyword -> (function, JSON-string arguments), as kimi_k
 FINAL_ANSWERS = {"appears 3 times": "There are 3 r's in strawberry.", "9.9 is greater": "9.9 is larger than 9.11."}
 
 
-MODES = ("ok", "text_only", "small_context", "no_parsers", "wrong_tool_parser", "always_thinks", "random",
+MODES = ("ok", "text_only", "plain", "small_context", "no_parsers", "wrong_tool_parser", "always_thinks", "random",
          "path_model", "stream_no_finish", "hang", "drip", "huge", "garbage", "overlap_tool_deltas", "overlap_repeats")
 OVERLAP_MODES = ("overlap_tool_deltas", "overlap_repeats")
 OVERLAP_HOLD_S = 0.5  # an overlap mode holds each stream open this long, so concurrent ones overlap
@@ -122,9 +124,9 @@ def _validate(standin: StandinServer, body: dict) -> None:
         raise BadRequest(f"max_tokens={max_tokens} cannot be greater than max_model_len={standin.max_model_len}. "
                          f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})",
                          "max_tokens")
-    if body.get("tools") and body.get("tool_choice", "auto") == "auto" and standin.mode == "no_parsers":
+    if body.get("tools") and body.get("tool_choice", "auto") == "auto" and standin.mode in ("no_parsers", "plain"):
         raise BadRequest('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
-    if isinstance(body["messages"][-1]["content"], list) and standin.mode == "text_only":
+    if isinstance(body["messages"][-1]["content"], list) and standin.mode in ("text_only", "plain"):
         raise BadRequest(f"{standin.model_id} is not a multimodal model")
 
 
@@ -133,6 +135,7 @@ def _output(standin: StandinServer, body: dict) -> tuple[str, list | None]:
     messages = body["messages"]
     last = messages[-1]
     thinking = body.get("chat_template_kwargs", {}).get("thinking", True) or standin.mode == "always_thinks"
+    thinking = thinking and standin.mode != "plain"  # its template has no thinking
     think = f"<think>{REASONING}</think>" if thinking else ""
     if standin.mode == "random":
         return (f"{GIBBERISH[0]}</think>{GIBBERISH[1]}" if thinking else GIBBERISH[1]), None
@@ -165,7 +168,7 @@ def _parsed(standin: StandinServer, body: dict) -> tuple[dict, str]:
                  f"{call['function']['arguments']}<|tool_call_end|><|tool_calls_section_end|>")
         calls = None
     reasoning = None
-    if thinking and standin.mode != "no_parsers":  # kimi_k2: all is reasoning up to </think>
+    if thinking and standin.mode not in ("no_parsers", "plain"):  # kimi_k2: all is reasoning up to </think>
         reasoning, _, text = text.partition("</think>")
         reasoning = reasoning.removeprefix("<think>") or None
     message = {"role": "assistant", "content": text or None, "refusal": None, "annotations": None, "audio": None,
@@ -183,7 +186,7 @@ def _usage(standin: StandinServer, message: dict, stream: bool = False) -> dict:
     if not stream:
         usage["prompt_tokens_details"] = None
     # counted by the reasoning parser, so null without one
-    usage["completion_tokens_details"] = None if standin.mode == "no_parsers" else {"reasoning_tokens": 1}
+    usage["completion_tokens_details"] = None if standin.mode in ("no_parsers", "plain") else {"reasoning_tokens": 1}
     return usage
 
 

@@ -413,7 +413,7 @@ def test_any_sweep_text_is_a_sweep_or_a_usage_error():
     ({"KIMI_HARDWARE": "h200"}, Deployment("kimi-k2.5", "h200", "default", 8, 8)),
     ({"KIMI_HARDWARE": "b200", "KIMI_VARIANT": "nvfp4"}, Deployment("kimi-k2.5", "b200", "nvfp4", 8, 8)),
     ({"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "p0", "KIMI_DECODE_ADDRS": "d0"},
-     Deployment("kimi-k2.5", "h200", "default", 16, None)),  # both pools' GPUs
+     Deployment("kimi-k2.5", "h200", "default", 16, 1)),  # both pools' GPUs; DEP pools: TP 1 x DP 8
 ])
 def test_the_deployment_is_read_from_the_launch_plan(environ, expected, tmp_path):
     from entrypoint.app import bench_target
@@ -427,3 +427,54 @@ def test_the_deployment_is_read_from_the_launch_plan(environ, expected, tmp_path
         from entrypoint.core.bench import reference_json
 
         assert reference_json(reference, [], target.deployment)["same_tensor_parallel"] is False
+
+
+def test_a_one_gpu_recipe_without_references(standin, fake, tmp_path):
+    """Kimi-Linear on h200 runs on one GPU (TP 1): the per-GPU figure is the whole throughput, and a
+    recipe with no published figure says so without an empty list."""
+    env = bench_env([fake], KIMI_RECIPE="kimi-linear-48b-a3b-instruct",
+                    KIMI_RECIPES_DIR=str(recipes_with_tiny_workload(tmp_path)))
+    done = run_bench(standin("plain").url, "--workload", "tiny", "--concurrency", "1", "--num-prompts", "2",
+                     "--no-charts", "--output", str(tmp_path / "out"), "--format", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)
+    assert run["deployment"] == {"recipe": "kimi-linear-48b-a3b-instruct", "hardware": "h200", "variant": "default",
+                                 "gpus": 1, "tensor_parallel": 1}
+    assert run["results"][0]["output_tokens_per_s_per_gpu"] == round(RESULT["output_throughput"], 3)
+    assert run["reference"] is None
+    assert run["reference_note"] == ("no published reference for kimi-linear-48b-a3b-instruct on h200, variant "
+                                     "default, workload tiny")
+
+
+_BENCH_SHAPES = {  # shape -> (its settings, engine, (GPUs, TP) as the recipe lays it out, (GPUs, TP) with TP 4)
+    "single": ({"KIMI_HARDWARE": "h200"}, "single rank 0", (8, 8), (4, 4)),
+    # TP 4 over 2 nodes: 2 GPUs on each node
+    "multi-node": ({"KIMI_HARDWARE": "h100", "KIMI_STRATEGY": "multi_node_tp", "KIMI_NODES": "2",
+                    "KIMI_HEAD_ADDR": "10.0.0.1"}, "head rank 0", (16, 16), (4, 4)),
+    "pd": ({"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "p0", "KIMI_DECODE_ADDRS": "d0",
+            "KIMI_PREFILL_PARALLELISM": "tp", "KIMI_DECODE_PARALLELISM": "tp"}, "prefill rank 0", (16, 8), (8, 4)),
+    # two instances of 8 GPUs behind the router: 16, not the master's 0 nor one instance's 8
+    "kv-store": ({"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake",
+                  "KIMI_INSTANCE_ADDRS": "i1,i2", "KIMI_MOONCAKE_MASTER_ADDR": "m", "KIMI_MOONCAKE_STORE_HOST": "s"},
+                 "instance rank 0", (16, 8), (8, 4)),
+}
+_TP_SPELLINGS = ("", "-tp 4", "--tensor-parallel-size=4", "--tensor-parallel-size 4", "--tensor_parallel_size 4",
+                 "--tensor-parallel 4")  # the last: an abbreviation vLLM's parser accepts
+
+
+@pytest.mark.parametrize("spelling", _TP_SPELLINGS)
+@pytest.mark.parametrize("shape", sorted(_BENCH_SHAPES))
+def test_bench_records_the_engine_its_tp_and_the_deployments_gpus(shape, spelling, tmp_path):
+    """Every plan shape and every spelling of the parallel flag vLLM accepts: the facts come from
+    the engines (never the router nor a KV master), TP as vLLM reads it, every engine's GPUs."""
+    from entrypoint.app import bench_target
+
+    environ, engine, plain, tp4 = _BENCH_SHAPES[shape]
+    environ = {**environ, "KIMI_CACHE_DIR": str(tmp_path), "KIMI_SKIP_MEMORY_CHECK": "1"}
+    if spelling:
+        environ["KIMI_EXTRA_ARGS"] = spelling
+    target = bench_target(environ)
+    gpus, tp = tp4 if spelling else plain
+    assert (target.deployment.gpus, target.deployment.tensor_parallel) == (gpus, tp)
+    assert target.engine == engine and target.trust_remote_code  # the recipe's --trust-remote-code
+    assert target.model == "moonshotai/Kimi-K2.5"

@@ -5,6 +5,8 @@ import time
 import pytest
 from standin_server import MODEL_PATH, SERVED_NAME
 
+from entrypoint.core.recipe import load_catalog
+from entrypoint.verify.checks import ChatFacts
 from entrypoint.verify.report import FAIL, PASS, SKIP
 from entrypoint.verify.run import run_verify
 
@@ -16,8 +18,12 @@ TOOLS_AND_REASONING = frozenset({"tool_calling", "reasoning"})
 PARSER_HINTS = ("--reasoning-parser", "--tool-call-parser")
 
 
-def verify(url, *, model=None, expected_model=SERVED_NAME, features=TOOLS_AND_REASONING, timeout=2.0):
-    return run_verify(url, model=model, expected_model=expected_model, features=features, timeout=timeout)
+def verify(url, *, model=None, expected_model=SERVED_NAME, features=TOOLS_AND_REASONING, timeout=2.0,
+           recipe="kimi-k2.5"):
+    """run_verify with the expectations of a recipe of the real data (Kimi-K2.5's: what the
+    stand-in server plays, unless a test names another)."""
+    chat = ChatFacts.of(load_catalog().recipes[recipe])
+    return run_verify(url, model=model, expected_model=expected_model, features=features, timeout=timeout, chat=chat)
 
 
 def by_name(report):
@@ -86,6 +92,39 @@ def test_image_on_a_text_only_model_fails_with_the_servers_reason(standin):
     assert image.status == FAIL
     assert "HTTP 400" in image.message and "not a multimodal model" in image.message
     assert "text_only" in image.message
+
+
+PLAIN = "kimi-linear-48b-a3b-instruct"  # a recipe with no features and a text-only model
+
+
+def test_a_plain_chat_model_passes_what_it_must_and_skips_the_rest_with_why(standin):
+    """No tool or reasoning parser, no vision (the recipe's tasks): health, the model name, an
+    instant answer and a stream must still pass; nothing asks for thinking, tools or an image."""
+    server = standin("plain")
+    report = verify(server.url, features=frozenset(), recipe=PLAIN)
+    statuses = {c.name: c.status for c in report.checks}
+    assert statuses == {"health": PASS, "models": PASS, "chat_thinking": SKIP, "chat_instant": PASS,
+                        "tools_count_letter": SKIP, "tools_compare": SKIP, "image": SKIP, "streaming": PASS}, \
+        report.to_text()
+    assert "takes text only" in by_name(report)["image"].message and report.ok
+    bodies = server.chat_bodies()
+    assert bodies and not any("tools" in b or "chat_template_kwargs" in b or isinstance(b["messages"][0]["content"],
+                                                                                       list) for b in bodies)
+
+
+def test_a_plain_chat_model_still_fails_a_wrong_answer(standin):
+    """The checks a plain model keeps are real: a server answering gibberish fails them."""
+    checks = by_name(verify(standin("random").url, features=frozenset(), recipe=PLAIN))
+    assert checks["chat_instant"].status == FAIL and checks["streaming"].status == FAIL
+
+
+def test_the_image_check_runs_on_a_multimodal_recipe_only():
+    from entrypoint.verify.checks import skip_reason
+
+    recipes = load_catalog().recipes
+    assert skip_reason("image", frozenset(), ChatFacts.of(recipes["kimi-k2.5"])) is None
+    assert "takes text only" in skip_reason("image", frozenset(), ChatFacts.of(recipes["kimi-k2-thinking"]))
+    assert "takes text only" in skip_reason("image", frozenset(), ChatFacts.of(recipes[PLAIN]))
 
 
 # --- Why (issue 15): a wrong server must not pass ------------------------------------------------

@@ -83,3 +83,22 @@ def test_bad_settings_are_reported_with_exit_2(monkeypatch):
     result = invoke("--expect-model", SERVED_NAME)
     assert result.exit_code == 2
     assert "kimi-serve: error: KIMI_HARDWARE is not set." in result.output
+
+
+def test_a_recipe_without_features_verifies_as_a_plain_chat_model(standin, monkeypatch):
+    """KIMI_RECIPE of a recipe with no features and a text-only model (Kimi-Linear), its launch's
+    real expectations (entrypoint.app.service_expectations): the plain checks pass, the rest skip."""
+    server = standin("plain")
+    host, port = server.url.rsplit("/", 1)[-1].rsplit(":", 1)
+    for name, value in {"KIMI_RECIPE": "kimi-linear-48b-a3b-instruct", "KIMI_HARDWARE": "h200", "KIMI_HOST": host,
+                        "KIMI_PORT": port, "KIMI_SERVED_MODEL_NAME": SERVED_NAME}.items():
+        monkeypatch.setenv(name, value)
+    result = invoke("--format", "json", "--timeout", "2")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["url"] == server.url
+    statuses = {c["check"]: c["status"] for c in data["checks"]}
+    assert statuses == {"health": "pass", "models": "pass", "chat_thinking": "skip", "chat_instant": "pass",
+                        "tools_count_letter": "skip", "tools_compare": "skip", "image": "skip", "streaming": "pass"}
+    result = invoke("--features", "reasoning", "--url", server.url)
+    assert result.exit_code == 2 and "has no features" in result.output and "Valid values: ." not in result.output

@@ -6,7 +6,8 @@ import zlib
 
 import pytest
 
-from entrypoint.verify.checks import Verifier
+from entrypoint.core.recipe import load_catalog
+from entrypoint.verify.checks import ChatFacts, Verifier
 from entrypoint.verify.client import CheckFailed, Reply, error_message
 from entrypoint.verify.questions import is_number_only, looks_like_path, run_tool_call, says_nine_point_nine, solid_png
 from entrypoint.core.check import Check
@@ -115,7 +116,8 @@ def test_the_sum_answer_must_be_the_number_only(answer, right):
      (512, 4096, 256), (1, 4096, 1)],
 )
 def test_max_tokens_fit_the_context(max_model_len, wanted, sent):
-    verifier = Verifier(server=None, model="m", expected_model=None, features=frozenset())
+    chat = ChatFacts.of(load_catalog().recipe)
+    verifier = Verifier(server=None, model="m", expected_model=None, features=frozenset(), chat=chat)
     verifier.max_model_len = max_model_len
     assert verifier.budget(wanted) == sent
 

@@ -49,6 +49,9 @@ def test_every_plan_parses_with_the_versions_grammar(version):
             if _too_old(version, recipe.model.min_vllm_version):
                 assert f"recipe needs vLLM >= {recipe.model.min_vllm_version}" in err.message, cid
                 counts["floor"] += 1
+            elif version in recipe.model.refused_vllm_versions:  # a release the recipe says to avoid
+                assert f"recipe refuses vLLM {version}" in err.message, cid
+                counts["floor"] += 1
             elif profile is not None and _too_old(version, profile.min_vllm):
                 assert f"needs vLLM >= {profile.min_vllm}" in err.message
                 refused += 1
@@ -64,6 +67,7 @@ def test_every_plan_parses_with_the_versions_grammar(version):
                 counts["grammar"] += 1
             continue
         assert not _too_old(version, recipe.model.min_vllm_version), f"{cid} built below the recipe's floor"
+        assert version not in recipe.model.refused_vllm_versions, f"{cid} built on a release the recipe refuses"
         for proc in launch.plan.processes:
             if proc.argv[:2] != ("vllm", "serve"):
                 continue
@@ -78,7 +82,8 @@ def test_every_plan_parses_with_the_versions_grammar(version):
     flydsl = catalog.recipes["kimi-k2.5"].profiles["flydsl"].min_vllm
     assert checked > 1500 and refused == (len([c for c, s in CONFIGS if s.get("KIMI_PROFILE") == "flydsl"])
                                           if _too_old(version, flydsl) else 0)
-    below = [s for _, s in CONFIGS if _too_old(version, catalog.recipes[s["KIMI_RECIPE"]].model.min_vllm_version)]
+    below = [s for _, s in CONFIGS if _too_old(version, catalog.recipes[s["KIMI_RECIPE"]].model.min_vllm_version)
+             or version in catalog.recipes[s["KIMI_RECIPE"]].model.refused_vllm_versions]
     assert counts["floor"] == len(below)
     if not _too_old(version, catalog.recipes["kimi-k3"].model.min_vllm_version):
         assert counts["pools"] > 0  # Kimi-K3's prefill tp 8 refuses TP/TEP pools of other sizes
