@@ -214,3 +214,31 @@ def test_a_gateway_fleet_leaves_the_engines_as_they_are():
     env = {**H200, "KIMI_REPLICAS": "2"}
     assert launch_for("k8s", {**env, "KIMI_ROUTER": "gateway"}).plan.processes == \
         launch_for("k8s", H200).plan.processes
+
+
+@pytest.mark.parametrize("env", [
+    {**H200, "KIMI_REPLICA_ADDRS": "a,b", "KIMI_ROUTER_POLICY": "kv_aware", "KIMI_EXTRA_ARGS": "--block-size 32"},
+    {**MULTI, "KIMI_HEAD_ADDR": "h0", "KIMI_IFACE": "eth0", "KIMI_REPLICAS": "2"},
+    {**PD, "KIMI_PREFILL_ADDRS": "p0,p1", "KIMI_DECODE_ADDRS": "d0,d1", "KIMI_REPLICAS": "2"}])
+def test_the_fleets_router_is_a_typed_process(env):
+    """The router is one process of kind ROUTER with its ports by purpose (the API, and the
+    Prometheus endpoint it binds), no vLLM arguments; the engines' added flags are among their
+    effective arguments (Process.vllm), and the KV-event block size is the engines' own."""
+    from entrypoint.core.plan import Kind, Port
+
+    plan = build(env).plan
+    (router,) = [p for p in plan.processes if p.kind is Kind.ROUTER]
+    assert not router.is_engine and router.vllm is None and router.local_gpus == 0
+    args = list(router.args)
+    assert router.ports[Port.HTTP] == router.port == int(args[args.index("--port") + 1])
+    assert router.ports[Port.METRICS] == int(args[args.index("--prometheus-port") + 1])
+    assert sorted(router.listens) == sorted({router.port, router.ports[Port.METRICS]})  # two sockets of its own
+    assert all(p.is_engine for p in plan.processes if p is not router)
+    if env.get("KIMI_ROUTER_POLICY") == "kv_aware":
+        assert all(p.vllm.get("enable_scale_out") and p.vllm.text("kv_events_config") for p in plan.engines)
+        assert args[args.index("--kv-event-block-size") + 1] == "32"
+
+
+def test_the_routers_two_sockets_may_not_share_a_port():
+    with pytest.raises(KimiError, match="listen twice on port 29000"):
+        build({**H200, "KIMI_REPLICA_ADDRS": "a,b", "KIMI_ROUTER_PORT": "29000"})
