@@ -29,6 +29,7 @@ class Launch:
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
     kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
     load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.loading.Decision)
+    fleet: Any = None  # KIMI_REPLICAS' fleet (entrypoint.core.fleet.FleetChoice), None for one copy
 
     @property
     def name(self) -> str:
@@ -44,7 +45,15 @@ class Launch:
         return compile_caches(self.catalog, self.selection, self.plan, proc, stack)
 
     def this_process(self) -> Process:
-        proc = kv.this_process(self.plan, self.selection, self.kv) if self.kv else this_process(self.plan, self.selection)
+        from entrypoint.core import fleet
+
+        if self.fleet is not None and self.selection.role == fleet.ROLE:  # the fleet's router (core/fleet.py)
+            proc = fleet.router_of(self.plan)
+            fleet.check_start(proc)
+        elif self.kv:
+            proc = kv.this_process(self.plan, self.selection, self.kv)
+        else:
+            proc = this_process(self.plan, self.selection)
         if not proc.is_engine and self.settings.user_args:
             from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -77,10 +86,14 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
         decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
                                   "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
     choice = kv.choose(settings, hostname=socket.gethostname())
-    plan = resolve(selection, catalog, kv=choice, load=decision)  # the one composition (docs/composition.md)
+    from entrypoint.core import fleet  # KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
+
+    fleet_choice = fleet.choose(settings)
+    plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice)  # the one composition (docs/composition.md)
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
-    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice)
+    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice,
+                  fleet=fleet_choice)
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
@@ -235,6 +248,32 @@ def service_expectations(environ: Optional[Mapping[str, str]] = None) -> Service
     proc = front_process(launch)
     return ServiceExpectations(url=local_url(launch, proc), served_model_name=served_name(launch, proc),
                                features=frozenset(launch.plan.features), chat=_chat_facts(launch.catalog.recipe))
+
+
+@dataclass(frozen=True)
+class FleetTargets:
+    """A fleet's addresses as a client reaches them (verify and bench --fleet): its router, each copy."""
+
+    url: str  # the fleet's router
+    replicas: tuple  # each copy's API root (KIMI_REPLICA_ADDRS at the engines' port)
+
+
+def fleet_targets(environ: Optional[Mapping[str, str]] = None) -> FleetTargets:
+    """The configured fleet's router and copies (core/fleet.py); a clear error without a fleet."""
+    from entrypoint.core.errors import MISSING_SETTING, KimiError
+    from entrypoint.core.fleet import replica_hosts, router_of
+    from entrypoint.core.net import url_host
+
+    launch = load_launch((), environ)
+    router = router_of(launch.plan)
+    if launch.fleet is None or router is None or not launch.fleet.addrs:
+        raise KimiError(MISSING_SETTING, "--fleet checks the configured fleet's router and each copy: set "
+                        "KIMI_REPLICA_ADDRS (one address per copy), or give --url (the router) and --replica URL "
+                        "for each copy.")
+    port = next(p.port for p in launch.plan.engines if p.serves_http)
+    replicas = () if launch.selection.prefill is not None else tuple(  # a PD unit has no API of its own
+        f"http://{url_host(h)}:{port}" for h in replica_hosts(launch.fleet))
+    return FleetTargets(url=local_url(launch, router), replicas=replicas)
 
 
 @dataclass(frozen=True)

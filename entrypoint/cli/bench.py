@@ -8,11 +8,13 @@ import math
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from entrypoint.cli._context import guarded, say
+from entrypoint.cli._fleet import fleet_targets, fleet_urls, targets
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -76,9 +78,13 @@ def _target(url, gpus):
 @click.option("--no-charts", is_flag=True, help="Write no PNG/SVG charts.")
 @click.option("--timeout", type=float, callback=_check_timeout, default=6 * 3600.0, show_default=True,
               help="Seconds the whole sweep may take; the client is stopped when they run out.")
+@click.option("--replica", "replicas", multiple=True, callback=fleet_urls,
+              help="A fleet's copy (its API root; repeatable): the sweep also runs against it (its GPUs: --gpus or "
+                   "one copy's), and --url is the fleet's address (its router; all copies' GPUs). docs/fleet.md")
+@click.option("--fleet", is_flag=True, help="Sweep the configured fleet: its router and each copy (KIMI_REPLICA_ADDRS).")
 @guarded
 def command(url, model, workload, input_len, output_len, sweep, num_prompts, tokenizer, gpus, output_dir,
-            output_format, no_charts, timeout):
+            output_format, no_charts, timeout, replicas, fleet):
     """Run `vllm bench serve` at each concurrency against a running server and report, per
     concurrency, throughput (also per GPU), TTFT, TPOT and ITL p50/p99, with the published reference.
 
@@ -99,35 +105,52 @@ def command(url, model, workload, input_len, output_len, sweep, num_prompts, tok
     if short:
         raise KimiError(INVALID_VALUE, f"--num-prompts {num_prompts} is below concurrency {short[0]}: that level "
                         "would never be reached (give more prompts, or leave --num-prompts out)")
+    url, replicas = fleet_targets(url, replicas, fleet)
     target = _target(url, gpus)
     deployment, url = target.deployment, target.url
-    try:
-        parse_url(url)
-    except ValueError as exc:
-        raise KimiError(INVALID_VALUE, f"--url: {exc}. Give the server root, e.g. http://127.0.0.1:8000") from None
-    url = normalize_url(url)
+    runs_on = []  # (name, URL, GPUs): the server, or the fleet (every copy's GPUs) then each copy
+    for label, where in targets(url, replicas):
+        try:
+            parse_url(where)
+        except ValueError as exc:
+            raise KimiError(INVALID_VALUE, f"--url: {exc}. Give the server root, e.g. http://127.0.0.1:8000") from None
+        copies = len(replicas) if label == "fleet" else 1
+        runs_on.append((label, normalize_url(where), deployment.gpus * copies))
     client_program()  # 127 before anything else when there is no client
-    served = check_server(url, model)
+    served = [check_server(where, model) for _, where, _ in runs_on]
     if not (tokenizer or target.model):
         raise KimiError(INVALID_VALUE, "--tokenizer is needed: there is no configured launch to take the model from")
     output = output_dir or Path(f"kimi-bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-    spec = Spec(url=url, model=served, tokenizer=tokenizer or target.model, input_len=ilen, output_len=olen,
-                concurrency=levels, prompts=prompts, output=output, gpus=deployment.gpus,
-                trust_remote_code=target.trust_remote_code and not tokenizer, extra_env=dict(target.cache_env))
-    progress = Progress(levels) if output_format == "text" else (lambda *_: None)
-    try:
-        run = run_bench(spec, workload_name=name, deployment=deployment, data=data, timeout=timeout,
-                        progress=progress, charts=not no_charts)
-    finally:
-        if output_format == "text":
-            progress.end()
+    runs = []
+    for (label, where, n_gpus), model_name in zip(runs_on, served):
+        spec = Spec(url=where, model=model_name, tokenizer=tokenizer or target.model, input_len=ilen, output_len=olen,
+                    concurrency=levels, prompts=prompts,
+                    output=output if not replicas else output / label.replace(" ", "-"), gpus=n_gpus,
+                    trust_remote_code=target.trust_remote_code and not tokenizer, extra_env=dict(target.cache_env))
+        progress = Progress(levels) if output_format == "text" else (lambda *_: None)
+        try:
+            run = run_bench(spec, workload_name=name, deployment=replace(deployment, gpus=n_gpus), data=data,
+                            timeout=timeout, progress=progress, charts=not no_charts)
+        finally:
+            if output_format == "text":
+                progress.end()
+        runs.append((label, run))
     from entrypoint.cli._context import ARGV
     from entrypoint.core.mask import mask_output
 
     first = ("results", "reference", "files")
-    text = json.dumps({key: run[key] for key in first} | {k: v for k, v in run.items() if k not in first}, indent=2) \
-        if output_format == "json" else to_text(run)
+
+    def ordered(run: dict) -> dict:
+        return {key: run[key] for key in first} | {k: v for k, v in run.items() if k not in first}
+
+    if output_format == "json":
+        text = json.dumps(ordered(runs[0][1]) if not replicas else
+                          {"targets": [{"name": label, **ordered(run)} for label, run in runs]}, indent=2)
+    else:
+        text = to_text(runs[0][1]) if not replicas else \
+            "\n\n".join(f"== {label}: {run['url']}\n{to_text(run)}" for label, run in runs)
     click.echo(mask_output(text, os.environ, ARGV))  # the one mask: the client's words could carry one
-    for problem in run["problems"] if output_format == "json" else ():  # text mode lists them in its report
+    problems = [p for _, run in runs for p in run["problems"]]
+    for problem in problems if output_format == "json" else ():  # text mode lists them in its report
         say(problem, level="warning")
-    sys.exit(1 if run["problems"] else 0)
+    sys.exit(1 if problems else 0)

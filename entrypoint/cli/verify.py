@@ -8,6 +8,7 @@ import sys
 import click
 
 from entrypoint.cli._context import check_timeout, echo, guarded, not_empty
+from entrypoint.cli._fleet import fleet_targets, fleet_urls, targets
 from entrypoint.core import limits, select
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
@@ -77,15 +78,31 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
     show_default=True,
     help="Also run the tool-call, thinking and streaming checks this many streams at once (load_* checks).",
 )
+@click.option("--replica", "replicas", multiple=True, callback=fleet_urls,
+              help="A fleet's copy (its API root; repeatable): every check also runs against it, and --url is the "
+                   "fleet's address (its router). docs/fleet.md")
+@click.option("--fleet", is_flag=True, help="Check the configured fleet: its router and each copy (KIMI_REPLICA_ADDRS).")
 @guarded
-def command(url, model, expect_model, features, output_format, timeout, concurrency):
+def command(url, model, expect_model, features, output_format, timeout, concurrency, replicas, fleet):
     """Check health, model name, chat, reasoning, tools, images and streaming of a running server;
-    with --concurrency N, also N concurrent streams of each that must reassemble exactly.
+    with --concurrency N, also N concurrent streams of each that must reassemble exactly; with
+    --replica (or --fleet), the same checks through a fleet's router and against each of its copies.
 
     Exit code 0 when every check passes or is skipped, 1 when any fails, 2 on bad settings.
     """
+    url, replicas = fleet_targets(url, replicas, fleet)
     url, expect_model, chosen, chat = _settings(url, expect_model, features)
-    report = run_verify(url, model=model, expected_model=expect_model, features=chosen, timeout=timeout, chat=chat,
-                        concurrency=concurrency)
-    echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
-    sys.exit(0 if report.ok else 1)
+    reports = [(name, target, run_verify(target, model=model, expected_model=expect_model, features=chosen,
+                                         timeout=timeout, chat=chat, concurrency=concurrency))
+               for name, target in targets(url, replicas)]
+    if not replicas:
+        report = reports[0][2]
+        echo(json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_text())
+        sys.exit(0 if report.ok else 1)
+    ok = all(r.ok for _, _, r in reports)
+    if output_format == "json":
+        echo(json.dumps({"ok": ok, "targets": [{"name": n, "url": u, **r.to_json()} for n, u, r in reports]},
+                        indent=2))
+    else:
+        echo("\n\n".join(f"== {n}: {u}\n{r.to_text()}" for n, u, r in reports))
+    sys.exit(0 if ok else 1)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from entrypoint.core import limits
-from entrypoint.core.bench_schema import BenchFile, Defaults, Point, Reference, Workload, check_sweep  # noqa: F401
+from entrypoint.core.bench_schema import (METRICS, PER_GPU, BenchFile, Defaults, Point, Reference, Workload,  # noqa: F401
+                                        check_sweep, published as published_figures)
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
 from entrypoint.core.recipe import RecipeDataError
 
@@ -91,17 +92,18 @@ def no_reference_reason(data: BenchFile, deployment: Deployment, workload_name: 
 
 
 def compare(reference: Reference, results: List[dict]) -> List[dict]:
-    """Per reference point: the published figure, the measured one and measured/published."""
+    """Per reference point and each metric it records: the published figure, the measured figure of
+    the same metric and measured/published (never one metric against another)."""
     out = []
     for point in reference.points:
-        if point.concurrency is None:  # "at high concurrency": the sweep's best
-            measured = max((r["output_tokens_per_s_per_gpu"] for r in results), default=None)
-        else:
-            measured = next((r["output_tokens_per_s_per_gpu"] for r in results
-                             if r["concurrency"] == point.concurrency), None)
-        ratio = round(measured / point.output_tokens_per_s_per_gpu, 3) if measured is not None else None
-        out.append({"concurrency": point.concurrency, "published": point.output_tokens_per_s_per_gpu,
-                    "measured": measured, "ratio": ratio})
+        for metric, published in published_figures(point).items():
+            if point.concurrency is None:  # "at high concurrency": the sweep's best
+                measured = max((r[metric] for r in results if r.get(metric) is not None), default=None)
+            else:
+                measured = next((r.get(metric) for r in results if r["concurrency"] == point.concurrency), None)
+            ratio = round(measured / published, 3) if measured is not None else None
+            out.append({"concurrency": point.concurrency, "metric": metric, "published": published,
+                        "measured": measured, "ratio": ratio})
     return out
 
 
@@ -138,6 +140,7 @@ def figures(result: dict, concurrency: int, gpus: int) -> dict:
     completed = int(_number(result, "completed"))
     failed = int(_number(result, "failed")) if "failed" in result else 0
     throughput = _number(result, "output_throughput")
+    total = _number(result, "total_token_throughput")
     latency = {name: {p: round(_number(result, f"{p}_{name}_ms"), 3) for p in PERCENTILES} for name in LATENCIES}
     tpot = latency["tpot"]["p50"]
     return {
@@ -148,7 +151,10 @@ def figures(result: dict, concurrency: int, gpus: int) -> dict:
         "output_tokens": int(_number(result, "total_output_tokens")),
         "output_tokens_per_s": round(throughput, 3),
         "output_tokens_per_s_per_gpu": round(throughput / gpus, 3),
-        "total_tokens_per_s": round(_number(result, "total_token_throughput"), 3),
+        "total_tokens_per_s": round(total, 3),
+        # InferenceX's per-GPU rates: tput_per_gpu (total), output_tput_per_gpu, input_tput_per_gpu
+        "total_tokens_per_s_per_gpu": round(total / gpus, 3),
+        "input_tokens_per_s_per_gpu": round(max(total - throughput, 0.0) / gpus, 3),
         "tokens_per_s_per_user": round(1000.0 / tpot, 3) if tpot > 0 else None,
         "ttft_ms": latency["ttft"],
         "tpot_ms": latency["tpot"],

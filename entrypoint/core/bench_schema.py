@@ -47,9 +47,35 @@ class Defaults(_Strict):
     min_prompts: int = Field(ge=1)
 
 
+# The figures a published point may record, each the measured figure of the same name compares with
+# (like with like). InferenceX's headline `tput_per_gpu` is total (input + output) tokens/s per GPU
+# (utils/process_result.py: total token throughput / GPUs), `output_tput_per_gpu` and
+# `input_tput_per_gpu` beside it; tokens/s per user is its interactivity axis.
+METRICS = {"total_tokens_per_s_per_gpu": "total (input + output) tokens/s per GPU",
+           "output_tokens_per_s_per_gpu": "output tokens/s per GPU",
+           "input_tokens_per_s_per_gpu": "input tokens/s per GPU",
+           "tokens_per_s_per_user": "output tokens/s per user"}
+PER_GPU = tuple(m for m in METRICS if m.endswith("_per_gpu"))
+
+
 class Point(_Strict):
     concurrency: Optional[int] = Field(ge=1)  # None: "at high concurrency", compared with the sweep's best
-    output_tokens_per_s_per_gpu: float = Field(gt=0)
+    total_tokens_per_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+    output_tokens_per_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+    input_tokens_per_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+    tokens_per_s_per_user: Optional[float] = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _some_metric(self) -> "Point":
+        if not published(self):
+            raise ValueError(f"a point records none of {', '.join(METRICS)}")
+        return self
+
+
+def published(point) -> Dict[str, float]:
+    """The figures a point records, by metric (METRICS' order): of a Point, or of the catalog's
+    read-only record of one."""
+    return {m: getattr(point, m) for m in METRICS if getattr(point, m, None) is not None}
 
 
 class Reference(_Strict):

@@ -81,8 +81,9 @@ class Process:
 
     @property
     def listens(self) -> list:
-        """The ports it binds, one per socket (vLLM's /metrics is on its HTTP socket)."""
-        return [port for purpose, port in self.ports.items() if purpose is not Port.METRICS]
+        """The ports it binds, one per socket (vLLM's /metrics is on its HTTP socket; a fleet's router
+        binds its Prometheus endpoint on a socket of its own)."""
+        return [port for purpose, port in self.ports.items() if not (purpose is Port.METRICS and self.is_engine)]
 
     @property
     def served_name(self) -> Optional[str]:

@@ -358,19 +358,21 @@ def _provenance(args: Tagged, env: Dict[str, str], env_origin: Dict[str, str]) -
     return provenance
 
 
-def _router_finish(ctx: _Ctx, program: str, args: Tagged) -> Process:
+def _router_finish(ctx: _Ctx, program: str, args: Tagged, fleet=None) -> Process:
     lookup = _placeholder_lookup(ctx.sel)
-    words = tuple(substitute(a, lookup) for a, _ in args)
+    kept = fleet.source if fleet is not None else None  # a fleet's units' addresses: checked at the start
+    words = tuple(a if source == kept else substitute(a, lookup) for a, source in args)
     port = int(ctx.sel.values.get("ROUTER_PORT", "8000"))
-    return service(Kind.ROUTER, "router", (program, *words), {Port.HTTP: port}, port, {}, _provenance(args, {}, {}))
+    ports = {Port.HTTP: port, **({Port.METRICS: fleet.data.metrics.port} if fleet is not None else {})}
+    return service(Kind.ROUTER, "router", (program, *words), ports, port, {}, _provenance(args, {}, {}))
 
 
 def _finish(ctx: _Ctx, draft: _Draft, kv=None, budget_s: Optional[int] = None, role: Optional[str] = None,
-            rank: Optional[int] = None, values: Optional[Dict[str, str]] = None) -> Process:
+            rank: Optional[int] = None, values: Optional[Dict[str, str]] = None, fleet=None) -> Process:
     """The typed engine: the draft's layers, then the KV layer's args (after every other, the
-    user's included) and env (after the strategy's and the pool placement's), deduplicated once by
-    vLLM's grammar, placeholders filled (`values` first: an instance's own head), then the
-    start-up budget's engine-ready wait."""
+    user's included) and env (after the strategy's and the pool placement's), then a fleet's args
+    (core/fleet.py: its policy's), deduplicated once by vLLM's grammar, placeholders filled
+    (`values` first: an instance's own head), then the start-up budget's engine-ready wait."""
     args, env, origin = list(draft.args), dict(draft.env), dict(draft.origin)
     files: Dict[str, str] = {}
     if kv is not None:
@@ -380,12 +382,14 @@ def _finish(ctx: _Ctx, draft: _Draft, kv=None, budget_s: Optional[int] = None, r
                 env[key] = value
                 origin[key] = kv.source
         files = dict(kv.files)
+    if fleet is not None:
+        args += tag(fleet.source, fleet.args)
     args = dedupe(args, ctx.spec)
     base = _placeholder_lookup(ctx.sel)
     lookup = (lambda name: values[name] if name in values else base(name)) if values else base
     # Placeholders live in recipe data only: user and settings values pass through untouched, and the
     # KV layer's are filled by core/kv.py.
-    filled = ("user", "settings", kv.source if kv is not None else None)
+    filled = ("user", "settings", kv.source if kv is not None else None, fleet.source if fleet is not None else None)
     words = tuple(a if source in filled else substitute(a, lookup) for a, source in args)
     final_env = {k: (v if origin.get(k) == (kv.source if kv is not None else None) else substitute(v, lookup))
                  for k, v in env.items()}
@@ -440,9 +444,12 @@ def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> _Draft:
     return _draft(ctx, pool.role, k, args, env, origin)
 
 
-def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, _Draft]) -> Process:
+def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, _Draft], fleet=None) -> Process:
+    """The PD router in front of the pools' heads; with a fleet (core/fleet.py), of every unit's
+    heads, its policy on the prefill pool."""
     router = ctx.strategy.router
     argv: List[str] = ["--policy", router.policy] + list(router.args)
+    units: Tagged = []
     locals_ = [0]
     for role in ("prefill", "decode"):
         pool = pools[role]
@@ -453,11 +460,15 @@ def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, _D
             name = f"{role.upper()}_NODE_{i}"
             host = url_host(ctx.sel.values[name]) if name in ctx.sel.values else f"${name}"  # IPv6 in brackets
             argv += [f"--{role}", f"http://{host}:{port}"]
+        if fleet is not None:
+            units += fleet.pd_unit_urls(ctx.sel, role, count, pool.node_count, port)
         locals_.append(_pool_local_dp(ctx, pool, defaults))
     pinned = ctx.override.router.intra_node_data_parallel_size if ctx.override and ctx.override.router else None
-    argv += ["--host", "$ROUTER_HOST", "--port", "$ROUTER_PORT",
-             "--intra-node-data-parallel-size", str(pinned or max(max(locals_), 1))]
-    return _router_finish(ctx, router.program, tag("strategy", argv))
+    tail = ["--host", "$ROUTER_HOST", "--port", "$ROUTER_PORT",
+            "--intra-node-data-parallel-size", str(pinned or max(max(locals_), 1))]
+    fleet_tail = tag(fleet.source, fleet.pd_router_args) if fleet is not None else []
+    return _router_finish(ctx, router.program, tag("strategy", argv) + units + tag("strategy", tail) + fleet_tail,
+                          fleet)
 
 
 def _pd_processes(ctx: _Ctx) -> list:
@@ -577,12 +588,14 @@ def _check_profile_args(ctx: _Ctx, processes: list) -> None:
                                 f"Use e.g. {example}.")
 
 
-def resolve(sel: Selection, cat: Catalog, kv=None, load=None) -> Plan:
+def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None) -> Plan:
     """The one composition (docs/composition.md): every engine's layers (base ... user, with
     KIMI_LOAD_FORMAT's loader among the settings), the serving topology (nodes, or the PD pools and
     their router), the memory and profile checks, then the KV layer (`kv`: a core.kv.KvChoice; its
     gates first) with its topology step (a KV store's instances beside the PD pools) and the
-    start-up budget (`load`: a core.loading.Decision), each engine deduplicated once."""
+    start-up budget (`load`: a core.loading.Decision), each engine deduplicated once; then a fleet's
+    layer (`fleet`: a core.fleet.FleetChoice; its gates first): its engines' arguments and its
+    router in front of the copies (docs/fleet.md)."""
     ctx = _Ctx(sel, cat, load)
     if ctx.strategy.deploy_type == "pd_cluster":
         serving = _pd_processes(ctx)
@@ -603,20 +616,34 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None) -> Plan:
         from entrypoint.core.loading import budget_s
 
         budget = budget_s(cat, sel.recipe, sel.variant, ctx.variant.vram_minimum_gb, pools, load)
-    processes = _compose_topology(ctx, serving, layer, budget)
+    copies = None
+    if fleet is not None:
+        from entrypoint.core.fleet import layer as fleet_layer
+
+        copies = fleet_layer(sel, cat, fleet, kv)
+    processes = _compose_topology(ctx, serving, layer, budget, copies)
     return Plan(recipe=sel.recipe, hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
                 profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,
                 vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools),
                 processes=with_helper_drain(processes))
 
 
-def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int]) -> List[Process]:
+def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fleet=None) -> List[Process]:
     """The processes in plan order: a KV layer's front (master, store), the engines (once per KV
     store instance where the store has instances: role `instance`, node ranks i*nodes+r, each
-    multi-node instance headed by its own address), the router, a KV layer's companions."""
+    multi-node instance headed by its own address), the router, a KV layer's companions; a
+    fleet's router last (a PD fleet's is the PD router, in front of every unit)."""
     if layer is None or not layer.instances:
-        engines = [_finish(ctx, p, layer, budget) if isinstance(p, _Draft) else p for p in serving]
-        return [*(layer.front if layer else ()), *engines, *(layer.after if layer else ())]
+        engines = [_finish(ctx, p, layer, budget, fleet=fleet) if isinstance(p, _Draft) else p for p in serving]
+        if fleet is not None and ctx.strategy.deploy_type == "pd_cluster":
+            pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
+            heads = {role: next(p for p in serving if isinstance(p, _Draft) and p.role == role) for role in pools}
+            routed = _router_process(ctx, pools, heads, fleet)
+            engines = [routed if p.kind is Kind.ROUTER else p for p in engines]
+        out = [*(layer.front if layer else ()), *engines, *(layer.after if layer else ())]
+        if fleet is not None and fleet.choice.front == "vllm-router" and ctx.strategy.deploy_type != "pd_cluster":
+            out.append(fleet.router(ctx.sel, [p for p in out if p.is_engine]))
+        return out
     instances: List[Process] = []
     for i in range(layer.instances):
         values = None

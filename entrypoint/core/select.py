@@ -412,7 +412,8 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
     if is_pd:
         for pool in (prefill, decode):
             addrs = settings.values[f"{pool.role}_addrs"]
-            if len(addrs) > pool.node_count:
+            units = settings.replicas if settings.router != "none" else 1  # a PD fleet: every unit's nodes (core/fleet.py)
+            if len(addrs) > pool.node_count * units:
                 raise KimiError(E.INVALID_VALUE, f"KIMI_{pool.role.upper()}_ADDRS lists {len(addrs)} addresses but the "
                                 f"{pool.role} pool has {pool.node_count} node(s). Give one address per node, or set "
                                 f"KIMI_{pool.role.upper()}_NODES={len(addrs)}.")

@@ -65,7 +65,8 @@ FIELDS: tuple = (
     F("iface", "str", None, "required where the strategy needs it",
       "Network interface for GLOO/NCCL (`$IFACE_NAME`)."),
     F("role", "choice", None, "required to launch a pd_cluster process",
-      "Which process of a pd_cluster or KV deployment this container runs (docs/kv-cache.md).",
+      "Which process of a pd_cluster, KV deployment or fleet (its router) this container runs (docs/kv-cache.md, "
+      "docs/fleet.md).",
       ("prefill", "decode", "router", "master", "store", "instance", "lmcache")),
     F("prefill_nodes", "int", None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node.",
       maximum=limits.MAX_POOL_NODES),
@@ -82,6 +83,20 @@ FIELDS: tuple = (
     F("router_host", "str", "0.0.0.0", "`0.0.0.0`", "Router bind address."),
     F("router_port", "int", 8000, "`8000`; a KV store's router: its `router.port` (30080)", "Router port.",
       minimum=1, maximum=65535),
+    # A fleet: KIMI_REPLICAS copies behind one router (entrypoint/core/fleet.py, recipes/fleet.yaml; docs/fleet.md).
+    F("router", "choice", "vllm-router", "`vllm-router`", "What fronts the copies of a fleet (KIMI_REPLICAS > 1): "
+      "`vllm-router` (the cache-aware router), `gateway` (a Gateway API InferencePool and its endpoint picker; "
+      "Kubernetes), `none` (a plain Service: connections spread blind to the caches).",
+      ("vllm-router", "gateway", "none")),
+    F("router_policy", "str", None, "`cache_aware`", "The fleet router's policy (recipes/fleet.yaml): cache_aware, "
+      "round_robin, random, power_of_two, consistent_hash, sticky_least_loaded, or kv_aware (the engines publish "
+      "their KV-cache events)."),
+    F("replica_addrs", "list", (), "required for the router outside Kubernetes",
+      "Comma list of the fleet's copies, one address each (a multi-node copy: its head; `$REPLICA_i`).",
+      maximum=limits.MAX_ADDRESSES),
+    F("router_selector", "list", (), "set by `plan --format k8s`", "Kubernetes label selector (comma list of "
+      "key=value): the router discovers the copies' pods in its namespace instead of KIMI_REPLICA_ADDRS.",
+      maximum=limits.MAX_ADDRESSES),
     F("kv_offload", "str", None, "none", "KV cache beyond the GPU (docs/kv-cache.md): simple, offloading_cpu, "
       "offloading_fs, lmcache, kv_store_centralized_mooncake or kv_store_distributed_mooncake."),
     F("kv_instances", "int", None, "the KV store's `default_instances` (centralized 2, distributed 1)",
@@ -152,7 +167,7 @@ FIELDS: tuple = (
     F("autoscaling", "choice", "off", "`off`", "Autoscaler `plan --format k8s` renders for each engine group: a "
       "KEDA ScaledObject (`keda`) or an HPA on the Prometheus adapter's metrics (`hpa`), with a "
       "PodDisruptionBudget, surge-one rollouts and zone spread.", ("off", "keda", "hpa")),
-    F("replicas", "int", 1, "`1`", "Copies of the deployment (each engine group); the fewest when autoscaling.",
+    F("replicas", "int", 1, "`1`", "Copies of the deployment (each engine group), behind one router (KIMI_ROUTER); the fewest when autoscaling.",
       minimum=1, maximum=limits.MAX_REPLICAS),
     F("max_replicas", "int", 4, "`4` (KIMI_REPLICAS when larger)", "Most copies the autoscaler scales each engine group to.",
       minimum=1, maximum=limits.MAX_REPLICAS),

@@ -19,6 +19,7 @@ from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.kv import choose
+from entrypoint.render.fleet import check_hosts
 from entrypoint.core.plan import Kind, Process
 from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
                                           health, image, image_user, is_companion, scratch, service_name, stop,
@@ -39,6 +40,7 @@ def deployment_environ(environ: Mapping[str, str], settings: Settings, sel: Sele
     """The rendering environment: the pools of a one-node PD cluster, and a KV store's master,
     store and instance, are reached on loopback."""
     _check_one_node(sel)
+    check_hosts(settings, sel, "Compose")  # a fleet: the router before the copies' addresses (render/fleet.py)
     defaults = {}
     choice = choose(settings)
     if choice is not None and choice.store:

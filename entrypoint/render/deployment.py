@@ -32,7 +32,9 @@ _NOT_PASSED = {"image", "image_digest", "name", "namespace", "config", "recipes_
                "image_serves", "role", "node_rank", "head_addr",
                # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
                "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",
-               "scale_waiting", "scale_kv_percent", "prometheus_url", "scraper_namespace", "scraper_labels"}
+               "scale_waiting", "scale_kv_percent", "prometheus_url", "scraper_namespace", "scraper_labels",
+               # what fronts a fleet: the renderer's choice (render/k8s_fleet.py, render/gateway.py)
+               "router"}
 
 
 def passed(field) -> bool:
@@ -53,8 +55,9 @@ def shape(launch) -> str:
     kinds = {p.kind for p in launch.plan.processes}
     if Kind.KV_MASTER in kinds:  # a Mooncake KV store (docs/kv-cache.md), PD pools included
         return KV_STORE
-    if Kind.ROUTER in kinds:
+    if Kind.ROUTER in kinds and launch.selection.prefill is not None:
         return PD_CLUSTER
+    # a fleet's router (core/fleet.py) fronts copies of a single-node or multi-node plan
     return MULTI_NODE if len(launch.plan.engines) > 1 else SINGLE
 
 
@@ -83,6 +86,10 @@ def helper_resources(launch, proc: Process) -> Hardware:
             found = companion if companion is not None and is_companion(proc) else None
         if found is not None:
             return found.resources
+    if getattr(launch, "fleet", None) is not None and launch.selection.prefill is None:
+        from entrypoint.core.fleet import router_facts
+
+        return router_facts().resources  # the fleet's router: the KV store's (recipes/fleet.yaml)
     return launch.catalog.strategies[launch.plan.strategy].router.resources
 
 
@@ -240,7 +247,7 @@ def settings_env(launch) -> dict:
 
 def container_env(launch, proc: Process) -> dict:
     env = settings_env(launch)
-    if shape(launch) in (PD_CLUSTER, KV_STORE) or is_companion(proc):
+    if shape(launch) in (PD_CLUSTER, KV_STORE) or is_companion(proc) or proc.kind is Kind.ROUTER:
         env[BY_NAME["role"].env] = proc.role
     return env
 
@@ -256,8 +263,21 @@ def platform_offering(launch, pid: str):
     return platform(pid), offering(pid, launch.plan.hardware)
 
 
+def refuse_fleet(launch, display_name: str) -> None:
+    """A cloud platform scales its own copies behind its own load balancer: no fleet router (docs/fleet.md)."""
+    if getattr(launch, "fleet", None) is not None:
+        from entrypoint.core.errors import UNSUPPORTED_COMBINATION
+
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_REPLICAS={launch.fleet.replicas} puts the copies behind "
+                        f"vllm-router (Kubernetes, Compose, hosts: docs/fleet.md); {display_name} runs its copies "
+                        "behind its own load balancer. Unset KIMI_REPLICAS (and KIMI_REPLICA_ADDRS, "
+                        "KIMI_ROUTER_POLICY) and set the platform's instance count, or render Kubernetes "
+                        "(--format k8s).")
+
+
 def one_instance(launch, pid: str, display_name: str) -> None:
     """Managed endpoints run one copy of the model per instance: a plan of one node."""
+    refuse_fleet(launch, display_name)
     if shape(launch) != SINGLE or len(launch.plan.processes) > 1:  # a companion (LMCache) is a second container
         from entrypoint.core.errors import UNSUPPORTED_COMBINATION
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 from typing import List, Mapping
 
 import re
+import sys
 
 from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Port, Process
-from entrypoint.render import autoscaling, k8s_kv, monitoring
+from entrypoint.render import autoscaling, k8s_fleet, k8s_kv, monitoring
 from entrypoint.render.monitoring import engine_components
 from entrypoint.render.deployment import (KV_STORE, MULTI_NODE, PD_CLUSTER, SINGLE, service_name, shape,
                                           with_defaults)
@@ -61,13 +62,14 @@ def pod_addresses(lws: str, size: int) -> List[str]:
 def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
     """The rendering environment: the addresses the deployment gives its own pods."""
     kv = k8s_kv.deployment_environ(environ, settings, sel)  # a KV store's Services and pod names
+    kv.update(k8s_fleet.deployment_environ(environ, settings, sel, (LWS_NAME_LABEL, LWS_INDEX_LABEL)))  # a fleet
     if sel.prefill is not None:
         addrs = {f"KIMI_{p.role.upper()}_ADDRS": ",".join(pod_addresses(lws_name(sel.name, p.role), p.node_count))
                  for p in (sel.prefill, sel.decode)}
         return with_defaults(environ, {**addrs, **AUTO_IFACE, **kv})
     if sel.is_multi_node:
         head = pod_addresses(lws_name(sel.name), sel.nodes)[0]
-        return with_defaults(environ, {"KIMI_HEAD_ADDR": head, **AUTO_IFACE})
+        return with_defaults(environ, {"KIMI_HEAD_ADDR": head, **AUTO_IFACE, **kv})
     return with_defaults(environ, kv)
 
 
@@ -248,5 +250,11 @@ def render(launch) -> dict:
               f"#   kubectl -n {launch.settings.namespace} create secret generic {hf_token_secret(launch)} "
               "--from-literal=HF_TOKEN=hf_...\n"
               "# Hardened to Pod Security `restricted`; docs/security.md lists the controls and the skips.\n")
-    objects = autoscaling.apply(launch, _SHAPES[shape(launch)](launch)) + monitoring.objects(launch)
+    draw = _SHAPES[shape(launch)]
+    if launch.fleet is not None and shape(launch) in (SINGLE, MULTI_NODE):  # copies behind a router: k8s_fleet.py
+        objects = k8s_fleet.fleet(sys.modules[__name__], launch, draw)
+    else:
+        objects = draw(launch)
+    objects = autoscaling.apply(launch, objects) + monitoring.objects(launch) \
+        + k8s_fleet.monitoring_objects(sys.modules[__name__], launch)
     return {FILE: header + dump_all(objects)}

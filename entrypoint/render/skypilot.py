@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.render.deployment import (HF_TOKEN, KV_STORE, PD_CLUSTER, checkpoint_gb, image, is_companion,
-                                          platform_env, platform_offering, serving_port, shape, with_defaults)
+                                          platform_env, platform_offering, refuse_fleet, serving_port, shape,
+                                          with_defaults)
 from entrypoint.render.yamltext import dump
 
 PID = "skypilot"
@@ -24,6 +25,7 @@ HEAD_STANDIN = {"KIMI_HEAD_ADDR": "skypilot-rank-0", "KIMI_IFACE": "auto"}
 
 def task(launch) -> dict:
     found, offer = platform_offering(launch, PID)
+    refuse_fleet(launch, found.display_name)  # SkyServe scales its own replicas
     if shape(launch) in (PD_CLUSTER, KV_STORE) or any(is_companion(p) for p in launch.plan.processes):
         raise KimiError(UNSUPPORTED_COMBINATION, "A prefill/decode cluster or a KV deployment (KIMI_KV_OFFLOAD with a "
                         "server beside the engine or a store) runs different processes, which one SkyPilot task does "

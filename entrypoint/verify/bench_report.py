@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
+from entrypoint.core.bench import METRICS, PER_GPU
+
 CHARTS = ("throughput", "latency")
 FORMATS = ("png", "svg")
 SUMMARY = "summary.md"
@@ -27,14 +29,17 @@ def headline(run: dict) -> List[str]:
 
 def table_rows(results: List[dict]) -> List[tuple]:
     return [(str(r["concurrency"]), f"{r['completed']}/{r['completed'] + r['failed']}",
-             _fmt(r["output_tokens_per_s"]), _fmt(r["output_tokens_per_s_per_gpu"]), _fmt(r["tokens_per_s_per_user"]),
+             _fmt(r["output_tokens_per_s"]), _fmt(r.get("total_tokens_per_s_per_gpu")),
+             _fmt(r["output_tokens_per_s_per_gpu"]), _fmt(r.get("input_tokens_per_s_per_gpu")),
+             _fmt(r["tokens_per_s_per_user"]),
              f"{_fmt(r['ttft_ms']['p50'])} / {_fmt(r['ttft_ms']['p99'])}",
              f"{_fmt(r['tpot_ms']['p50'], 2)} / {_fmt(r['tpot_ms']['p99'], 2)}",
              f"{_fmt(r['itl_ms']['p50'], 2)} / {_fmt(r['itl_ms']['p99'], 2)}") for r in results]
 
 
-HEADERS = ("CONC", "DONE", "OUT TOK/S", "PER GPU", "TOK/S/USER", "TTFT P50/P99 MS", "TPOT P50/P99 MS",
-           "ITL P50/P99 MS")
+# per GPU: InferenceX's three rates (total = its headline tput_per_gpu, output, input)
+HEADERS = ("CONC", "DONE", "OUT TOK/S", "TOTAL/GPU", "OUT/GPU", "IN/GPU", "TOK/S/USER", "TTFT P50/P99 MS",
+           "TPOT P50/P99 MS", "ITL P50/P99 MS")
 
 
 def reference_lines(run: dict) -> List[str]:
@@ -49,14 +54,14 @@ def reference_lines(run: dict) -> List[str]:
         at = f"concurrency {p['concurrency']}" if p["concurrency"] is not None else "high concurrency (best of sweep)"
         measured = "not measured (not in the sweep)" if p["measured"] is None else \
             f"measured {_fmt(p['measured'])} = {p['ratio']:.2f}x"
-        lines.append(f"  {at}: published {_fmt(p['published'], 0)} tok/s/GPU, {measured}")
+        lines.append(f"  {at}: published {_fmt(p['published'], 1)} {METRICS[p['metric']]}, {measured}")
     return lines
 
 
 def to_text(run: dict) -> str:
     from entrypoint.core.table import text_table
 
-    lines = headline(run) + [text_table(HEADERS, table_rows(run["results"]), right=(2, 3, 4))]
+    lines = headline(run) + [text_table(HEADERS, table_rows(run["results"]), right=(2, 3, 4, 5, 6))]
     lines += reference_lines(run)
     lines += [f"problem: {p}" for p in run["problems"]] + [f"note: {n}" for n in run["notes"]]
     lines += [f"wrote {f}" for f in run["files"]]
@@ -99,24 +104,33 @@ def write_charts(run: dict, output: Path) -> List[str]:
     files = []
 
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
+    metric = _chart_metric(run)
     xs = [r["tokens_per_s_per_user"] for r in results]
-    ys = [r["output_tokens_per_s_per_gpu"] for r in results]
+    ys = [r[metric] for r in results]
     ax.plot(xs, ys, "o-", color="tab:blue", label="measured")
     for r, x, y in zip(results, xs, ys):
         ax.annotate(f"c={r['concurrency']}", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=9)
-    ref = run["reference"]
+    ref, tops = run["reference"], [*ys]
     if ref:
-        for p in ref["points"]:
-            at = f"c={p['concurrency']}" if p["concurrency"] is not None else "high concurrency"
-            ax.axhline(p["published"], color="tab:orange", linestyle="--", linewidth=1)
-            ax.annotate(f"published {at}: {p['published']:,.0f}", (0, p["published"]), xycoords=("axes fraction", "data"),
-                        textcoords="offset points", xytext=(4, 3), fontsize=8, color="tab:orange")
-        ax.plot([], [], "--", color="tab:orange", label=f"reference: {ref['engine']}, TP{ref['tensor_parallel']}")
+        for at, published in _reference_marks(ref, metric):
+            label = f"c={at}" if at is not None else "high concurrency"
+            tops.append(published[metric])
+            if "tokens_per_s_per_user" in published:  # InferenceX's own point: both axes published
+                ax.plot([published["tokens_per_s_per_user"]], [published[metric]], "s", color="tab:orange")
+                xs.append(published["tokens_per_s_per_user"])
+                ax.annotate(f"published {label}", (published["tokens_per_s_per_user"], published[metric]),
+                            textcoords="offset points", xytext=(6, -10), fontsize=8, color="tab:orange")
+            else:  # a level to reach
+                ax.axhline(published[metric], color="tab:orange", linestyle="--", linewidth=1)
+                ax.annotate(f"published {label}: {published[metric]:,.0f}", (0, published[metric]),
+                            xycoords=("axes fraction", "data"), textcoords="offset points", xytext=(4, 3), fontsize=8,
+                            color="tab:orange")
+        ax.plot([], [], "s--", color="tab:orange", label=f"reference: {ref['engine']}, TP{ref['tensor_parallel']}")
     ax.set_xlabel("interactivity: output tokens/s per user (1000 / median TPOT)")
-    ax.set_ylabel("throughput: output tokens/s per GPU")
+    ax.set_ylabel(f"throughput: {METRICS[metric]}")
     ax.set_title(f"Throughput vs interactivity\n{title}", fontsize=10)
     ax.set_xlim(left=0, right=max(xs) * 1.15)
-    ax.set_ylim(bottom=0, top=max([*ys, *((p["published"] for p in ref["points"]) if ref else ())]) * 1.15)
+    ax.set_ylim(bottom=0, top=max(tops) * 1.15)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=9, framealpha=0.9)
     files += _save(fig, output / "throughput")
@@ -144,6 +158,21 @@ def write_charts(run: dict, output: Path) -> List[str]:
     files += _save(fig, output / "latency")
     plt.close(fig)
     return files
+
+
+def _chart_metric(run: dict) -> str:
+    """The per-GPU rate the throughput chart plots: the one the reference publishes (InferenceX's
+    headline is total), else total tokens/s per GPU."""
+    published = [p["metric"] for p in (run["reference"] or {}).get("points", []) if p["metric"] in PER_GPU]
+    return published[0] if published else "total_tokens_per_s_per_gpu"
+
+
+def _reference_marks(ref: dict, metric: str) -> list:
+    """(concurrency, {metric: published}) of each reference point that publishes `metric`."""
+    marks: dict = {}
+    for p in ref["points"]:
+        marks.setdefault(p["concurrency"], {})[p["metric"]] = p["published"]
+    return [(at, published) for at, published in marks.items() if metric in published]
 
 
 def _save(fig, stem: Path) -> List[str]:

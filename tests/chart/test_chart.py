@@ -45,8 +45,9 @@ CASES = {
     "pd-h200-2x1-tp": ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
                         "prefill_parallelism": "tp", "router_port": 8080}, {}, {}),
     "single-h200-operated-keda": (
-        {"hardware": "h200"},
-        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda", "KIMI_REPLICAS": "2", "KIMI_MAX_REPLICAS": "6",
+        {"hardware": "h200", "router": "none"},
+        # KIMI_ROUTER=none: the copies behind the plain Service, as the chart draws them (a fleet's router: docs/fleet.md)
+        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda", "KIMI_REPLICAS": "2", "KIMI_MAX_REPLICAS": "6", "KIMI_ROUTER": "none",
          "KIMI_SLO_TTFT_MS": "1500", "KIMI_SCALE_WAITING": "4"},
         {"replicas": 2, "monitoring": {"enabled": True, "sloTtftMs": 1500},
          "autoscaling": {"enabled": True, "engine": "keda", "maxReplicas": 6, "waitingPerReplica": 4}}),
@@ -310,3 +311,20 @@ def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(h
             assert (done.returncode != 0) == refused, (settings, done.stderr[-500:])
             agreed.append(refused)
     assert any(agreed) and not all(agreed)
+
+
+def test_a_fleet_router_is_refused_by_the_chart_until_it_draws_one(helm, tmp_path):
+    """replicas > 1 behind vllm-router (KIMI_REPLICAS' default front, issue 31) is plan's k8s
+    rendering only: the chart fails with a way out instead of drawing copies without the router;
+    with settings.router: none it draws the copies behind the plain Service, as plan does."""
+    from tests.chart.helm import run
+
+    path = tmp_path / "values.json"
+    path.write_text(json.dumps({"settings": {"hardware": "h200"}, "replicas": 2}))
+    done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
+    assert done.returncode != 0 and "does not draw a fleet's router yet" in done.stderr
+    assert "settings.router: none" in done.stderr
+    plain = template(helm, {"settings": {"hardware": "h200", "router": "none"}, "replicas": 2}, tmp_path)
+    (deployment,) = [o for o in plain if o["kind"] == "Deployment"]
+    assert deployment["spec"]["replicas"] == 2
+    assert "Role" not in {o["kind"] for o in plain}

@@ -158,7 +158,7 @@ def test_persistence(helm, tmp_path, persistence, volume, claims):
 
 
 def test_a_shared_claim_is_read_write_many_and_read_write_once_is_refused_there(helm, tmp_path):
-    objects = _render(helm, {**H200, "replicas": 2}, tmp_path)
+    objects = _render(helm, {"settings": {"hardware": "h200", "router": "none"}, "replicas": 2}, tmp_path)
     assert _one(objects, "PersistentVolumeClaim")["spec"]["accessModes"] == ["ReadWriteMany"]
     why = _refused(helm, {**H200, "autoscaling": {"enabled": True}, "persistence": {"accessMode": "ReadWriteOnce"}},
                    tmp_path)

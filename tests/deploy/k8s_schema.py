@@ -25,12 +25,16 @@ CRDS = {"LeaderWorkerSet": "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
         # the monitoring and autoscaling objects (render/monitoring.py, render/autoscaling.py)
         "PodMonitor": "monitoring.coreos.com_podmonitors.yaml",
         "PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml",
-        "ScaledObject": "keda.sh_scaledobjects.yaml"}
+        "ScaledObject": "keda.sh_scaledobjects.yaml",
+        # a fleet behind a Gateway (render/gateway.py)
+        "InferencePool": "inference.networking.k8s.io_inferencepools.yaml"}
 CORE = {"Deployment": "V1Deployment", "StatefulSet": "V1StatefulSet", "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
         "Namespace": "V1Namespace", "NetworkPolicy": "V1NetworkPolicy", "ConfigMap": "V1ConfigMap",
         "PodDisruptionBudget": "V1PodDisruptionBudget", "HorizontalPodAutoscaler": "V2HorizontalPodAutoscaler",
-        # the Helm chart's own (serviceAccount.create, ingress.enabled, the `helm test` Pod)
-        "ServiceAccount": "V1ServiceAccount", "Ingress": "V1Ingress", "Pod": "V1Pod"}
+        # the Helm chart's own (serviceAccount.create, ingress.enabled, the `helm test` Pod); a fleet's
+        # router and endpoint picker discover the copies' pods (render/k8s_fleet.py, render/gateway.py)
+        "ServiceAccount": "V1ServiceAccount", "Ingress": "V1Ingress", "Pod": "V1Pod", "Role": "V1Role",
+        "RoleBinding": "V1RoleBinding"}
 
 
 def _strict(schema):

@@ -71,7 +71,8 @@ def _by(docs, kind):
 
 @pytest.mark.parametrize("engine", ["keda", "hpa"])
 def test_a_kv_stores_autoscaler_and_pdb_target_the_pools_never_the_master(engine):
-    docs = documents("k8s", {**K8S["kv-centralized-pd-b200"], "KIMI_AUTOSCALING": engine, "KIMI_REPLICAS": "2"})
+    # (KIMI_REPLICAS > 1 of a PD cluster is a fleet of units, which Kubernetes cannot render: docs/fleet.md)
+    docs = documents("k8s", {**K8S["kv-centralized-pd-b200"], "KIMI_AUTOSCALING": engine})
     kind = "ScaledObject" if engine == "keda" else "HorizontalPodAutoscaler"
     targets = sorted(s["spec"]["scaleTargetRef"]["name"] for s in _by(docs, kind).values())
     assert targets == ["kimi-k2-5-decode", "kimi-k2-5-prefill"]
@@ -79,7 +80,6 @@ def test_a_kv_stores_autoscaler_and_pdb_target_the_pools_never_the_master(engine
     assert sorted(pdbs) == ["kimi-k2-5-decode", "kimi-k2-5-prefill"]
     master = _by(docs, "Deployment")["kimi-k2-5-master"]
     assert master["spec"]["replicas"] == 1 and master["spec"]["strategy"] == {"type": "Recreate"}  # one master, ever
-    assert all(lws["spec"]["replicas"] == 2 for lws in _by(docs, "LeaderWorkerSet").values())
 
 
 @pytest.mark.parametrize("extra", [{"KIMI_REPLICAS": "2"}, {"KIMI_AUTOSCALING": "keda"}])
@@ -96,7 +96,8 @@ def test_a_cache_claim_two_pods_can_hold_is_shared_capable(extra, access):
     docs = documents("k8s", {**K8S["single-h200"], **extra})
     (claim,) = _by(docs, "PersistentVolumeClaim").values()
     assert claim["spec"]["accessModes"] == [access]
-    (deployment,) = _by(docs, "Deployment").values()
+    (deployment,) = [d for d in _by(docs, "Deployment").values()  # a fleet's router (KIMI_REPLICAS) holds no claim
+                     if d["metadata"]["labels"]["app.kubernetes.io/component"] != "router"]
     pods_at_once = deployment["spec"]["replicas"] + (
         deployment["spec"].get("strategy", {}).get("rollingUpdate", {}).get("maxSurge", 0))
     assert (pods_at_once > 1) == (access == "ReadWriteMany")

@@ -26,7 +26,11 @@ SHAPES = {**K8S, "single-h200-digest": {"KIMI_HARDWARE": "h200", "KIMI_IMAGE": D
           "single-h200-operated": {"KIMI_HARDWARE": "h200", "KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda",
                                    "KIMI_REPLICAS": "2"},
           "pd-h200-operated": {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_MONITORING": "1",
-                               "KIMI_AUTOSCALING": "hpa"}}
+                               "KIMI_AUTOSCALING": "hpa"},
+          # a fleet (docs/fleet.md): copies behind the router (its RBAC, its metrics), or behind a Gateway's picker
+          "fleet-multi-h100x2-operated": {"KIMI_HARDWARE": "h100", "KIMI_STRATEGY": "multi_node_tp", "KIMI_NODES": "2",
+                                          "KIMI_REPLICAS": "2", "KIMI_MONITORING": "1"},
+          "fleet-gateway-h200": {"KIMI_HARDWARE": "h200", "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"}}
 # What the Helm chart renders (charts/kimi-serve, the real helm), scanned as it comes out of `helm template`
 CHART = {"chart-single-h200": {"settings": {"hardware": "h200"}},
          "chart-multi-h100x2-operated": {"settings": {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2},

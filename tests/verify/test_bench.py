@@ -17,6 +17,7 @@ from entrypoint.core import limits
 from entrypoint.core.bench import (
     BenchFile, Deployment, bench_data, compare, figures, find_reference, load_bench, parse_sweep,
 )
+from entrypoint.core.bench_schema import published
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog
 from entrypoint.verify.bench import Spec, client_argv
@@ -33,10 +34,17 @@ def test_the_published_figures_are_the_ones_the_issue_cites():
     data = bench_data()
     h200 = find_reference(data, H200, "8k1k")
     assert (h200.tensor_parallel, h200.engine) == (8, "vLLM 0.21")
-    assert [(p.concurrency, p.output_tokens_per_s_per_gpu) for p in h200.points] == [(4, 384), (16, 798), (64, 1175)]
+    # InferenceX's headline is TOTAL tokens/s per GPU (issue 31): the published per-user decode rates give
+    # output per GPU = per user x concurrency / 8 GPUs, about 1/9 of total at 8k in / 1k out
+    assert [(p.concurrency, p.total_tokens_per_s_per_gpu, p.tokens_per_s_per_user) for p in h200.points] == [
+        (4, 384, 91.2), (16, 798, 46.6), (64, 1175, 16.7)]
+    assert all(p.output_tokens_per_s_per_gpu is None for p in h200.points)
+    for p in h200.points:
+        output_per_gpu = p.tokens_per_s_per_user * p.concurrency / 8
+        assert 6 < p.total_tokens_per_s_per_gpu / output_per_gpu < 10  # (8k + 1k) / 1k = 9, with prefill and TTFT
     b200 = find_reference(data, Deployment("kimi-k2.5", "b200", "nvfp4", 4, 4), "8k1k")
     assert b200.tensor_parallel == 4
-    assert [(p.concurrency, p.output_tokens_per_s_per_gpu) for p in b200.points] == [(None, 3879)]
+    assert [(p.concurrency, p.total_tokens_per_s_per_gpu) for p in b200.points] == [(None, 3879)]
     assert {name: (w.input_len, w.output_len) for name, w in data.workloads.items()} == {
         "1k1k": (1024, 1024), "1k8k": (1024, 8192), "8k1k": (8192, 1024)}
 
@@ -111,6 +119,14 @@ def test_figures_from_the_clients_saved_result():
     assert got["output_tokens_per_s"] == round(RESULT["output_throughput"], 3)
     assert got["output_tokens_per_s_per_gpu"] == round(RESULT["output_throughput"] / 8, 3)
     assert got["output_tokens_per_s"] == pytest.approx(got["output_tokens"] / got["duration_s"], rel=1e-3)
+    # InferenceX's three per-GPU rates: total (its headline tput_per_gpu) = input + output, from the client's
+    # own token counts
+    duration = RESULT["duration"]
+    assert got["total_tokens_per_s_per_gpu"] == pytest.approx(
+        (RESULT["total_input_tokens"] + RESULT["total_output_tokens"]) / duration / 8, rel=1e-3)
+    assert got["input_tokens_per_s_per_gpu"] == pytest.approx(RESULT["total_input_tokens"] / duration / 8, rel=1e-3)
+    assert got["total_tokens_per_s_per_gpu"] == pytest.approx(
+        got["input_tokens_per_s_per_gpu"] + got["output_tokens_per_s_per_gpu"], abs=0.002)
     assert got["ttft_ms"] == {"p50": round(RESULT["p50_ttft_ms"], 3), "p99": round(RESULT["p99_ttft_ms"], 3)}
     assert got["tokens_per_s_per_user"] == round(1000 / round(RESULT["p50_tpot_ms"], 3), 3)
     assert set(got["itl_ms"]) == {"p50", "p99"}
@@ -127,14 +143,28 @@ def test_a_result_without_a_figure_is_refused(key, value):
 
 def test_the_comparison_is_measured_over_published():
     ref = find_reference(bench_data(), H200, "8k1k")
-    results = [{"concurrency": 4, "output_tokens_per_s_per_gpu": 192.0},
-               {"concurrency": 16, "output_tokens_per_s_per_gpu": 798.0}]
+    # like with like: each published metric against the measured figure of the same metric, never output vs total
+    results = [{"concurrency": 4, "total_tokens_per_s_per_gpu": 192.0, "output_tokens_per_s_per_gpu": 21.0,
+                "tokens_per_s_per_user": 45.6},
+               {"concurrency": 16, "total_tokens_per_s_per_gpu": 798.0, "output_tokens_per_s_per_gpu": 88.0,
+                "tokens_per_s_per_user": 46.6}]
+    T, U = "total_tokens_per_s_per_gpu", "tokens_per_s_per_user"
     assert compare(ref, results) == [
-        {"concurrency": 4, "published": 384, "measured": 192.0, "ratio": 0.5},
-        {"concurrency": 16, "published": 798, "measured": 798.0, "ratio": 1.0},
-        {"concurrency": 64, "published": 1175, "measured": None, "ratio": None}]
+        {"concurrency": 4, "metric": T, "published": 384, "measured": 192.0, "ratio": 0.5},
+        {"concurrency": 4, "metric": U, "published": 91.2, "measured": 45.6, "ratio": 0.5},
+        {"concurrency": 16, "metric": T, "published": 798, "measured": 798.0, "ratio": 1.0},
+        {"concurrency": 16, "metric": U, "published": 46.6, "measured": 46.6, "ratio": 1.0},
+        {"concurrency": 64, "metric": T, "published": 1175, "measured": None, "ratio": None},
+        {"concurrency": 64, "metric": U, "published": 16.7, "measured": None, "ratio": None}]
     peak = find_reference(bench_data(), Deployment("kimi-k2.5", "b200", "nvfp4", 4, 4), "8k1k")
     assert compare(peak, results)[0]["measured"] == 798.0  # "high concurrency": the sweep's best
+
+
+def test_a_point_records_at_least_one_metric():
+    from entrypoint.core.bench import Point
+
+    with pytest.raises(ValueError, match="records none of"):
+        Point(concurrency=4)
 
 
 def test_the_client_is_given_an_argv_with_fixed_lengths(tmp_path):
@@ -375,7 +405,8 @@ def test_the_docs_tables_say_what_the_data_says():
                    if line.startswith(f"| {ref.recipe} | {ref.hardware}") and f"| {ref.variant}" in line)
         assert f"| {ref.tensor_parallel} | {ref.engine} | {ref.workload} |" in row
         for point in ref.points:
-            assert f"{point.output_tokens_per_s_per_gpu:,.0f}" in row
+            for metric, value in published(point).items():
+                assert f"{value:,.0f}" in row or f"{value:,.1f}" in row, (metric, value, row)
     assert f"| `--workload` | `{data.defaults.workload}` |" in text
     assert f"| `--concurrency` | `{','.join(map(str, data.defaults.concurrency))}` |" in text
     assert (f"| `--num-prompts` | {data.defaults.prompts_per_concurrency} x the concurrency, at least "

@@ -250,6 +250,11 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- $asked := ternary (printf "KIMI_REPLICAS=%d" (int $o.replicas)) (printf "KIMI_AUTOSCALING=%s" $o.autoscaling) (gt (int $o.replicas) 1) -}}
   {{- fail (printf $f.kv.copies_message $kid (int ($s.kv_instances | default $kvs.default_instances)) $asked) -}}
 {{- end -}}
+{{- /* a fleet (KIMI_REPLICAS > 1 behind vllm-router or a Gateway: render/k8s_fleet.py, render/gateway.py)
+      is drawn by `kimi-serve plan --format k8s`, not yet by the chart: refused, never drawn otherwise */ -}}
+{{- if and (gt (int $o.replicas) 1) (ne ($s.router | default "vllm-router") "none") -}}
+  {{- fail (printf "replicas=%d with settings.router=%s: the chart does not draw a fleet's router yet (docs/fleet.md). Set settings.router: none for copies behind the plain Service, or render the fleet with `kimi-serve plan --format k8s`" (int $o.replicas) ($s.router | default "vllm-router")) -}}
+{{- end -}}
 {{- $env := list -}}
 {{- range $f.settings -}}
   {{- if .passed -}}

@@ -1,0 +1,103 @@
+"""Pydantic models of recipes/fleet.yaml: the router in front of a fleet's replicas (core/fleet.py).
+
+Every model rejects unknown keys; nothing here decides a launch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Policy(Strict):
+    description: str
+    tuned: bool = False  # the store router's cache-aware tuning applies
+    kv_events: bool = False  # the engines publish KV events, the router subscribes
+    token_ids: bool = False  # the router asks the engines for the prompt's token ids (token_ids_args)
+    min_replicas: int = Field(default=1, ge=1)
+
+
+class KvEvents(Strict):
+    port: int = Field(gt=0, lt=65536)
+    config: Dict[str, Any]  # vLLM's KVEventsConfig
+    default_block_size: int = Field(gt=0)
+
+
+class Rbac(Strict):
+    api_groups: List[str]
+    resources: List[str]
+    verbs: List[str]
+
+
+class Discovery(Strict):
+    flag: str
+    selector_flag: str
+    namespace_flag: str
+    port_flag: str
+    rbac: Rbac
+
+
+class Metrics(Strict):
+    port: int = Field(gt=0, lt=65536)
+    path: str
+    args: List[str]
+
+
+class Picker(Strict):
+    image: str
+    uid: int = Field(gt=0)
+    args: List[str]
+    pool_args: Dict[str, str]
+    config_flag: str
+    config_dir: str
+    config_file: str
+    ports: Dict[str, int]
+    health_service: str
+    termination_grace_s: int = Field(gt=0)
+    resources: Dict[str, int]
+    config: Dict[str, Any]  # the picker's EndpointPickerConfig
+    rbac: List[Rbac]
+
+
+class Gateway(Strict):
+    api_version: str
+    failure_mode: str
+    picker: Picker
+
+
+class FleetFile(Strict):
+    router_of: str  # the KV store (recipes/kv_offload.yaml) whose router the fleet runs
+    default_policy: str
+    policies: Dict[str, Policy]
+    token_ids_args: List[str]
+    kv_events: KvEvents
+    discovery: Discovery
+    health_args: List[str]
+    metrics: Metrics
+    gateway: Gateway
+
+    @model_validator(mode="after")
+    def _default_known(self):
+        if self.default_policy not in self.policies:
+            raise ValueError(f"default_policy {self.default_policy!r} is not one of the policies")
+        if str(self.metrics.port) not in self.metrics.args:
+            raise ValueError("metrics.args must bind metrics.port")
+        return self
+
+
+def read(path) -> FleetFile:
+    """recipes/fleet.yaml, validated (RecipeDataError names the file and what is wrong)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from entrypoint.core.recipe import RecipeDataError
+
+    try:
+        return FleetFile(**yaml.safe_load(path.read_bytes()))
+    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
+        raise RecipeDataError(f"Fleet data in {path} is invalid: {exc}") from exc

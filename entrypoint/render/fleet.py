@@ -1,0 +1,47 @@
+"""What a fleet (core/fleet.py, docs/fleet.md) asks of a rendering for hosts (Compose): one node holds
+one copy, so the router on this node is given every copy's address (KIMI_REPLICA_ADDRS, this node's
+own included, e.g. 127.0.0.1); a Gateway is a Kubernetes rendering."""
+
+from __future__ import annotations
+
+from entrypoint.core.errors import MISSING_SETTING, UNSUPPORTED_COMBINATION, KimiError
+
+
+def check_hosts(settings, sel, fmt: str) -> None:
+    from entrypoint.core.fleet import choose
+
+    choice = choose(settings)
+    if choice is None:
+        return
+    if choice.front == "gateway":
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_ROUTER=gateway renders an InferencePool for a cluster's "
+                        f"Gateway, which a {fmt} file has not. Use KIMI_ROUTER=vllm-router (the router before the "
+                        "copies' addresses), or render Kubernetes manifests: kimi-serve plan --format k8s.")
+    if choice.selector:
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_ROUTER_SELECTOR discovers Kubernetes pods; a {fmt} file's "
+                        "router is given the copies' addresses. Unset it and set KIMI_REPLICA_ADDRS.")
+    if sel.prefill is None and len(choice.addrs) < choice.replicas:
+        raise KimiError(MISSING_SETTING, f"KIMI_REPLICAS={choice.replicas}: a {fmt} file runs one copy on this node "
+                        "and the router in front of every copy, so it needs each copy's address: KIMI_REPLICA_ADDRS "
+                        f"(a comma list of {choice.replicas}, this node's own included, e.g. 127.0.0.1; run the same "
+                        "file on each node, or the copy's own file there).")
+
+
+def selector(name: str, sel, lws_labels) -> list:
+    """The pod labels of the copies' API pods on Kubernetes (KIMI_ROUTER_SELECTOR's default, the
+    InferencePool's selector): the single-node pods, or each LeaderWorkerSet group's leader."""
+    if sel.is_multi_node:
+        name_label, index_label = lws_labels
+        return [f"{name_label}={name}", f"{index_label}=0"]
+    return [f"app.kubernetes.io/name={name}", "app.kubernetes.io/component=single"]
+
+
+def with_skip(obj: dict, skip: str) -> dict:
+    """`obj` (a Deployment) with one more checkov skip annotation (`CKV_ID=reason`), on it and on its
+    pod template (docs/security.md lists each)."""
+    from entrypoint.render.k8s_pod import SKIP_ANNOTATION
+
+    for meta in (obj["metadata"], obj["spec"]["template"]["metadata"]):
+        annotations = meta.setdefault("annotations", {})
+        annotations[SKIP_ANNOTATION.format(len(annotations) + 1)] = skip
+    return obj

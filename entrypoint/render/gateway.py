@@ -1,0 +1,122 @@
+"""KIMI_ROUTER=gateway: a fleet behind the cluster's Gateway (Kubernetes; docs/fleet.md), no router of our
+own. The Gateway API Inference Extension's objects, as its v1.5.0 charts publish them
+(recipes/fleet.yaml `gateway`):
+
+- an InferencePool `<name>` selecting the copies' API pods (the single-node pods; each group's
+  leader) on the API port, naming its endpoint picker;
+- the endpoint picker `<name>-epp`: a Deployment of the project's picker image with its plugin
+  configuration (a ConfigMap: queue, KV-cache usage and prefix-cache scorers), its Service (the
+  Gateway's ext_proc calls on the gRPC port; metrics), its ServiceAccount, Role (pods,
+  inferencepools, ...: get/watch/list) and RoleBinding, and a NetworkPolicy admitting the
+  Gateway to its gRPC port and Prometheus to its metrics port. Hardened to Pod Security
+  `restricted` like every pod here (the image's own non-root UID).
+
+An HTTPRoute from your Gateway to the InferencePool (`backendRefs: [{group:
+inference.networking.k8s.io, kind: InferencePool, name: <name>}]`) attaches it (docs/fleet.md).
+"""
+
+from __future__ import annotations
+
+from entrypoint.render.yamltext import dump
+
+COMPONENT = "epp"
+RBAC_API = "rbac.authorization.k8s.io/v1"
+TOKEN_SKIP = ("CKV_K8S_38=the endpoint picker watches the copies' pods and its InferencePool with its "
+              "ServiceAccount's token; its Role grants get, watch and list of those in its namespace only")
+TAG_SKIP = ("CKV_K8S_43=the Gateway API Inference Extension publishes its endpoint picker by tag (the release's "
+            "chart); pin it by digest in your registry mirror")
+
+
+def _facts():
+    from entrypoint.core.fleet import load_fleet
+
+    return load_fleet().gateway
+
+
+def pool_selector(k8s, launch) -> dict:
+    """The labels of the copies' API pods, as KIMI_ROUTER_SELECTOR would name them."""
+    from entrypoint.render.fleet import selector
+
+    labels = selector(launch.name, launch.selection, (k8s.LWS_NAME_LABEL, k8s.LWS_INDEX_LABEL))
+    return dict(item.split("=", 1) for item in labels)
+
+
+def api_port(launch) -> int:
+    return next(p.port for p in launch.plan.engines if p.serves_http)
+
+
+def _inference_pool(k8s, launch, g) -> dict:
+    return {"apiVersion": g.api_version, "kind": "InferencePool", "metadata": k8s._meta(launch, launch.name, "pool"),
+            "spec": {"selector": {"matchLabels": pool_selector(k8s, launch)},
+                     "targetPorts": [{"number": api_port(launch)}], "appProtocol": "http",
+                     "endpointPickerRef": {"name": f"{launch.name}-{COMPONENT}",
+                                           "port": {"number": g.picker.ports["grpc"]},
+                                           "failureMode": g.failure_mode}}}
+
+
+def _rbac(k8s, launch, picker) -> list:
+    name = f"{launch.name}-{COMPONENT}"
+    rules = [{"apiGroups": list(r.api_groups), "resources": list(r.resources), "verbs": list(r.verbs)}
+             for r in picker.rbac]
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": k8s._meta(launch, name, COMPONENT),
+             "automountServiceAccountToken": False},
+            {"apiVersion": RBAC_API, "kind": "Role", "metadata": k8s._meta(launch, name, COMPONENT), "rules": rules},
+            {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": k8s._meta(launch, name, COMPONENT),
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": launch.settings.namespace}]}]
+
+
+def _picker(k8s, launch, g) -> dict:
+    from entrypoint.render.k8s_pod import _RUNTIME_DEFAULT
+
+    picker, name, ns = g.picker, f"{launch.name}-{COMPONENT}", launch.settings.namespace
+    group = g.api_version.split("/", 1)[0]
+    args = [picker.pool_args["name"], launch.name, picker.pool_args["namespace"], ns, picker.pool_args["group"], group,
+            *picker.args, picker.config_flag, f"{picker.config_dir}/{picker.config_file}"]
+    amounts = {"cpu": str(picker.resources["cpu"]), "memory": f"{picker.resources['memory_gib']}Gi"}
+    grpc_health = {"grpc": {"port": picker.ports["grpc-health"], "service": picker.health_service}}
+    field = [("NAMESPACE", "metadata.namespace"), ("POD_NAME", "metadata.name")]
+    container = {
+        "name": COMPONENT, "image": picker.image, "imagePullPolicy": "Always", "args": args,
+        "env": [{"name": n, "valueFrom": {"fieldRef": {"fieldPath": path}}} for n, path in field],
+        "ports": [{"name": port_name, "containerPort": number} for port_name, number in picker.ports.items()],
+        "livenessProbe": {**grpc_health, "initialDelaySeconds": 5, "periodSeconds": 10},
+        "readinessProbe": {**grpc_health, "periodSeconds": 2},
+        "resources": {"limits": amounts, "requests": dict(amounts)},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": picker.uid, "runAsGroup": picker.uid,
+                            "allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}, "seccompProfile": dict(_RUNTIME_DEFAULT)},
+        "volumeMounts": [{"name": "plugins-config", "mountPath": picker.config_dir, "readOnly": True}]}
+    labels = k8s._labels(launch, COMPONENT)
+    pod = {"serviceAccountName": name, "automountServiceAccountToken": True,  # it watches pods and its pool
+           "enableServiceLinks": False, "terminationGracePeriodSeconds": picker.termination_grace_s,
+           "securityContext": {"runAsNonRoot": True, "runAsUser": picker.uid, "runAsGroup": picker.uid,
+                               "seccompProfile": dict(_RUNTIME_DEFAULT)},
+           "containers": [container], "volumes": [{"name": "plugins-config", "configMap": {"name": name}}]}
+    from entrypoint.render.fleet import with_skip
+
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": k8s._meta(launch, name, COMPONENT),
+                  # the chart's: one active picker (its prefix-cache state), replaced at once
+                  "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": labels},
+                           "template": {"metadata": {"labels": labels}, "spec": pod}}}
+    return with_skip(with_skip(deployment, TAG_SKIP), TOKEN_SKIP)
+
+
+def objects(k8s, launch) -> list:
+    g = _facts()
+    picker, name = g.picker, f"{launch.name}-{COMPONENT}"
+    labels = k8s._labels(launch, COMPONENT)
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": k8s._meta(launch, name, COMPONENT),
+              "data": {picker.config_file: dump(picker.config)}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": k8s._meta(launch, name, COMPONENT),
+               "spec": {"selector": labels, "ports": [
+                   {"name": "grpc-ext-proc", "protocol": "TCP", "port": picker.ports["grpc"], "targetPort": "grpc",
+                    "appProtocol": "http2"},
+                   {"name": "http-metrics", "protocol": "TCP", "port": picker.ports["metrics"],
+                    "targetPort": "metrics"}]}}
+    policy = {"apiVersion": k8s.NETPOL_API, "kind": "NetworkPolicy", "metadata": k8s._meta(launch, name, COMPONENT),
+              "spec": {"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress"],
+                       "ingress": [{"ports": [{"protocol": "TCP", "port": picker.ports[p]}
+                                              for p in ("grpc", "metrics")]}]}}
+    return [_inference_pool(k8s, launch, g), config, *_rbac(k8s, launch, picker), _picker(k8s, launch, g), service,
+            policy]

