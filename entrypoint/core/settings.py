@@ -117,6 +117,10 @@ FIELDS: tuple = (
       "`--shutdown-timeout` on every engine (where the release has it), and every rendering's grace period "
       "(preStop pause + drain + margin; docs/day2.md). 0 = vLLM's own default: SIGTERM aborts every open stream.",
       maximum=limits.MAX_DRAIN_S),
+    F("preload", "bool", False, "`0`", "1 = keep the weights across engine restarts: `vllm preload` beside the engine "
+      "(a sidecar container on Kubernetes, a companion service in Compose) holds them in GPU memory and the engine "
+      "maps them (`--load-format ipc_cache`); one node, a release and GPU brand recorded in recipes/vllm/preload.yaml "
+      "(docs/day2.md)."),
     F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",
