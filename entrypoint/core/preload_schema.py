@@ -22,6 +22,7 @@ class PreloadRelease(Strict):
     engine_socket_key: str
     socket_dir_option: str
     health_port_option: str
+    health_path: str = Field(pattern=r"^/")
     platforms: List[str]
     brands: List[str]  # GPU brands (recipes/hardware.yaml brands) whose platform vLLM accepts
     refused_deploy_types: List[Literal["single_node", "multi_node", "pd_cluster"]] = []

@@ -65,8 +65,9 @@ FIELDS: tuple = (
     F("iface", "str", None, "required where the strategy needs it",
       "Network interface for GLOO/NCCL (`$IFACE_NAME`)."),
     F("role", "choice", None, "required to launch a pd_cluster process",
-      "Which process of a pd_cluster or KV deployment this container runs (docs/kv-cache.md).",
-      ("prefill", "decode", "router", "master", "store", "instance", "lmcache")),
+      "Which process of a pd_cluster or KV deployment this container runs (docs/kv-cache.md); `preload`: "
+      "KIMI_PRELOAD's weight cache (docs/day2.md).",
+      ("prefill", "decode", "router", "master", "store", "instance", "lmcache", "preload")),
     F("prefill_nodes", "int", None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node.",
       maximum=limits.MAX_POOL_NODES),
     F("decode_nodes", "int", None, "the recipe's pools", "Decode pool size in nodes; 0 = the two pools share one node.",
