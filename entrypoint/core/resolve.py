@@ -585,6 +585,11 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None) -> Plan:
     gates first) with its topology step (a KV store's instances beside the PD pools) and the
     start-up budget (`load`: a core.loading.Decision), each engine deduplicated once."""
     ctx = _Ctx(sel, cat, load)
+    weights = None
+    if sel.preload:  # KIMI_PRELOAD's refusals first: no layout is composed for what it cannot run beside
+        from entrypoint.core import preload
+
+        weights = preload.release(sel, cat, ctx.strategy.deploy_type, kv)
     if ctx.strategy.deploy_type == "pd_cluster":
         serving = _pd_processes(ctx)
     else:
@@ -604,9 +609,8 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None) -> Plan:
         from entrypoint.core.loading import budget_s
 
         budget = budget_s(cat, sel.recipe, sel.variant, ctx.variant.vram_minimum_gb, pools, load)
-    weights = None
-    if sel.preload:  # KIMI_PRELOAD: `vllm preload` beside the one engine (core/preload.py)
-        serving, weights = _with_preload(ctx, serving, kv)
+    if weights is not None:  # KIMI_PRELOAD: `vllm preload` beside the one engine (core/preload.py)
+        serving, weights = _with_preload(ctx, serving, weights)
     processes = _compose_topology(ctx, serving, layer, budget)
     if weights is not None:
         processes.append(weights)
@@ -616,7 +620,7 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None) -> Plan:
                 processes=with_helper_drain(processes))
 
 
-def _with_preload(ctx: _Ctx, serving: list, kv) -> Tuple[list, Process]:
+def _with_preload(ctx: _Ctx, serving: list, found: Record) -> Tuple[list, Process]:
     """The engine's draft with the preload layer before the user's args (the user's still win), and
     the weight cache: `vllm preload` with the engine's own arguments (less the API server's), env
     and GPUs, its placeholders filled as the engine's."""
@@ -625,7 +629,6 @@ def _with_preload(ctx: _Ctx, serving: list, kv) -> Tuple[list, Process]:
     from entrypoint.core import preload
 
     data = preload.load_preload()
-    found = preload.release(ctx.sel, ctx.cat, ctx.strategy.deploy_type, kv, data)
     draft = serving[0]
     options = preload.daemon_options(dedupe(list(draft.args), ctx.spec), ctx.spec, found)
     filled = _finish(ctx, dataclasses.replace(draft, args=options))
