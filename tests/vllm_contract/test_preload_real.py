@@ -52,3 +52,36 @@ def test_vllm_reads_the_daemon_and_the_engine_as_the_plan_means_them():
     engine_extra = json.loads(engine_extra) if isinstance(engine_extra, str) else engine_extra
     assert engine_extra == {"socket_dir": got["socket_dir"]}
     assert got["health_port"] == daemon.port
+
+
+OPTIONS = r"""
+import json
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.entrypoints.cli.preload import PreloadSubcommand
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+from vllm.model_executor.model_loader.weight_cache.ipc_loader import IpcModelLoader
+import inspect
+
+def strings(parser):
+    return {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
+
+daemon_parser = FlexibleArgumentParser(); PreloadSubcommand.add_cli_args(daemon_parser)
+serve, daemon = strings(make_arg_parser(FlexibleArgumentParser())), strings(daemon_parser)
+print(json.dumps({"serve_only": sorted(serve - daemon), "preload_only": sorted(daemon - serve),
+                  "loader_keys_in_source": "socket_dir" in inspect.getsource(IpcModelLoader.__init__)}))
+"""
+
+
+def test_the_recorded_preload_grammar_is_what_vllm_gives():
+    """recipes/vllm/preload.yaml's 0.32.0 entry against vLLM 0.32.0's own parsers."""
+    from entrypoint.core.preload import load_preload
+
+    if real_version() != "0.32.0":
+        pytest.skip(f"recorded for 0.32.0, the environment has {real_version()}")
+    out = subprocess.run([vllm_python(), "-c", OPTIONS], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    recorded = load_preload().releases["0.32.0"]
+    assert sorted(recorded.serve_only_options) == got["serve_only"]
+    assert {recorded.socket_dir_option, recorded.health_port_option} <= set(got["preload_only"])
+    assert recorded.model_option not in got["serve_only"] and got["loader_keys_in_source"]
