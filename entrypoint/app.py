@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional
 
 from entrypoint.core import kv
 from entrypoint.core.kv import KvChoice
-from entrypoint.core.plan import Plan, Process
+from entrypoint.core.plan import Kind, Plan, Process
 from entrypoint.core.recipe import Catalog, load_catalog, with_recipe
 from entrypoint.core.resolve import resolve, this_process
 from entrypoint.core.select import Selection, select
@@ -401,7 +401,7 @@ def start(user_args) -> None:
     log = log_decisions(launch, environ, wiring=wiring, compiled=launch.compile_caches(proc))
     for entry in platform_entries(platform):
         log.emit(entry)
-    if not proc.is_engine and launch.settings.extra_args:
+    if not proc.is_engine and proc.kind is not Kind.PRELOAD and launch.settings.extra_args:
         log.warning("settings", f"KIMI_EXTRA_ARGS holds vLLM arguments; the {proc.role} takes none and starts "
                     "without them")
     # A dry run only prints: preflight problems are reported, never a reason to stop (exit 0).

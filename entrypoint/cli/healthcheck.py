@@ -51,6 +51,15 @@ def command(timeout: float) -> None:
     except KimiError as err:
         echo(f"unhealthy: cannot tell which server to ask: {err.message}")
         sys.exit(EXIT_UNHEALTHY)
+    from entrypoint.core.plan import Port
+
+    if Port.HEALTH in proc.ports:  # the weight cache's launcher (KIMI_PRELOAD): its /health, 200 once loaded
+        from entrypoint.core.net import client_url
+
+        url = client_url(None, proc.ports[Port.HEALTH]) + launch.catalog.serving.health.path
+        healthy, what = probe(url, timeout)
+        echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} {url}: {what}")
+        sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)
     if not proc.serves_http and proc.port:  # a KV helper (mooncake_master, store, LMCache): its TCP port
         healthy, what = listening(proc.port, timeout)
         click.echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} 127.0.0.1:{proc.port}: {what}")

@@ -24,6 +24,7 @@ class Kind(Enum):
     KV_MASTER = "KV master"  # a KV store's metadata coordinator (mooncake_master)
     KV_STORE = "KV store"  # a KV store's memory pool service (mooncake_store_service)
     KV_SERVER = "KV cache server"  # a node-local KV cache server beside the engine (LMCache's)
+    PRELOAD = "weight cache"  # `vllm preload` beside the engine: its weights in GPU memory (KIMI_PRELOAD)
 
 
 class Port(Enum):
@@ -36,6 +37,7 @@ class Port(Enum):
     MASTER_RPC = "master rpc"  # a KV master's RPC port
     KV_RPC = "kv rpc"  # a KV cache server's connection from the engine
     SERVICE = "service"  # a KV store's own API (what its health check connects to)
+    HEALTH = "health"  # a /health endpoint and nothing else (the `vllm preload` launcher's)
 
 
 # How the name of an engine's env variable that sets a port it listens on ends, by purpose.
@@ -130,6 +132,16 @@ def service(kind: Kind, role: str, argv: Sequence[str], ports: Dict[Port, int], 
     return Process(role=role, rank=0, kind=kind, program=(program,), args=tuple(args), env=dict(env or {}),
                    provenance=dict(provenance or {}), local_gpus=0, port=port, ports=dict(ports),
                    files=dict(files or {}))
+
+
+def preload(role: str, argv: Sequence[str], env: dict, provenance: dict, gpus: int, health_port: int) -> Process:
+    """The weight cache beside an engine (`vllm preload`): the GPUs of the engine it serves, its
+    launcher's /health on `health_port`; no vLLM API (not an engine: `vllm`, the parsed serve
+    arguments, is None)."""
+    program, verb, *args = argv
+    return Process(role=role, rank=0, kind=Kind.PRELOAD, program=(program, verb), args=tuple(args), env=dict(env),
+                   provenance=dict(provenance), local_gpus=gpus, port=health_port,
+                   ports={Port.HEALTH: health_port})
 
 
 def with_helper_drain(processes) -> tuple:

@@ -34,6 +34,9 @@ class Brand(Strict):
     k8s_product_label: str  # the node label that names the GPU product
     compose: Dict[str, Any]  # what a Compose service adds to reach the GPUs
     k8s_supplemental_groups: List[int] = []  # host GIDs owning the device nodes (a pod's user joins them)
+    # How a second container of the pod sees the GPUs the first one was given (KIMI_PRELOAD's
+    # sidecar; the device plugin gives each GPU to one container): empty = it cannot
+    k8s_sidecar_gpus_env: Dict[str, str] = {}
 
 
 class Firmware(Strict):

@@ -16,6 +16,7 @@ from entrypoint.core import errors as E
 from entrypoint.core.args import Tagged, substitute, tag
 from entrypoint.core.errors import KimiError
 from entrypoint.core.plan import Kind, Plan, Pool, Port, Process, engine, service, with_helper_drain
+from entrypoint.core.plan import preload as preload_process
 from entrypoint.core.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.record import Record
 from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported, version_key
@@ -597,6 +598,11 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None) -> Pla
     layer (`fleet`: a core.fleet.FleetChoice; its gates first): its engines' arguments and its
     router in front of the copies (docs/fleet.md)."""
     ctx = _Ctx(sel, cat, load)
+    weights = None
+    if sel.preload:  # KIMI_PRELOAD's refusals first: no layout is composed for what it cannot run beside
+        from entrypoint.core import preload
+
+        weights = preload.release(sel, cat, ctx.strategy.deploy_type, kv)
     if ctx.strategy.deploy_type == "pd_cluster":
         serving = _pd_processes(ctx)
     else:
@@ -621,11 +627,36 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None) -> Pla
         from entrypoint.core.fleet import layer as fleet_layer
 
         copies = fleet_layer(sel, cat, fleet, kv)
+    if weights is not None:  # KIMI_PRELOAD: `vllm preload` beside the one engine (core/preload.py)
+        serving, weights = _with_preload(ctx, serving, weights)
     processes = _compose_topology(ctx, serving, layer, budget, copies)
+    if weights is not None:
+        processes.append(weights)
     return Plan(recipe=sel.recipe, hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
                 profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,
                 vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools),
                 processes=with_helper_drain(processes))
+
+
+def _with_preload(ctx: _Ctx, serving: list, found: Record) -> Tuple[list, Process]:
+    """The engine's draft with the preload layer before the user's args (the user's still win), and
+    the weight cache: `vllm preload` with the engine's own arguments (less the API server's), env
+    and GPUs, its placeholders filled as the engine's."""
+    import dataclasses
+
+    from entrypoint.core import preload
+
+    data = preload.load_preload()
+    draft = serving[0]
+    options = preload.daemon_options(dedupe(list(draft.args), ctx.spec), ctx.spec, found)
+    filled = _finish(ctx, dataclasses.replace(draft, args=options))
+    weights = preload_process(preload.ROLE, preload.daemon_argv(found, data, ctx.sel.model, filled.args), filled.env,
+                              {**filled.provenance, found.model_option: preload.SOURCE}, filled.local_gpus,
+                              data.health_port)
+    at = next((i for i, (_, source) in enumerate(draft.args) if source == "user"), len(draft.args))
+    args = [*draft.args[:at], *preload.engine_layer(found, data), *draft.args[at:]]
+    check(args, ctx.spec)
+    return [_draft(ctx, draft.role, draft.rank, args, draft.env, draft.origin), *serving[1:]], weights
 
 
 def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fleet=None) -> List[Process]:
@@ -661,6 +692,10 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
 
 def this_process(plan: Plan, sel: Selection) -> Process:
     """The process this container runs: by KIMI_NODE_RANK, and KIMI_ROLE for a pd_cluster."""
+    if sel.role is not None and sel.prefill is None and any(p.kind is Kind.PRELOAD for p in plan.processes):
+        found = plan.find(sel.role, 0)  # the weight cache's container (KIMI_ROLE=preload)
+        if found is not None and found.kind is Kind.PRELOAD:
+            return found
     if sel.prefill is None:
         return plan.processes[sel.node_rank]
     if sel.role is None:

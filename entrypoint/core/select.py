@@ -66,6 +66,7 @@ class Selection(Choice):
     revision: Optional[str] = None  # KIMI_MODEL_REVISION: vLLM's --revision
     user: object = None  # the user's vLLM args as the launched vLLM reads them (vllm_cli.EngineArgs), parsed once
     name: str = ""  # the rendered deployment's name: KIMI_NAME, else the recipe's deployment_name
+    preload: bool = False  # KIMI_PRELOAD: `vllm preload` beside the engine (core/preload.py)
     drain_s: int = 0  # KIMI_DRAIN_TIMEOUT: vLLM's --shutdown-timeout (0 = vLLM's abort on SIGTERM)
 
     @property
@@ -449,6 +450,7 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         revision=settings.model_revision,
         name=settings.name or catalog.recipe.deployment_name,
         drain_s=settings.drain_timeout,
+        preload=settings.preload,
     )
 
 

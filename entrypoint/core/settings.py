@@ -66,8 +66,8 @@ FIELDS: tuple = (
       "Network interface for GLOO/NCCL (`$IFACE_NAME`)."),
     F("role", "choice", None, "required to launch a pd_cluster process",
       "Which process of a pd_cluster, KV deployment or fleet (its router) this container runs (docs/kv-cache.md, "
-      "docs/fleet.md).",
-      ("prefill", "decode", "router", "master", "store", "instance", "lmcache")),
+      "docs/fleet.md); `preload`: KIMI_PRELOAD's weight cache (docs/day2.md).",
+      ("prefill", "decode", "router", "master", "store", "instance", "lmcache", "preload")),
     F("prefill_nodes", "int", None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node.",
       maximum=limits.MAX_POOL_NODES),
     F("decode_nodes", "int", None, "the recipe's pools", "Decode pool size in nodes; 0 = the two pools share one node.",
@@ -132,6 +132,10 @@ FIELDS: tuple = (
       "`--shutdown-timeout` on every engine (where the release has it), and every rendering's grace period "
       "(preStop pause + drain + margin; docs/day2.md). 0 = vLLM's own default: SIGTERM aborts every open stream.",
       maximum=limits.MAX_DRAIN_S),
+    F("preload", "bool", False, "`0`", "1 = keep the weights across engine restarts: `vllm preload` beside the engine "
+      "(a sidecar container on Kubernetes, a companion service in Compose) holds them in GPU memory and the engine "
+      "maps them (`--load-format ipc_cache`); one node, a release and GPU brand recorded in recipes/vllm/preload.yaml "
+      "(docs/day2.md)."),
     F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
     F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
     F("download", "bool", False, "`0`; `1` in the cloud renderings",

@@ -23,13 +23,14 @@ from entrypoint.render.fleet import check_hosts
 from entrypoint.core.plan import Kind, Process
 from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
                                           health, image, image_user, is_companion, scratch, service_name, stop,
-                                          token_path, with_defaults)
+                                          token_path, weight_cache, with_defaults)
 from entrypoint.render.yamltext import dump
 from entrypoint.core.select import Selection
 from entrypoint.core.settings import Settings
 
 FILE = "compose.yaml"
 CACHE_VOLUME = "cache"
+SOCKET_VOLUME = "weight-cache"  # KIMI_PRELOAD: the daemons' Unix sockets, mounted by the engine and the daemon
 LOOPBACK = "127.0.0.1"
 TOKEN_SECRET = "hf_token"
 TOKEN_SOURCE = f"./{TOKEN_FILE}"  # the token file, beside the compose file (empty for a public model)
@@ -87,11 +88,15 @@ def _service(launch, proc: Process) -> dict:
         access = brand(launch).compose  # the GPU brand's devices (recipes/hardware.yaml)
         svc.update({**access, "security_opt": [*access.get("security_opt", []), NO_NEW_PRIVILEGES]})
     if proc.local_gpus:
-        svc["volumes"] = [f"{CACHE_VOLUME}:{cache_mount(launch)}"]
+        cache = weight_cache(launch)
+        svc["volumes"] = [f"{CACHE_VOLUME}:{cache_mount(launch)}",
+                          *([f"{SOCKET_VOLUME}:{cache[1].socket_volume}"] if cache else [])]
         svc["depends_on"] = {download_name(launch): {"condition": "service_completed_successfully"},
-                             # what the engine connects to at start: LMCache's server, the KV store
+                             # what the engine connects to at start: LMCache's server, the KV store, the
+                             # weight cache (healthy: every daemon holds its shard)
                              **{service_name(launch, p): {"condition": "service_healthy"}
-                                for p in launch.plan.processes if not p.is_engine and p.kind is not Kind.ROUTER}}
+                                for p in launch.plan.processes
+                                if not p.is_engine and p.kind is not Kind.ROUTER and p is not proc}}
     elif proc.kind is Kind.ROUTER:
         svc["depends_on"] = [service_name(launch, p) for p in launch.plan.engines]
     svc.update(stop_settings(launch, proc))
@@ -146,7 +151,10 @@ def render(launch) -> dict:
     check_one_host(launch.plan)  # network_mode: host
     services = {download_name(launch): _download(launch),
                 **{service_name(launch, p): _service(launch, p) for p in launch.plan.processes}}
-    doc = {"services": services, "volumes": {CACHE_VOLUME: {}}, "secrets": {TOKEN_SECRET: {"file": TOKEN_SOURCE}}}
+    volumes = {CACHE_VOLUME: {}}
+    if weight_cache(launch):  # a memory-backed volume: sockets only, gone with the host's restart
+        volumes[SOCKET_VOLUME] = {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
+    doc = {"services": services, "volumes": volumes, "secrets": {TOKEN_SECRET: {"file": TOKEN_SOURCE}}}
     return {FILE: _header(launch) + dump(_literal(doc))}
 
 

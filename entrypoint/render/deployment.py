@@ -66,6 +66,16 @@ def is_companion(proc: Process) -> bool:
     return proc.kind is Kind.KV_SERVER
 
 
+def weight_cache(launch):
+    """The weight cache's process (KIMI_PRELOAD, `vllm preload`) and where its sockets live, or None."""
+    found = next((p for p in launch.plan.processes if p.kind is Kind.PRELOAD), None)
+    if found is None:
+        return None
+    from entrypoint.core.preload import load_preload
+
+    return found, load_preload()
+
+
 def hardware(launch) -> Hardware:
     return launch.catalog.hardware[launch.plan.hardware]
 
@@ -247,7 +257,7 @@ def settings_env(launch) -> dict:
 
 def container_env(launch, proc: Process) -> dict:
     env = settings_env(launch)
-    if shape(launch) in (PD_CLUSTER, KV_STORE) or is_companion(proc) or proc.kind is Kind.ROUTER:
+    if shape(launch) in (PD_CLUSTER, KV_STORE) or is_companion(proc) or proc.kind in (Kind.ROUTER, Kind.PRELOAD):
         env[BY_NAME["role"].env] = proc.role
     return env
 

@@ -32,7 +32,7 @@ from entrypoint.render import autoscaling, k8s_fleet, k8s_kv, monitoring
 from entrypoint.render.monitoring import engine_components
 from entrypoint.render.deployment import (KV_STORE, MULTI_NODE, PD_CLUSTER, SINGLE, service_name, shape,
                                           with_defaults)
-from entrypoint.render.k8s_pod import CACHE_VOLUME, hf_token_secret, pod_spec, skip_annotations
+from entrypoint.render.k8s_pod import CACHE_VOLUME, add_weight_cache, hf_token_secret, pod_spec, skip_annotations
 from entrypoint.render.yamltext import dump_all
 
 FILE = "kubernetes.yaml"
@@ -207,6 +207,7 @@ def _single(launch) -> list:
            "spec": _cache_claim_spec(cache_access(launch))}
     deployment = _deployment(launch, proc, claim)
     k8s_kv.add_companions(launch, deployment["spec"]["template"]["spec"])  # LMCache's server beside the engine
+    add_weight_cache(launch, deployment["spec"]["template"]["spec"])  # KIMI_PRELOAD's `vllm preload` beside it
     return _exposed(launch, [pvc, deployment], _labels(launch, proc.role), proc.port)
 
 

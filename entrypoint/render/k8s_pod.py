@@ -180,3 +180,54 @@ def _download(container: dict) -> dict:
     return {"name": DOWNLOAD_CONTAINER, "image": container["image"], "imagePullPolicy": "Always",
             "args": ["download"], "env": container["env"], "resources": resources,
             "securityContext": dict(container["securityContext"]), "volumeMounts": mounts}
+
+
+SOCKET_VOLUME = "weight-cache"
+HEALTH_PORT_NAME = "weights"
+
+
+def add_weight_cache(launch, pod: dict) -> dict:
+    """KIMI_PRELOAD: `vllm preload` as a native sidecar of the engine's pod (an init container that
+    keeps running, Kubernetes 1.29+): it starts before the engine, which waits for its startup
+    probe (every daemon holds its shard), survives the engine container's restarts (a crash, a
+    failed liveness probe) and is stopped after it. It shares the pod's IPC namespace, /dev/shm,
+    the cache and a memory-backed volume for the daemons' sockets; it sees the pod's GPUs the way
+    the brand's data says (recipes/hardware.yaml k8s_sidecar_gpus_env), or the rendering is refused."""
+    from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+    from entrypoint.render.deployment import weight_cache
+
+    found = weight_cache(launch)
+    if found is None:
+        return pod
+    proc, data = found
+    gpus_env, hw = brand(launch).k8s_sidecar_gpus_env, hardware(launch)
+    if not gpus_env:
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_PRELOAD=1 on Kubernetes: a second container of the pod "
+                        f"cannot see {brand(launch).name} GPUs (their device plugin gives each GPU to one "
+                        "container; recipes/hardware.yaml has no k8s_sidecar_gpus_env for the brand). Render "
+                        "Compose instead (kimi-serve plan --format compose), or unset KIMI_PRELOAD.")
+    if proc.local_gpus != hw.gpu_count:
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_PRELOAD=1 on Kubernetes: the sidecar sees every GPU of the "
+                        f"node ({hw.gpu_count}), but the engine takes {proc.local_gpus}, so their GPUs could differ. "
+                        "Use a layout over the whole node (e.g. KIMI_EXTRA_ARGS='--tensor-parallel-size "
+                        f"{hw.gpu_count}'), render Compose, or unset KIMI_PRELOAD.")
+    release = data.releases[launch.selection.vllm_version]
+    socket_mount = {"name": SOCKET_VOLUME, "mountPath": data.socket_volume}
+    engine = pod["containers"][0]
+    engine["volumeMounts"].append(dict(socket_mount))
+    pod["volumes"].append({"name": SOCKET_VOLUME, "emptyDir": {"medium": "Memory"}})
+    amounts = {"cpu": str(data.resources.cpu), "memory": f"{data.resources.memory_gib}Gi"}
+    h = health(launch)
+    get = {"httpGet": {"path": release.health_path, "port": HEALTH_PORT_NAME}, "timeoutSeconds": h.timeout_s,
+           "periodSeconds": h.interval_s}
+    env = [*_env(launch, proc), *({"name": k, "value": v} for k, v in gpus_env.items())]
+    pod["initContainers"].append({
+        "name": proc.role, "image": image(launch), "imagePullPolicy": "Always", "restartPolicy": "Always",
+        "env": env, "resources": {"limits": amounts, "requests": dict(amounts)},
+        "securityContext": _container_security(launch),
+        "volumeMounts": [dict(m) for m in engine["volumeMounts"]],
+        "ports": [{"name": HEALTH_PORT_NAME, "containerPort": proc.port}],
+        "startupProbe": {**get, "failureThreshold": -(-h.start_period_s // h.interval_s)},
+        # no preStop: the kubelet stops a native sidecar only once the engine beside it has exited
+        "livenessProbe": {**get, "failureThreshold": h.retries}})
+    return pod

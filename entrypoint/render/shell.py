@@ -40,7 +40,8 @@ def render_process(proc: Process) -> str:
 def render_plan(plan: Plan, header: Iterable[str] = ()) -> str:
     out = [f"# {line}" for line in header]
     for proc in plan.processes:
-        label = proc.role if proc.role == "single" or proc.kind is Kind.ROUTER else f"{proc.role} rank {proc.rank}"
+        one = proc.role == "single" or proc.kind in (Kind.ROUTER, Kind.PRELOAD)  # one per deployment: no rank
+        label = proc.role if one else f"{proc.role} rank {proc.rank}"
         out.append(f"# --- {label}")
         out.append(render_process(proc))
     return "\n".join(out)

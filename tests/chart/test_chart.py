@@ -197,6 +197,8 @@ def test_schema_refuses_unknown_keys_and_bad_values(helm, tmp_path, values, why)
     ({"hardware": "h200", "kv_offload": "simple", "kv_instances": 2}, "configures a KV store"),
     ({"hardware": "h200", "kv_offload": "kv_store_distributed_mooncake", "vllm_version": "0.19.1"}, "needs vLLM >= 0.21.0"),
     ({"hardware": "h200", "kv_offload": "lmcache", "extra_args": "--kv-transfer-config {}"}, "--kv-transfer-config"),
+    # KIMI_PRELOAD: the chart does not draw the sidecar (plan --format k8s does)
+    ({"hardware": "h200", "preload": True, "vllm_version": "0.32.0"}, "does not draw the weight cache sidecar"),
 ])
 def test_chart_refuses_what_plan_refuses(helm, tmp_path, settings, why):
     path = tmp_path / "values.json"

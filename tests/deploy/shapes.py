@@ -21,6 +21,9 @@ COMPOSE: Dict[str, dict] = {
     # KV offload on one node (docs/kv-cache.md): LMCache beside the engine, a store of one instance, PD + store
     "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
     "kv-distributed-mi355x": {"KIMI_HARDWARE": "mi355x", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"},
+    # KIMI_PRELOAD: the weight cache as a companion service (docs/day2.md)
+    "preload-h200": {"KIMI_HARDWARE": "h200", "KIMI_PRELOAD": "1", "KIMI_VLLM_VERSION": "0.32.0"},
+    "preload-mi300x": {"KIMI_HARDWARE": "mi300x", "KIMI_PRELOAD": "1", "KIMI_VLLM_VERSION": "0.32.0"},
     "kv-centralized-pd-shared-b200": {"KIMI_HARDWARE": "b200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "0",
                                       "KIMI_DECODE_NODES": "0", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake"},
 }
@@ -49,6 +52,8 @@ K8S: Dict[str, dict] = {
                            "KIMI_STRATEGY": "multi_node_dep", "KIMI_NODES": "2"},
     # KV offload (docs/kv-cache.md): LMCache's sidecar, the two Mooncake stores, one with PD pools
     "kv-lmcache-h200": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"},
+    # KIMI_PRELOAD: the weight cache as a native sidecar of the engine's pod (docs/day2.md)
+    "preload-h200": {"KIMI_HARDWARE": "h200", "KIMI_PRELOAD": "1", "KIMI_VLLM_VERSION": "0.32.0"},
     "kv-simple-h100x2": {"KIMI_HARDWARE": "h100", "KIMI_NODES": "2", "KIMI_KV_OFFLOAD": "simple"},
     "kv-centralized-h200x3": {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake",
                               "KIMI_KV_INSTANCES": "3"},

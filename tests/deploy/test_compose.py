@@ -62,7 +62,9 @@ def test_one_service_per_process(case):
     launch = launch_for("compose", environ)
     brand = launch.catalog.hardware[launch.plan.hardware].brand
     name = deployment_name(environ)
-    assert list(doc["volumes"]) == [compose.CACHE_VOLUME] and doc["secrets"] == {"hf_token": {"file": "./hf_token"}}
+    sockets = [compose.SOCKET_VOLUME] if environ.get("KIMI_PRELOAD") else []  # the weight cache's (docs/day2.md)
+    assert list(doc["volumes"]) == [compose.CACHE_VOLUME, *sockets]
+    assert doc["secrets"] == {"hf_token": {"file": "./hf_token"}}
     want = [name if p.role == "single" else f"{name}-{p.role}" for p in launch.plan.processes]
     assert list(doc["services"]) == [f"{name}-download"] + want
     download = doc["services"].pop(f"{name}-download")
@@ -90,10 +92,12 @@ def test_one_service_per_process(case):
             continue
         if proc.role == "lmcache":  # LMCache's server: the engine's GPUs and IPC, no weights
             assert svc["ipc"] == "host" and not {"volumes", "depends_on"} & set(svc)
-        else:
-            assert svc["ipc"] == "host" and svc["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"]
+        else:  # an engine, or the weight cache (KIMI_PRELOAD): the engine waits for it healthy
+            waits = helpers + [w for w, p in zip(want, launch.plan.processes) if p.role == "preload" and p is not proc]
+            assert svc["ipc"] == "host"
+            assert svc["volumes"] == [f"{compose.CACHE_VOLUME}:/cache", *(f"{v}:/run/weight-cache" for v in sockets)]
             assert svc["depends_on"] == {f"{name}-download": {"condition": "service_completed_successfully"},
-                                         **{h: {"condition": "service_healthy"} for h in helpers}}
+                                         **{h: {"condition": "service_healthy"} for h in waits}}
         if brand == "nvidia":
             assert svc["deploy"]["resources"]["reservations"]["devices"] == [
                 {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]

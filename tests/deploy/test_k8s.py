@@ -89,7 +89,11 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
                 assert set(resources["limits"]) == {"cpu", "memory"} and mounts == scratch
                 assert "initContainers" not in pod
                 continue
-            (init,) = pod["initContainers"]  # the weights first, into this pod's cache
+            init, *sidecars = pod["initContainers"]  # the weights first, into this pod's cache
+            for side in sidecars:  # KIMI_PRELOAD's weight cache: a native sidecar, the same image, its own role
+                side_env = {e["name"]: e.get("value") for e in side["env"]}
+                assert side["name"] == side_env["KIMI_ROLE"] == "preload" and side["restartPolicy"] == "Always"
+                assert side["image"] == container["image"] and GPU_RESOURCE[brand] not in side["resources"]["limits"]
             assert init["args"] == ["download"] and init["image"] == container["image"]
             assert init["env"] == container["env"] and init["securityContext"] == container["securityContext"]
             assert init["resources"]["limits"] == {k: v for k, v in resources["limits"].items() if k in ("cpu", "memory")}
@@ -99,7 +103,8 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
             assert pod["nodeSelector"] == {PRODUCT_LABEL[brand]: PRODUCT[K8S[case]["KIMI_HARDWARE"]]}
             shm = next(v for v in pod["volumes"] if v["name"] == k8s_pod.SHM_VOLUME)
             assert shm["emptyDir"]["medium"] == "Memory"
-            assert mounts == {**scratch, "/dev/shm": k8s_pod.SHM_VOLUME, "/cache": k8s_pod.CACHE_VOLUME}
+            sockets = {"/run/weight-cache": k8s_pod.SOCKET_VOLUME} if sidecars else {}
+            assert mounts == {**scratch, "/dev/shm": k8s_pod.SHM_VOLUME, "/cache": k8s_pod.CACHE_VOLUME, **sockets}
 
 
 @pytest.mark.parametrize("case", sorted(K8S))

@@ -51,6 +51,9 @@ def pods(docs):
             spec = doc["spec"]["template"]["spec"]
             for container in range(len(spec["containers"])):
                 yield _container_env(spec, container), 0
+            for init in spec.get("initContainers", []):  # a native sidecar: KIMI_PRELOAD's weight cache
+                if init.get("restartPolicy") == "Always":
+                    yield {e["name"]: e["value"] for e in init["env"] if "value" in e}, 0
         elif doc["kind"] == "StatefulSet":  # a KV store's store and instances: KIMI_NODE_RANK = the pod's ordinal
             for index in range(doc["spec"]["replicas"]):
                 yield {**_container_env(doc["spec"]["template"]["spec"]), "KIMI_NODE_RANK": str(index)}, index

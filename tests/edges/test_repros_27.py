@@ -147,7 +147,7 @@ def test_every_part_of_the_catalog_is_validated_once_and_read_from_the_cache(tmp
     env = base_env(**H200, KIMI_RECIPES_DIR=str(copy), KIMI_KV_OFFLOAD="lmcache", PYTHONPATH=str(Path(__file__).parents[2]))
     assert run_proc(["print"], env).code == 0
     parts = sorted(p.name.split("-", 2)[2] if p.name.count("-") == 2 else "" for p in (copy / ".validated").iterdir())
-    assert parts == ["", "bench.json", "kv_offload.json", "loaders.json"]
+    assert parts == ["", "bench.json", "kv_offload.json", "loaders.json", "preload.json"]
     probe = ("import sys, runpy; sys.argv = ['kimi-serve', 'print']\n"
              "try:\n    runpy.run_module('entrypoint', run_name='__main__')\nexcept SystemExit:\n    pass\n"
              "print('yaml' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr)")
@@ -155,7 +155,7 @@ def test_every_part_of_the_catalog_is_validated_once_and_read_from_the_cache(tmp
     assert out.stderr.strip().splitlines()[-1] == "False False", out.stderr
     (copy / "kv_offload.yaml").write_text((copy / "kv_offload.yaml").read_text() + "\n# a change\n")
     assert run_proc(["print"], env).code == 0  # validated again: a new digest
-    assert len(list((copy / ".validated").iterdir())) == 8
+    assert len(list((copy / ".validated").iterdir())) == 10  # two digests of 5 parts
 
 
 # ---------------------------------------------------------------- 2: bounded reads of the weights and their search

@@ -21,6 +21,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $s := dict -}}
 {{- range $k, $v := (.Values.settings | default dict) }}{{ if not (kindIs "invalid" $v) }}{{ $_ := set $s $k $v }}{{ end }}{{ end -}}
 {{- $hw := required "settings.hardware is required: a hardware id of recipes/hardware.yaml" $s.hardware -}}
+{{- if $s.preload }}{{ fail "settings.preload: the chart does not draw the weight cache sidecar (vllm preload) yet; render it with KIMI_PRELOAD=1 kimi-serve plan --format k8s (docs/day2.md), or unset settings.preload" }}{{ end -}}
 {{- if not (hasKey $f.hardware $hw) }}{{ fail (printf "settings.hardware=%s is not a hardware id the chart knows" $hw) }}{{ end -}}
 {{- $hwf := index $f.hardware $hw -}}
 {{- $slug := $s.recipe | default $f.default_recipe -}}
