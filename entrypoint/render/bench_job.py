@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from entrypoint.render import compose, k8s
 from entrypoint.render.deployment import HF_TOKEN_PATH, image, serving_port, settings_env, token_path
-from entrypoint.render.k8s_pod import (_container_security, _pod_security, hf_token_secret, scratch_and_token,
+from entrypoint.render.k8s_pod import (_container_security, _pod_security, env_list, hf_token_secret, scratch_and_token,
                                        skip_annotations)
 from entrypoint.render.yamltext import dump, dump_all
 
@@ -58,9 +58,9 @@ def client_job(launch, component: str, args: list, deadline_s: int, resources: d
     name, namespace = launch.name, launch.settings.namespace
     proc = _api_process(launch)
     base_mounts, base_volumes = scratch_and_token(launch)
-    env = [{"name": k, "value": v} for k, v in settings_env(launch).items()]
+    env = env_list({**settings_env(launch), HF_TOKEN_PATH: token_path()})
     container = {"name": component, "image": image(launch), "imagePullPolicy": "Always",
-                 "args": list(args), "env": env + [{"name": HF_TOKEN_PATH, "value": token_path()}],
+                 "args": list(args), "env": env,
                  "resources": {"limits": dict(resources), "requests": dict(resources)},
                  "securityContext": _container_security(launch), "volumeMounts": base_mounts + list(mounts)}
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "kimi-serve",

@@ -21,6 +21,7 @@ from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.fleet import router_of
 from entrypoint.core.plan import Kind, Port
 from entrypoint.render.fleet import selector, with_skip
+from entrypoint.render.k8s_pod import env_list
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
 METRICS_PORT_NAME = "metrics"
@@ -84,7 +85,7 @@ def _router_deployment(k8s, launch, router) -> dict:
     own = {"KIMI_NAMESPACE": launch.settings.namespace, "KIMI_REPLICAS": str(launch.fleet.replicas)}
     if launch.selection.is_multi_node:  # the copy's plan resolves with group 0's head (the router runs none of it)
         own["KIMI_HEAD_ADDR"] = launch.settings.head_addr
-    container["env"][:0] = [{"name": k, "value": v} for k, v in own.items()]
+    container["env"][:0] = env_list(own)
     container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": router.ports[Port.METRICS]})
     return with_skip(deployment, TOKEN_SKIP)
 

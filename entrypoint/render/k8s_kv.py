@@ -21,7 +21,7 @@ from typing import List, Mapping
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
 from entrypoint.render.deployment import SHM, container_env, helper_resources, image, is_companion, scratch, stop
-from entrypoint.render.k8s_pod import CACHE_VOLUME, SHM_VOLUME, helper_probes, pod_spec, pre_stop
+from entrypoint.render.k8s_pod import CACHE_VOLUME, SHM_VOLUME, env_list, helper_probes, pod_spec, pre_stop
 
 POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"  # Kubernetes >= 1.28 labels StatefulSet pods
 
@@ -115,7 +115,7 @@ def add_companions(launch, pod: dict) -> dict:
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM})  # the engine hands it shared memory
         pod["containers"].append({
             "name": proc.role, "image": image(launch), "imagePullPolicy": "Always",
-            "env": [{"name": k, "value": v} for k, v in container_env(launch, proc).items()],
+            "env": env_list(container_env(launch, proc)),
             "resources": {"limits": amounts, "requests": dict(amounts)},
             "securityContext": _container_security(launch), "volumeMounts": mounts, **helper_probes(launch),
             "lifecycle": pre_stop(stop(launch, proc))})  # SIGTERM once the engine beside it has drained

@@ -59,9 +59,14 @@ def skip_annotations(launch, proc: Process) -> dict:
     return {SKIP_ANNOTATION.format(i): f"{check}={reason}" for i, (check, reason) in enumerate(sorted(skips.items()), 1)}
 
 
+def env_list(env) -> list:
+    """Kubernetes env entries whose values read back as given: the kubelet expands `$(NAME)` in a
+    value and reduces `$$` to `$` (dependent environment variables), so every `$` is written `$$`."""
+    return [{"name": k, "value": str(v).replace("$", "$$")} for k, v in env.items()]
+
+
 def _env(launch, proc: Process) -> list:
-    env = [{"name": k, "value": v} for k, v in container_env(launch, proc).items()]
-    return env + [{"name": HF_TOKEN_PATH, "value": token_path()}]
+    return env_list({**container_env(launch, proc), HF_TOKEN_PATH: token_path()})
 
 
 def _probes(launch) -> dict:
@@ -220,7 +225,7 @@ def add_weight_cache(launch, pod: dict) -> dict:
     h = health(launch)
     get = {"httpGet": {"path": release.health_path, "port": HEALTH_PORT_NAME}, "timeoutSeconds": h.timeout_s,
            "periodSeconds": h.interval_s}
-    env = [*_env(launch, proc), *({"name": k, "value": v} for k, v in gpus_env.items())]
+    env = [*_env(launch, proc), *env_list(gpus_env)]
     pod["initContainers"].append({
         "name": proc.role, "image": image(launch), "imagePullPolicy": "Always", "restartPolicy": "Always",
         "env": env, "resources": {"limits": amounts, "requests": dict(amounts)},

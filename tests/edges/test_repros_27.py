@@ -406,3 +406,83 @@ def test_an_unknown_value_never_offers_an_empty_list():
     from entrypoint.core.errors import unknown_value
 
     assert "Valid values" not in unknown_value("KIMI_X", "y", []).message
+
+
+def kubelet_expand(value: str, defined: dict) -> str:
+    """What the kubelet makes of an env value (a stand-in mirroring Kubernetes 1.30's
+    third_party/forked/golang/expansion/expand.go, `Expand`): `$$` is one `$`; `$(NAME)` is NAME's
+    value when an earlier variable defines it, else kept as written; any other `$` stays."""
+    out, i = [], 0
+    while i < len(value):
+        if value[i] == "$" and i + 1 < len(value):
+            nxt = value[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = value.find(")", i + 2)
+                if end != -1:
+                    name = value[i + 2:end]
+                    out.append(defined[name] if name in defined else value[i:end + 1])
+                    i = end + 1
+                    continue
+        out.append(value[i])
+        i += 1
+    return "".join(out)
+
+
+def test_the_kubelet_stand_in_expands_as_kubernetes_does():
+    # expand_test.go's own cases (Kubernetes 1.30): a defined name, an escaped one, an unknown one
+    assert kubelet_expand("$(VAR_A)", {"VAR_A": "A"}) == "A"
+    assert kubelet_expand("$$(VAR_A)", {"VAR_A": "A"}) == "$(VAR_A)"
+    assert kubelet_expand("$(VAR_DNE)", {}) == "$(VAR_DNE)"
+    assert kubelet_expand("$$$$", {}) == "$$" and kubelet_expand("x$", {}) == "x$"
+
+
+@pytest.mark.parametrize("value", DOLLARS)
+def test_a_dollar_in_a_value_reads_back_unchanged_through_the_kubelet(value):
+    """Kubernetes expands `$(NAME)` and `$$` in every env value (each variable defined before it
+    can be named): the rendered manifests write each `$` as `$$`, so every container sees the
+    value set, whatever the other variables are called."""
+    from tests.deploy.shapes import documents
+
+    env = {**H200, "KIMI_MODEL_REVISION": value, "KIMI_EXTRA_ARGS": f"--served-model-name 'kimi{value}'"}
+    seen = 0
+    for doc in documents("k8s", env):
+        spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+        for container in [*spec.get("initContainers", ()), *spec.get("containers", ())]:
+            defined: dict = {}
+            for item in container.get("env", ()):
+                if "value" in item:
+                    defined[item["name"]] = kubelet_expand(item["value"], {**defined, "HOME": "/home/x"})
+            assert defined["KIMI_MODEL_REVISION"] == value
+            assert defined["KIMI_EXTRA_ARGS"] == f"--served-model-name 'kimi{value}'"
+            seen += 1
+    assert seen >= 1
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link loop", "directory"])
+def test_a_config_file_that_is_not_a_regular_file_ends_at_once_naming_it(tmp_path, kind):
+    config = tmp_path / "kimi.toml"
+    if kind == "fifo":
+        os.mkfifo(config)
+    elif kind == "link loop":
+        os.symlink(tmp_path / "other", config)
+        os.symlink(config, tmp_path / "other")
+    else:
+        config.mkdir()
+    result = run_proc(["print"], base_env(**H200, KIMI_CONFIG=str(config)))
+    assert result.code == 2 and f"KIMI_CONFIG={config}" in result.err and "Traceback" not in result.err, result.err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_token_file_that_is_not_a_regular_file_ends_the_download_at_once(tmp_path, kind):
+    token = tmp_path / "token"
+    if kind == "fifo":
+        os.mkfifo(token)
+    else:
+        token = Path("/dev/zero")  # a device: reading it whole would never end
+    result = run_proc(["download"], base_env(**H200, HF_TOKEN_PATH=str(token), KIMI_CACHE_DIR=str(tmp_path / "c"),
+                                             HF_HUB_OFFLINE="1"))
+    assert result.code == 2 and f"HF_TOKEN_PATH={token} is not a token file" in result.err, result.err

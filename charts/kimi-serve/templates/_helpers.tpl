@@ -259,8 +259,8 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $env := list -}}
 {{- range $f.settings -}}
   {{- if .passed -}}
-    {{- if hasKey $pinned .name -}}{{ $env = append $env (dict "name" .env "value" (include "kimi.envValue" (index $pinned .name))) }}
-    {{- else if hasKey $eff .name -}}{{ $env = append $env (dict "name" .env "value" (include "kimi.envValue" (index $eff .name))) }}
+    {{- if hasKey $pinned .name -}}{{ $env = append $env (dict "name" .env "value" (include "kimi.envValue" (index $pinned .name) | replace "$" "$$")) }}
+    {{- else if hasKey $eff .name -}}{{ $env = append $env (dict "name" .env "value" (include "kimi.envValue" (index $eff .name) | replace "$" "$$")) }}
     {{- end -}}
   {{- end -}}
 {{- end -}}
