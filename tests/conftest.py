@@ -54,6 +54,7 @@ if str(ROOT) not in sys.path:
 SERIAL_MARKERS = ("docker", "vllm", "serial", "slow")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group into the nodeid
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (--dist loadgroup, scripts/test.sh), every test that uses a shared
     resource is in one group, so one worker runs them one after another; the rest spread."""
