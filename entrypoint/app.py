@@ -7,7 +7,6 @@ the pure core (entrypoint.core) to its inputs (the environment, cluster wiring, 
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
@@ -85,7 +84,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
             storage = storage(selection.model)
         decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
                                   "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
-    choice = kv.choose(settings, hostname=socket.gethostname())
+    choice = kv.choose(settings, hostname=os.uname().nodename)  # gethostname(), without importing socket
     from entrypoint.core import fleet  # KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
 
     fleet_choice = fleet.choose(settings)
