@@ -159,7 +159,7 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
     detected = detected_hardware(wiring.environ) if wants_detection(settings) else None
     vllm = None
     if not settings.vllm_version:
-        from entrypoint.node.detect import installed_vllm_version
+        from entrypoint.node.dist_info import installed_vllm_version
 
         vllm = installed_vllm_version()
     def storage(model: str):  # the volume the weights are read from decides `auto`, and the budget

