@@ -54,8 +54,9 @@ def commands(inside_image: bool) -> dict:
             "import models": [sys.executable, "-c", FLOOR],
             "kimi-serve print": [sys.executable, "-m", "entrypoint", "print"],
             "print, KV offload": ["env", "KIMI_KV_OFFLOAD=lmcache", sys.executable, "-m", "entrypoint", "print"],
-            **{f"print of {name}": ["env", "-C", path, f"PYTHONPATH={path}", sys.executable, "-m", "entrypoint", "print"]
-               for name, path in COMPARE.items()}}  # run in DIR: `-m` puts the working directory first on sys.path
+            # run in DIR: `-m` puts the working directory first on sys.path
+            **{f"print of {name}": ["env", "-C", path, f"PYTHONPATH={path}", sys.executable, "-m", "entrypoint",
+                                    "print"] for name, path in COMPARE.items()}}
 
 
 HARDWARE = {}  # KIMI_HARDWARE for a run in a checkout (an image knows its own)
