@@ -62,6 +62,13 @@ def test_code_imports_a_per_command_module_not_the_package():
     assert any(_app_imports(p) for p in CLI.glob("*.py"))  # the scan reads the commands' imports
 
 
+def test_a_command_takes_its_logic_from_one_app_module():
+    """A cli module imports the launch's composition and at most one command's module (its own)."""
+    taken = {p.name: set(_app_imports(p)) - {"entrypoint.app.launch"} for p in CLI.glob("*.py")}
+    assert not {name: found for name, found in taken.items() if len(found) > 1}
+    assert taken["plan.py"] == {"entrypoint.app.deploy"} and taken["bench.py"] == {"entrypoint.app.bench"}
+
+
 def test_the_scan_sees_a_grab_bag_import(tmp_path):
     planted = tmp_path / "planted.py"
     planted.write_text("import entrypoint.app\n\ndef f():\n    from entrypoint.app import build, launch  # noqa\n")
