@@ -391,6 +391,15 @@ def _placeholder_values(settings: Settings) -> dict:
     return {k: v for k, v in values.items() if v}
 
 
+def with_addresses(selection: Selection, settings: Settings) -> Selection:
+    """`selection` with the addresses and ports of `settings` (HEAD_IP, PREFILL_NODE_1, ...): a
+    deployment's own addresses, known only once the selection is made, filled in without
+    selecting again."""
+    from dataclasses import replace
+
+    return replace(selection, values=_placeholder_values(settings))
+
+
 def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str] = None,
            detected_vllm: Optional[str] = None) -> Selection:
     from entrypoint.core.vllm_cli import available_versions

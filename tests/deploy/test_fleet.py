@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import COMPOSE, K8S, documents, launch_for, render
