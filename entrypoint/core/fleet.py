@@ -12,8 +12,10 @@ gates) checks the fleet's gates and fills the layer composition adds (docs/compo
   copy and its Prometheus endpoint bound for scraping;
 - pd_cluster: the PD router is the fleet's router: KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS list every
   unit's nodes, unit after unit, and the router names every unit's pool heads (each unit's own
-  containers run as the PD cluster of its own addresses); the policy is the prefill pool's, where
-  the prompts are cached;
+  containers run as the PD cluster of its own addresses), or, on Kubernetes, the router discovers
+  each pool's pods by its own selector (KIMI_ROUTER_SELECTOR's `prefill:` / `decode:` terms) on
+  one port, the prefill pool's, which every pool's engines then listen on; the policy is the
+  prefill pool's, where the prompts are cached;
 - kv_aware: every vLLM process also publishes its KV-cache events (`--kv-events-config`, vLLM's
   KVEventsConfig), and the router subscribes to each copy's publisher.
 

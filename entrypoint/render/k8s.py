@@ -8,7 +8,8 @@
 - pd_cluster: one LeaderWorkerSet per pool (`<name>-prefill`, `<name>-decode`), a router
   Deployment and the Service `<name>-api` in front of the router. The pools' node addresses are
   the pods' stable DNS names, `<lws>-0.<lws>` (leader) and `<lws>-0-<i>.<lws>` (worker i) through
-  the headless Service LWS creates for each set, given to every pod as KIMI_*_ADDRS.
+  the headless Service LWS creates for each set, given to every pod as KIMI_*_ADDRS (a PD fleet's
+  groups each their own: render/k8s_fleet.py).
 
 Each LWS pod gets its own cache claim (volumeClaimTemplates), so any storage class will do.
 

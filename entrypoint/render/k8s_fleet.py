@@ -10,6 +10,10 @@
   health itself; its ServiceAccount, a Role (pods get/list/watch: recipes/fleet.yaml) and the
   RoleBinding; the Service `<name>-api` in front of it; with KIMI_MONITORING=1 a PodMonitor of its
   own metrics port and a NetworkPolicy admitting that port;
+- a PD fleet (`pd_fleet`): each pool's LeaderWorkerSet with KIMI_REPLICAS groups (one per unit),
+  each group given its own pool addresses (`$(LWS_GROUP_INDEX)`, LWS's group-index label through
+  the downward API), and the PD router, with the same RBAC, discovering every group's prefill and
+  decode API pods by a selector per pool (KIMI_ROUTER_SELECTOR's `prefill:` / `decode:` terms);
 - or KIMI_ROUTER=gateway: render/gateway.py (an InferencePool and its endpoint picker).
 """
 
