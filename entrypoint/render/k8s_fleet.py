@@ -108,24 +108,24 @@ GROUP_VAR = "LWS_GROUP_INDEX"  # that label, read into each pool pod by the down
 def _own_group(k8s, launch, lws: dict) -> None:
     """Each group of a pool's LeaderWorkerSet its own pool addresses: KIMI_<ROLE>_ADDRS, rendered as
     group 0's pod names, become `<set>-$(LWS_GROUP_INDEX).<set>,...`, the index read from the pod's
-    own label just before (the kubelet expands `$(NAME)` of a variable defined earlier), so each
-    group's head, DP address and NIXL side channels are its own pods'."""
-    for role in ("prefill", "decode"):
-        pool = getattr(launch.selection, role)
-        name, env_name = k8s.lws_name(launch.name, role), f"KIMI_{role.upper()}_ADDRS"
-        group0 = ",".join(k8s.pod_addresses(name, pool.node_count))
-        own = ",".join(k8s.pod_addresses(name, pool.node_count, f"$({GROUP_VAR})"))
-        for template in lws["spec"]["leaderWorkerTemplate"].values():
-            for container in template.get("spec", {}).get("containers", ()) if isinstance(template, dict) else ():
-                env = container.get("env", [])
-                at = next((i for i, e in enumerate(env) if e["name"] == env_name and e.get("value") == group0), None)
-                if at is None:
-                    continue  # set by hand: left as given
-                env[at] = {"name": env_name, "value": own}
-                if not any(e["name"] == GROUP_VAR for e in env):
-                    first = min(i for i, e in enumerate(env) if e["name"].endswith("_ADDRS"))
-                    env.insert(first, {"name": GROUP_VAR, "valueFrom": {"fieldRef": {
-                        "fieldPath": f"metadata.labels['{GROUP_INDEX_LABEL}']"}}})
+    own label just before them (the kubelet expands `$(NAME)` of a variable defined earlier), so
+    each group's head, DP address and NIXL side channels are its own pods'. A value set by hand
+    stays as given."""
+    own = {}
+    for pool in (launch.selection.prefill, launch.selection.decode):
+        name = k8s.lws_name(launch.name, pool.role)
+        own[f"KIMI_{pool.role.upper()}_ADDRS"] = (",".join(k8s.pod_addresses(name, pool.node_count)),
+                                                   ",".join(k8s.pod_addresses(name, pool.node_count, f"$({GROUP_VAR})")))
+    spec = lws["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        for container in spec.get(key, {}).get("spec", {}).get("containers", ()):
+            env = container["env"]
+            at = [i for i, e in enumerate(env) if e["name"] in own and e.get("value") == own[e["name"]][0]]
+            for i in at:
+                env[i] = {"name": env[i]["name"], "value": own[env[i]["name"]][1]}  # its `$(...)` meant: unescaped
+            if at:
+                env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {
+                    "fieldPath": f"metadata.labels['{GROUP_INDEX_LABEL}']"}}})
 
 
 def pd_fleet(k8s, launch, draw) -> list:
