@@ -42,6 +42,12 @@ class PoolChoice:
     def node_count(self) -> int:
         return max(1, self.nodes)
 
+    @property
+    def serving_nodes(self) -> int:
+        """How many of the pool's nodes serve the API (the router's workers): every DEP node (its own
+        API server, --data-parallel-hybrid-lb), else the head only."""
+        return self.node_count if self.parallelism == "dep" else 1
+
     def gpus_per_node(self, gpu_count: int) -> int:
         """GPUs the pool has on each of its nodes: all of them, or the half of a shared node
         (deliberate difference 3: the site sizes a shared pool as if it had the whole node)."""
