@@ -20,7 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from entrypoint.app import build, deployment_launch
+from entrypoint.app.deploy import deployment_launch
+from entrypoint.app.launch import build
 from entrypoint.render import k8s
 
 from tests.testdata import DATA
