@@ -227,7 +227,7 @@ def _validate(directory: Path) -> dict:
 def _hasher():
     """BLAKE2b, 96 bits: the digest the cache's names carry. Taken from CPython's own _blake2
     module (what hashlib.blake2b is) where it is there: hashlib would load OpenSSL first, and
-    with its SHA-256 that cost `print` ~20M instructions of its start (benchmarks/startup.py)."""
+    with its SHA-256 of the ~370 KB of data that cost `print` ~15M more instructions (benchmarks/startup.py)."""
     try:
         from _blake2 import blake2b
     except ImportError:  # a Python built without it
