@@ -9,7 +9,6 @@ the pure core (entrypoint.core) to its inputs (the environment, cluster wiring, 
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
@@ -100,7 +99,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
             storage = storage(selection.model)
         decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
                                   "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
-    choice = kv.choose(settings, hostname=socket.gethostname())
+    choice = kv.choose(settings, hostname=os.uname().nodename)  # gethostname(), without importing socket
     from entrypoint.core import fleet  # KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
 
     fleet_choice = fleet.choose(settings)
@@ -170,7 +169,7 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
     detected = detected_hardware(wiring.environ) if wants_detection(settings) else None
     vllm = None
     if not settings.vllm_version:
-        from entrypoint.node.detect import installed_vllm_version
+        from entrypoint.node.dist_info import installed_vllm_version
 
         vllm = installed_vllm_version()
 

@@ -15,7 +15,6 @@ again. The image fills the cache beside its data at build time (`python -m entry
 
 from __future__ import annotations
 
-import hashlib
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -225,15 +224,26 @@ def _validate(directory: Path) -> dict:
     return {"": schema.freeze(catalog), **{name: schema.freeze(part) for name, part in parts.items()}}
 
 
+def _hasher():
+    """BLAKE2b, 96 bits: the digest the cache's names carry. Taken from CPython's own _blake2
+    module (what hashlib.blake2b is) where it is there: hashlib would load OpenSSL first, and
+    with its SHA-256 of the ~370 KB of data that cost `print` ~15M more instructions (benchmarks/startup.py)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # a Python built without it
+        from hashlib import blake2b
+    return blake2b(digest_size=12)
+
+
 def _digest(directory: Path) -> str:
-    h = hashlib.sha256()
+    h = _hasher()
     for path in [*_SCHEMA_SOURCES, *_data_files(directory)]:
         data = read_capped(path, limits.MAX_DATA_FILE_BYTES)  # a FIFO or a device: an OSError, not a hang
         if len(data) > limits.MAX_DATA_FILE_BYTES:
             raise OSError(f"{path} is larger than {limits.MAX_DATA_FILE_BYTES} bytes")
         h.update(path.name.encode() + b"\0")
         h.update(data)
-    return h.hexdigest()[:24]
+    return h.hexdigest()
 
 
 def _cache_dirs(directory: Path) -> List[Path]:

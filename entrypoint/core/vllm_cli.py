@@ -125,13 +125,22 @@ def _load_spec(directory: str, version: str) -> Spec:
         raise RecipeDataError(f"recipe data {path}: not a vLLM grammar ({type(exc).__name__}: {exc})") from None
 
 
+def _option(o: dict) -> Option:
+    """One grammar entry as an Option: its fields set directly, as the frozen dataclass's __init__
+    would set them, without that __init__'s call per field (every start reads three grammars of
+    ~300 options each: the launched release's, and all of them for masking)."""
+    opt = object.__new__(Option)
+    opt.__dict__.update(dest=o["dest"], strings=tuple(o["options"]), kind=o["kind"], nargs=o["nargs"],
+                        choices=tuple(o["choices"]) if o.get("choices") is not None else None,
+                        choice_key=o.get("choice_key"), secret=bool(o.get("secret")),
+                        negative=tuple(o.get("negative", ())))
+    return opt
+
+
 def _spec_of(raw: dict) -> Spec:
     options: Dict[str, Option] = {}
     for o in raw["options"]:
-        opt = Option(dest=o["dest"], strings=tuple(o["options"]), kind=o["kind"], nargs=o["nargs"],
-                     choices=tuple(o["choices"]) if o.get("choices") is not None else None,
-                     choice_key=o.get("choice_key"), secret=bool(o.get("secret")),
-                     negative=tuple(o.get("negative", ())))
+        opt = _option(o)
         for s in opt.strings:
             options[s] = opt
     prov = raw.get("provenance", {})

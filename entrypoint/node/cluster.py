@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import re
-import socket
 import struct
 from dataclasses import dataclass
 from typing import Iterator, List, Mapping, Optional, Tuple
@@ -166,6 +165,8 @@ def iface_for(addr: str, proc_root: str = "/proc") -> Optional[str]:
     try:
         ip = int(ipaddress.IPv4Address(addr))
     except ValueError:
+        import socket  # only for a name to look up: the wiring of a plain start imports no socket
+
         try:
             found = [a[4][0] for a in resolve(addr, 0, limits.DNS_DEADLINE_S) if a[0] == socket.AF_INET]
             ip = int(ipaddress.IPv4Address(found[0] if found else ""))

