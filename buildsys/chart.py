@@ -84,10 +84,10 @@ def _hardware(catalog) -> dict:
     return out
 
 
-def _engine_resources(catalog, slug: str, hw: str, offered) -> dict:
+def _engine_resources(catalog, slug: str, hw: str, offered, whole: dict) -> dict:
     """variant -> strategy -> an engine pod's resources, where the recipe's launch needs other than
-    the hardware's whole node (`hardware.<hw>.resources`): e.g. a model that fits one GPU (TP 1)."""
-    whole = _hardware_pod(catalog, hw)
+    the hardware's whole node (`whole`: `_hardware(...)[hw]["resources"]`): e.g. a model that fits
+    one GPU (TP 1)."""
     out: dict = {}
     for vid in catalog.recipe.variants:
         for sid in offered:
@@ -101,13 +101,6 @@ def _engine_resources(catalog, slug: str, hw: str, offered) -> dict:
             if limits != whole:
                 out.setdefault(vid, {})[sid] = limits
     return out
-
-
-def _hardware_pod(catalog, hw: str) -> dict:
-    slug = catalog.serving.default_recipe
-    recipe_catalog = with_recipe(catalog, slug)
-    launch = _probe(recipe_catalog, slug, hw, offered_strategies(recipe_catalog, hw)[0])
-    return _serving_pod(launch, launch.plan.first_engine.role)[1]["containers"][0]["resources"]["limits"]
 
 
 def _pd_pools(catalog, slug: str, hw: str) -> dict:
@@ -148,7 +141,8 @@ def _pd_pool_facts(catalog, slug: str, hw: str, pd: dict) -> None:
                 break
 
 
-def _recipe(catalog, slug: str, messages: list) -> dict:
+def _recipe(catalog, slug: str, messages: list, pods: dict) -> dict:
+    """The facts of one recipe; `pods` is `_hardware(catalog)` (each hardware's whole-node pod)."""
     catalog = with_recipe(catalog, slug)
     recipe = catalog.recipe
     hardware, strategies, pd = {}, {}, {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
@@ -167,7 +161,7 @@ def _recipe(catalog, slug: str, messages: list) -> dict:
         entry["verdicts"] = _verdicts(catalog, slug, hw, base, messages)
         entry["load"] = _load(catalog, slug, hw, base, messages)
         entry["by_strategy"] = _strategy_verdicts(catalog, slug, hw, offered, messages)
-        own = _engine_resources(catalog, slug, hw, offered)
+        own = _engine_resources(catalog, slug, hw, offered, pods[hw]["resources"])
         if own:
             entry["engine_resources"] = own
         if "pd_cluster" in offered:
@@ -474,7 +468,8 @@ def facts() -> dict:
     from entrypoint.core.vllm_cli import secret_spec
     from entrypoint.render import autoscaling
 
-    recipes = {slug: _recipe(catalog, slug, messages) for slug in catalog.recipes}
+    hardware = _hardware(catalog)
+    recipes = {slug: _recipe(catalog, slug, messages, hardware) for slug in catalog.recipes}
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "recipes": recipes, "tables": _intern(recipes),
             "nodes_judged": NODES_JUDGED,
@@ -482,7 +477,7 @@ def facts() -> dict:
                         "versions": list(load_data().load_formats), "unlisted_version": UNLISTED_VERSION},
             "secrets": {"flags": sorted(k for k, o in secret_spec().options.items() if o.secret),
                         "message": dep.SECRET_ARGS, "env_pattern": "(?i)" + mask.SECRET_ENV.pattern},
-            "default_recipe": catalog.serving.default_recipe, "hardware": _hardware(catalog),
+            "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
             "router": _router(catalog), "defaults": _defaults(catalog),
             "kv": {**_kv(catalog), "messages": messages, "copies_message": autoscaling.KV_COPIES},
             "monitoring": _monitoring(catalog)}
