@@ -8,7 +8,8 @@
   recipe offers, per strategy its shape and which pods serve HTTP, the PD pools' ports and
   defaults, the probes and container security context, the KV deployments (recipes/kv_offload.yaml:
   each store's helpers, LMCache's sidecar, and per recipe x hardware which KV choice plan refuses
-  with which strategy, and why), and the monitoring data. Everything that
+  with which strategy, and why), the monitoring data, and a fleet's router, Gateway objects and
+  refusals (buildsys/chart_fleet.py). Everything that
   depends on the resolver (ports, which workers serve, pool defaults, default strategies) is read
   from real launches (`deployment_launch`) of probe configurations, never restated here;
 - `files/dashboard.json`: the Grafana dashboard, as `plan --format k8s` renders it;
@@ -23,6 +24,7 @@ import json
 import math
 from pathlib import Path
 
+from buildsys import chart_fleet
 from entrypoint.app import deployment_launch
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
@@ -470,6 +472,7 @@ def facts() -> dict:
 
     hardware = _hardware(catalog)
     recipes = {slug: _recipe(catalog, slug, messages, hardware) for slug in catalog.recipes}
+    fleet = chart_fleet.facts(_launch, catalog, messages)
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "recipes": recipes, "tables": _intern(recipes),
             "nodes_judged": NODES_JUDGED,
@@ -480,7 +483,7 @@ def facts() -> dict:
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
             "router": _router(catalog), "defaults": _defaults(catalog),
             "kv": {**_kv(catalog), "messages": messages, "copies_message": autoscaling.KV_COPIES},
-            "monitoring": _monitoring(catalog)}
+            "monitoring": _monitoring(catalog), "fleet": fleet}
 
 
 # ---------------------------------------------------------------- values.schema.json
