@@ -62,6 +62,19 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $gpus := mul (int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory")))) (ternary $nodes 1 (eq $st.shape "multi_node")) -}}
 {{- if and (ne $st.shape "pd_cluster") (lt $gpus $floor) }}{{ fail (printf "settings.strategy=%s on %d x %s GPUs: the %s recipe runs it on at least %d GPUs (strategy_min_gpus): add nodes" $sid $gpus $hw $r.title $floor) }}{{ end -}}
 {{- $vid := $s.variant | default "default" -}}
+{{- /* a fleet (docs/fleet.md): the copies behind vllm-router or the cluster's Gateway, asked for by replicas > 1
+      or a fleet setting unless settings.router is none. What the plan's rendering refuses before it resolves
+      (fleet.choose, k8s_fleet.deployment_environ), in plan's words (files/facts.json fleet.refused); the
+      rest below, once the deployment is known */ -}}
+{{- $ff := $f.fleet -}}{{- $fr := $ff.refused -}}
+{{- $front := toString ($s.router | default "vllm-router") -}}
+{{- $copies := int (include "kimi.operate" . | fromJson).replicas -}}
+{{- $fleet := and (ne $front "none") (or (gt $copies 1) (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
+{{- if $fleet -}}
+  {{- if not (hasKey $ff.policies (toString ($s.router_policy | default $ff.default_policy))) }}{{ fail (printf $fr.unknown_policy (toString $s.router_policy)) }}{{ end -}}
+  {{- if and (eq $st.shape "pd_cluster") (gt $copies 1) }}{{ fail (printf $fr.pd_units $copies) }}{{ end -}}
+  {{- if hasKey $s "replica_addrs" }}{{ fail (index $f.kv.messages (int $fr.replica_addrs)) }}{{ end -}}
+{{- end -}}
 {{- /* KV offload (docs/kv-cache.md, core/kv.py): a Mooncake KV store's processes, or an option beside each engine */ -}}
 {{- $kid := trim (toString ($s.kv_offload | default "")) -}}
 {{- $kvs := dict -}}{{- $kvo := dict -}}
@@ -247,21 +260,13 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- range $d.mounted }}{{ if or (eq $cacheClean (index . 1)) (eq $cacheClean "/") }}{{ fail (printf "KIMI_CACHE_DIR=%s is %s, which the rendered containers mount separately: the cache volume would be hidden (the download step's files lost). Choose a directory of its own, e.g. /cache." $cacheDir (ternary "the root" (index . 0) (eq $cacheClean "/"))) }}{{ end }}{{ end -}}
 {{- /* copies of a KV store without pools (autoscaling._kv_store_copies) */ -}}
 {{- $o := include "kimi.operate" . | fromJson -}}
-{{- /* a fleet (docs/fleet.md; render/k8s_fleet.py, render/gateway.py): the copies behind vllm-router or the
-      cluster's Gateway, asked for by replicas > 1 or a fleet setting unless settings.router is none; refused
-      where plan refuses, with plan's words (files/facts.json fleet.refused) */ -}}
-{{- $ff := $f.fleet -}}{{- $fr := $ff.refused -}}
-{{- $front := toString ($s.router | default "vllm-router") -}}
-{{- $copies := int $o.replicas -}}
-{{- $fleet := and (ne $front "none") (or (gt $copies 1) (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
+{{- /* the fleet (render/k8s_fleet.py, render/gateway.py): what the plan's fleet layer refuses (fleet._check), and
+      the router or the Gateway's pool in front of the copies */ -}}
 {{- $fleetOut := dict -}}
 {{- if $fleet -}}
   {{- $policy := toString ($s.router_policy | default $ff.default_policy) -}}
-  {{- if not (hasKey $ff.policies $policy) }}{{ fail (printf $fr.unknown_policy $policy) }}{{ end -}}
   {{- $pol := index $ff.policies $policy -}}
   {{- $isPd := eq $st.shape "pd_cluster" -}}
-  {{- if and $isPd (gt $copies 1) }}{{ fail (printf $fr.pd_units $copies) }}{{ end -}}
-  {{- if hasKey $s "replica_addrs" }}{{ fail (index $f.kv.messages (int $fr.replica_addrs)) }}{{ end -}}
   {{- if $kvs }}{{ fail (index $f.kv.messages (int (index $fr.kv_store $kid))) }}{{ end -}}
   {{- with index $fr.min_replicas $policy }}{{ with index . (toString $copies) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
   {{- if and $isPd (eq $front "gateway") }}{{ fail (index $f.kv.messages (int $fr.gateway_pd)) }}{{ end -}}
