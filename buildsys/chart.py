@@ -233,12 +233,16 @@ def _base(catalog, slug: str, hw: str, offered: list) -> dict:
 def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
     """strategy -> {"nodes": {n: message index}} for KIMI_NODES=1..NODES_JUDGED that plan refuses
     (memory aside: the chart checks the variant's memory itself), and {"profile": {...},
-    "features": {...}} for the profiles and features plan refuses with that strategy (a profile
-    names the strategies it tunes, a feature may apply to some strategies only)."""
+    "features": {...}, "vllm_version": {...}} for the profiles, features and recorded vLLM releases
+    plan refuses with that strategy (a profile names the strategies it tunes, a feature may apply
+    to some strategies only, a strategy's recipe override may name a flag a release lacks)."""
     profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     # the features a recipe limits to some strategies, asked for with this strategy
     scoped = sorted({f"{sign}{fid}" for r in catalog.recipes.values() for fid, feat in r.features.items()
                      if feat.strategies is not None for sign in ("", "+")})
+    from entrypoint.core.vllm_cli import available_versions
+
+    versions = list(available_versions())
     out = {}
     for sid in offered:
         env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
@@ -249,6 +253,9 @@ def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: lis
         if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
             env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
         entry["profile"] = {p: i for p in profiles if (i := _verdict({**env, "KIMI_PROFILE": p}, messages)) is not None}
+        if _verdict(env, messages) is None:  # a recipe's strategy override may name flags a vLLM release lacks
+            entry["vllm_version"] = {v: i for v in versions
+                                     if (i := _verdict({**env, "KIMI_VLLM_VERSION": v}, messages)) is not None}
         entry["features"] = {f: i for f in scoped if (i := _verdict({**env, "KIMI_FEATURES": f}, messages)) is not None}
         entry = {k: v for k, v in entry.items() if v}
         if entry:

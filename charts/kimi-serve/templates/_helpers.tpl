@@ -55,6 +55,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- with index (index $f.tables (int (index $rhw "by_strategy"))) $sid -}}
   {{- with index (.nodes | default dict) (toString (min $nodes $f.nodes_judged)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
   {{- if hasKey $s "profile" }}{{ with index (.profile | default dict) (toString $s.profile) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
+  {{- if hasKey $s "vllm_version" }}{{ with index (.vllm_version | default dict) (toString $s.vllm_version) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
   {{- $scoped := .features | default dict -}}
   {{- if hasKey $s "features" }}{{ range splitList "," (toString $s.features) }}{{ with index $scoped (trim .) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end }}{{ end -}}
 {{- end -}}
