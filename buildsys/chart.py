@@ -479,7 +479,7 @@ def facts() -> dict:
 
     hardware = _hardware(catalog)
     recipes = {slug: _recipe(catalog, slug, messages, hardware) for slug in catalog.recipes}
-    fleet = chart_fleet.facts(_launch, catalog, messages)
+    fleet = chart_fleet.facts(_launch, _verdict, catalog, messages)
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "recipes": recipes, "tables": _intern(recipes),
             "nodes_judged": NODES_JUDGED,

@@ -35,17 +35,6 @@ def _rendered(launch) -> list:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
-def _message(launch_env, env: dict, messages: list):
-    """plan's refusal message for `env` (its index in `messages`), None where plan renders it."""
-    try:
-        launch_env(env)
-    except KimiError as exc:
-        if exc.message not in messages:
-            messages.append(exc.message)
-        return messages.index(exc.message)
-    return None
-
-
 def _template(launch_env, env: dict, named: dict) -> str:
     """plan's refusal message for `env` as a printf template: each of `named`'s values -> its verb."""
     try:
@@ -103,8 +92,13 @@ def _versions(data) -> dict:
     return {v: all(spec_for(v).lookup(f)[0] is not None for f in flags) for v in available_versions()}
 
 
-def _refused(launch_env, catalog, messages: list, data) -> dict:
+def _refused(launch_env, verdict, catalog, messages: list, data) -> dict:
     from entrypoint.core.kv import load_kv
+
+    def refusal(env: dict) -> int:
+        index = verdict(env, messages)
+        assert index is not None, f"plan renders {env}, which the chart refuses"
+        return index
 
     slug = catalog.serving.default_recipe
     rc = with_recipe(catalog, slug)
@@ -119,27 +113,27 @@ def _refused(launch_env, catalog, messages: list, data) -> dict:
         "pd_units": _template(launch_env, {**pd, "KIMI_REPLICAS": str(PROBE_COPIES)},
                               {f"KIMI_REPLICAS={PROBE_COPIES}": "KIMI_REPLICAS=%d"}),
         "unknown_policy": _template(launch_env, {**two, "KIMI_ROUTER_POLICY": "probe37"}, {"probe37": "%s"}),
-        "replica_addrs": _message(launch_env, {**single, "KIMI_REPLICA_ADDRS": "a,b"}, messages),
-        "kv_store": {kid: _message(launch_env, {**two, "KIMI_KV_OFFLOAD": kid}, messages) for kid in load_kv().stores},
-        "min_replicas": {p: {str(n): _message(launch_env, {**single, "KIMI_ROUTER_POLICY": p, "KIMI_REPLICAS": str(n)},
-                                              messages) for n in range(1, v.min_replicas)}
+        "replica_addrs": refusal({**single, "KIMI_REPLICA_ADDRS": "a,b"}),
+        "kv_store": {kid: refusal({**two, "KIMI_KV_OFFLOAD": kid}) for kid in load_kv().stores},
+        "min_replicas": {p: {str(n): refusal({**single, "KIMI_ROUTER_POLICY": p, "KIMI_REPLICAS": str(n)})
+                             for n in range(1, v.min_replicas)}
                          for p, v in data.policies.items() if v.min_replicas > 1},
-        "gateway_pd": _message(launch_env, {**pd, "KIMI_ROUTER": "gateway", "KIMI_ROUTER_POLICY": "round_robin"},
-                               messages),
-        "pd_selector": _message(launch_env, {**pd, "KIMI_ROUTER_SELECTOR": "a=b"}, messages),
+        "gateway_pd": refusal({**pd, "KIMI_ROUTER": "gateway", "KIMI_ROUTER_POLICY": "round_robin"}),
+        "pd_selector": refusal({**pd, "KIMI_ROUTER_SELECTOR": "a=b"}),
         # the recipe's floor aside, an unrecorded release below the token-id flags' first one
         "token_ids": {p: _template(launch_env, {**two, "KIMI_ROUTER_POLICY": p, "KIMI_VLLM_VERSION": old},
                                    {f"vLLM {old} ": "vLLM %s "}) for p in token_ids} if old else {},
         "kv_events": {p: {"spread": _template(launch_env, {**pd, "KIMI_ROUTER_POLICY": p},
                                               {"KIMI_STRATEGY=pd_cluster": "KIMI_STRATEGY=%s"}),
-                          "discovered": _message(launch_env, {**two, "KIMI_ROUTER_POLICY": p}, messages)}
+                          "discovered": refusal({**two, "KIMI_ROUTER_POLICY": p})}
                       for p in kv_events},
-        "metrics_port": _message(launch_env, {**two, "KIMI_ROUTER_PORT": str(data.metrics.port)}, messages),
+        "metrics_port": refusal({**two, "KIMI_ROUTER_PORT": str(data.metrics.port)}),
     }
 
 
-def facts(launch_env, catalog, messages: list) -> dict:
-    """files/facts.json `fleet`; `launch_env` is buildsys/chart.py's launch of an environment."""
+def facts(launch_env, verdict, catalog, messages: list) -> dict:
+    """files/facts.json `fleet`; `launch_env` and `verdict` are buildsys/chart.py's launch of an
+    environment and plan's verdict on it (its message's index in `messages`, None where it renders)."""
     from entrypoint.core.fleet import load_fleet
     from entrypoint.core.vllm_cli import newest_version
 
@@ -153,4 +147,4 @@ def facts(launch_env, catalog, messages: list) -> dict:
             "policies": {p: {"min_replicas": v.min_replicas, "token_ids": bool(v.token_ids),
                              "kv_events": bool(v.kv_events)} for p, v in data.policies.items()},
             "token_ids_versions": _versions(data), "default_vllm_version": newest_version(),
-            "refused": _refused(launch_env, catalog, messages, data)}
+            "refused": _refused(launch_env, verdict, catalog, messages, data)}

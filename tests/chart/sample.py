@@ -86,12 +86,17 @@ def settings(rng: random.Random) -> dict:
         operate["autoscaling"] = rng.choice(["keda", "hpa"])
     if _maybe(rng, 0.35):  # a fleet (docs/fleet.md): copies behind vllm-router (the default), a Gateway, or none
         operate["replicas"] = rng.choice([1, 2, 2, 3])
-        front = rng.choice([None, None, "vllm-router", "gateway", "none"])
-        if front:
-            s["router"] = front
-    if _maybe(rng, 0.12):
-        s["router_policy"] = rng.choice(ROUTER_POLICIES)
+        _front(rng, s, 0.12)
     return s, operate
+
+
+def _front(rng: random.Random, s: dict, p_policy: float) -> None:
+    """What fronts a fleet's copies (settings.router unset: vllm-router), and at times a router policy."""
+    front = rng.choice([None, None, "vllm-router", "gateway", "none"])
+    if front:
+        s["router"] = front
+    if _maybe(rng, p_policy):
+        s["router_policy"] = rng.choice(ROUTER_POLICIES)
 
 
 def sample(seed: int, size: int) -> list:
@@ -112,11 +117,7 @@ def fleet_settings(rng: random.Random) -> tuple:
     kind = cat.strategies[s["strategy"]].deploy_type
     if kind == "multi_node":
         s["nodes"] = rng.choice([2, 2, 3, 4])
-    front = rng.choice([None, None, "vllm-router", "gateway", "none"])
-    if front:
-        s["router"] = front
-    if _maybe(rng, 0.3):
-        s["router_policy"] = rng.choice(ROUTER_POLICIES)
+    _front(rng, s, 0.3)
     if _maybe(rng, 0.15):
         s["router_port"] = rng.choice([8088, 29000])
     if _maybe(rng, 0.1):
