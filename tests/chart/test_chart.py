@@ -85,13 +85,14 @@ CASES = {
         {"replicas": 3, "monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda"}}),
     "fleet-multi_node_tp-h100x2-round_robin-port-hpa": (
         {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2, "router_policy": "round_robin",
-         "router_port": 8088, "name": "kimi", "namespace": "llm"},
+         "router_port": 8088, "name": "kimi", "namespace": "llm", "head_addr": "10.0.0.9"},
         {"KIMI_REPLICAS": "2", "KIMI_AUTOSCALING": "hpa"},
         {"replicas": 2, "autoscaling": {"enabled": True, "engine": "hpa"}}),
     "fleet-k3-multi_node_tp_dp-h200x2-monitored": (
         {"recipe": "kimi-k3", "hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2},
         {"KIMI_REPLICAS": "2", "KIMI_MONITORING": "1"}, {"replicas": 2, "monitoring": {"enabled": True}}),
     "fleet-lmcache-h200x2": ({"hardware": "h200", "kv_offload": "lmcache"}, {"KIMI_REPLICAS": "2"}, {"replicas": 2}),
+    "fleet-h200x2-role-router": ({"hardware": "h200", "role": "router"}, {"KIMI_REPLICAS": "2"}, {"replicas": 2}),
     "fleet-gateway-h200x2-monitored": (
         {"hardware": "h200", "router": "gateway"}, {"KIMI_REPLICAS": "2", "KIMI_MONITORING": "1"},
         {"replicas": 2, "monitoring": {"enabled": True}}),

@@ -254,6 +254,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- $roles := list -}}
   {{- range $g := $groups }}{{ range $g.procs }}{{ $roles = append $roles .role }}{{ end }}{{ end -}}
   {{- with $kvo.companion }}{{ $roles = append $roles .role }}{{ end -}}
+  {{- if and $fleet (eq $front "vllm-router") }}{{ $roles = append $roles "router" }}{{ end -}}
   {{- if not (has . $roles) }}{{ fail (printf "KIMI_ROLE=%s, but the %s plan has no %s process (%s): a role belongs to a pd_cluster deployment (KIMI_STRATEGY=pd_cluster) or a KV deployment (KIMI_KV_OFFLOAD, docs/kv-cache.md). Unset KIMI_ROLE, or choose one of those." . $sid . (join ", " (uniq $roles | sortAlpha))) }}{{ end -}}
 {{- end -}}
 {{- /* the cache directory is a mount of its own (deployment.cache_mount) */ -}}
@@ -299,7 +300,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
     {{- $_ := set $eff "router_selector" (join "," $discover) -}}
     {{- /* what the router's own plan needs that no other container gets (k8s_fleet._router_deployment) */ -}}
     {{- $own := list (dict "name" "KIMI_NAMESPACE" "value" $ns) (dict "name" "KIMI_REPLICAS" "value" (toString $copies)) -}}
-    {{- if eq $st.shape "multi_node" }}{{ $own = append $own (dict "name" "KIMI_HEAD_ADDR" "value" ($s.head_addr | default (printf "%s-0.%s" $name $name))) }}{{ end -}}
+    {{- if eq $st.shape "multi_node" }}{{ $own = append $own (dict "name" "KIMI_HEAD_ADDR" "value" (printf "%s-0.%s" $name $name)) }}{{ end -}}
     {{- $router := dict "env" $own "serviceAccount" (printf "%s-router" $name) "metricsPort" (int $ff.router.metrics_port) "metricsName" $ff.router.metrics_port_name "tokenSkip" $ff.router.token_skip -}}
     {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" "" "strategy" $ff.router.strategy
           "procs" (list (dict "role" "router" "serves" true "port" $rp "gpu" false "resources" $ff.router.resources "fleet" $router))) -}}
