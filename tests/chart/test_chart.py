@@ -166,7 +166,7 @@ def test_every_chart_object_validates(helm, case, tmp_path):
 
 @pytest.mark.parametrize("values", sorted(p.name for p in (CHART / "ci").glob("*-values.yaml")))
 def test_lint_strict_is_clean_for_every_shape(helm, values):
-    """The chart's own example values (ci/: one node, multi-node, PD, another recipe)."""
+    """The chart's own example values (ci/: one node, multi-node, PD, another recipe, fleets)."""
     done = run(helm, "lint", "--strict", str(CHART), "-f", str(CHART / "ci" / values))
     assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout, done.stdout
     assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
@@ -181,7 +181,7 @@ def test_the_example_values_cover_every_shape(helm, tmp_path):
     assert {("Deployment", "single"), ("LeaderWorkerSet", "head"), ("LeaderWorkerSet", "prefill"),
             ("Deployment", "router"), ("ScaledObject", "head"), ("HorizontalPodAutoscaler", "decode"),
             ("PodMonitor", "monitoring"), ("StatefulSet", "store"), ("StatefulSet", "instance"),
-            ("Deployment", "master")} <= kinds
+            ("Deployment", "master"), ("Role", "router"), ("InferencePool", "pool"), ("Deployment", "epp")} <= kinds
 
 
 @pytest.mark.parametrize("values, why", [
