@@ -2,7 +2,9 @@
 The chart's objects are the objects `kimi-serve plan --format k8s` renders for the same settings
 (tests/chart compares them). Facts come from files/facts.json, generated from recipes/ and the
 renderers by `python build.py chart` (a test fails when it is stale); the logic below mirrors
-entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every helper returns JSON.
+entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py, monitoring.py and, for a fleet, k8s_fleet.py
+(the router joins the groups; its RBAC and monitor: router-*.yaml) and gateway.py (inferencepool.yaml,
+epp-*.yaml). Every helper returns JSON.
 */}}
 
 {{/* kimi.env: the value of a setting as a container environment variable (render/deployment.py _env_value) */}}
