@@ -44,7 +44,7 @@ NAME = "kimi-k2.5"
 
 def launch_drain_args() -> list:
     """The engine's drain arguments as the plan gives them (the default settings)."""
-    from entrypoint.app import build
+    from entrypoint.app.launch import build
     from entrypoint.core.resolve import DRAIN_FLAG
 
     argv = list(build({"KIMI_HARDWARE": default_hardware()}).plan.processes[0].argv)

@@ -42,7 +42,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "verify"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from parallel import timed_threads  # noqa: E402
 from real_fleet import Pair, complete  # noqa: E402
 
 WORDS = ("alpha river stone cloud orbit lemon pixel harbor quartz meadow signal vector copper lantern "
@@ -83,13 +85,7 @@ def run_phase(pair: Pair, policy: str, requests: list, clients: int, max_tokens:
                 with lock:
                     results.append({**got, "prefix": prefix})
 
-        start = time.monotonic()
-        threads = [threading.Thread(target=client) for _ in range(clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.monotonic() - start
+        wall = timed_threads(client, clients)
         after = pair.counters()
         router_metrics = router.metrics()
     finally:

@@ -56,6 +56,8 @@ import time
 import traceback
 from pathlib import Path
 
+from parallel import timed_threads  # benchmarks/parallel.py (the script's own folder is on sys.path)
+
 GB = 1e9
 BLOCK = 16 << 20
 
@@ -258,13 +260,7 @@ def raw_read(files: list, threads: int, direct: bool = True) -> float:
                 os.close(fd)
             buf.close()
 
-    t0 = time.perf_counter()
-    ts = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return total[0] / (time.perf_counter() - t0)
+    return total[0] / timed_threads(worker, threads)
 
 
 def h2d(torch, pinned: bool, size: int = 4 << 30, reps: int = 8) -> float:

@@ -25,7 +25,7 @@ import math
 from pathlib import Path
 
 from buildsys import chart_fleet
-from entrypoint.app import deployment_launch
+from entrypoint.app.deploy import deployment_launch
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
 from entrypoint.core.select import default_strategy, min_gpus, offered_strategies, variant_unsupported

@@ -11,8 +11,9 @@ read from recipes/fleet.yaml and from real launches, never restated:
   endpoints (`token_ids_versions`; the newest grammar not newer than a version judges it, as
   core/vllm_cli.spec_for does), `default_vllm_version`;
 - `refused`: plan's own refusal messages (indices into `kv.messages`, or printf templates where plan
-  names a value: `%d` copies, `%s` a vLLM version or a strategy), probed with the settings the
-  chart fails on.
+  names a value: `%s` a vLLM version, a policy or a strategy), probed with the settings the chart
+  fails on; and `pd_fleet`, the chart's own refusal of what plan draws and the chart not yet (a PD
+  fleet).
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from entrypoint.core.plan import Port
 from entrypoint.core.recipe import with_recipe
 from entrypoint.core.select import default_strategy, offered_strategies
 
-PROBE_COPIES = 37  # the copies of the probes whose message names them (a number no message holds otherwise)
+# A PD fleet (pd_cluster with copies or a router setting) plan draws (render/k8s_fleet.py pd_fleet: each
+# group its own pool addresses, the PD router discovering both pools); the chart does not draw it yet
+PD_FLEET = ("settings.strategy=pd_cluster with replicas=%d or a router setting is a PD fleet (docs/fleet.md), which "
+            "the chart does not draw yet: render it with `kimi-serve plan --format k8s`, or install one PD unit per "
+            "release (replicas: 1, no settings.router_policy / router_selector), or set settings.router: none")
 PROBE_VERSION = "0.20.37"  # a vLLM release without a recorded grammar, for the message that names one
 
 
@@ -110,8 +115,6 @@ def _refused(launch_env, verdict, catalog, messages: list, data) -> dict:
     token_ids = [p for p, v in data.policies.items() if v.token_ids]
     old = next((v for v, ok in _versions(data).items() if not ok), None)
     return {
-        "pd_units": _template(launch_env, {**pd, "KIMI_REPLICAS": str(PROBE_COPIES)},
-                              {f"KIMI_REPLICAS={PROBE_COPIES}": "KIMI_REPLICAS=%d"}),
         "unknown_policy": _template(launch_env, {**two, "KIMI_ROUTER_POLICY": "probe37"}, {"probe37": "%s"}),
         "replica_addrs": refusal({**single, "KIMI_REPLICA_ADDRS": "a,b"}),
         "kv_store": {kid: refusal({**two, "KIMI_KV_OFFLOAD": kid}) for kid in load_kv().stores},
@@ -119,7 +122,6 @@ def _refused(launch_env, verdict, catalog, messages: list, data) -> dict:
                              for n in range(1, v.min_replicas)}
                          for p, v in data.policies.items() if v.min_replicas > 1},
         "gateway_pd": refusal({**pd, "KIMI_ROUTER": "gateway", "KIMI_ROUTER_POLICY": "round_robin"}),
-        "pd_selector": refusal({**pd, "KIMI_ROUTER_SELECTOR": "a=b"}),
         # the recipe's floor aside, an unrecorded release below the token-id flags' first one
         "token_ids": {p: _template(launch_env, {**two, "KIMI_ROUTER_POLICY": p, "KIMI_VLLM_VERSION": old},
                                    {f"vLLM {old} ": "vLLM %s "}) for p in token_ids} if old else {},
@@ -128,6 +130,7 @@ def _refused(launch_env, verdict, catalog, messages: list, data) -> dict:
                           "discovered": refusal({**two, "KIMI_ROUTER_POLICY": p})}
                       for p in kv_events},
         "metrics_port": refusal({**two, "KIMI_ROUTER_PORT": str(data.metrics.port)}),
+        "pd_fleet": PD_FLEET,
     }
 
 

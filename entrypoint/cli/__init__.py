@@ -128,12 +128,12 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 def _start(args: List[str]) -> None:
     if args and not args[0].startswith("-"):
-        from entrypoint.app import wire_platform
+        from entrypoint.app.launch import wire_platform
 
         left = wire_platform(tuple(args)).args  # a platform's start command (SageMaker's `serve`) is no typo
         if left and not left[0].startswith("-"):
             raise _unknown_command(left[0])
     _check_setting_names(warn=False)  # the start log carries the warnings
-    from entrypoint.app import start
+    from entrypoint.app.serve import start
 
     start(args)

@@ -20,13 +20,11 @@ def fleet_urls(ctx, param, values) -> tuple:
     return tuple(values)
 
 
-def fleet_targets(url: Optional[str], replicas: tuple, fleet: bool) -> Tuple[Optional[str], tuple]:
-    """(the fleet's URL, the copies' URLs): the options, else with --fleet the configured fleet's."""
-    if not fleet:
+def with_fleet(url: Optional[str], replicas: tuple, found) -> Tuple[Optional[str], tuple]:
+    """(the fleet's URL, the copies' URLs): the options, else the configured fleet's (`found`, an
+    app/fleet.py FleetTargets read with the command's one launch; None without --fleet)."""
+    if found is None:
         return url, replicas
-    from entrypoint.app import fleet_targets as configured
-
-    found = configured()
     return url or found.url, replicas or found.replicas
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from entrypoint.cli._context import guarded, say
-from entrypoint.cli._fleet import fleet_targets, fleet_urls, targets
+from entrypoint.cli._fleet import fleet_urls, targets, with_fleet
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -40,24 +40,26 @@ def _lengths(data, workload: str | None, input_len: int | None, output_len: int 
     return name, chosen.input_len, chosen.output_len
 
 
-def _target(url, gpus):
-    """The BenchTarget of the configured launch; with --url and --gpus bench works without one
-    (then there is no reference: the hardware is unknown)."""
-    from dataclasses import replace
-
-    from entrypoint.app import BenchTarget, bench_target
+def _target(url, gpus, replicas: tuple, fleet: bool):
+    """(the BenchTarget of the configured launch, the fleet's copies): with --fleet the configured
+    fleet's router and copies come from the same launch (app/bench.py). With --url and --gpus
+    bench works without a launch (then there is no reference: the hardware is unknown)."""
+    from entrypoint.app.bench import BenchTarget, bench_target
     from entrypoint.core.bench import Deployment
 
     try:
-        target = bench_target()
+        target = bench_target(fleet=fleet)
     except KimiError as error:
+        if fleet:
+            raise
         if not (url and gpus):
             raise KimiError(error.code, f"{error.message} (bench reads the GPUs and the hardware from the "
                             "configured launch; outside one, give --url, --gpus and --tokenizer)") from None
-        return BenchTarget(Deployment("unknown", "unknown", "unknown", gpus, None), url, None, False, {})
+        return BenchTarget(Deployment("unknown", "unknown", "unknown", gpus, None), url, None, False, {}), replicas
+    url, replicas = with_fleet(url, replicas, target.fleet)
     if gpus:
         target = replace(target, deployment=replace(target.deployment, gpus=gpus))
-    return replace(target, url=url or target.url)
+    return replace(target, url=url or target.url), replicas
 
 
 @click.command("bench", context_settings={"help_option_names": ["-h", "--help"]})
@@ -105,8 +107,7 @@ def command(url, model, workload, input_len, output_len, sweep, num_prompts, tok
     if short:
         raise KimiError(INVALID_VALUE, f"--num-prompts {num_prompts} is below concurrency {short[0]}: that level "
                         "would never be reached (give more prompts, or leave --num-prompts out)")
-    url, replicas = fleet_targets(url, replicas, fleet)
-    target = _target(url, gpus)
+    target, replicas = _target(url, gpus, replicas, fleet)
     deployment, url = target.deployment, target.url
     runs_on = []  # (name, URL, GPUs): the server, or the fleet (every copy's GPUs) then each copy
     for label, where in targets(url, replicas):

@@ -45,7 +45,7 @@ def render_text(report: dict) -> str:
 @guarded
 def command(fmt: str) -> None:
     """Detect the hardware, run every node check, print a report; exit 1 on any error."""
-    from entrypoint.app import diagnose
+    from entrypoint.app.doctor import diagnose
 
     report = diagnose(os.environ)
     report["ok"] = not any(c["status"] == "error" for c in report["checks"])

@@ -20,6 +20,6 @@ from entrypoint.cli._context import guarded
 @guarded
 def command(verify: bool, repair: bool, workers: int) -> None:
     """Download (or verify) the checkpoint, draft model, tokenizer and config this launch loads."""
-    from entrypoint.app import download_weights
+    from entrypoint.app.download import download_weights
 
     sys.exit(download_weights(verify=verify, repair=repair, workers=workers))

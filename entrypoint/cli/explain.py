@@ -7,7 +7,7 @@ import os
 
 import click
 
-from entrypoint.app import load_launch
+from entrypoint.app.launch import load_launch
 from entrypoint.cli._context import echo, guarded
 
 

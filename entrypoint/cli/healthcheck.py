@@ -43,38 +43,20 @@ def listening(port: int, timeout: float) -> tuple:
               help="Seconds the whole request may take.")
 def command(timeout: float) -> None:
     """Query /health of the server this container runs (the router's port for the router role)."""
-    from entrypoint.app import load_launch, local_url
+    from entrypoint.app.healthcheck import health_target
 
     try:
-        launch = load_launch(())
-        proc = launch.this_process()
+        target = health_target()
     except KimiError as err:
         echo(f"unhealthy: cannot tell which server to ask: {err.message}")
         sys.exit(EXIT_UNHEALTHY)
-    from entrypoint.core.plan import Port
-
-    if Port.HEALTH in proc.ports:  # the weight cache's launcher (KIMI_PRELOAD): its /health, 200 once loaded
-        from entrypoint.core.net import client_url
-
-        url = client_url(None, proc.ports[Port.HEALTH]) + launch.catalog.serving.health.path
-        healthy, what = probe(url, timeout)
-        echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} {url}: {what}")
+    if target.url:  # an HTTP server, or the weight cache's launcher (KIMI_PRELOAD): 200 once loaded
+        healthy, what = probe(target.url, timeout)
+        echo(f"{'healthy' if healthy else 'unhealthy'}: {target.role} {target.url}: {what}")
         sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)
-    if not proc.serves_http and proc.port:  # a KV helper (mooncake_master, store, LMCache): its TCP port
-        healthy, what = listening(proc.port, timeout)
-        click.echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} 127.0.0.1:{proc.port}: {what}")
+    if target.port:  # a KV helper (mooncake_master, store, LMCache): its TCP port
+        healthy, what = listening(target.port, timeout)
+        click.echo(f"{'healthy' if healthy else 'unhealthy'}: {target.role} 127.0.0.1:{target.port}: {what}")
         sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)
-    if not proc.serves_http:
-        echo(f"healthy: the {proc.role} (rank {proc.rank}) serves no HTTP; nothing to ask")
-        sys.exit(EXIT_HEALTHY)
-    from entrypoint.app import recorded_port
-
-    # The start may have had arguments this command does not see (SageMaker's `serve`): the port it
-    # recorded wins over the one the environment alone gives, unless this command is told the port.
-    from entrypoint.core.plan import Kind
-
-    told = launch.settings.is_set("router_port" if proc.kind is Kind.ROUTER else "port")
-    url = local_url(launch, proc, None if told else recorded_port()) + launch.catalog.serving.health.path
-    healthy, what = probe(url, timeout)
-    echo(f"{'healthy' if healthy else 'unhealthy'}: {proc.role} {url}: {what}")
-    sys.exit(EXIT_HEALTHY if healthy else EXIT_UNHEALTHY)
+    echo(f"healthy: the {target.role} (rank {target.rank}) serves no HTTP; nothing to ask")
+    sys.exit(EXIT_HEALTHY)

@@ -12,7 +12,7 @@ from typing import Optional
 
 import click
 
-from entrypoint.app import load_launch
+from entrypoint.app.launch import load_launch
 from entrypoint.cli._context import echo, guarded, not_empty
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError
@@ -59,7 +59,7 @@ def _line_env(line) -> dict:
 def batch_line(line) -> dict:
     """One JSON-lines entry: an object of KIMI_* variables -> the plan, or an error object. Never
     raises: a line that breaks anything yields an error object for that line."""
-    from entrypoint.app import platform_launch
+    from entrypoint.app.launch import platform_launch
     from entrypoint.core.errors import INTERNAL_ERROR
     from entrypoint.core.mask import mask_output
 
@@ -182,7 +182,7 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
 def _render_files(fmt: str, output: Optional[str]) -> None:
     """A deployment is built from the rendering environment plus the addresses it gives its own
     containers (pod DNS names, loopback); never from this machine's network (no cluster wiring)."""
-    from entrypoint.app import deployment_files
+    from entrypoint.app.deploy import deployment_files
 
     path, _, attribute = FILE_RENDERERS[fmt].partition(":")
     module = importlib.import_module(path)

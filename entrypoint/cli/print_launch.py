@@ -17,7 +17,7 @@ from entrypoint.cli._context import echo, guarded
 @guarded
 def command(fmt: str, vllm_args: tuple) -> None:
     """Print the launch this container would exec (VLLM_ARGS are added as container args would be)."""
-    from entrypoint.app import applied_process
+    from entrypoint.app.launch import applied_process
     from entrypoint.core.mask import mask_argv, mask_env
     from entrypoint.render.shell import render_process
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from entrypoint.cli._context import check_timeout, echo, guarded, not_empty
-from entrypoint.cli._fleet import fleet_targets, fleet_urls, targets
+from entrypoint.cli._fleet import fleet_urls, targets, with_fleet
 from entrypoint.core import limits, select
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
@@ -31,16 +31,20 @@ def parse_features(text: str) -> frozenset[str]:
                                            owner=f"The {recipe.title} recipe"))
 
 
-def _settings(url: str | None, expect_model: str | None, features: str | None):
-    """URL, expected served name, features and the recipe's chat facts: the options, else the
-    configured service."""
+def _settings(url: str | None, replicas: tuple, fleet: bool, expect_model: str | None, features: str | None):
+    """URL, the fleet's copies, expected served name, features and the recipe's chat facts: the
+    options, else the configured service and fleet (one launch, app/verify.py)."""
     from entrypoint.verify.checks import ChatFacts
 
-    chat = None
-    if url is None or expect_model is None or features is None:
-        from entrypoint.app import service_expectations
+    chat = expected = None
+    needed = (url is None and not fleet) or expect_model is None or features is None
+    if needed or fleet:
+        from entrypoint.app.verify import verify_targets
 
-        expected = service_expectations()
+        found = verify_targets(expected=needed, fleet=fleet)
+        url, replicas = with_fleet(url, replicas, found.fleet)
+        expected = found.expected
+    if expected is not None:
         url = expected.url if url is None else url
         expect_model = expected.served_model_name if expect_model is None else expect_model
         chosen = expected.features if features is None else parse_features(features)
@@ -54,7 +58,7 @@ def _settings(url: str | None, expect_model: str | None, features: str | None):
     except ValueError as exc:
         raise KimiError(INVALID_VALUE, f"--url: {exc}. Give the server root, e.g. http://127.0.0.1:8000 "
                         "(IPv6 in brackets: http://[::1]:8000).") from None
-    return url, expect_model, chosen, chat or ChatFacts.of(_recipe())
+    return url, replicas, expect_model, chosen, chat or ChatFacts.of(_recipe())
 
 
 @click.command("verify", context_settings={"help_option_names": ["-h", "--help"]})
@@ -90,8 +94,7 @@ def command(url, model, expect_model, features, output_format, timeout, concurre
 
     Exit code 0 when every check passes or is skipped, 1 when any fails, 2 on bad settings.
     """
-    url, replicas = fleet_targets(url, replicas, fleet)
-    url, expect_model, chosen, chat = _settings(url, expect_model, features)
+    url, replicas, expect_model, chosen, chat = _settings(url, replicas, fleet, expect_model, features)
     reports = [(name, target, run_verify(target, model=model, expected_model=expect_model, features=chosen,
                                          timeout=timeout, chat=chat, concurrency=concurrency))
                for name, target in targets(url, replicas)]

@@ -12,8 +12,10 @@ gates) checks the fleet's gates and fills the layer composition adds (docs/compo
   copy and its Prometheus endpoint bound for scraping;
 - pd_cluster: the PD router is the fleet's router: KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS list every
   unit's nodes, unit after unit, and the router names every unit's pool heads (each unit's own
-  containers run as the PD cluster of its own addresses); the policy is the prefill pool's, where
-  the prompts are cached;
+  containers run as the PD cluster of its own addresses), or, on Kubernetes, the router discovers
+  each pool's pods by its own selector (KIMI_ROUTER_SELECTOR's `prefill:` / `decode:` terms) on
+  one port, the prefill pool's, which every pool's engines then listen on; the policy is the
+  prefill pool's, where the prompts are cached;
 - kv_aware: every vLLM process also publishes its KV-cache events (`--kv-events-config`, vLLM's
   KVEventsConfig), and the router subscribes to each copy's publisher.
 
@@ -36,6 +38,7 @@ from entrypoint.core.record import Record
 ROLE = "router"  # the fleet router's role (KIMI_ROLE=router), as a PD cluster's
 SOURCE = "fleet"  # its provenance
 _PLACEHOLDER = "$REPLICA_{}"  # a copy's address not given yet (KIMI_REPLICA_ADDRS)
+POOLS = ("prefill", "decode")  # a PD cluster's pools: KIMI_ROUTER_SELECTOR's `prefill:key=value` terms
 
 
 def load_fleet(directory: Optional[str] = None) -> Record:
@@ -79,6 +82,23 @@ class FleetChoice:
     def discovered(self) -> bool:
         return bool(self.selector)
 
+    def pool_selector(self, role: Optional[str] = None) -> List[str]:
+        """The selector's terms for one PD pool (its `role:` terms and the plain ones), or, without a
+        role, the plain terms (a copy's pods)."""
+        out = []
+        for item in self.selector:
+            pool, sep, term = item.partition(":")
+            if not sep:
+                out.append(item)
+            elif pool == role:
+                out.append(term)
+        return out
+
+    @property
+    def pool_terms(self) -> bool:
+        """Whether the selector names a PD pool's own terms (`prefill:key=value`)."""
+        return any(":" in item for item in self.selector)
+
 
 _FLEET_SETTINGS = ("replica_addrs", "router_selector", "router_policy")
 
@@ -96,7 +116,11 @@ def choose(settings, directory: Optional[str] = None) -> Optional[FleetChoice]:
                             f"({data.default_policy}).")
     addrs, selector = tuple(settings.replica_addrs), tuple(settings.router_selector)
     for item in selector:
-        key, _, value = item.partition("=")
+        pool, sep, term = item.partition(":")  # a label key has no ':': `prefill:key=value` is a pool's term
+        if sep and pool not in POOLS:
+            raise KimiError(E.INVALID_VALUE, f"KIMI_ROUTER_SELECTOR: {item[:80]!r} names the pool {pool[:20]!r}; a "
+                            f"term's pool is one of {', '.join(POOLS)} (`prefill:key=value`), or none (`key=value`).")
+        key, _, value = (term if sep else item).partition("=")
         if not key or not value:
             raise KimiError(E.INVALID_VALUE, f"KIMI_ROUTER_SELECTOR: {item[:80]!r} is not key=value. Give the pod "
                             "labels that select the copies, e.g. app.kubernetes.io/name=kimi-k25 (or leave it to "
@@ -143,10 +167,10 @@ def _check(choice: FleetChoice, data: Record, sel, cat, kv_choice, deploy_type: 
                       "KIMI_REPLICA_ADDRS names hosts. Use KIMI_ROUTER=vllm-router on plain hosts and Compose, or "
                       "render Kubernetes manifests (kimi-serve plan --format k8s) without KIMI_REPLICA_ADDRS.")
     if deploy_type == "pd_cluster" and choice.discovered:
-        raise _refuse("A PD fleet's router names every unit's pool heads (prefill and decode listen on ports of "
-                      "their own, and the router's service discovery takes one port for every pod). List the units' "
-                      "nodes in KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS, unit after unit, instead of "
-                      "KIMI_ROUTER_SELECTOR.")
+        _check_pd_discovery(choice, sel)
+    elif choice.pool_terms:
+        raise _refuse(f"KIMI_ROUTER_SELECTOR names a PD pool's terms (`prefill:` / `decode:`), but KIMI_STRATEGY="
+                      f"{sel.strategy} has no pools. Give plain key=value terms.")
     if policy.token_ids and choice.front == "vllm-router":
         spec = spec_for(sel.vllm_version)
         missing = [a for a in data.token_ids_args if a.startswith("--") and spec.lookup(a)[0] is None]
@@ -172,6 +196,23 @@ def _check(choice: FleetChoice, data: Record, sel, cat, kv_choice, deploy_type: 
         raise _refuse(f"KIMI_ROUTER_POLICY={choice.policy} sets --kv-events-config on every engine, and the vLLM "
                       "arguments (KIMI_EXTRA_ARGS or container arguments) set it too. Keep one: remove it from the "
                       "arguments, or choose another policy.")
+
+
+def _check_pd_discovery(choice: FleetChoice, sel) -> None:
+    """A PD fleet the router discovers (Kubernetes): each pool by a selector of its own, and every pod
+    on one port (the router's --service-discovery-port), which a node the pools share cannot give."""
+    missing = [role for role in POOLS if len(choice.pool_selector(role)) == len(choice.pool_selector())]
+    if missing:
+        raise _refuse(f"A PD fleet's router discovers each pool by a selector of its own, and KIMI_ROUTER_SELECTOR "
+                      f"names no term of the {missing[0]} pool. Add `{missing[0]}:key=value` terms (the labels of "
+                      "that pool's API pods), or leave the selector to `plan --format k8s`, which sets it.")
+    shared = [pool.role for pool in (sel.prefill, sel.decode) if pool.nodes == 0]
+    if shared:
+        raise _refuse(f"A PD fleet's router reaches every discovered pod on one port, so both pools listen on the "
+                      f"prefill pool's port; KIMI_{shared[0].upper()}_NODES=0 shares one node between the pools, "
+                      "which then cannot both bind it. Give each pool nodes of its own (KIMI_PREFILL_NODES and "
+                      "KIMI_DECODE_NODES 1 or more), or list the units' nodes in KIMI_PREFILL_ADDRS / "
+                      "KIMI_DECODE_ADDRS instead of KIMI_ROUTER_SELECTOR.")
 
 
 # ---------------------------------------------------------------- composition (a layer of core/resolve.py)
@@ -240,6 +281,23 @@ class FleetLayer:
         provenance = {tok: SOURCE for tok in args if tok.startswith("--")}
         return service(Kind.ROUTER, ROLE, (router.program, *args), {Port.HTTP: port, Port.METRICS: data.metrics.port},
                        port, provenance=provenance)
+
+    def pd_engines(self, port: int) -> "FleetLayer":
+        """The layer of a PD fleet's engines: a discovered fleet's pools all listen on `port` (the
+        prefill pool's: the router's one --service-discovery-port)."""
+        import dataclasses
+
+        if not self.choice.discovered:
+            return self
+        return dataclasses.replace(self, args=(*self.args, self.data.discovery.pd.engine_port_flag, str(port)))
+
+    def pd_discovery_args(self, port: int) -> List[str]:
+        """A discovered PD fleet's router: the pods of each pool by the pool's selector, on `port`."""
+        d = self.data.discovery
+        out = [d.flag]
+        for role in POOLS:
+            out += [d.pd.selector_flags[role], *self.choice.pool_selector(role)]
+        return out + [d.namespace_flag, self.choice.namespace, d.port_flag, str(port)]
 
     def pd_unit_urls(self, sel, role: str, count: int, nodes: int, port: int) -> List[Tuple[str, str]]:
         """The URLs of every further PD unit's `role` pool heads (`count` of them per unit, its pool

@@ -40,6 +40,16 @@ class Discovery(Strict):
     namespace_flag: str
     port_flag: str
     rbac: Rbac
+    pd: "PdDiscovery"
+
+
+class PdDiscovery(Strict):
+    """A PD fleet's discovery: one selector per pool, one port for every pool's pods."""
+    selector_flags: Dict[str, str]  # role -> the router's flag
+    engine_port_flag: str  # vLLM's flag that puts every pool on the discovery port
+
+
+Discovery.model_rebuild()
 
 
 class Metrics(Strict):

@@ -452,16 +452,19 @@ def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, _D
     argv: List[str] = ["--policy", router.policy] + list(router.args)
     units: Tagged = []
     locals_ = [0]
+    discovered = fleet is not None and fleet.choice.discovered  # Kubernetes: the router finds every unit's pods
+    if discovered:
+        units = tag(fleet.source, fleet.pd_discovery_args(heads["prefill"].port or 8000))
     for role in ("prefill", "decode"):
         pool = pools[role]
         defaults = getattr(ctx.override, role, None) if ctx.override else None
         port = heads[role].port or 8000
-        count = pool.node_count if pool.parallelism == "dep" else 1
-        for i in range(1, count + 1):
+        count = pool.serving_nodes
+        for i in range(1, count + 1 if not discovered else 1):
             name = f"{role.upper()}_NODE_{i}"
             host = url_host(ctx.sel.values[name]) if name in ctx.sel.values else f"${name}"  # IPv6 in brackets
             argv += [f"--{role}", f"http://{host}:{port}"]
-        if fleet is not None:
+        if fleet is not None and not discovered:
             units += fleet.pd_unit_urls(ctx.sel, role, count, pool.node_count, port)
         locals_.append(_pool_local_dp(ctx, pool, defaults))
     pinned = ctx.override.router.intra_node_data_parallel_size if ctx.override and ctx.override.router else None
@@ -665,10 +668,13 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
     multi-node instance headed by its own address), the router, a KV layer's companions; a
     fleet's router last (a PD fleet's is the PD router, in front of every unit)."""
     if layer is None or not layer.instances:
-        engines = [_finish(ctx, p, layer, budget, fleet=fleet) if isinstance(p, _Draft) else p for p in serving]
-        if fleet is not None and ctx.strategy.deploy_type == "pd_cluster":
+        pd_fleet = fleet is not None and ctx.strategy.deploy_type == "pd_cluster"
+        if pd_fleet:
             pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
             heads = {role: next(p for p in serving if isinstance(p, _Draft) and p.role == role) for role in pools}
+        engine_layer = fleet.pd_engines(heads["prefill"].port or 8000) if pd_fleet else fleet  # one port if discovered
+        engines = [_finish(ctx, p, layer, budget, fleet=engine_layer) if isinstance(p, _Draft) else p for p in serving]
+        if pd_fleet:
             routed = _router_process(ctx, pools, heads, fleet)
             engines = [routed if p.kind is Kind.ROUTER else p for p in engines]
         out = [*(layer.front if layer else ()), *engines, *(layer.after if layer else ())]

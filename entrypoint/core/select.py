@@ -42,6 +42,12 @@ class PoolChoice:
     def node_count(self) -> int:
         return max(1, self.nodes)
 
+    @property
+    def serving_nodes(self) -> int:
+        """How many of the pool's nodes serve the API (the router's workers): every DEP node (its own
+        API server, --data-parallel-hybrid-lb), else the head only."""
+        return self.node_count if self.parallelism == "dep" else 1
+
     def gpus_per_node(self, gpu_count: int) -> int:
         """GPUs the pool has on each of its nodes: all of them, or the half of a shared node
         (deliberate difference 3: the site sizes a shared pool as if it had the whole node)."""
@@ -389,6 +395,15 @@ def _placeholder_values(settings: Settings) -> dict:
         for i, addr in enumerate(settings.values[f"{role}_addrs"], start=1):
             values[f"{role.upper()}_NODE_{i}"] = addr
     return {k: v for k, v in values.items() if v}
+
+
+def with_addresses(selection: Selection, settings: Settings) -> Selection:
+    """`selection` with the addresses and ports of `settings` (HEAD_IP, PREFILL_NODE_1, ...): a
+    deployment's own addresses, known only once the selection is made, filled in without
+    selecting again."""
+    from dataclasses import replace
+
+    return replace(selection, values=_placeholder_values(settings))
 
 
 def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str] = None,

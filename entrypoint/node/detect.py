@@ -475,7 +475,7 @@ def detect_node(environ: Mapping[str, str], root: str = "/") -> Detection:
 
 
 def detect_hardware_id(environ: Mapping[str, str]) -> Optional[str]:
-    """For KIMI_HARDWARE=auto (entrypoint.app)."""
+    """For KIMI_HARDWARE=auto (entrypoint.app.launch)."""
     return detect_node(environ).hardware
 
 

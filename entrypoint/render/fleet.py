@@ -29,9 +29,18 @@ def check_hosts(settings, sel, fmt: str) -> None:
 
 def selector(name: str, sel, lws_labels) -> list:
     """The pod labels of the copies' API pods on Kubernetes (KIMI_ROUTER_SELECTOR's default, the
-    InferencePool's selector): the single-node pods, or each LeaderWorkerSet group's leader."""
+    InferencePool's selector): the single-node pods, each LeaderWorkerSet group's leader, or a PD
+    fleet's pools, each its own (`prefill:` / `decode:` terms): every group's pods of the pool's
+    LeaderWorkerSet that serve the API (the leader only, unless every node does: DEP)."""
+    name_label, index_label = lws_labels
+    if sel.prefill is not None:
+        out = []
+        for pool in (sel.prefill, sel.decode):
+            out.append(f"{pool.role}:{name_label}={name}-{pool.role}")
+            if pool.serving_nodes < pool.node_count:
+                out.append(f"{pool.role}:{index_label}=0")
+        return out
     if sel.is_multi_node:
-        name_label, index_label = lws_labels
         return [f"{name_label}={name}", f"{index_label}=0"]
     return [f"app.kubernetes.io/name={name}", "app.kubernetes.io/component=single"]
 

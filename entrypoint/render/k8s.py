@@ -8,7 +8,8 @@
 - pd_cluster: one LeaderWorkerSet per pool (`<name>-prefill`, `<name>-decode`), a router
   Deployment and the Service `<name>-api` in front of the router. The pools' node addresses are
   the pods' stable DNS names, `<lws>-0.<lws>` (leader) and `<lws>-0-<i>.<lws>` (worker i) through
-  the headless Service LWS creates for each set, given to every pod as KIMI_*_ADDRS.
+  the headless Service LWS creates for each set, given to every pod as KIMI_*_ADDRS (a PD fleet's
+  groups each their own: render/k8s_fleet.py).
 
 Each LWS pod gets its own cache claim (volumeClaimTemplates), so any storage class will do.
 
@@ -54,9 +55,10 @@ def lws_name(name: str, role: str = "") -> str:
     return f"{name}-{role}" if role else name
 
 
-def pod_addresses(lws: str, size: int) -> List[str]:
-    """Stable DNS names of the pods of group 0 of a LeaderWorkerSet (Shared subdomain policy)."""
-    return [f"{lws}-0.{lws}"] + [f"{lws}-0-{i}.{lws}" for i in range(1, size)]
+def pod_addresses(lws: str, size: int, group: str = "0") -> List[str]:
+    """Stable DNS names of the pods of one group (0 unless named) of a LeaderWorkerSet (Shared
+    subdomain policy): the leader `<set>-<group>`, worker i `<set>-<group>-<i>`."""
+    return [f"{lws}-{group}.{lws}"] + [f"{lws}-{group}-{i}.{lws}" for i in range(1, size)]
 
 
 def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
@@ -254,6 +256,8 @@ def render(launch) -> dict:
     draw = _SHAPES[shape(launch)]
     if launch.fleet is not None and shape(launch) in (SINGLE, MULTI_NODE):  # copies behind a router: k8s_fleet.py
         objects = k8s_fleet.fleet(sys.modules[__name__], launch, draw)
+    elif launch.fleet is not None and shape(launch) == PD_CLUSTER:  # PD units behind the discovering PD router
+        objects = k8s_fleet.pd_fleet(sys.modules[__name__], launch, draw)
     else:
         objects = draw(launch)
     objects = autoscaling.apply(launch, objects) + monitoring.objects(launch) \

@@ -10,6 +10,10 @@
   health itself; its ServiceAccount, a Role (pods get/list/watch: recipes/fleet.yaml) and the
   RoleBinding; the Service `<name>-api` in front of it; with KIMI_MONITORING=1 a PodMonitor of its
   own metrics port and a NetworkPolicy admitting that port;
+- a PD fleet (`pd_fleet`): each pool's LeaderWorkerSet with KIMI_REPLICAS groups (one per unit),
+  each group given its own pool addresses (`$(LWS_GROUP_INDEX)`, LWS's group-index label through
+  the downward API), and the PD router, with the same RBAC, discovering every group's prefill and
+  decode API pods by a selector per pool (KIMI_ROUTER_SELECTOR's `prefill:` / `decode:` terms);
 - or KIMI_ROUTER=gateway: render/gateway.py (an InferencePool and its endpoint picker).
 """
 
@@ -38,17 +42,10 @@ def deployment_environ(environ: Mapping[str, str], settings, sel, lws_labels) ->
     choice = _choice(settings)
     if choice is None:
         return {}
-    if sel.prefill is not None and choice.replicas > 1:
-        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_REPLICAS={choice.replicas} with KIMI_STRATEGY=pd_cluster: "
-                        "each PD unit's pods need their own unit's node addresses (the NIXL side channels), which "
-                        "one LeaderWorkerSet template per pool cannot give. Render one unit per deployment "
-                        "(KIMI_REPLICAS=1, KIMI_NAME=<name>-<i>), or run the units on hosts with the PD router in "
-                        "front of all of them (KIMI_PREFILL_ADDRS / KIMI_DECODE_ADDRS listing every unit's nodes: "
-                        "docs/fleet.md).")
     if choice.addrs:
         raise KimiError(UNSUPPORTED_COMBINATION, "KIMI_REPLICA_ADDRS names hosts, but on Kubernetes the router "
                         "discovers the copies' pods itself (--service-discovery). Unset KIMI_REPLICA_ADDRS.")
-    if choice.front != "vllm-router" or sel.prefill is not None:
+    if choice.front != "vllm-router":
         return {}
     return {"KIMI_ROUTER_SELECTOR": ",".join(selector(sel.name, sel, lws_labels))}
 
@@ -104,6 +101,48 @@ def _unexposed(objects: list, name: str) -> list:
             and not (o["kind"] == "Service" and o["metadata"]["name"] == f"{name}-api")]
 
 
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index
+GROUP_VAR = "LWS_GROUP_INDEX"  # that label, read into each pool pod by the downward API
+
+
+def _own_group(k8s, launch, lws: dict) -> None:
+    """Each group of a pool's LeaderWorkerSet its own pool addresses: KIMI_<ROLE>_ADDRS, rendered as
+    group 0's pod names, become `<set>-$(LWS_GROUP_INDEX).<set>,...`, the index read from the pod's
+    own label just before them (the kubelet expands `$(NAME)` of a variable defined earlier), so
+    each group's head, DP address and NIXL side channels are its own pods'. A value set by hand
+    stays as given."""
+    own = {}
+    for pool in (launch.selection.prefill, launch.selection.decode):
+        name = k8s.lws_name(launch.name, pool.role)
+        own[f"KIMI_{pool.role.upper()}_ADDRS"] = (",".join(k8s.pod_addresses(name, pool.node_count)),
+                                                   ",".join(k8s.pod_addresses(name, pool.node_count, f"$({GROUP_VAR})")))
+    spec = lws["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        for container in spec.get(key, {}).get("spec", {}).get("containers", ()):
+            env = container["env"]
+            at = [i for i, e in enumerate(env) if e["name"] in own and e.get("value") == own[e["name"]][0]]
+            for i in at:
+                env[i] = {"name": env[i]["name"], "value": own[env[i]["name"]][1]}  # its `$(...)` meant: unescaped
+            if at:
+                env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {
+                    "fieldPath": f"metadata.labels['{GROUP_INDEX_LABEL}']"}}})
+
+
+def pd_fleet(k8s, launch, draw) -> list:
+    """A PD fleet: each pool's LeaderWorkerSet with a group per unit (each group its own addresses),
+    and the PD router discovering every group's prefill and decode pods, with its RBAC."""
+    objects = []
+    for obj in _unexposed(draw(launch), launch.name):
+        if obj["kind"] == "Deployment" and obj["metadata"]["labels"]["app.kubernetes.io/component"] == "router":
+            continue  # drawn below, with its ServiceAccount
+        if obj["kind"] == "LeaderWorkerSet":
+            _own_group(k8s, launch, obj)
+        objects.append(obj)
+    router = router_of(launch.plan)
+    return k8s._exposed(launch, objects + _rbac(k8s, launch) + [_router_deployment(k8s, launch, router)],
+                        k8s._labels(launch, "router"), router.port)
+
+
 def fleet(k8s, launch, draw_one) -> list:
     """The copies (draw_one: k8s.py's drawing of one copy) and what fronts them."""
     one = _unexposed(draw_one(_engine_launch(launch)), launch.name)
@@ -122,8 +161,7 @@ def monitoring_objects(k8s, launch) -> list:
     from entrypoint.core.fleet import load_fleet
     from entrypoint.render.monitoring import MONITORING_API
 
-    if launch.fleet is None or launch.fleet.front != "vllm-router" or launch.selection.prefill is not None \
-            or not launch.settings.values["monitoring"]:
+    if launch.fleet is None or launch.fleet.front != "vllm-router" or not launch.settings.values["monitoring"]:
         return []
     metrics, name = load_fleet().metrics, launch.name
     labels = k8s._labels(launch, "router")

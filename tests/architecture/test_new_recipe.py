@@ -124,7 +124,7 @@ def test_version_floor(recipes):
 
 
 def test_doctor_and_download_name_the_new_models(recipes, tmp_path):
-    from entrypoint.app import build
+    from entrypoint.app.launch import build
     from entrypoint.core.recipe import load_catalog_from
     from entrypoint.core.weights import sources
 

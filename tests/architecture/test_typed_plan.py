@@ -13,8 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PARSER = ROOT / "entrypoint" / "core" / "vllm_cli.py"
 CODE = sorted(p for d in ("entrypoint", "buildsys") for p in (ROOT / d).rglob("*.py")) + [ROOT / "build.py"]
-CONSUMERS = [p for p in CODE if p.parts[-2] in ("node", "render", "verify", "cli", "buildsys")
-             or p.name == "app.py"]
+CONSUMERS = [p for p in CODE if p.parts[-2] in ("node", "render", "verify", "cli", "app", "buildsys")]
 # The grammar's readers of argument text; a consumer reads the typed process instead.
 GRAMMAR_READERS = {"values", "parse", "engine_args", "flag_value", "int_value", "dedupe"}
 

@@ -99,9 +99,6 @@ CASES = {
     "fleet-gateway-multi_node_tp-h100x2-keda": (
         {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2, "router": "gateway"},
         {"KIMI_REPLICAS": "2", "KIMI_AUTOSCALING": "keda"}, {"replicas": 2, "autoscaling": {"enabled": True}}),
-    # a PD cluster with a router policy and one unit: the PD router's own policy (drawn as before)
-    "fleet-pd-h200-one-unit-policy": ({"hardware": "h200", "strategy": "pd_cluster", "router_policy": "round_robin"},
-                                      {}, {}),
     "multi_node_dep-h200x2-monitored": (
         {"hardware": "h200", "strategy": "multi_node_dep", "nodes": 2}, {"KIMI_MONITORING": "1"},
         {"monitoring": {"enabled": True}}),

@@ -1,5 +1,5 @@
 """Helpers for the cloud tests: the platforms' own client libraries (the `cloud` extra) and the
-plan rendered for a platform through the real CLI code path (entrypoint.app.deployment_launch)."""
+plan rendered for a platform through the real CLI code path (entrypoint.app.deploy.deployment_launch)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def need(module: str):
 
 
 def render(fmt: str, env: dict) -> dict:
-    from entrypoint.app import deployment_launch
+    from entrypoint.app.deploy import deployment_launch
     from entrypoint.cli.plan import FILE_RENDERERS
 
     module = importlib.import_module(FILE_RENDERERS[fmt])

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from entrypoint.app import load_launch
+from entrypoint.app.launch import load_launch
 from entrypoint.core.vllm_cli import flag_value
 from entrypoint.core.errors import KimiError
 

@@ -7,7 +7,7 @@ from typing import Dict, Mapping
 
 import yaml
 
-from entrypoint.app import deployment_launch
+from entrypoint.app.deploy import deployment_launch
 
 COMPOSE: Dict[str, dict] = {
     "single-h200": {"KIMI_HARDWARE": "h200"},

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from entrypoint.app import deployment_launch
+from entrypoint.app.deploy import deployment_launch
 from entrypoint.cli.bench import command as bench_command
 from entrypoint.render import compose, k8s
 from entrypoint.render.bench_job import COMPOSE_FILE, K8S_FILE, ComposeBench, K8sBench

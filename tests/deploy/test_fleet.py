@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import COMPOSE, K8S, documents, launch_for, render
@@ -30,6 +30,11 @@ FLEETS = {
     "single-x2-lmcache": {**H200, "KIMI_REPLICAS": "2", "KIMI_KV_OFFLOAD": "lmcache"},
     "gateway-single-x2": {**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"},
     "gateway-multi-x2-keda": {**MULTI, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway", "KIMI_AUTOSCALING": "keda"},
+    # PD units: each pool's LeaderWorkerSet a group per unit, the PD router discovering every group
+    "pd-x2-operated": {**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_REPLICAS": "2", "KIMI_MONITORING": "1",
+                       "KIMI_AUTOSCALING": "keda"},
+    "pd-tp-x3-hpa": {**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_REPLICAS": "3", "KIMI_PREFILL_NODES": "2",
+                     "KIMI_PREFILL_PARALLELISM": "tp", "KIMI_DECODE_PARALLELISM": "tp", "KIMI_AUTOSCALING": "hpa"},
 }
 
 
@@ -56,11 +61,12 @@ def test_every_fleet_object_validates(case):
         validate(doc)
     engines = [d for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")
                and d["metadata"]["labels"]["app.kubernetes.io/component"] not in ("router", "epp")]
-    assert [d["spec"]["replicas"] for d in engines] == [int(FLEETS[case]["KIMI_REPLICAS"])]
-    # an autoscaler scales the copies only, never the router nor the picker
+    pools = 2 if FLEETS[case].get("KIMI_STRATEGY") == "pd_cluster" else 1  # a PD unit: a group of each pool
+    assert [d["spec"]["replicas"] for d in engines] == [int(FLEETS[case]["KIMI_REPLICAS"])] * pools
+    # an autoscaler scales the copies only (a PD fleet: each pool), never the router nor the picker
     scalers = [d for d in docs if d["kind"] in ("ScaledObject", "HorizontalPodAutoscaler")]
     assert [s["spec"]["scaleTargetRef"]["name"] for s in scalers] == (
-        [engines[0]["metadata"]["name"]] if "KIMI_AUTOSCALING" in FLEETS[case] else [])
+        [e["metadata"]["name"] for e in engines] if "KIMI_AUTOSCALING" in FLEETS[case] else [])
 
 
 def test_kubernetes_fleet_fronts_the_copies_with_the_router():
@@ -149,8 +155,13 @@ REFUSED = {
                             "KIMI_REPLICA_ADDRS"),
     "kv-aware-twice": ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER_POLICY": "kv_aware",
                         "KIMI_EXTRA_ARGS": "--kv-events-config {}"}, "plan", "remove it"),
-    "pd-units-kubernetes": ({**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_REPLICAS": "2"}, "k8s",
-                            "KIMI_PREFILL_ADDRS"),
+    # a discovered PD fleet: each pool by its own selector terms, every pod on one port (no shared node)
+    "pd-selector-without-pool-terms": ({**PD, "KIMI_ROUTER_SELECTOR": "app=kimi"}, "plan", "`prefill:key=value`"),
+    "pd-shared-node-discovered": ({**PD, "KIMI_PREFILL_NODES": "0", "KIMI_DECODE_NODES": "0", "KIMI_SKIP_MEMORY_CHECK": "1",
+                                   "KIMI_ROUTER_SELECTOR": "prefill:app=p,decode:app=d"}, "plan",
+                                  "KIMI_PREFILL_NODES and KIMI_DECODE_NODES 1 or more"),
+    "pool-terms-without-pools": ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER_SELECTOR": "prefill:app=p"}, "plan",
+                                 "plain key=value"),
     "gateway-pd": ({**PD, "KIMI_ROUTER": "gateway", "KIMI_REPLICAS": "1",
                     "KIMI_ROUTER_POLICY": "cache_aware"}, "plan", "KIMI_ROUTER=vllm-router"),
     "gateway-compose": ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"}, "compose", "--format k8s"),
@@ -176,7 +187,7 @@ def test_what_cannot_work_is_refused_with_a_way_out(case):
 def test_the_cli_exits_2_with_one_line(tmp_path):
     import os
 
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **REFUSED["pd-units-kubernetes"][0]}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **REFUSED["kv-aware-kubernetes"][0]}
     done = subprocess.run([sys.executable, "-m", "entrypoint", "plan", "--format", "k8s", "--output",
                            str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
@@ -242,3 +253,58 @@ def test_the_fleets_router_is_a_typed_process(env):
 def test_the_routers_two_sockets_may_not_share_a_port():
     with pytest.raises(KimiError, match="listen twice on port 29000"):
         build({**H200, "KIMI_REPLICA_ADDRS": "a,b", "KIMI_ROUTER_PORT": "29000"})
+
+
+@pytest.mark.parametrize("case", ["pd-x2-operated", "pd-tp-x3-hpa"])
+def test_each_pd_group_runs_as_its_own_units_pd_cluster(case):
+    """A PD fleet on Kubernetes: each pool's LeaderWorkerSet has a group per unit, and each group's
+    pods see their own group's pod names as the pool's addresses (LWS's group-index label through
+    the downward API, expanded by the kubelet: its stand-in), so a group's DP head and NIXL side
+    channels are its own pods'; every pool's pods listen on one port, the router's discovery port."""
+    from entrypoint.render.k8s_fleet import GROUP_INDEX_LABEL
+    from tests.edges.test_repros_27 import kubelet_expand
+
+    env = FLEETS[case]
+    docs = documents("k8s", env)
+    sets = _by(docs, "LeaderWorkerSet")
+    ports = set()
+    for role in ("prefill", "decode"):
+        lws = sets[f"kimi-k2-5-{role}"]
+        size = lws["spec"]["leaderWorkerTemplate"]["size"]
+        assert lws["spec"]["replicas"] == int(env["KIMI_REPLICAS"])
+        for group in range(int(env["KIMI_REPLICAS"])):
+            for template in (t for k, t in lws["spec"]["leaderWorkerTemplate"].items() if k.endswith("Template")
+                             and k != "volumeClaimTemplates"):
+                container = template["spec"]["containers"][0]
+                labels = {GROUP_INDEX_LABEL: str(group)}  # what LWS stamps on each pod of the group
+                defined: dict = {}
+                for item in container["env"]:
+                    if "valueFrom" in item:
+                        path = item["valueFrom"]["fieldRef"]["fieldPath"]
+                        defined[item["name"]] = labels[path.split("'")[1]]
+                    else:
+                        defined[item["name"]] = kubelet_expand(item["value"], defined)
+                own = [f"kimi-k2-5-{role}-{group}.kimi-k2-5-{role}"] + [
+                    f"kimi-k2-5-{role}-{group}-{i}.kimi-k2-5-{role}" for i in range(1, size)]
+                assert defined[f"KIMI_{role.upper()}_ADDRS"].split(",") == own
+                # the pod's own start: its process's DP head is its group's leader
+                started = build({k: v for k, v in defined.items() if k.startswith("KIMI_")}).plan
+                head = next(p for p in started.processes if p.role == role)
+                if "--data-parallel-address" in head.argv:
+                    assert head.argv[head.argv.index("--data-parallel-address") + 1] == own[0]
+                assert head.env.get("VLLM_NIXL_SIDE_CHANNEL_HOST") == own[0]
+                ports |= {p["containerPort"] for p in container.get("ports", ()) if p["name"] == "http"}
+    router = _by(docs, "Deployment")["kimi-k2-5-router"]
+    assert ports and len(ports) == 1  # both pools on one port
+    env_of = {e["name"]: e["value"] for e in router["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+    router_plan = build({k: v for k, v in env_of.items() if k.startswith("KIMI_")}).plan
+    argv = list(router_plan.find("router", 0).argv)
+    assert argv[argv.index("--service-discovery-port") + 1] == str(ports.pop())
+    assert "--prefill" not in argv and "--decode" not in argv  # no static units: the router discovers them
+    assert router["spec"]["template"]["spec"]["serviceAccountName"] == "kimi-k2-5-router"
+    if env.get("KIMI_MONITORING"):
+        assert _by(docs, "PodMonitor")["kimi-k2-5-router"]["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    scalers = [d for d in docs if d["kind"] in ("ScaledObject", "HorizontalPodAutoscaler")]
+    assert sorted(s["spec"]["scaleTargetRef"]["name"] for s in scalers) == sorted(sets)
+    assert sorted(p["spec"]["selector"]["matchLabels"]["leaderworkerset.sigs.k8s.io/name"]
+                  for p in _by(docs, "PodDisruptionBudget").values()) == sorted(sets)

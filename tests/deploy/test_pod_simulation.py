@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from entrypoint.app import choices
+from entrypoint.app.deploy import choices
 from entrypoint.node.cluster import default_route_iface
 from entrypoint.render import k8s
 from tests.deploy.shapes import K8S, deployment_name, documents

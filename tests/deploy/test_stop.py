@@ -12,7 +12,7 @@ import re
 import pytest
 import yaml
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.render import compose, k8s
 from tests.deploy.shapes import COMPOSE, K8S, launch_for
 

@@ -198,7 +198,7 @@ def test_verify_with_a_broken_url():
 
 
 def test_ipv6_host_is_bracketed():
-    from entrypoint.app import service_expectations
+    from entrypoint.app.verify import service_expectations
 
     assert service_expectations(base_env(**H200, KIMI_HOST="::1")).url == "http://[::1]:8000"
 
@@ -390,7 +390,7 @@ def test_unexpected_bug_is_one_line_unless_debug(monkeypatch):
     def broken(args):
         raise RuntimeError("something nobody foresaw")
 
-    monkeypatch.setattr("entrypoint.app.start", broken)
+    monkeypatch.setattr("entrypoint.app.serve.start", broken)
     result = run_cli([], base_env(**H200)).assert_clean({3})
     assert result.err.count("\n") == 1 and "please report" in result.err and "KIMI_DEBUG=1" in result.err
     debug = run_cli([], base_env(**H200, KIMI_DEBUG="1"))

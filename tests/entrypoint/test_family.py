@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
 
 ADDRS = {"KIMI_HEAD_ADDR": "10.0.0.1", "KIMI_IFACE": "eth0"}
@@ -202,7 +202,7 @@ def test_the_issues_command_is_refused_without_any_other_setting():
 
 
 def test_the_installed_vllm_is_held_to_the_same_window(catalog):
-    from entrypoint.app import compose
+    from entrypoint.app.launch import compose
     from entrypoint.core.settings import read_settings
 
     settings = read_settings({"KIMI_RECIPE": LINEAR, "KIMI_HARDWARE": "h200"})

@@ -5,7 +5,7 @@ renders them."""
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog
 from entrypoint.core.vllm_cli import load_spec, newest_version

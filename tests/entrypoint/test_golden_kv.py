@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
 from golden_data import plan_batch, without_drain
 from tests.testdata import GOLDEN_KV

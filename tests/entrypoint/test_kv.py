@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
 from entrypoint.core.kv import load_kv
 from entrypoint.core.recipe import default_recipes_dir, load_catalog_from

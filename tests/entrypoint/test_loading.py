@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from entrypoint.app import compose
+from entrypoint.app.launch import compose
 from entrypoint.core import errors as E
 from entrypoint.core import loading
 from entrypoint.core.errors import KimiError

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core import preload
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Kind, Port

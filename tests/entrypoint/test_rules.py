@@ -3,7 +3,7 @@ profiles and user arguments. Expected values are written out from the rules, not
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
 
 CLUSTER = {"KIMI_HEAD_ADDR": "10.0.0.1", "KIMI_IFACE": "ib0"}

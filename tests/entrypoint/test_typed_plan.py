@@ -3,7 +3,7 @@ vLLM arguments, and the Plan's facts, against values worked out by hand from the
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.plan import Kind, Port
 
 STORE = {"KIMI_MOONCAKE_MASTER_ADDR": "m.kv", "KIMI_MOONCAKE_STORE_HOST": "s.kv", "KIMI_INSTANCE_ADDRS": "i0,i1"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.node.cache import cache_env, weights_present
 from entrypoint.node.logs import Entry, StartLog, log_decisions
 from entrypoint.node.facts import cache_facts
@@ -88,7 +88,7 @@ def test_start_decisions_name_hardware_cluster_and_cache(tmp_path, monkeypatch):
     monkeypatch.setattr("entrypoint.node.cluster.default_route_iface", lambda proc_root="/proc": "eth9")
     env = {"KIMI_HARDWARE": "h200", "LWS_LEADER_ADDRESS": "10.0.0.1", "LWS_GROUP_SIZE": "2",
            "LWS_WORKER_INDEX": "1", "KIMI_CACHE_DIR": str(tmp_path), "HOME": str(tmp_path), "KIMI_LOG_FORMAT": "json"}
-    from entrypoint.app import load_launch
+    from entrypoint.app.launch import load_launch
 
     out = io.StringIO()
     log_decisions(load_launch((), env), env, out)

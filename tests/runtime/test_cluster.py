@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.app import build
-from entrypoint.app import load_launch
+from entrypoint.app.launch import build
+from entrypoint.app.launch import load_launch
 from entrypoint.node.cluster import default_route_iface, expand_nodelist, iface_for, resolve_iface, wire
 
 from .conftest import route_file

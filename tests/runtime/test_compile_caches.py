@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.vllm_cli import load_spec
 from entrypoint.node.cache import cache_env
 from entrypoint.node.logs import log_decisions

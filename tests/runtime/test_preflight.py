@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.node.detect import Detection, Gpu
 from entrypoint.core.errors import PREFLIGHT_FAILED, KimiError
 from entrypoint.node.facts import CacheFacts, NodeFacts

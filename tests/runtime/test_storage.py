@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core import limits, loading
 from entrypoint.core.loading import StorageFacts
 from entrypoint.core.record import Record

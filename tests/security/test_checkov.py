@@ -30,7 +30,10 @@ SHAPES = {**K8S, "single-h200-digest": {"KIMI_HARDWARE": "h200", "KIMI_IMAGE": D
           # a fleet (docs/fleet.md): copies behind the router (its RBAC, its metrics), or behind a Gateway's picker
           "fleet-multi-h100x2-operated": {"KIMI_HARDWARE": "h100", "KIMI_STRATEGY": "multi_node_tp", "KIMI_NODES": "2",
                                           "KIMI_REPLICAS": "2", "KIMI_MONITORING": "1"},
-          "fleet-gateway-h200": {"KIMI_HARDWARE": "h200", "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"}}
+          "fleet-gateway-h200": {"KIMI_HARDWARE": "h200", "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"},
+          # PD units: each pool a group per unit, the PD router discovering them (its RBAC, its metrics)
+          "fleet-pd-h200-operated": {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_REPLICAS": "2",
+                                     "KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda"}}
 # What the Helm chart renders (charts/kimi-serve, the real helm), scanned as it comes out of `helm template`
 CHART = {"chart-single-h200": {"settings": {"hardware": "h200"}},
          "chart-multi-h100x2-operated": {"settings": {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2},

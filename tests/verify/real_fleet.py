@@ -97,7 +97,7 @@ class Router:
     """The real vllm-router, started with the router argv of the fleet plan for `policy`."""
 
     def __init__(self, engine_port: int, policy: str, log: Path):
-        from entrypoint.app import build
+        from entrypoint.app.launch import build
 
         self.port, self.metrics_port = free_port(), free_port()
         plan = build({"KIMI_HARDWARE": "h200", "KIMI_PORT": str(engine_port), "KIMI_REPLICA_ADDRS": ",".join(HOSTS),

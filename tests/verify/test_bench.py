@@ -439,7 +439,7 @@ def test_any_sweep_text_is_a_sweep_or_a_usage_error():
      Deployment("kimi-k2.5", "h200", "default", 16, 1)),  # both pools' GPUs; DEP pools: TP 1 x DP 8
 ])
 def test_the_deployment_is_read_from_the_launch_plan(environ, expected, tmp_path):
-    from entrypoint.app import bench_target
+    from entrypoint.app.bench import bench_target
 
     target = bench_target({**environ, "KIMI_CACHE_DIR": str(tmp_path)})
     assert target.deployment == expected
@@ -490,7 +490,7 @@ _TP_SPELLINGS = ("", "-tp 4", "--tensor-parallel-size=4", "--tensor-parallel-siz
 def test_bench_records_the_engine_its_tp_and_the_deployments_gpus(shape, spelling, tmp_path):
     """Every plan shape and every spelling of the parallel flag vLLM accepts: the facts come from
     the engines (never the router nor a KV master), TP as vLLM reads it, every engine's GPUs."""
-    from entrypoint.app import bench_target
+    from entrypoint.app.bench import bench_target
 
     environ, engine, plain, tp4 = _BENCH_SHAPES[shape]
     environ = {**environ, "KIMI_CACHE_DIR": str(tmp_path), "KIMI_SKIP_MEMORY_CHECK": "1"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from drain_probe import stop_with_streams
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.resolve import DRAIN_FLAG
 from real_vllm import VllmServer
 

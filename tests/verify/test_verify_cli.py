@@ -1,7 +1,6 @@
 """`kimi-serve verify` through click: options, output formats, exit codes, configured defaults."""
 
 import json
-import sys
 import types
 
 from click.testing import CliRunner
@@ -56,9 +55,13 @@ def test_refused_connection_exits_1_without_a_traceback(closed_port_url):
 
 
 def fake_context(monkeypatch, service_expectations) -> None:
-    module = types.ModuleType("entrypoint.app")
-    module.service_expectations = service_expectations
-    monkeypatch.setitem(sys.modules, "entrypoint.app", module)
+    """The configured service as `service_expectations()` gives it, in place of the launch's."""
+    from entrypoint.app import verify as app_verify
+
+    def verify_targets(expected: bool, fleet: bool):
+        return app_verify.VerifyTargets(service_expectations() if expected else None, None)
+
+    monkeypatch.setattr(app_verify, "verify_targets", verify_targets)
 
 
 def test_unset_options_come_from_the_configured_service(standin, monkeypatch):
@@ -87,7 +90,7 @@ def test_bad_settings_are_reported_with_exit_2(monkeypatch):
 
 def test_a_recipe_without_features_verifies_as_a_plain_chat_model(standin, monkeypatch):
     """KIMI_RECIPE of a recipe with no features and a text-only model (Kimi-Linear), its launch's
-    real expectations (entrypoint.app.service_expectations): the plain checks pass, the rest skip."""
+    real expectations (entrypoint.app.verify.service_expectations): the plain checks pass, the rest skip."""
     server = standin("plain")
     host, port = server.url.rsplit("/", 1)[-1].rsplit(":", 1)
     for name, value in {"KIMI_RECIPE": "kimi-linear-48b-a3b-instruct", "KIMI_HARDWARE": "h200", "KIMI_HOST": host,

@@ -18,7 +18,9 @@ import threading
 
 import pytest
 
-from entrypoint.app import build, deployment_launch
+from entrypoint.app.launch import build
+
+from entrypoint.app.deploy import deployment_launch
 from entrypoint.render import k8s
 
 from tests.vllm_contract.test_router import ROUTER_EXE, needs_router, parse_router_args

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
 from entrypoint.core.vllm_cli import available_versions, load_spec, newest_version
 

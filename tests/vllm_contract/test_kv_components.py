@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from tests.testdata import GOLDEN_KV
 from tests.vllm_contract.test_router import ROUTER_EXE, _free_port, _Worker, needs_router, parse_router_args
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from tests.vllm_contract.test_real_parser import real_version, vllm_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from buildsys import vllm_spec
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.args import tag
 from entrypoint.core.errors import KimiError
 from entrypoint.core.vllm_cli import dedupe, load_spec

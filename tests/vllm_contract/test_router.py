@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
 
 from tests.conftest import IN_CI

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.args import tag
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from entrypoint.app import deployment_launch
+from entrypoint.app.deploy import deployment_launch
 from entrypoint.render import compose, k8s
 
 LWS_WORKER = {"LWS_LEADER_ADDRESS": "kimi-k2-5-0.kimi-k2-5", "LWS_GROUP_SIZE": "2", "LWS_WORKER_INDEX": "1"}

@@ -8,7 +8,7 @@ from fnmatch import fnmatch
 
 import pytest
 
-from entrypoint.app import build
+from entrypoint.app.launch import build
 from entrypoint.core.recipe import load_catalog
 from entrypoint.core.weights import exact_pattern, select_files, sources
 from entrypoint.node.hub_cache import read_tree

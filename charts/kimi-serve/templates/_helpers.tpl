@@ -75,7 +75,6 @@ epp-*.yaml). Every helper returns JSON.
 {{- $fleet := and (ne $front "none") (or (gt $copies 1) (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
 {{- if $fleet -}}
   {{- if not (hasKey $ff.policies (toString ($s.router_policy | default $ff.default_policy))) }}{{ fail (printf $fr.unknown_policy (toString $s.router_policy)) }}{{ end -}}
-  {{- if and (eq $st.shape "pd_cluster") (gt $copies 1) }}{{ fail (printf $fr.pd_units $copies) }}{{ end -}}
   {{- if hasKey $s "replica_addrs" }}{{ fail (index $f.kv.messages (int $fr.replica_addrs)) }}{{ end -}}
 {{- end -}}
 {{- /* KV offload (docs/kv-cache.md, core/kv.py): a Mooncake KV store's processes, or an option beside each engine */ -}}
@@ -274,7 +273,6 @@ epp-*.yaml). Every helper returns JSON.
   {{- if $kvs }}{{ fail (index $f.kv.messages (int (index $fr.kv_store $kid))) }}{{ end -}}
   {{- with index $fr.min_replicas $policy }}{{ with index . (toString $copies) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
   {{- if and $isPd (eq $front "gateway") }}{{ fail (index $f.kv.messages (int $fr.gateway_pd)) }}{{ end -}}
-  {{- if and $isPd (hasKey $s "router_selector") }}{{ fail (index $f.kv.messages (int $fr.pd_selector)) }}{{ end -}}
   {{- /* the token-id policies need the engines' render endpoints: judged by the newest recorded vLLM grammar not newer than the version (vllm_cli.spec_for) */ -}}
   {{- $ver := toString ($s.vllm_version | default $ff.default_vllm_version) -}}
   {{- if and $pol.token_ids (eq $front "vllm-router") (regexMatch "^[0-9]+\\.[0-9]+(\\.[0-9]+)?$" $ver) -}}
@@ -289,6 +287,8 @@ epp-*.yaml). Every helper returns JSON.
     {{- if ne $st.shape "single" }}{{ fail (printf (index $fr.kv_events $policy).spread $sid) }}{{ end -}}
     {{- fail (index $f.kv.messages (int (index $fr.kv_events $policy).discovered)) -}}
   {{- end -}}
+  {{- /* a PD fleet: plan draws it (render/k8s_fleet.py pd_fleet), the chart not yet */ -}}
+  {{- if $isPd }}{{ fail (printf $fr.pd_fleet $copies) }}{{ end -}}
   {{- /* the copies' API pods: the single-node pods, or each group's leader (render/fleet.selector) */ -}}
   {{- $poolLabels := list (list "app.kubernetes.io/name" $name) (list "app.kubernetes.io/component" "single") -}}
   {{- if eq $st.shape "multi_node" }}{{ $poolLabels = list (list $lws.name_label $name) (list $lws.index_label "0") }}{{ end -}}

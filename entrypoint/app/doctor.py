@@ -1,0 +1,47 @@
+"""`kimi-serve doctor`'s report: what the node detection found, the platform's contract and the
+cluster wiring, this container's launch, and every node check (whatever KIMI_PREFLIGHT says)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from entrypoint.app.launch import load_launch, wire_platform
+from entrypoint.core.settings import BY_NAME, read_settings
+
+
+def diagnose(environ: Mapping[str, str]) -> dict:
+    """The report as a dict (cli/doctor.py prints it). A node with no hardware configured is
+    checked as `auto`; a launch that cannot be composed is the report's one failed check."""
+    from entrypoint.core.errors import KimiError
+    from entrypoint.node.cluster import wire
+    from entrypoint.node.detect import detect_node
+    from entrypoint.node.preflight import node_facts, run_checks
+
+    try:
+        settings = read_settings(environ)
+        if not (settings.hardware or settings.image_hardware):
+            environ = {**environ, BY_NAME["hardware"].env: "auto"}  # a bare node: check what it has
+    except KimiError:
+        pass  # reported below, as the launch's error
+    detection = detect_node(environ)
+    report = {"detection": detection.as_dict(), "platform": None, "cluster": {"source": "", "decisions": []},
+              "launch": None, "checks": []}
+    try:
+        platform = wire_platform((), environ)
+        report["platform"] = platform.as_dict()
+        environ = platform.environ
+        wiring = wire(environ)
+        report["cluster"] = {"source": wiring.source, "decisions": list(wiring.decisions)}
+        launch = load_launch((), wiring=wiring, platform=platform)
+        proc = launch.this_process()
+    except KimiError as err:
+        report["checks"].append({"check": "launch", "status": "error", "message": err.message})
+        return report
+    report["launch"] = {"recipe": launch.plan.recipe, "model": launch.plan.model,
+                        "hardware": launch.plan.hardware, "variant": launch.plan.variant,
+                        "strategy": launch.plan.strategy, "nodes": launch.plan.nodes, "role": proc.role,
+                        "kind": proc.kind.value, "rank": proc.rank, "local_gpus": proc.local_gpus,
+                        "port": proc.port, "ports": {p.value: n for p, n in proc.ports.items()}}
+    proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))
+    report["checks"] = [r.as_dict() for r in results]
+    return report

@@ -1,0 +1,36 @@
+"""Where a client reaches a launch's servers: the process it talks to, that server's URL from
+its own machine, and the name the server answers to (verify, bench, fleet, healthcheck)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from entrypoint.app.launch import Launch
+from entrypoint.core.plan import Process
+
+
+def front_process(launch: Launch) -> Process:
+    """The process a client of the deployment talks to: this container's when KIMI_ROLE names it
+    (or the plan is one engine per node), else the router, else the first engine."""
+    if launch.selection.role or (launch.kv is None and launch.selection.prefill is None):
+        return launch.this_process()
+    return launch.plan.find("router", 0) or launch.plan.first_engine
+
+
+def local_url(launch: Launch, proc: Process, port: Optional[int] = None) -> str:
+    """The URL of `proc`'s server as a client on its own machine reaches it (healthcheck, verify);
+    `port` overrides the plan's (the port the start recorded)."""
+    from entrypoint.core.net import client_url
+    from entrypoint.core.plan import Kind
+
+    if proc.kind is Kind.ROUTER:
+        host = launch.settings.router_host
+    else:
+        host = (proc.vllm.host if proc.is_engine else None) or launch.settings.host
+    return client_url(host, port or proc.port or 8000)
+
+
+def served_name(launch: Launch, proc: Process) -> str:
+    """The name the server answers to: the engine's effective --served-model-name (its first
+    name), else the model argument; the deployment's engines' for any other process."""
+    return (proc.served_name if proc.is_engine else None) or launch.plan.served_name

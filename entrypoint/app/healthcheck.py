@@ -1,0 +1,41 @@
+"""`kimi-serve healthcheck`: which server of this container to ask, and where. cli/healthcheck.py
+asks it (one GET, or one TCP connection) and answers 0/1."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from entrypoint.app.endpoints import local_url
+from entrypoint.app.launch import load_launch
+
+
+@dataclass(frozen=True)
+class HealthTarget:
+    """This container's process and what tells its health: an HTTP URL to GET, else a TCP port on
+    loopback that must accept, else nothing (a process that serves nothing)."""
+
+    role: str
+    rank: int
+    url: Optional[str] = None
+    port: Optional[int] = None
+
+
+def health_target(environ: Optional[Mapping[str, str]] = None) -> HealthTarget:
+    """The weight cache's launcher (KIMI_PRELOAD) by its /health port; a KV helper (mooncake
+    master, store, LMCache) by its TCP port; an HTTP server by its health path, at the port the
+    container's start recorded (it may have had arguments this command does not see, e.g.
+    SageMaker's `serve`) unless the settings name the port."""
+    from entrypoint.core.net import client_url
+    from entrypoint.core.plan import Kind, Port
+    from entrypoint.node.platform import recorded_port
+
+    launch = load_launch((), environ)
+    proc = launch.this_process()
+    path = launch.catalog.serving.health.path
+    if Port.HEALTH in proc.ports:
+        return HealthTarget(proc.role, proc.rank, url=client_url(None, proc.ports[Port.HEALTH]) + path)
+    if not proc.serves_http:
+        return HealthTarget(proc.role, proc.rank, port=proc.port or None)
+    told = launch.settings.is_set("router_port" if proc.kind is Kind.ROUTER else "port")
+    return HealthTarget(proc.role, proc.rank, url=local_url(launch, proc, None if told else recorded_port()) + path)

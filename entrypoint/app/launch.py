@@ -1,0 +1,195 @@
+"""A launch composed from its inputs: environment + container args + the node -> settings ->
+selection (once) -> plan, with the checks that hold for every launch.
+
+Every command, the exec path and every renderer get their launch from here; nothing else ties
+the pure core (entrypoint.core) to its inputs (the environment, cluster wiring, detection).
+`kimi-serve print` imports this module alone of the package.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Optional
+
+from entrypoint.core import kv
+from entrypoint.core.kv import KvChoice
+from entrypoint.core.plan import Plan, Process
+from entrypoint.core.recipe import Catalog, load_catalog, with_recipe
+from entrypoint.core.resolve import resolve, this_process
+from entrypoint.core.select import Selection, select, with_addresses
+from entrypoint.core.settings import Settings, read_settings
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One configuration's launch: its settings, the recipe catalog, the selection made once, the
+    plan composed from it, and what the platform, KV offload, the load decision and the fleet
+    contributed."""
+
+    settings: Settings
+    catalog: Catalog
+    selection: Selection
+    plan: Plan
+    platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
+    kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
+    load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.loading.Decision)
+    fleet: Any = None  # KIMI_REPLICAS' fleet (entrypoint.core.fleet.FleetChoice), None for one copy
+
+    @property
+    def name(self) -> str:
+        """The rendered deployment's name (KIMI_NAME, else the recipe's deployment_name)."""
+        return self.selection.name
+
+    def compile_caches(self, proc: Process):
+        """Where `proc`'s compile caches go (entrypoint.core.caches), None for a process without GPUs."""
+        from entrypoint.core.caches import compile_caches
+
+        s = self.settings
+        stack = f"cu{s.image_cuda}" if s.image_cuda else f"rocm{s.image_rocm}" if s.image_rocm else ""
+        return compile_caches(self.catalog, self.selection, self.plan, proc, stack)
+
+    def this_process(self) -> Process:
+        """The process this container runs (KIMI_ROLE / KIMI_NODE_RANK): the fleet's router, a KV
+        store's process, or the plan's own; a process that is not a vLLM engine refuses vLLM
+        arguments given to the container."""
+        from entrypoint.core import fleet
+
+        if self.fleet is not None and self.selection.role == fleet.ROLE:  # the fleet's router (core/fleet.py)
+            proc = fleet.router_of(self.plan)
+            fleet.check_start(proc)
+        elif self.kv:
+            proc = kv.this_process(self.plan, self.selection, self.kv)
+        else:
+            proc = this_process(self.plan, self.selection)
+        if not proc.is_engine and self.settings.user_args:
+            from entrypoint.core.errors import INVALID_VALUE, KimiError
+
+            raise KimiError(INVALID_VALUE, f"KIMI_ROLE={proc.role} runs {proc.program[0]}, which takes no vLLM "
+                            f"arguments, but the container was given {len(self.settings.user_args)}: give them to "
+                            "the engines' containers (or KIMI_EXTRA_ARGS, which every vLLM engine of the deployment "
+                            f"gets) and start the {proc.role} without arguments.")
+        return proc
+
+
+def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
+            detected_vllm: Optional[str] = None, storage=None, selection: Optional[Selection] = None) -> Launch:
+    """The pure part: settings -> selection (once) -> plan (of the recipe KIMI_RECIPE names). `storage`:
+    the node's weights volume (entrypoint.core.loading.StorageFacts), for KIMI_LOAD_FORMAT other than
+    `recipe`; or a function of the selected model that probes it (the node's, at a start).
+    `selection`: one already made from these settings before their addresses were added (a
+    rendered deployment's, see app/deploy.py); it gets the addresses of `settings` and is not made
+    again."""
+    from entrypoint.core import placement
+    from entrypoint.core.vllm_cli import spec_for
+
+    catalog = with_recipe(catalog or load_catalog(), settings.recipe)
+    if selection is None:
+        selection = select(settings, catalog, detected_hardware, detected_vllm)
+    else:
+        selection = with_addresses(selection, settings)
+    spec = spec_for(selection.vllm_version)
+    placement.check_addresses(settings)
+    placement.check_user_args(selection.user)
+    decision = None
+    if settings.load_format != "recipe":
+        from entrypoint.core import loading
+
+        if callable(storage):
+            storage = storage(selection.model)
+        decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
+                                  "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
+    choice = kv.choose(settings, hostname=socket.gethostname())
+    from entrypoint.core import fleet  # KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
+
+    fleet_choice = fleet.choose(settings)
+    plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice)  # the one composition (docs/composition.md)
+    placement.check_role(settings, plan)
+    placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
+    return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice,
+                  fleet=fleet_choice)
+
+
+def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
+          catalog: Optional[Catalog] = None) -> Launch:
+    """The launch of an already wired environment (no detection, no cluster wiring)."""
+    return compose(read_settings(environ, user_args), detected_hardware, catalog)
+
+
+def platform_launch(environ: Mapping[str, str], args: tuple = ()) -> Launch:
+    """The launch of a container described by its variables alone (a `plan --batch` line, a cloud
+    rendering's container): the platform's contract applied as that container would start, never
+    this machine's network or GPUs."""
+    platform = wire_platform(args, environ)
+    return _checked(replace(build(platform.environ, platform.args), platform=platform))
+
+
+def _checked(launch: Launch) -> Launch:
+    """A platform's contract holds for the launch: the vLLM args may not move the port or the
+    bind address the platform sends traffic to."""
+    if launch.platform is not None and launch.platform.platform:
+        from entrypoint.core.vllm_cli import spec_for
+        from entrypoint.node.platform import check_contract
+
+        check_contract(launch.platform, launch.plan, spec_for(launch.selection.vllm_version))
+    return launch
+
+
+def wants_detection(settings: Settings) -> bool:
+    """Whether the settings ask for the node's GPUs to be detected (KIMI_HARDWARE=auto)."""
+    return (settings.hardware or "").lower() == "auto"
+
+
+def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:
+    """The hardware id the node detection found, or None. Only asked when KIMI_HARDWARE=auto."""
+    from entrypoint.node.detect import detect_hardware_id
+
+    return detect_hardware_id(environ)
+
+
+def wire_platform(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None):
+    """The cloud platform's contract applied to the environment and the container arguments."""
+    from entrypoint.node.platform import apply_platform
+
+    return apply_platform(os.environ if environ is None else environ, tuple(user_args))
+
+
+def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None, wiring=None,
+                platform=None) -> Launch:
+    """The launch from the environment after the platform's contract and cluster wiring (LWS /
+    Slurm / KIMI_IFACE=auto); pass `platform` / `wiring` when the caller has applied them already
+    (it also logs the decisions)."""
+    from entrypoint.node.cluster import wire
+
+    if platform is None:
+        platform = wire_platform(user_args, environ)
+    if wiring is None:
+        wiring = wire(platform.environ)
+    settings = read_settings(wiring.environ, platform.args)
+    detected = detected_hardware(wiring.environ) if wants_detection(settings) else None
+    vllm = None
+    if not settings.vllm_version:
+        from entrypoint.node.detect import installed_vllm_version
+
+        vllm = installed_vllm_version()
+
+    def storage(model: str):  # the volume the weights are read from decides `auto`, and the budget
+        return weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
+
+    return _checked(replace(compose(settings, detected, detected_vllm=vllm, storage=storage), platform=platform))
+
+
+def weights_storage(model: str, cache_dir: str, environ: Mapping[str, str], sample: bool = True):
+    """The weights' volume on this node: file system, GPUDirect Storage, a bounded read sample."""
+    from entrypoint.core.loading import load_data
+    from entrypoint.node.storage import probe
+
+    return probe(model, cache_dir, environ, load_data(), sample=sample)
+
+
+def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
+    """This container's process with only the env the project applies here (what `print` shows)."""
+    from entrypoint.node.exec import as_applied
+
+    return as_applied(load_launch(tuple(user_args), environ).this_process(), environ)

@@ -1,0 +1,76 @@
+"""The container's start (`kimi-serve` with no command, or only vLLM arguments): wire the
+platform and the cluster, compose the launch, log its decisions, fetch the weights when
+KIMI_DOWNLOAD asks, run the preflight, announce the process, then exec it."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from entrypoint.app.launch import load_launch, wire_platform
+from entrypoint.core.plan import Kind, Process
+
+
+def start(user_args) -> None:
+    """The container's start: wire, compose, log, preflight, announce, then exec (never returns
+    unless KIMI_DRY_RUN=1)."""
+    from entrypoint.node.cluster import wire
+    from entrypoint.node.exec import exec_process
+    from entrypoint.node.logs import log_decisions
+    from entrypoint.node.platform import record_launch
+    from entrypoint.node.preflight import preflight_launch
+
+    platform = wire_platform(tuple(user_args))
+    environ = platform.environ
+    wiring = wire(environ)
+    launch = load_launch(tuple(user_args), wiring=wiring, platform=platform)
+    proc = launch.this_process()
+    log = log_decisions(launch, environ, wiring=wiring, compiled=launch.compile_caches(proc))
+    for entry in platform_entries(platform):
+        log.emit(entry)
+    if not proc.is_engine and proc.kind is not Kind.PRELOAD and launch.settings.extra_args:
+        log.warning("settings", f"KIMI_EXTRA_ARGS holds vLLM arguments; the {proc.role} takes none and starts "
+                    "without them")
+    # A dry run only prints: preflight problems are reported, never a reason to stop (exit 0).
+    mode = "warn" if launch.settings.dry_run and launch.settings.preflight == "on" else None
+    if launch.settings.download and not launch.settings.dry_run:
+        from entrypoint.app.download import fetch_weights
+
+        fetch_weights(launch, environ, log)
+    proc, preflight_notes = preflight_launch(launch, proc, environ, mode=mode)
+    for entry in preflight_notes:
+        log.emit(entry)
+    announce(proc, environ, log)
+    if launch.settings.dry_run:
+        log.info("launch", "KIMI_DRY_RUN=1, not starting it")
+        return
+    record_launch(proc, platform)
+    exec_process(proc, environ, launch.settings.cache_dir, launch.compile_caches(proc))
+
+
+def announce(proc: Process, environ: Mapping[str, str], log) -> None:
+    """Log the variables the environment keeps over the recipe's, then the process as it will be
+    exec'd (argv and applied env, secrets masked)."""
+    from entrypoint.core.mask import mask_argv, mask_env
+    from entrypoint.node.exec import as_applied, split_env
+    from entrypoint.render.shell import render_process
+
+    _, kept = split_env(proc.env, environ)
+    for key, value in mask_env(kept).items():
+        log.info("env", f"keeping {key}={value} as set in the environment (the recipe would set "
+                 f"{mask_env({key: proc.env[key]})[key]})", name=key)
+    applied = as_applied(proc, environ)
+    text = render_process(applied) if log.fmt == "text" else " ".join(mask_argv(applied.argv))
+    log.info("launch", f"launching {proc.role} (rank {proc.rank}):" + ("\n" if log.fmt == "text" else " ") + text,
+             role=proc.role, rank=proc.rank, argv=mask_argv(applied.argv), env=mask_env(applied.env))
+
+
+def platform_entries(platform) -> list:
+    """The start log's lines for the cloud platform's contract: which platform, why, and each
+    decision it made (none without a platform)."""
+    from entrypoint.node.logs import Entry
+
+    if not platform.platform:
+        return []
+    head = Entry("platform", f"platform {platform.platform} ({platform.display_name}), chosen by {platform.reason}",
+                 "info", {"platform": platform.platform})
+    return [head] + [Entry("platform", f"platform: {line}") for line in platform.decisions]
