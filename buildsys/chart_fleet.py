@@ -29,7 +29,7 @@ from entrypoint.core.select import default_strategy, offered_strategies
 # group its own pool addresses, the PD router discovering both pools); the chart does not draw it yet
 PD_FLEET = ("settings.strategy=pd_cluster with replicas=%d or a router setting is a PD fleet (docs/fleet.md), which "
             "the chart does not draw yet: render it with `kimi-serve plan --format k8s`, or install one PD unit per "
-            "release (replicas: 1, no settings.router_policy / router_selector), or set settings.router: none")
+            "release (replicas: 1, no settings.router_policy / router_selector)")
 PROBE_VERSION = "0.20.37"  # a vLLM release without a recorded grammar, for the message that names one
 
 
