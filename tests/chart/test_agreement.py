@@ -73,6 +73,10 @@ def _chart(helm, values: dict, tmp_path):
     return [without_helm(d) for d in yaml.safe_load_all(done.stdout) if d], None
 
 
+def _component(obj) -> str:
+    return obj["metadata"]["labels"].get("app.kubernetes.io/component", "")
+
+
 def _keyed(objects):
     return {(o["kind"], o["metadata"]["name"]): o for o in objects}
 
@@ -85,7 +89,7 @@ def _compare(helm, tmp_path, samples, seed, what: str):
         planned, plan_error = _plan(settings, operate, tmp_path)
         charted, chart_error = _chart(helm, values_of(settings, operate), tmp_path)
         if plan_error is None and chart_error is not None and PD_GAP in chart_error \
-                and ("LeaderWorkerSet", f"{RELEASE}-prefill") in _keyed(planned):
+                and {"Role", "prefill"} <= {_component(o) for o in planned} | {o["kind"] for o in planned}:
             pd_fleets += 1
             continue
         if plan_error is not None or chart_error is not None:
@@ -97,7 +101,7 @@ def _compare(helm, tmp_path, samples, seed, what: str):
             messages_alike += plan_error in chart_error
             continue
         a, b = _keyed(planned), _keyed(charted)
-        fleets += ("Role", f"{RELEASE}-router") in a or ("InferencePool", RELEASE) in a
+        fleets += any(o["kind"] in ("Role", "InferencePool") for o in planned)
         if a != b:
             where = sorted(set(a) ^ set(b)) or [k for k in a if a[k] != b[k]]
             disagreements.append((settings, operate, f"objects differ: {where[:4]}"))
