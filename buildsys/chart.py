@@ -8,7 +8,8 @@
   recipe offers, per strategy its shape and which pods serve HTTP, the PD pools' ports and
   defaults, the probes and container security context, the KV deployments (recipes/kv_offload.yaml:
   each store's helpers, LMCache's sidecar, and per recipe x hardware which KV choice plan refuses
-  with which strategy, and why), and the monitoring data. Everything that
+  with which strategy, and why), the monitoring data, and a fleet's router, Gateway objects and
+  refusals (buildsys/chart_fleet.py). Everything that
   depends on the resolver (ports, which workers serve, pool defaults, default strategies) is read
   from real launches (`deployment_launch`) of probe configurations, never restated here;
 - `files/dashboard.json`: the Grafana dashboard, as `plan --format k8s` renders it;
@@ -23,6 +24,7 @@ import json
 import math
 from pathlib import Path
 
+from buildsys import chart_fleet
 from entrypoint.app.deploy import deployment_launch
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
@@ -84,10 +86,10 @@ def _hardware(catalog) -> dict:
     return out
 
 
-def _engine_resources(catalog, slug: str, hw: str, offered) -> dict:
+def _engine_resources(catalog, slug: str, hw: str, offered, whole: dict) -> dict:
     """variant -> strategy -> an engine pod's resources, where the recipe's launch needs other than
-    the hardware's whole node (`hardware.<hw>.resources`): e.g. a model that fits one GPU (TP 1)."""
-    whole = _hardware_pod(catalog, hw)
+    the hardware's whole node (`whole`: `_hardware(...)[hw]["resources"]`): e.g. a model that fits
+    one GPU (TP 1)."""
     out: dict = {}
     for vid in catalog.recipe.variants:
         for sid in offered:
@@ -101,13 +103,6 @@ def _engine_resources(catalog, slug: str, hw: str, offered) -> dict:
             if limits != whole:
                 out.setdefault(vid, {})[sid] = limits
     return out
-
-
-def _hardware_pod(catalog, hw: str) -> dict:
-    slug = catalog.serving.default_recipe
-    recipe_catalog = with_recipe(catalog, slug)
-    launch = _probe(recipe_catalog, slug, hw, offered_strategies(recipe_catalog, hw)[0])
-    return _serving_pod(launch, launch.plan.first_engine.role)[1]["containers"][0]["resources"]["limits"]
 
 
 def _pd_pools(catalog, slug: str, hw: str) -> dict:
@@ -148,7 +143,8 @@ def _pd_pool_facts(catalog, slug: str, hw: str, pd: dict) -> None:
                 break
 
 
-def _recipe(catalog, slug: str, messages: list) -> dict:
+def _recipe(catalog, slug: str, messages: list, pods: dict) -> dict:
+    """The facts of one recipe; `pods` is `_hardware(catalog)` (each hardware's whole-node pod)."""
     catalog = with_recipe(catalog, slug)
     recipe = catalog.recipe
     hardware, strategies, pd = {}, {}, {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
@@ -167,7 +163,7 @@ def _recipe(catalog, slug: str, messages: list) -> dict:
         entry["verdicts"] = _verdicts(catalog, slug, hw, base, messages)
         entry["load"] = _load(catalog, slug, hw, base, messages)
         entry["by_strategy"] = _strategy_verdicts(catalog, slug, hw, offered, messages)
-        own = _engine_resources(catalog, slug, hw, offered)
+        own = _engine_resources(catalog, slug, hw, offered, pods[hw]["resources"])
         if own:
             entry["engine_resources"] = own
         if "pd_cluster" in offered:
@@ -237,12 +233,16 @@ def _base(catalog, slug: str, hw: str, offered: list) -> dict:
 def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
     """strategy -> {"nodes": {n: message index}} for KIMI_NODES=1..NODES_JUDGED that plan refuses
     (memory aside: the chart checks the variant's memory itself), and {"profile": {...},
-    "features": {...}} for the profiles and features plan refuses with that strategy (a profile
-    names the strategies it tunes, a feature may apply to some strategies only)."""
+    "features": {...}, "vllm_version": {...}} for the profiles, features and recorded vLLM releases
+    plan refuses with that strategy (a profile names the strategies it tunes, a feature may apply
+    to some strategies only, a strategy's recipe override may name a flag a release lacks)."""
     profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     # the features a recipe limits to some strategies, asked for with this strategy
     scoped = sorted({f"{sign}{fid}" for r in catalog.recipes.values() for fid, feat in r.features.items()
                      if feat.strategies is not None for sign in ("", "+")})
+    from entrypoint.core.vllm_cli import available_versions
+
+    versions = list(available_versions())
     out = {}
     for sid in offered:
         env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
@@ -253,6 +253,9 @@ def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: lis
         if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
             env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
         entry["profile"] = {p: i for p in profiles if (i := _verdict({**env, "KIMI_PROFILE": p}, messages)) is not None}
+        if _verdict(env, messages) is None:  # a recipe's strategy override may name flags a vLLM release lacks
+            entry["vllm_version"] = {v: i for v in versions
+                                     if (i := _verdict({**env, "KIMI_VLLM_VERSION": v}, messages)) is not None}
         entry["features"] = {f: i for f in scoped if (i := _verdict({**env, "KIMI_FEATURES": f}, messages)) is not None}
         entry = {k: v for k, v in entry.items() if v}
         if entry:
@@ -474,7 +477,9 @@ def facts() -> dict:
     from entrypoint.core.vllm_cli import secret_spec
     from entrypoint.render import autoscaling
 
-    recipes = {slug: _recipe(catalog, slug, messages) for slug in catalog.recipes}
+    hardware = _hardware(catalog)
+    recipes = {slug: _recipe(catalog, slug, messages, hardware) for slug in catalog.recipes}
+    fleet = chart_fleet.facts(_launch, _verdict, catalog, messages)
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "recipes": recipes, "tables": _intern(recipes),
             "nodes_judged": NODES_JUDGED,
@@ -482,10 +487,10 @@ def facts() -> dict:
                         "versions": list(load_data().load_formats), "unlisted_version": UNLISTED_VERSION},
             "secrets": {"flags": sorted(k for k, o in secret_spec().options.items() if o.secret),
                         "message": dep.SECRET_ARGS, "env_pattern": "(?i)" + mask.SECRET_ENV.pattern},
-            "default_recipe": catalog.serving.default_recipe, "hardware": _hardware(catalog),
+            "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
             "router": _router(catalog), "defaults": _defaults(catalog),
             "kv": {**_kv(catalog), "messages": messages, "copies_message": autoscaling.KV_COPIES},
-            "monitoring": _monitoring(catalog)}
+            "monitoring": _monitoring(catalog), "fleet": fleet}
 
 
 # ---------------------------------------------------------------- values.schema.json

@@ -13,6 +13,7 @@ EXTRA_ARGS = ["--max-num-seqs 64", "--enable-prefix-caching", "--api-key sk-abc1
               "--port 9000", "--max-model-len 32768", "--kv-transfer-config {}"]
 MODELS = ["s3://models/kimi", "gs://models/kimi", "moonshotai/Kimi-K2.5", "/models/kimi"]
 LOAD_FORMATS = ["recipe", "auto", "safetensors", "runai_streamer", "fastsafetensors", "instanttensor"]
+ROUTER_POLICIES = ["cache_aware", "round_robin", "power_of_two", "consistent_hash", "kv_aware", "bogus"]
 VLLM_VERSIONS = ["0.19.1", "0.32.0", "0.33.0", "0.30.0"]  # the last: no grammar recorded (the container judges)
 
 
@@ -67,7 +68,7 @@ def settings(rng: random.Random) -> dict:
     if _maybe(rng, 0.1):
         s["port"] = rng.choice([8080, 9000])
     if _maybe(rng, 0.1):
-        s["router_port"] = 8088
+        s["router_port"] = rng.choice([8088, 8088, 29000])  # 29000: the fleet router's metrics port
     if _maybe(rng, 0.1):
         s["name"] = "kimi"
     if _maybe(rng, 0.1):
@@ -83,13 +84,63 @@ def settings(rng: random.Random) -> dict:
         operate["monitoring"] = True
     if _maybe(rng, 0.25):
         operate["autoscaling"] = rng.choice(["keda", "hpa"])
-    if _maybe(rng, 0.15):
-        operate["replicas"] = rng.choice([1, 2])
-        if operate["replicas"] > 1:  # the copies behind the plain Service: the chart draws no fleet router yet
-            s["router"] = "none"     # (it refuses one: test_chart.py; docs/fleet.md)
+    if _maybe(rng, 0.35):  # a fleet (docs/fleet.md): copies behind vllm-router (the default), a Gateway, or none
+        operate["replicas"] = rng.choice([1, 2, 2, 3])
+        _front(rng, s, 0.12)
     return s, operate
+
+
+def _front(rng: random.Random, s: dict, p_policy: float) -> None:
+    """What fronts a fleet's copies (settings.router unset: vllm-router), and at times a router policy."""
+    front = rng.choice([None, None, "vllm-router", "gateway", "none"])
+    if front:
+        s["router"] = front
+    if _maybe(rng, p_policy):
+        s["router_policy"] = rng.choice(ROUTER_POLICIES)
 
 
 def sample(seed: int, size: int) -> list:
     rng = random.Random(seed)
     return [settings(rng) for _ in range(size)]
+
+
+def fleet_settings(rng: random.Random) -> tuple:
+    """One random fleet (docs/fleet.md), most of them valid: a recipe's strategy with nodes it can
+    run, copies (2 or 3 mostly) behind vllm-router, a Gateway or a plain Service, a router policy
+    and port at times, monitoring and autoscalers; KV offload, vLLM versions and PD pools at times
+    (what plan refuses in a fleet)."""
+    cat = load_catalog()
+    s: dict = {"hardware": rng.choice(sorted(cat.hardware)), "skip_memory_check": _maybe(rng, 0.7)}
+    if _maybe(rng, 0.5):
+        s["recipe"] = rng.choice(sorted(cat.recipes))
+    s["strategy"] = rng.choice(sorted(cat.strategies))
+    kind = cat.strategies[s["strategy"]].deploy_type
+    if kind == "multi_node":
+        s["nodes"] = rng.choice([2, 2, 3, 4])
+    _front(rng, s, 0.3)
+    if _maybe(rng, 0.15):
+        s["router_port"] = rng.choice([8088, 29000])
+    if _maybe(rng, 0.1):
+        s["port"] = 9000
+    if _maybe(rng, 0.15):
+        s["vllm_version"] = rng.choice(VLLM_VERSIONS)
+    if _maybe(rng, 0.1):
+        from entrypoint.core.kv import load_kv
+
+        kv = load_kv()
+        s["kv_offload"] = rng.choice(sorted([*kv.options, *kv.stores]))
+    if _maybe(rng, 0.05):
+        s["replica_addrs"] = "10.0.0.1,10.0.0.2"
+    if _maybe(rng, 0.1):
+        s["name"] = "kimi"
+    operate: dict = {"replicas": rng.choice([1, 2, 2, 3, 3])}
+    if _maybe(rng, 0.4):
+        operate["monitoring"] = True
+    if _maybe(rng, 0.4):
+        operate["autoscaling"] = rng.choice(["keda", "hpa"])
+    return s, operate
+
+
+def fleet_sample(seed: int, size: int) -> list:
+    rng = random.Random(seed)
+    return [fleet_settings(rng) for _ in range(size)]

@@ -4,7 +4,10 @@ value set, `helm template --skip-tests` and `kimi-serve plan --format k8s` give 
 (tests/chart/sample.py) mixes every setting an operator writes, valid and not: strategies and
 node counts, variants, features, profiles, vLLM versions, load formats and model forms, roles,
 KV choices and pools, ports, names, extra vLLM arguments (secrets among them), cache
-directories, monitoring, autoscalers and copies.
+directories, monitoring, autoscalers, and copies (fleets behind vllm-router, a Gateway or a plain
+Service, router policies among them).
+
+A second sample holds fleets only (sample.fleet_sample), half the size.
 
 KIMI_CHART_SEED replays a run (the seed is in the failure message), KIMI_CHART_SAMPLE sizes it."""
 
@@ -16,10 +19,12 @@ import time
 
 from entrypoint.core.errors import KimiError
 from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, run, without_helm
-from tests.chart.sample import sample
+from tests.chart.sample import fleet_sample, sample
+from tests.chart.test_fleet import PD_GAP
 from tests.deploy.shapes import documents
 
 SIZE = int(os.environ.get("KIMI_CHART_SAMPLE", "120"))
+FLEET_SIZE = max(1, SIZE // 2)  # the fleets' sample: half as many
 
 
 def _toml(settings: dict) -> str:
@@ -68,16 +73,25 @@ def _chart(helm, values: dict, tmp_path):
     return [without_helm(d) for d in yaml.safe_load_all(done.stdout) if d], None
 
 
+def _component(obj) -> str:
+    return obj["metadata"]["labels"].get("app.kubernetes.io/component", "")
+
+
 def _keyed(objects):
     return {(o["kind"], o["metadata"]["name"]): o for o in objects}
 
 
-def test_chart_and_plan_agree_on_a_random_sample(helm, tmp_path):
-    seed = int(os.environ.get("KIMI_CHART_SEED", "0")) or int(time.time())
-    disagreements, refused, messages_alike = [], 0, 0
-    for settings, operate in sample(seed, SIZE):
+def _compare(helm, tmp_path, samples, seed, what: str):
+    """The rendered fleets; asserts chart and plan agree (a PD fleet, which plan draws and the chart
+    refuses as not drawn yet, counted apart: tests/chart/test_fleet.py)."""
+    disagreements, refused, messages_alike, fleets, pd_fleets = [], 0, 0, 0, 0
+    for settings, operate in samples:
         planned, plan_error = _plan(settings, operate, tmp_path)
         charted, chart_error = _chart(helm, values_of(settings, operate), tmp_path)
+        if plan_error is None and chart_error is not None and PD_GAP in chart_error \
+                and {"Role", "prefill"} <= {_component(o) for o in planned} | {o["kind"] for o in planned}:
+            pd_fleets += 1
+            continue
         if plan_error is not None or chart_error is not None:
             if plan_error is None or chart_error is None:
                 disagreements.append((settings, operate, f"plan: {plan_error or 'renders'}; chart: "
@@ -87,11 +101,33 @@ def test_chart_and_plan_agree_on_a_random_sample(helm, tmp_path):
             messages_alike += plan_error in chart_error
             continue
         a, b = _keyed(planned), _keyed(charted)
+        fleets += any(o["kind"] in ("Role", "InferencePool") for o in planned)
         if a != b:
             where = sorted(set(a) ^ set(b)) or [k for k in a if a[k] != b[k]]
             disagreements.append((settings, operate, f"objects differ: {where[:4]}"))
-    print(f"\nchart vs plan: seed {seed}, {SIZE} value sets, {SIZE - len(disagreements)} agree "
-          f"({refused} refused by both, {messages_alike} of them with plan's own message)")
-    assert not disagreements, f"seed {seed} (KIMI_CHART_SEED={seed}): {len(disagreements)} of {SIZE} disagree:\n" + \
+    size = len(samples) - pd_fleets
+    print(f"\nchart vs plan ({what}): seed {seed}, {size} value sets, {size - len(disagreements)} agree "
+          f"({refused} refused by both, {messages_alike} of them with plan's own message; {fleets} rendered fleets: "
+          f"copies behind the router or a Gateway; {pd_fleets} PD fleets plan draws and the chart not yet)")
+    assert not disagreements, f"seed {seed} (KIMI_CHART_SEED={seed}): {len(disagreements)} of {size} disagree:\n" + \
         "\n".join(f"{s} {o}: {why}" for s, o, why in disagreements[:15])
-    assert 0 < refused < SIZE  # the sample holds both kinds
+    assert 0 < refused < size  # the sample holds both kinds
+    return fleets
+
+
+def _seed() -> int:
+    return int(os.environ.get("KIMI_CHART_SEED", "0")) or int(time.time())
+
+
+def test_chart_and_plan_agree_on_a_random_sample(helm, tmp_path):
+    seed = _seed()
+    _compare(helm, tmp_path, sample(seed, SIZE), seed, "any settings")
+
+
+def test_chart_and_plan_agree_on_a_random_sample_of_fleets(helm, tmp_path):
+    """Fleets (docs/fleet.md): copies of every strategy behind vllm-router, a Gateway or a plain
+    Service, with router policies and ports, monitoring and autoscalers, and what plan refuses in a
+    fleet (PD units, KV stores, kv_aware, power_of_two alone, token ids on vLLM 0.19.1, host addresses)."""
+    seed = _seed()
+    fleets = _compare(helm, tmp_path, fleet_sample(seed, FLEET_SIZE), seed, "fleets")
+    assert fleets > 0  # the sample renders fleets, not only refusals

@@ -78,6 +78,27 @@ CASES = {
         {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "hpa"}}),
     "kv-simple-multi_node_tp-h100x2": ({"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2,
                                         "kv_offload": "simple"}, {}, {}),
+    # fleets (docs/fleet.md): the copies behind vllm-router (its RBAC; with monitoring its PodMonitor and
+    # NetworkPolicy; the autoscaler on the fleet's queue) or behind a Gateway's InferencePool and endpoint picker
+    "fleet-single-h200x3-monitored-keda": (
+        {"hardware": "h200"}, {"KIMI_REPLICAS": "3", "KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "keda"},
+        {"replicas": 3, "monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "keda"}}),
+    "fleet-multi_node_tp-h100x2-round_robin-port-hpa": (
+        {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2, "router_policy": "round_robin",
+         "router_port": 8088, "name": "kimi", "namespace": "llm", "head_addr": "10.0.0.9"},
+        {"KIMI_REPLICAS": "2", "KIMI_AUTOSCALING": "hpa"},
+        {"replicas": 2, "autoscaling": {"enabled": True, "engine": "hpa"}}),
+    "fleet-k3-multi_node_tp_dp-h200x2-monitored": (
+        {"recipe": "kimi-k3", "hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2},
+        {"KIMI_REPLICAS": "2", "KIMI_MONITORING": "1"}, {"replicas": 2, "monitoring": {"enabled": True}}),
+    "fleet-lmcache-h200x2": ({"hardware": "h200", "kv_offload": "lmcache"}, {"KIMI_REPLICAS": "2"}, {"replicas": 2}),
+    "fleet-h200x2-role-router": ({"hardware": "h200", "role": "router"}, {"KIMI_REPLICAS": "2"}, {"replicas": 2}),
+    "fleet-gateway-h200x2-monitored": (
+        {"hardware": "h200", "router": "gateway"}, {"KIMI_REPLICAS": "2", "KIMI_MONITORING": "1"},
+        {"replicas": 2, "monitoring": {"enabled": True}}),
+    "fleet-gateway-multi_node_tp-h100x2-keda": (
+        {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2, "router": "gateway"},
+        {"KIMI_REPLICAS": "2", "KIMI_AUTOSCALING": "keda"}, {"replicas": 2, "autoscaling": {"enabled": True}}),
     "multi_node_dep-h200x2-monitored": (
         {"hardware": "h200", "strategy": "multi_node_dep", "nodes": 2}, {"KIMI_MONITORING": "1"},
         {"monitoring": {"enabled": True}}),
@@ -142,7 +163,7 @@ def test_every_chart_object_validates(helm, case, tmp_path):
 
 @pytest.mark.parametrize("values", sorted(p.name for p in (CHART / "ci").glob("*-values.yaml")))
 def test_lint_strict_is_clean_for_every_shape(helm, values):
-    """The chart's own example values (ci/: one node, multi-node, PD, another recipe)."""
+    """The chart's own example values (ci/: one node, multi-node, PD, another recipe, fleets)."""
     done = run(helm, "lint", "--strict", str(CHART), "-f", str(CHART / "ci" / values))
     assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout, done.stdout
     assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
@@ -157,7 +178,7 @@ def test_the_example_values_cover_every_shape(helm, tmp_path):
     assert {("Deployment", "single"), ("LeaderWorkerSet", "head"), ("LeaderWorkerSet", "prefill"),
             ("Deployment", "router"), ("ScaledObject", "head"), ("HorizontalPodAutoscaler", "decode"),
             ("PodMonitor", "monitoring"), ("StatefulSet", "store"), ("StatefulSet", "instance"),
-            ("Deployment", "master")} <= kinds
+            ("Deployment", "master"), ("Role", "router"), ("InferencePool", "pool"), ("Deployment", "epp")} <= kinds
 
 
 @pytest.mark.parametrize("values, why", [
@@ -313,20 +334,3 @@ def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(h
             assert (done.returncode != 0) == refused, (settings, done.stderr[-500:])
             agreed.append(refused)
     assert any(agreed) and not all(agreed)
-
-
-def test_a_fleet_router_is_refused_by_the_chart_until_it_draws_one(helm, tmp_path):
-    """replicas > 1 behind vllm-router (KIMI_REPLICAS' default front, issue 31) is plan's k8s
-    rendering only: the chart fails with a way out instead of drawing copies without the router;
-    with settings.router: none it draws the copies behind the plain Service, as plan does."""
-    from tests.chart.helm import run
-
-    path = tmp_path / "values.json"
-    path.write_text(json.dumps({"settings": {"hardware": "h200"}, "replicas": 2}))
-    done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
-    assert done.returncode != 0 and "does not draw a fleet's router yet" in done.stderr
-    assert "settings.router: none" in done.stderr
-    plain = template(helm, {"settings": {"hardware": "h200", "router": "none"}, "replicas": 2}, tmp_path)
-    (deployment,) = [o for o in plain if o["kind"] == "Deployment"]
-    assert deployment["spec"]["replicas"] == 2
-    assert "Role" not in {o["kind"] for o in plain}

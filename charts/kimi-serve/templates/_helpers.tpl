@@ -2,7 +2,9 @@
 The chart's objects are the objects `kimi-serve plan --format k8s` renders for the same settings
 (tests/chart compares them). Facts come from files/facts.json, generated from recipes/ and the
 renderers by `python build.py chart` (a test fails when it is stale); the logic below mirrors
-entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every helper returns JSON.
+entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py, monitoring.py and, for a fleet, k8s_fleet.py
+(the router joins the groups; its RBAC and monitor: router-*.yaml) and gateway.py (inferencepool.yaml,
+epp-*.yaml). Every helper returns JSON.
 */}}
 
 {{/* kimi.env: the value of a setting as a container environment variable (render/deployment.py _env_value) */}}
@@ -55,6 +57,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- with index (index $f.tables (int (index $rhw "by_strategy"))) $sid -}}
   {{- with index (.nodes | default dict) (toString (min $nodes $f.nodes_judged)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
   {{- if hasKey $s "profile" }}{{ with index (.profile | default dict) (toString $s.profile) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
+  {{- if hasKey $s "vllm_version" }}{{ with index (.vllm_version | default dict) (toString $s.vllm_version) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
   {{- $scoped := .features | default dict -}}
   {{- if hasKey $s "features" }}{{ range splitList "," (toString $s.features) }}{{ with index $scoped (trim .) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end }}{{ end -}}
 {{- end -}}
@@ -62,6 +65,18 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- $gpus := mul (int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory")))) (ternary $nodes 1 (eq $st.shape "multi_node")) -}}
 {{- if and (ne $st.shape "pd_cluster") (lt $gpus $floor) }}{{ fail (printf "settings.strategy=%s on %d x %s GPUs: the %s recipe runs it on at least %d GPUs (strategy_min_gpus): add nodes" $sid $gpus $hw $r.title $floor) }}{{ end -}}
 {{- $vid := $s.variant | default "default" -}}
+{{- /* a fleet (docs/fleet.md): the copies behind vllm-router or the cluster's Gateway, asked for by replicas > 1
+      or a fleet setting unless settings.router is none. What the plan's rendering refuses before it resolves
+      (fleet.choose, k8s_fleet.deployment_environ), in plan's words (files/facts.json fleet.refused); the
+      rest below, once the deployment is known */ -}}
+{{- $ff := $f.fleet -}}{{- $fr := $ff.refused -}}
+{{- $front := toString ($s.router | default "vllm-router") -}}
+{{- $copies := int (include "kimi.operate" . | fromJson).replicas -}}
+{{- $fleet := and (ne $front "none") (or (gt $copies 1) (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
+{{- if $fleet -}}
+  {{- if not (hasKey $ff.policies (toString ($s.router_policy | default $ff.default_policy))) }}{{ fail (printf $fr.unknown_policy (toString $s.router_policy)) }}{{ end -}}
+  {{- if hasKey $s "replica_addrs" }}{{ fail (index $f.kv.messages (int $fr.replica_addrs)) }}{{ end -}}
+{{- end -}}
 {{- /* KV offload (docs/kv-cache.md, core/kv.py): a Mooncake KV store's processes, or an option beside each engine */ -}}
 {{- $kid := trim (toString ($s.kv_offload | default "")) -}}
 {{- $kvs := dict -}}{{- $kvo := dict -}}
@@ -240,6 +255,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
   {{- $roles := list -}}
   {{- range $g := $groups }}{{ range $g.procs }}{{ $roles = append $roles .role }}{{ end }}{{ end -}}
   {{- with $kvo.companion }}{{ $roles = append $roles .role }}{{ end -}}
+  {{- if and $fleet (eq $front "vllm-router") }}{{ $roles = append $roles "router" }}{{ end -}}
   {{- if not (has . $roles) }}{{ fail (printf "KIMI_ROLE=%s, but the %s plan has no %s process (%s): a role belongs to a pd_cluster deployment (KIMI_STRATEGY=pd_cluster) or a KV deployment (KIMI_KV_OFFLOAD, docs/kv-cache.md). Unset KIMI_ROLE, or choose one of those." . $sid . (join ", " (uniq $roles | sortAlpha))) }}{{ end -}}
 {{- end -}}
 {{- /* the cache directory is a mount of its own (deployment.cache_mount) */ -}}
@@ -247,14 +263,60 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- range $d.mounted }}{{ if or (eq $cacheClean (index . 1)) (eq $cacheClean "/") }}{{ fail (printf "KIMI_CACHE_DIR=%s is %s, which the rendered containers mount separately: the cache volume would be hidden (the download step's files lost). Choose a directory of its own, e.g. /cache." $cacheDir (ternary "the root" (index . 0) (eq $cacheClean "/"))) }}{{ end }}{{ end -}}
 {{- /* copies of a KV store without pools (autoscaling._kv_store_copies) */ -}}
 {{- $o := include "kimi.operate" . | fromJson -}}
+{{- /* the fleet (render/k8s_fleet.py, render/gateway.py): what the plan's fleet layer refuses (fleet._check), and
+      the router or the Gateway's pool in front of the copies */ -}}
+{{- $fleetOut := dict -}}
+{{- if $fleet -}}
+  {{- $policy := toString ($s.router_policy | default $ff.default_policy) -}}
+  {{- $pol := index $ff.policies $policy -}}
+  {{- $isPd := eq $st.shape "pd_cluster" -}}
+  {{- if $kvs }}{{ fail (index $f.kv.messages (int (index $fr.kv_store $kid))) }}{{ end -}}
+  {{- with index $fr.min_replicas $policy }}{{ with index . (toString $copies) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
+  {{- if and $isPd (eq $front "gateway") }}{{ fail (index $f.kv.messages (int $fr.gateway_pd)) }}{{ end -}}
+  {{- /* the token-id policies need the engines' render endpoints: judged by the newest recorded vLLM grammar not newer than the version (vllm_cli.spec_for) */ -}}
+  {{- $ver := toString ($s.vllm_version | default $ff.default_vllm_version) -}}
+  {{- if and $pol.token_ids (eq $front "vllm-router") (regexMatch "^[0-9]+\\.[0-9]+(\\.[0-9]+)?$" $ver) -}}
+    {{- $grammar := "" -}}{{- $oldest := "" -}}
+    {{- range $v, $_ := $ff.token_ids_versions -}}
+      {{- if or (not $oldest) (semverCompare (printf "<%s" $oldest) $v) }}{{ $oldest = $v }}{{ end -}}
+      {{- if and (semverCompare (printf "<=%s" $ver) $v) (or (not $grammar) (semverCompare (printf ">%s" $grammar) $v)) }}{{ $grammar = $v }}{{ end -}}
+    {{- end -}}
+    {{- if not (index $ff.token_ids_versions ($grammar | default $oldest)) }}{{ fail (printf (index $fr.token_ids $policy) $ver) }}{{ end -}}
+  {{- end -}}
+  {{- if $pol.kv_events -}}
+    {{- if ne $st.shape "single" }}{{ fail (printf (index $fr.kv_events $policy).spread $sid) }}{{ end -}}
+    {{- fail (index $f.kv.messages (int (index $fr.kv_events $policy).discovered)) -}}
+  {{- end -}}
+  {{- /* a PD fleet: plan draws it (render/k8s_fleet.py pd_fleet), the chart not yet */ -}}
+  {{- if $isPd }}{{ fail (printf $fr.pd_fleet $copies) }}{{ end -}}
+  {{- /* the copies' API pods: the single-node pods, or each group's leader (render/fleet.selector) */ -}}
+  {{- $poolLabels := list (list "app.kubernetes.io/name" $name) (list "app.kubernetes.io/component" "single") -}}
+  {{- if eq $st.shape "multi_node" }}{{ $poolLabels = list (list $lws.name_label $name) (list $lws.index_label "0") }}{{ end -}}
+  {{- $pool := dict -}}
+  {{- range $poolLabels }}{{ $_ := set $pool (index . 0) (index . 1) }}{{ end -}}
+  {{- if and (not $isPd) (eq $front "vllm-router") -}}
+    {{- $rp := int ($s.router_port | default $ff.router.port) -}}
+    {{- if eq $rp (int $ff.router.metrics_port) }}{{ fail (index $f.kv.messages (int $fr.metrics_port)) }}{{ end -}}
+    {{- $discover := list -}}
+    {{- range $poolLabels }}{{ $discover = append $discover (printf "%s=%s" (index . 0) (index . 1)) }}{{ end -}}
+    {{- $_ := set $eff "router_selector" (join "," $discover) -}}
+    {{- /* what the router's own plan needs that no other container gets (k8s_fleet._router_deployment) */ -}}
+    {{- $own := list (dict "name" "KIMI_NAMESPACE" "value" $ns) (dict "name" "KIMI_REPLICAS" "value" (toString $copies)) -}}
+    {{- if eq $st.shape "multi_node" }}{{ $own = append $own (dict "name" "KIMI_HEAD_ADDR" "value" (printf "%s-0.%s" $name $name)) }}{{ end -}}
+    {{- $router := dict "env" $own "serviceAccount" (printf "%s-router" $name) "metricsPort" (int $ff.router.metrics_port) "metricsName" $ff.router.metrics_port_name "tokenSkip" $ff.router.token_skip -}}
+    {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" "" "strategy" $ff.router.strategy
+          "procs" (list (dict "role" "router" "serves" true "port" $rp "gpu" false "resources" $ff.router.resources "fleet" $router))) -}}
+    {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
+    {{- $apiPort = $rp -}}
+    {{- $fleetOut = dict "router" true "serviceAccount" (printf "%s-router" $name) -}}
+  {{- else if eq $front "gateway" -}}
+    {{- $selector = $pool -}}
+    {{- $fleetOut = dict "gateway" true "pool" $pool "port" $port -}}
+  {{- end -}}
+{{- end -}}
 {{- if and $kvs (ne $st.shape "pd_cluster") (or (gt (int $o.replicas) 1) (ne $o.autoscaling "off")) -}}
   {{- $asked := ternary (printf "KIMI_REPLICAS=%d" (int $o.replicas)) (printf "KIMI_AUTOSCALING=%s" $o.autoscaling) (gt (int $o.replicas) 1) -}}
   {{- fail (printf $f.kv.copies_message $kid (int ($s.kv_instances | default $kvs.default_instances)) $asked) -}}
-{{- end -}}
-{{- /* a fleet (KIMI_REPLICAS > 1 behind vllm-router or a Gateway: render/k8s_fleet.py, render/gateway.py)
-      is drawn by `kimi-serve plan --format k8s`, not yet by the chart: refused, never drawn otherwise */ -}}
-{{- if and (gt (int $o.replicas) 1) (ne ($s.router | default "vllm-router") "none") -}}
-  {{- fail (printf "replicas=%d with settings.router=%s: the chart does not draw a fleet's router yet (docs/fleet.md). Set settings.router: none for copies behind the plain Service, or render the fleet with `kimi-serve plan --format k8s`" (int $o.replicas) ($s.router | default "vllm-router")) -}}
 {{- end -}}
 {{- $env := list -}}
 {{- range $f.settings -}}
@@ -295,7 +357,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
       "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
       "groups" $groups "selector" $selector "apiPort" $apiPort "env" $env "cacheDir" $cacheDir
       "pd" (eq $st.shape "pd_cluster") "roles" (or (eq $st.shape "pd_cluster") (not (empty $kvs)))
-      "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) -}}
+      "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) "fleet" $fleetOut -}}
 {{- toJson $out -}}
 {{- end -}}
 
@@ -316,6 +378,7 @@ entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py and monitoring.py. Every he
 {{- if not (contains "@sha256:" $c.image) }}{{ $_ := set $skips "CKV_K8S_43" $f.defaults.skips.tag }}{{ end -}}
 {{- $out := dict -}}
 {{- range $i, $check := keys $skips | sortAlpha }}{{ $_ := set $out (printf "checkov.io/skip%d" (add1 $i)) (printf "%s=%s" $check (index $skips $check)) }}{{ end -}}
+{{- with $p.fleet }}{{ $_ := set $out (printf "checkov.io/skip%d" (add1 (len $out))) .tokenSkip }}{{ end -}}
 {{- toJson $out -}}
 {{- end -}}
 
@@ -342,11 +405,13 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
 {{- $hwf := index $f.hardware $c.hardware -}}
 {{- $env := $c.env -}}
 {{- $settingsEnv := $env -}}
-{{- if $c.roles }}{{ $env = append $env (dict "name" "KIMI_ROLE" "value" $p.role) }}{{ end -}}
+{{- if or $c.roles $p.fleet }}{{ $env = append $env (dict "name" "KIMI_ROLE" "value" $p.role) }}{{ end -}}
 {{- /* a StatefulSet pod's rank is its ordinal (k8s_kv._with_rank) */ -}}
 {{- if $p.rank }}{{ $env = prepend $env (dict "name" "KIMI_NODE_RANK" "valueFrom" (dict "fieldRef" (dict "fieldPath" $f.kv.pod_index))) }}{{ end -}}
 {{- $env = append $env (dict "name" $d.token.path_env "value" (printf "%s/%s" $d.token.dir $d.token.file)) -}}
 {{- $env = concat $env $c.userEnv -}}
+{{- /* a fleet's router: where it discovers the copies, and how many (k8s_fleet._router_deployment) */ -}}
+{{- with $p.fleet }}{{ $env = concat .env $env }}{{ end -}}
 {{- $amounts := deepCopy ($p.resources | default (ternary ($c.engineResources | default $hwf.resources) $f.router.resources $p.gpu)) -}}
 {{- $resources := dict "limits" $amounts "requests" (deepCopy $amounts) -}}
 {{- if and $p.gpu $v.resources -}}
@@ -374,6 +439,7 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
 {{- with $c.envFrom }}{{ $_ := set $container "envFrom" . }}{{ end -}}
 {{- if $p.serves -}}
   {{- $_ := set $container "ports" (list (dict "name" "http" "containerPort" $p.port)) -}}
+  {{- with $p.fleet }}{{ $_ := set $container "ports" (append $container.ports (dict "name" .metricsName "containerPort" .metricsPort)) }}{{ end -}}
   {{- range $k, $probe := (include "kimi.probes" (list $f $c $v) | fromJson) }}{{ $_ := set $container $k $probe }}{{ end -}}
 {{- else if $p.helper -}}
   {{- /* a KV helper: its TCP port, checked by `kimi-serve healthcheck` */ -}}
@@ -403,6 +469,8 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
 {{- $podSec := ternary (deepCopy $hwf.pod_security) (deepCopy $f.router.pod_security) $p.gpu -}}
 {{- $spec := dict "enableServiceLinks" false "automountServiceAccountToken" $c.automountToken "securityContext" $podSec "containers" $containers "volumes" $volumes -}}
 {{- with $c.serviceAccount }}{{ $_ := set $spec "serviceAccountName" . }}{{ end -}}
+{{- /* a fleet's router lists and watches the copies' pods with its own ServiceAccount's token (its Role) */ -}}
+{{- with $p.fleet }}{{ $_ := set $spec "serviceAccountName" .serviceAccount }}{{ $_ := set $spec "automountServiceAccountToken" true }}{{ end -}}
 {{- $_ := set $spec "terminationGracePeriodSeconds" $grace -}}
 {{- if $p.gpu -}}
   {{- $dmounts := list -}}
