@@ -224,15 +224,22 @@ def _validate(directory: Path) -> dict:
     return {"": schema.freeze(catalog), **{name: schema.freeze(part) for name, part in parts.items()}}
 
 
+DIGEST_HEX = 24  # the digest in a cache's name: 96 bits, in hex
+
+
 def _hasher():
     """BLAKE2b, 96 bits: the digest the cache's names carry. Taken from CPython's own _blake2
     module (what hashlib.blake2b is) where it is there: hashlib would load OpenSSL first, and
-    with its SHA-256 of the ~370 KB of data that cost `print` ~15M more instructions (benchmarks/startup.py)."""
+    with its SHA-256 of the ~370 KB of data that cost `print` ~15M more instructions (benchmarks/startup.py).
+    A Python built without _blake2 has no hashlib.blake2b either: it gets hashlib's SHA-256
+    (cut to the same length by _digest), so its caches have names of their own."""
     try:
         from _blake2 import blake2b
-    except ImportError:  # a Python built without it
-        from hashlib import blake2b
-    return blake2b(digest_size=12)
+    except ImportError:
+        import hashlib
+
+        return hashlib.sha256()
+    return blake2b(digest_size=DIGEST_HEX // 2)
 
 
 def _digest(directory: Path) -> str:
@@ -243,7 +250,7 @@ def _digest(directory: Path) -> str:
             raise OSError(f"{path} is larger than {limits.MAX_DATA_FILE_BYTES} bytes")
         h.update(path.name.encode() + b"\0")
         h.update(data)
-    return h.hexdigest()
+    return h.hexdigest()[:DIGEST_HEX]
 
 
 def _cache_dirs(directory: Path) -> List[Path]:

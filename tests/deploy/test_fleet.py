@@ -255,13 +255,17 @@ def test_the_routers_two_sockets_may_not_share_a_port():
         build({**H200, "KIMI_REPLICA_ADDRS": "a,b", "KIMI_ROUTER_PORT": "29000"})
 
 
+# LWS's own group-index label (sigs.k8s.io/lws api/leaderworkerset/v1 GroupIndexLabelKey), written
+# here rather than taken from render/k8s_fleet.py, so a wrong label there fails the test below
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+
+
 @pytest.mark.parametrize("case", ["pd-x2-operated", "pd-tp-x3-hpa"])
 def test_each_pd_group_runs_as_its_own_units_pd_cluster(case):
     """A PD fleet on Kubernetes: each pool's LeaderWorkerSet has a group per unit, and each group's
     pods see their own group's pod names as the pool's addresses (LWS's group-index label through
     the downward API, expanded by the kubelet: its stand-in), so a group's DP head and NIXL side
     channels are its own pods'; every pool's pods listen on one port, the router's discovery port."""
-    from entrypoint.render.k8s_fleet import GROUP_INDEX_LABEL
     from tests.edges.test_repros_27 import kubelet_expand
 
     env = FLEETS[case]
@@ -276,7 +280,7 @@ def test_each_pd_group_runs_as_its_own_units_pd_cluster(case):
             for template in (t for k, t in lws["spec"]["leaderWorkerTemplate"].items() if k.endswith("Template")
                              and k != "volumeClaimTemplates"):
                 container = template["spec"]["containers"][0]
-                labels = {GROUP_INDEX_LABEL: str(group)}  # what LWS stamps on each pod of the group
+                labels = {LWS_GROUP_INDEX: str(group)}  # what LWS stamps on each pod of the group
                 defined: dict = {}
                 for item in container["env"]:
                     if "valueFrom" in item:

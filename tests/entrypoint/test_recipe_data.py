@@ -111,3 +111,45 @@ def test_the_cache_reads_back_read_only_records(data):
     with pytest.raises(TypeError):
         cached.hardware["h200"] = None
     assert isinstance(cached.recipe.hardware, tuple)
+
+
+def _main_cache(data) -> Path:
+    (found,) = [p for p in (data / ".validated").glob("catalog-*.json") if p.name.count("-") == 1]
+    return found
+
+
+def test_a_cache_under_another_digests_name_is_not_read(data):
+    """An older release's cache (its name a SHA-256 of the same files, cut to 24 hex digits) beside
+    the data is never read: the name carries the digest of this release's data and schema."""
+    import hashlib
+
+    from entrypoint.core import recipe
+
+    load_catalog_from(data)
+    current = _main_cache(data)
+    h = hashlib.sha256()
+    for path in [*recipe._SCHEMA_SOURCES, *recipe._data_files(data)]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    stale = current.with_name(f"catalog-{h.hexdigest()[:24]}.json")
+    assert stale != current
+    stale.write_text(current.read_text().replace('"Kimi-K2.5"', '"stale"'))
+    current.unlink()
+    assert load_catalog_from(data).recipe.title == "Kimi-K2.5"
+
+
+def test_a_python_without_blake2_gets_a_digest_of_the_same_length(data, monkeypatch):
+    """hashlib has no blake2b without _blake2 either: SHA-256, cut to the same 24 hex digits."""
+    import re
+    import sys
+
+    load_catalog_from(data)
+    with_blake2 = _main_cache(data).name
+    import hashlib
+
+    monkeypatch.setitem(sys.modules, "_blake2", None)  # `from _blake2 import ...` raises ImportError
+    monkeypatch.delattr(hashlib, "blake2b")  # as hashlib is where _blake2 was not built
+    monkeypatch.delattr(hashlib, "blake2s")
+    assert load_catalog_from(data).recipe.title == "Kimi-K2.5"
+    names = {p.name for p in (data / ".validated").glob("catalog-*.json") if p.name.count("-") == 1}
+    assert len(names) == 2 and all(re.fullmatch(r"catalog-[0-9a-f]{24}\.json", n) for n in names)
+    assert with_blake2 in names

