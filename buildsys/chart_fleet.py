@@ -11,7 +11,7 @@ read from recipes/fleet.yaml and from real launches, never restated:
   endpoints (`token_ids_versions`; the newest grammar not newer than a version judges it, as
   core/vllm_cli.spec_for does), `default_vllm_version`;
 - `pd`: a PD fleet's groups (render/k8s_fleet.py pd_fleet): the variable each pool pod reads its
-  group's index into and the LWS label it reads it from;
+  group's index into and the downward API's path to the LWS label it reads it from;
 - `refused`: plan's own refusal messages (indices into `kv.messages`, or printf templates where plan
   names a value: `%s` a vLLM version, a policy or a strategy), probed with the settings the chart
   fails on.
@@ -147,7 +147,7 @@ def facts(launch_env, verdict, catalog, messages: list) -> dict:
     from entrypoint.render import k8s_fleet
 
     return {"router": _router(probe), "gateway": _gateway(), "default_policy": data.default_policy,
-            "pd": {"group_var": k8s_fleet.GROUP_VAR, "group_label": k8s_fleet.GROUP_INDEX_LABEL},
+            "pd": {"group_var": k8s_fleet.GROUP_VAR, "group_field": k8s_fleet.GROUP_FIELD},
             "policies": {p: {"min_replicas": v.min_replicas, "token_ids": bool(v.token_ids),
                              "kv_events": bool(v.kv_events)} for p, v in data.policies.items()},
             "token_ids_versions": _versions(data), "default_vllm_version": newest_version(),

@@ -103,6 +103,7 @@ def _unexposed(objects: list, name: str) -> list:
 
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index
 GROUP_VAR = "LWS_GROUP_INDEX"  # that label, read into each pool pod by the downward API
+GROUP_FIELD = f"metadata.labels['{GROUP_INDEX_LABEL}']"  # the downward API's path to it
 
 
 def _own_group(k8s, launch, lws: dict) -> None:
@@ -124,8 +125,7 @@ def _own_group(k8s, launch, lws: dict) -> None:
             for i in at:
                 env[i] = {"name": env[i]["name"], "value": own[env[i]["name"]][1]}  # its `$(...)` meant: unescaped
             if at:
-                env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {
-                    "fieldPath": f"metadata.labels['{GROUP_INDEX_LABEL}']"}}})
+                env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {"fieldPath": GROUP_FIELD}}})
 
 
 def pd_fleet(k8s, launch, draw) -> list:

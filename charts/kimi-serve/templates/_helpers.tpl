@@ -323,7 +323,7 @@ epp-*.yaml). Every helper returns JSON.
       {{- /* the PD cluster's own router is the fleet's (its port and pod size); each pool pod its group's addresses */ -}}
       {{- $_ := set $pdRouter "strategy" $ff.router.strategy -}}
       {{- $_ := set (first $pdRouter.procs) "fleet" $router -}}
-      {{- $_ := set $pdFleet "groupVar" (dict "name" $ff.pd.group_var "valueFrom" (dict "fieldRef" (dict "fieldPath" (printf "metadata.labels['%s']" $ff.pd.group_label)))) -}}
+      {{- $_ := set $pdFleet "groupVar" (dict "name" $ff.pd.group_var "valueFrom" (dict "fieldRef" (dict "fieldPath" $ff.pd.group_field))) -}}
     {{- else -}}
       {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" "" "strategy" $ff.router.strategy
             "procs" (list (dict "role" "router" "serves" true "port" $rp "gpu" false "resources" $ff.router.resources "fleet" $router))) -}}
