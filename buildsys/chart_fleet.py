@@ -10,10 +10,11 @@ read from recipes/fleet.yaml and from real launches, never restated:
 - `policies`, `default_policy`, the vLLM grammars that serve the token-id policies' render
   endpoints (`token_ids_versions`; the newest grammar not newer than a version judges it, as
   core/vllm_cli.spec_for does), `default_vllm_version`;
+- `pd`: a PD fleet's groups (render/k8s_fleet.py pd_fleet): the variable each pool pod reads its
+  group's index into and the downward API's path to the LWS label it reads it from;
 - `refused`: plan's own refusal messages (indices into `kv.messages`, or printf templates where plan
   names a value: `%s` a vLLM version, a policy or a strategy), probed with the settings the chart
-  fails on; and `pd_fleet`, the chart's own refusal of what plan draws and the chart not yet (a PD
-  fleet).
+  fails on.
 """
 
 from __future__ import annotations
@@ -25,11 +26,6 @@ from entrypoint.core.plan import Port
 from entrypoint.core.recipe import with_recipe
 from entrypoint.core.select import default_strategy, offered_strategies
 
-# A PD fleet (pd_cluster with copies or a router setting) plan draws (render/k8s_fleet.py pd_fleet: each
-# group its own pool addresses, the PD router discovering both pools); the chart does not draw it yet
-PD_FLEET = ("settings.strategy=pd_cluster with replicas=%d or a router setting is a PD fleet (docs/fleet.md), which "
-            "the chart does not draw yet: render it with `kimi-serve plan --format k8s`, or install one PD unit per "
-            "release (replicas: 1, no settings.router_policy / router_selector)")
 PROBE_VERSION = "0.20.37"  # a vLLM release without a recorded grammar, for the message that names one
 
 
@@ -118,6 +114,7 @@ def _refused(launch_env, verdict, catalog, messages: list, data) -> dict:
         "unknown_policy": _template(launch_env, {**two, "KIMI_ROUTER_POLICY": "probe37"}, {"probe37": "%s"}),
         "replica_addrs": refusal({**single, "KIMI_REPLICA_ADDRS": "a,b"}),
         "kv_store": {kid: refusal({**two, "KIMI_KV_OFFLOAD": kid}) for kid in load_kv().stores},
+        "kv_store_pd": {kid: refusal({**pd, "KIMI_REPLICAS": "2", "KIMI_KV_OFFLOAD": kid}) for kid in load_kv().stores},
         "min_replicas": {p: {str(n): refusal({**single, "KIMI_ROUTER_POLICY": p, "KIMI_REPLICAS": str(n)})
                              for n in range(1, v.min_replicas)}
                          for p, v in data.policies.items() if v.min_replicas > 1},
@@ -130,7 +127,8 @@ def _refused(launch_env, verdict, catalog, messages: list, data) -> dict:
                           "discovered": refusal({**two, "KIMI_ROUTER_POLICY": p})}
                       for p in kv_events},
         "metrics_port": refusal({**two, "KIMI_ROUTER_PORT": str(data.metrics.port)}),
-        "pd_fleet": PD_FLEET,
+        "pd_metrics_port": refusal({**pd, "KIMI_REPLICAS": "2", "KIMI_ROUTER_PORT": str(data.metrics.port)}),
+        "pd_router_none": refusal({**pd, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "none"}),
     }
 
 
@@ -146,7 +144,10 @@ def facts(launch_env, verdict, catalog, messages: list) -> dict:
     hw = next(iter(rc.recipe.hardware))
     probe = launch_env({"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1),
                         "KIMI_REPLICAS": "2", "KIMI_ROUTER_POLICY": "round_robin"})
+    from entrypoint.render import k8s_fleet
+
     return {"router": _router(probe), "gateway": _gateway(), "default_policy": data.default_policy,
+            "pd": {"group_var": k8s_fleet.GROUP_VAR, "group_field": k8s_fleet.GROUP_FIELD},
             "policies": {p: {"min_replicas": v.min_replicas, "token_ids": bool(v.token_ids),
                              "kv_events": bool(v.kv_events)} for p, v in data.policies.items()},
             "token_ids_versions": _versions(data), "default_vllm_version": newest_version(),

@@ -102,7 +102,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     choice = kv.choose(settings, hostname=os.uname().nodename)  # gethostname(), without importing socket
     from entrypoint.core import fleet  # KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
 
-    fleet_choice = fleet.choose(settings)
+    fleet_choice = fleet.choose(settings, pd=selection.prefill is not None)
     plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice)  # the one composition (docs/composition.md)
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)

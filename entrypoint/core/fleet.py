@@ -103,10 +103,21 @@ class FleetChoice:
 _FLEET_SETTINGS = ("replica_addrs", "router_selector", "router_policy")
 
 
-def choose(settings, directory: Optional[str] = None) -> Optional[FleetChoice]:
+def choose(settings, directory: Optional[str] = None, pd: bool = False) -> Optional[FleetChoice]:
     """The fleet settings -> a FleetChoice, or None: one copy (KIMI_REPLICAS unset or 1, no fleet
-    setting), or KIMI_ROUTER=none (the copies behind a plain Service, as before)."""
-    asked = settings.replicas > 1 or any(settings.is_set(n) for n in _FLEET_SETTINGS)
+    setting), or KIMI_ROUTER=none (the copies behind a plain Service, as before). A PD cluster
+    (`pd`) that an autoscaler scales (KIMI_AUTOSCALING) is a PD fleet, even of one unit: each group
+    the autoscaler adds is a unit of its own, which only the fleet's router (discovering every
+    group's pods) reaches; for the same reason a PD cluster of several units, or autoscaled, behind
+    no router (KIMI_ROUTER=none) is refused."""
+    scaled = pd and settings.autoscaling != "off"
+    asked = settings.replicas > 1 or scaled or any(settings.is_set(n) for n in _FLEET_SETTINGS)
+    if asked and settings.router == "none" and pd and (settings.replicas > 1 or scaled):
+        raise _refuse("KIMI_ROUTER=none puts the copies behind a plain Service, but a PD cluster's units (KIMI_REPLICAS "
+                      "> 1, or the groups KIMI_AUTOSCALING adds) are paired only by their router: each further group "
+                      "of a pool would get the first unit's addresses, and the PD router would list the first unit's "
+                      "pods only. Use KIMI_ROUTER=vllm-router (the default: the PD router discovers every unit's "
+                      "pools), or one unit (KIMI_REPLICAS=1, KIMI_AUTOSCALING=off).")
     if not asked or settings.router == "none":
         return None
     data = load_fleet(directory)
@@ -149,6 +160,12 @@ def _refuse(message: str) -> KimiError:
 def _check(choice: FleetChoice, data: Record, sel, cat, kv_choice, deploy_type: str) -> None:
     from entrypoint.core.vllm_cli import spec_for
 
+    if kv_choice is not None and kv_choice.store and deploy_type == "pd_cluster":
+        raise _refuse(f"KIMI_KV_OFFLOAD={kv_choice.id} serves one PD unit's pools from one Mooncake master; units of "
+                      "it (KIMI_REPLICAS > 1, or the groups KIMI_AUTOSCALING adds, each a unit of its own) are not "
+                      "drawn with a KV store. Size the one unit's pools instead (KIMI_PREFILL_NODES, "
+                      "KIMI_DECODE_NODES) with KIMI_REPLICAS=1 and KIMI_AUTOSCALING=off, or leave KIMI_KV_OFFLOAD "
+                      "unset for PD units behind the router.")
     if kv_choice is not None and kv_choice.store:
         raise _refuse(f"KIMI_KV_OFFLOAD={kv_choice.id} runs its own engine instances behind its cache-aware router: "
                       "a fleet of it would put a router before routers. Size it with KIMI_KV_INSTANCES instead of "

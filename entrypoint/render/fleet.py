@@ -10,7 +10,7 @@ from entrypoint.core.errors import MISSING_SETTING, UNSUPPORTED_COMBINATION, Kim
 def check_hosts(settings, sel, fmt: str) -> None:
     from entrypoint.core.fleet import choose
 
-    choice = choose(settings)
+    choice = choose(settings, pd=sel.prefill is not None)
     if choice is None:
         return
     if choice.front == "gateway":

@@ -9,7 +9,7 @@
   copies' API (the single-node pods; each group's leader), in its own namespace, and checks their
   health itself; its ServiceAccount, a Role (pods get/list/watch: recipes/fleet.yaml) and the
   RoleBinding; the Service `<name>-api` in front of it; with KIMI_MONITORING=1 a PodMonitor of its
-  own metrics port and a NetworkPolicy admitting that port;
+  own metrics port and a NetworkPolicy admitting the scraper to that port;
 - a PD fleet (`pd_fleet`): each pool's LeaderWorkerSet with KIMI_REPLICAS groups (one per unit),
   each group given its own pool addresses (`$(LWS_GROUP_INDEX)`, LWS's group-index label through
   the downward API), and the PD router, with the same RBAC, discovering every group's prefill and
@@ -31,15 +31,15 @@ RBAC_API = "rbac.authorization.k8s.io/v1"
 METRICS_PORT_NAME = "metrics"
 
 
-def _choice(settings):
+def _choice(settings, sel):
     from entrypoint.core.fleet import choose
 
-    return choose(settings)
+    return choose(settings, pd=sel.prefill is not None)
 
 
 def deployment_environ(environ: Mapping[str, str], settings, sel, lws_labels) -> dict:
     """The router's discovery of the copies (the selector), or a refusal where Kubernetes cannot."""
-    choice = _choice(settings)
+    choice = _choice(settings, sel)
     if choice is None:
         return {}
     if choice.addrs:
@@ -103,6 +103,7 @@ def _unexposed(objects: list, name: str) -> list:
 
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index
 GROUP_VAR = "LWS_GROUP_INDEX"  # that label, read into each pool pod by the downward API
+GROUP_FIELD = f"metadata.labels['{GROUP_INDEX_LABEL}']"  # the downward API's path to it
 
 
 def _own_group(k8s, launch, lws: dict) -> None:
@@ -124,8 +125,7 @@ def _own_group(k8s, launch, lws: dict) -> None:
             for i in at:
                 env[i] = {"name": env[i]["name"], "value": own[env[i]["name"]][1]}  # its `$(...)` meant: unescaped
             if at:
-                env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {
-                    "fieldPath": f"metadata.labels['{GROUP_INDEX_LABEL}']"}}})
+                env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {"fieldPath": GROUP_FIELD}}})
 
 
 def pd_fleet(k8s, launch, draw) -> list:
@@ -157,7 +157,8 @@ def fleet(k8s, launch, draw_one) -> list:
 
 
 def monitoring_objects(k8s, launch) -> list:
-    """The router's own metrics: a PodMonitor and the NetworkPolicy that admits its metrics port."""
+    """The router's own metrics: a PodMonitor and the NetworkPolicy that admits its metrics port to
+    the scraper only (KIMI_SCRAPER_NAMESPACE / KIMI_SCRAPER_LABELS, as the engines' metrics ports)."""
     from entrypoint.core.fleet import load_fleet
     from entrypoint.render.monitoring import MONITORING_API
 
@@ -172,5 +173,5 @@ def monitoring_objects(k8s, launch) -> list:
     policy = {"apiVersion": k8s.NETPOL_API, "kind": "NetworkPolicy",
               "metadata": k8s._meta(launch, f"{name}-router-metrics", "router"),
               "spec": {"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress"],
-                       "ingress": [{"ports": [{"protocol": "TCP", "port": metrics.port}]}]}}
+                       "ingress": [{"from": [k8s.scraper(launch)], "ports": [{"protocol": "TCP", "port": metrics.port}]}]}}
     return [pod_monitor, policy]

@@ -107,16 +107,24 @@ def sample(seed: int, size: int) -> list:
 def fleet_settings(rng: random.Random) -> tuple:
     """One random fleet (docs/fleet.md), most of them valid: a recipe's strategy with nodes it can
     run, copies (2 or 3 mostly) behind vllm-router, a Gateway or a plain Service, a router policy
-    and port at times, monitoring and autoscalers; KV offload, vLLM versions and PD pools at times
-    (what plan refuses in a fleet)."""
+    and port at times, monitoring and autoscalers; KV offload and vLLM versions at times (what plan
+    refuses in a fleet); a PD cluster a quarter of the time (a PD fleet: its pools' nodes and
+    parallelism at times, one unit autoscaled among them)."""
     cat = load_catalog()
     s: dict = {"hardware": rng.choice(sorted(cat.hardware)), "skip_memory_check": _maybe(rng, 0.7)}
     if _maybe(rng, 0.5):
         s["recipe"] = rng.choice(sorted(cat.recipes))
-    s["strategy"] = rng.choice(sorted(cat.strategies))
+    pd = sorted(k for k, v in cat.strategies.items() if v.deploy_type == "pd_cluster")
+    s["strategy"] = rng.choice(pd) if _maybe(rng, 0.25) else rng.choice(sorted(cat.strategies))
     kind = cat.strategies[s["strategy"]].deploy_type
     if kind == "multi_node":
         s["nodes"] = rng.choice([2, 2, 3, 4])
+    if kind == "pd_cluster":
+        for pool in ("prefill", "decode"):
+            if _maybe(rng, 0.3):
+                s[f"{pool}_nodes"] = rng.choice([1, 1, 2])
+            if _maybe(rng, 0.2):
+                s[f"{pool}_parallelism"] = rng.choice(["tp", "tep", "dep"])
     _front(rng, s, 0.3)
     if _maybe(rng, 0.15):
         s["router_port"] = rng.choice([8088, 29000])

@@ -20,7 +20,6 @@ import time
 from entrypoint.core.errors import KimiError
 from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, run, without_helm
 from tests.chart.sample import fleet_sample, sample
-from tests.chart.test_fleet import PD_GAP
 from tests.deploy.shapes import documents
 
 SIZE = int(os.environ.get("KIMI_CHART_SAMPLE", "120"))
@@ -82,16 +81,11 @@ def _keyed(objects):
 
 
 def _compare(helm, tmp_path, samples, seed, what: str):
-    """The rendered fleets; asserts chart and plan agree (a PD fleet, which plan draws and the chart
-    refuses as not drawn yet, counted apart: tests/chart/test_fleet.py)."""
+    """The rendered fleets and PD fleets; asserts chart and plan agree."""
     disagreements, refused, messages_alike, fleets, pd_fleets = [], 0, 0, 0, 0
     for settings, operate in samples:
         planned, plan_error = _plan(settings, operate, tmp_path)
         charted, chart_error = _chart(helm, values_of(settings, operate), tmp_path)
-        if plan_error is None and chart_error is not None and PD_GAP in chart_error \
-                and {"Role", "prefill"} <= {_component(o) for o in planned} | {o["kind"] for o in planned}:
-            pd_fleets += 1
-            continue
         if plan_error is not None or chart_error is not None:
             if plan_error is None or chart_error is None:
                 disagreements.append((settings, operate, f"plan: {plan_error or 'renders'}; chart: "
@@ -101,18 +95,20 @@ def _compare(helm, tmp_path, samples, seed, what: str):
             messages_alike += plan_error in chart_error
             continue
         a, b = _keyed(planned), _keyed(charted)
-        fleets += any(o["kind"] in ("Role", "InferencePool") for o in planned)
+        fleet = any(o["kind"] in ("Role", "InferencePool") for o in planned)
+        fleets += fleet
+        pd_fleets += fleet and "prefill" in {_component(o) for o in planned}
         if a != b:
             where = sorted(set(a) ^ set(b)) or [k for k in a if a[k] != b[k]]
             disagreements.append((settings, operate, f"objects differ: {where[:4]}"))
-    size = len(samples) - pd_fleets
+    size = len(samples)
     print(f"\nchart vs plan ({what}): seed {seed}, {size} value sets, {size - len(disagreements)} agree "
           f"({refused} refused by both, {messages_alike} of them with plan's own message; {fleets} rendered fleets: "
-          f"copies behind the router or a Gateway; {pd_fleets} PD fleets plan draws and the chart not yet)")
+          f"copies behind the router or a Gateway, {pd_fleets} of them PD fleets)")
     assert not disagreements, f"seed {seed} (KIMI_CHART_SEED={seed}): {len(disagreements)} of {size} disagree:\n" + \
         "\n".join(f"{s} {o}: {why}" for s, o, why in disagreements[:15])
     assert 0 < refused < size  # the sample holds both kinds
-    return fleets
+    return fleets, pd_fleets
 
 
 def _seed() -> int:
@@ -127,7 +123,8 @@ def test_chart_and_plan_agree_on_a_random_sample(helm, tmp_path):
 def test_chart_and_plan_agree_on_a_random_sample_of_fleets(helm, tmp_path):
     """Fleets (docs/fleet.md): copies of every strategy behind vllm-router, a Gateway or a plain
     Service, with router policies and ports, monitoring and autoscalers, and what plan refuses in a
-    fleet (PD units, KV stores, kv_aware, power_of_two alone, token ids on vLLM 0.19.1, host addresses)."""
+    fleet (PD units behind a Gateway or no router, KV stores, kv_aware, power_of_two alone, token ids on vLLM
+    0.19.1, host addresses); PD fleets (pools sized and parallelised at times, autoscaled units)."""
     seed = _seed()
-    fleets = _compare(helm, tmp_path, fleet_sample(seed, FLEET_SIZE), seed, "fleets")
-    assert fleets > 0  # the sample renders fleets, not only refusals
+    fleets, pd_fleets = _compare(helm, tmp_path, fleet_sample(seed, FLEET_SIZE), seed, "fleets")
+    assert fleets > pd_fleets > 0  # the sample renders fleets and PD fleets, not only refusals

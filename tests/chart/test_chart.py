@@ -71,11 +71,13 @@ CASES = {
         {"KIMI_MONITORING": "1"}, {"monitoring": {"enabled": True}}),
     "kv-centralized-pd-h200": ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "kv_store_centralized_mooncake"},
                                {}, {}),
-    "kv-distributed-pd-b200-2x1-operated": (
+    "kv-distributed-pd-b200-2x1-monitored": (
         {"hardware": "b200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
          "kv_offload": "kv_store_distributed_mooncake"},
-        {"KIMI_MONITORING": "1", "KIMI_AUTOSCALING": "hpa"},
-        {"monitoring": {"enabled": True}, "autoscaling": {"enabled": True, "engine": "hpa"}}),
+        {"KIMI_MONITORING": "1"}, {"monitoring": {"enabled": True}}),
+    # an autoscaled PD cluster of one unit: a PD fleet (each group a unit the PD router discovers)
+    "pd-h200-autoscaled-keda": ({"hardware": "h200", "strategy": "pd_cluster"}, {"KIMI_AUTOSCALING": "keda"},
+                                {"autoscaling": {"enabled": True, "engine": "keda"}}),
     "kv-simple-multi_node_tp-h100x2": ({"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2,
                                         "kv_offload": "simple"}, {}, {}),
     # fleets (docs/fleet.md): the copies behind vllm-router (its RBAC; with monitoring its PodMonitor and

@@ -230,6 +230,9 @@ CASES = {
     "fleet-gateway": {"settings": {"hardware": "h200", "router": "gateway"}, "replicas": 2},
     "fleet-gateway-multi": {"settings": {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2,
                                          "router": "gateway"}, "replicas": 2},
+    # a PD fleet: each pool's LeaderWorkerSet a group per unit (LWS_GROUP_INDEX), the PD router discovering them
+    "fleet-pd": {"settings": {"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
+                              "prefill_parallelism": "tp"}, "replicas": 2},
 }
 EVERYTHING = {"monitoring": {"enabled": True}, "serviceAccount": {"create": True},
               "ingress": {"enabled": True, "hosts": [{"host": "kimi.example.com"}]}, "createNamespace": True,
@@ -240,7 +243,8 @@ EVERYTHING = {"monitoring": {"enabled": True}, "serviceAccount": {"create": True
 def test_every_object_validates_strictly_and_every_scrape_target_is_reachable(helm, tmp_path, case):
     import kubernetes_validate
 
-    scaled = {} if case in ("kv", "lmcache") else {"autoscaling": {"enabled": True}}
+    # a KV store scales with neither copies nor an autoscaler (docs/operate.md)
+    scaled = {} if case in ("kv", "lmcache", "kv-pd") else {"autoscaling": {"enabled": True}}
     objects = _render(helm, {**CASES[case], **EVERYTHING, **scaled}, tmp_path)
     newest = kubernetes_validate.utils.latest_version()
     core = ("Namespace", "Deployment", "StatefulSet", "Service", "PersistentVolumeClaim", "NetworkPolicy", "ConfigMap",
@@ -255,7 +259,5 @@ def test_every_object_validates_strictly_and_every_scrape_target_is_reachable(he
     assert targets
     for pod, port in targets:
         assert netpol.allowed(policies, netpol.scraper(), pod, port), (pod.owner, port)
-        # the API port is open to every client; so is a fleet router's metrics port (render/k8s_fleet.py
-        # monitoring_objects admits it from anywhere, as the chart does); every other one only to the scraper
-        router_metrics = pod.owner.endswith("-router") and port == pod.ports.get("metrics")
-        assert not netpol.allowed(policies, netpol.scraper("elsewhere"), pod, port) or port == 8000 or router_metrics
+        # the API port is open to every client; every other one (a fleet router's metrics port too) only to the scraper
+        assert not netpol.allowed(policies, netpol.scraper("elsewhere"), pod, port) or port == 8000

@@ -1,9 +1,10 @@
 """The chart's fleet (docs/fleet.md, issue 31) through the real helm: the router pod it draws starts,
 as `kimi-serve` resolves it from the pod's own environment, a real vllm-router argv (its own parser)
 that discovers exactly the copies' API pods the chart draws, on their port, in the release's
-namespace, behind the API Service; the Gateway's InferencePool selects them and names its picker;
-and what plan refuses in a fleet, the chart refuses with plan's own message and its way out. A PD
-fleet plan draws (render/k8s_fleet.py pd_fleet) the chart refuses with a way out (not drawn yet)."""
+namespace, behind the API Service; a PD fleet's router pod discovers every unit's API pods of both
+pools on their one port, each group with its own pool addresses; the Gateway's InferencePool selects
+them and names its picker; and what plan refuses in a fleet, the chart refuses with plan's own
+message and its way out."""
 
 from __future__ import annotations
 
@@ -101,7 +102,10 @@ REFUSED = {
     "pd-gateway": ({**PD, "router": "gateway", "router_policy": "round_robin"}, 1, "KIMI_ROUTER=vllm-router"),
     "kv-store": ({"hardware": "h200", "kv_offload": "kv_store_centralized_mooncake"}, 2, "KIMI_KV_INSTANCES"),
     "kv-store-pd": ({**PD, "kv_offload": "kv_store_centralized_mooncake", "router_policy": "round_robin"}, 1,
-                    "KIMI_KV_INSTANCES"),
+                    "KIMI_PREFILL_NODES"),
+    "kv-store-pd-units": ({**PD, "kv_offload": "kv_store_distributed_mooncake"}, 2, "KIMI_AUTOSCALING=off"),
+    "pd-units-no-router": ({**PD, "router": "none"}, 2, "KIMI_ROUTER=vllm-router"),
+    "pd-router-port-is-metrics-port": ({**PD, "router_port": 29000}, 2, "KIMI_ROUTER_PORT"),
     "power-of-two-alone": ({"hardware": "h200", "router_policy": "power_of_two"}, 1, "KIMI_REPLICAS=2"),
     "kv-aware-single": ({"hardware": "h200", "router_policy": "kv_aware"}, 2, "KIMI_REPLICA_ADDRS"),
     "kv-aware-gateway": ({"hardware": "h200", "router_policy": "kv_aware", "router": "gateway"}, 2, "cache_aware"),
@@ -128,24 +132,83 @@ def test_the_chart_refuses_what_plan_refuses_in_a_fleet_with_plans_words(helm, t
     assert done.returncode != 0 and err.value.message in done.stderr, done.stderr[-600:]
 
 
-# what plan draws and the chart not yet: a PD fleet (render/k8s_fleet.py pd_fleet; docs/fleet.md)
-PD_GAP = "the chart does not draw yet"
+# a PD fleet (render/k8s_fleet.py pd_fleet; docs/fleet.md): each pool's LeaderWorkerSet a group per unit,
+# each group its own pool addresses, the PD router discovering every group's API pods of both pools
+PD_FLEETS = {
+    "pd-x2": ({**PD}, {"replicas": 2}),
+    "pd-tp-x3-monitored": ({**PD, "prefill_nodes": 2, "decode_nodes": 1, "prefill_parallelism": "tp",
+                            "router_policy": "round_robin"}, {"replicas": 3, "monitoring": {"enabled": True}}),
+    # one unit an autoscaler scales: each group it adds is a unit of its own, which the router discovers
+    "pd-x1-autoscaled": ({**PD}, {"autoscaling": {"enabled": True, "engine": "keda"}}),
+}
 
 
-@pytest.mark.parametrize("settings, replicas", [(PD, 2), ({**PD, "router_policy": "round_robin"}, 1),
-                                                ({**PD, "prefill_nodes": 2, "decode_nodes": 1}, 3)])
-def test_a_pd_fleet_is_drawn_by_plan_and_refused_by_the_chart_with_the_way_out(helm, tmp_path, settings, replicas):
-    planned = plan_objects(settings, {"KIMI_REPLICAS": str(replicas)}, tmp_path)
-    assert {(o["kind"], o["metadata"]["name"]) for o in planned} >= {("Role", f"{RELEASE}-router"),
-                                                                      ("LeaderWorkerSet", f"{RELEASE}-prefill")}
+@needs_router
+@pytest.mark.parametrize("case", sorted(PD_FLEETS))
+def test_the_charts_pd_router_pod_discovers_exactly_every_units_api_pods(helm, tmp_path, case):
+    from entrypoint.render.k8s_fleet import GROUP_INDEX_LABEL, GROUP_VAR
+    from tests.edges.test_repros_27 import kubelet_expand
+    from tests.vllm_contract.test_pd_fleet_router import _matches, _pods, _router_args
+
+    settings, values = PD_FLEETS[case]
+    objects = release_template(helm, {"settings": settings, **values}, tmp_path)
+    sets = _kind(objects, "LeaderWorkerSet")
+    units = values.get("replicas", 1)
+    assert sorted(sets) == [f"{RELEASE}-decode", f"{RELEASE}-prefill"]
+    assert all(lws["spec"]["replicas"] == units for lws in sets.values())
+    # the router pod's own start (its environment, through kimi-serve), parsed by the real vllm-router
+    argv, args = _router_args(objects)
+    assert args.vllm_pd_disaggregation and args.service_discovery
+    assert args.service_discovery_namespace == RELEASE_NAMESPACE
+    assert not args.prefill_urls and not args.decode_urls  # no static unit: discovery finds them all
+    assert args.prefill_policy == settings.get("router_policy", "cache_aware")
+    groups = units + 1  # and the group an autoscaler (or a larger `replicas`) adds next
+    pods = _pods(objects, groups)
+    for role, selector in (("prefill", args.prefill_selector), ("decode", args.decode_selector)):
+        found = [p for p in pods if _matches(selector, p["labels"])]
+        assert found == [p for p in pods if p["role"] == role and p["port"] is not None], role
+        assert {p["port"] for p in found} == {args.service_discovery_port}  # one port, both pools
+    # each group's pods: their own group's pool addresses (the downward API's label, the kubelet's expansion)
+    for name, lws in sets.items():
+        size = lws["spec"]["leaderWorkerTemplate"]["size"]
+        container = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+        for group in range(groups):
+            defined: dict = {}
+            for item in container["env"]:
+                if "valueFrom" in item:
+                    assert item["name"] == GROUP_VAR and GROUP_INDEX_LABEL in item["valueFrom"]["fieldRef"]["fieldPath"]
+                    defined[item["name"]] = str(group)
+                else:
+                    defined[item["name"]] = kubelet_expand(item["value"], defined)
+            own = [f"{name}-{group}.{name}"] + [f"{name}-{group}-{i}.{name}" for i in range(1, size)]
+            assert defined[f"KIMI_{name.rsplit('-', 1)[1].upper()}_ADDRS"].split(",") == own
+    # the router: its ServiceAccount may list and watch the pods; the API Service in front of it
+    router = _kind(objects, "Deployment")[f"{RELEASE}-router"]
+    pod = router["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] and pod["serviceAccountName"] in _kind(objects, "Role")
+    assert router["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    service = _kind(objects, "Service")[f"{RELEASE}-api"]
+    assert service["spec"]["selector"] == router["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"][0]["port"] == args.port
+    if values.get("monitoring"):
+        monitor = _kind(objects, "PodMonitor")[f"{RELEASE}-router"]
+        assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+        ports = {p["name"]: p["containerPort"] for p in pod["containers"][0]["ports"]}
+        assert args.prometheus_port == ports["metrics"]
+
+
+@pytest.mark.parametrize("values", [{"replicas": 2}, {"autoscaling": {"enabled": True, "engine": "hpa"}}])
+def test_pd_units_behind_no_router_are_refused_with_plans_words(helm, tmp_path, values):
+    """settings.router: none with PD units (copies, or the groups an autoscaler adds): only the router
+    pairs a unit's pools, so plan refuses it, and the chart with plan's message."""
+    env = {"KIMI_ROUTER": "none", **({"KIMI_REPLICAS": "2"} if "replicas" in values else {"KIMI_AUTOSCALING": "hpa"})}
+    with pytest.raises(KimiError) as err:
+        plan_objects(PD, env, tmp_path)
+    assert "KIMI_ROUTER=vllm-router" in err.value.message
     path = tmp_path / "values.json"
-    path.write_text(json.dumps({"settings": settings, "replicas": replicas}))
+    path.write_text(json.dumps({"settings": {**PD, "router": "none"}, **values}))
     done = run(helm, "template", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "-f", str(path), check=False)
-    assert done.returncode != 0 and PD_GAP in done.stderr and "kimi-serve plan --format k8s" in done.stderr
-    # one unit without a router setting is the PD cluster the chart draws
-    values = {"settings": {k: v for k, v in settings.items() if k != "router_policy"}}
-    assert ("Deployment", f"{RELEASE}-router") in {(o["kind"], o["metadata"]["name"])
-                                                   for o in release_template(helm, values, tmp_path)}
+    assert done.returncode != 0 and err.value.message in done.stderr, done.stderr[-600:]
 
 
 @pytest.mark.parametrize("settings, replicas", [({"hardware": "h200", "router": "none"}, 2),

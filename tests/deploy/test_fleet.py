@@ -35,6 +35,8 @@ FLEETS = {
                        "KIMI_AUTOSCALING": "keda"},
     "pd-tp-x3-hpa": {**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_REPLICAS": "3", "KIMI_PREFILL_NODES": "2",
                      "KIMI_PREFILL_PARALLELISM": "tp", "KIMI_DECODE_PARALLELISM": "tp", "KIMI_AUTOSCALING": "hpa"},
+    # one unit an autoscaler scales: a PD fleet too, each group it adds a unit the router discovers
+    "pd-x1-autoscaled": {**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_REPLICAS": "1", "KIMI_AUTOSCALING": "keda"},
 }
 
 
@@ -85,8 +87,10 @@ def test_kubernetes_fleet_fronts_the_copies_with_the_router():
     monitor = _by(docs, "PodMonitor")["kimi-k2-5-router"]
     assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
     assert monitor["spec"]["selector"]["matchLabels"] == router["spec"]["template"]["metadata"]["labels"]
-    allowed = _by(docs, "NetworkPolicy")["kimi-k2-5-router-metrics"]["spec"]["ingress"][0]["ports"]
-    assert allowed == [{"protocol": "TCP", "port": metrics["containerPort"]}]
+    (allowed,) = _by(docs, "NetworkPolicy")["kimi-k2-5-router-metrics"]["spec"]["ingress"]
+    assert allowed["ports"] == [{"protocol": "TCP", "port": metrics["containerPort"]}]
+    # from the scraper only, as the engines' metrics ports
+    assert allowed["from"] == _by(docs, "NetworkPolicy")["kimi-k2-5-metrics"]["spec"]["ingress"][0]["from"]
     # the autoscaler's queue is the fleet's: every copy's waiting requests, averaged per copy
     (scaled,) = _by(docs, "ScaledObject").values()
     waiting = next(t for t in scaled["spec"]["triggers"] if t["name"] == "waiting")
@@ -162,6 +166,10 @@ REFUSED = {
                                   "KIMI_PREFILL_NODES and KIMI_DECODE_NODES 1 or more"),
     "pool-terms-without-pools": ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER_SELECTOR": "prefill:app=p"}, "plan",
                                  "plain key=value"),
+    # PD units behind no router (copies, or the groups an autoscaler adds): only the router pairs their pools
+    "pd-units-no-router": ({**PD, "KIMI_ROUTER": "none", "KIMI_REPLICAS": "2"}, "plan", "KIMI_ROUTER=vllm-router"),
+    "pd-autoscaled-no-router": ({**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_ROUTER": "none",
+                                 "KIMI_AUTOSCALING": "hpa"}, "k8s", "KIMI_AUTOSCALING=off"),
     "gateway-pd": ({**PD, "KIMI_ROUTER": "gateway", "KIMI_REPLICAS": "1",
                     "KIMI_ROUTER_POLICY": "cache_aware"}, "plan", "KIMI_ROUTER=vllm-router"),
     "gateway-compose": ({**H200, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"}, "compose", "--format k8s"),
@@ -260,12 +268,13 @@ def test_the_routers_two_sockets_may_not_share_a_port():
 LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 
 
-@pytest.mark.parametrize("case", ["pd-x2-operated", "pd-tp-x3-hpa"])
+@pytest.mark.parametrize("case", ["pd-x2-operated", "pd-tp-x3-hpa", "pd-x1-autoscaled"])
 def test_each_pd_group_runs_as_its_own_units_pd_cluster(case):
     """A PD fleet on Kubernetes: each pool's LeaderWorkerSet has a group per unit, and each group's
-    pods see their own group's pod names as the pool's addresses (LWS's group-index label through
-    the downward API, expanded by the kubelet: its stand-in), so a group's DP head and NIXL side
-    channels are its own pods'; every pool's pods listen on one port, the router's discovery port."""
+    pods (the next group an autoscaler adds too) see their own group's pod names as the pool's
+    addresses (LWS's group-index label through the downward API, expanded by the kubelet: its
+    stand-in), so a group's DP head and NIXL side channels are its own pods'; every pool's pods
+    listen on one port, the router's discovery port."""
     from tests.edges.test_repros_27 import kubelet_expand
 
     env = FLEETS[case]
@@ -276,7 +285,7 @@ def test_each_pd_group_runs_as_its_own_units_pd_cluster(case):
         lws = sets[f"kimi-k2-5-{role}"]
         size = lws["spec"]["leaderWorkerTemplate"]["size"]
         assert lws["spec"]["replicas"] == int(env["KIMI_REPLICAS"])
-        for group in range(int(env["KIMI_REPLICAS"])):
+        for group in range(int(env["KIMI_REPLICAS"]) + 1):
             for template in (t for k, t in lws["spec"]["leaderWorkerTemplate"].items() if k.endswith("Template")
                              and k != "volumeClaimTemplates"):
                 container = template["spec"]["containers"][0]

@@ -69,17 +69,13 @@ def _by(docs, kind):
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
 
 
-@pytest.mark.parametrize("engine", ["keda", "hpa"])
-def test_a_kv_stores_autoscaler_and_pdb_target_the_pools_never_the_master(engine):
-    # (KIMI_REPLICAS > 1 of a PD cluster is a fleet of units, which Kubernetes cannot render: docs/fleet.md)
-    docs = documents("k8s", {**K8S["kv-centralized-pd-b200"], "KIMI_AUTOSCALING": engine})
-    kind = "ScaledObject" if engine == "keda" else "HorizontalPodAutoscaler"
-    targets = sorted(s["spec"]["scaleTargetRef"]["name"] for s in _by(docs, kind).values())
-    assert targets == ["kimi-k2-5-decode", "kimi-k2-5-prefill"]
-    pdbs = _by(docs, "PodDisruptionBudget")
-    assert sorted(pdbs) == ["kimi-k2-5-decode", "kimi-k2-5-prefill"]
-    master = _by(docs, "Deployment")["kimi-k2-5-master"]
-    assert master["spec"]["replicas"] == 1 and master["spec"]["strategy"] == {"type": "Recreate"}  # one master, ever
+@pytest.mark.parametrize("extra", [{"KIMI_AUTOSCALING": "keda"}, {"KIMI_AUTOSCALING": "hpa"}, {"KIMI_REPLICAS": "2"}])
+def test_units_of_a_kv_stores_pd_cluster_are_refused_with_the_way_out(extra):
+    """Each group an autoscaler adds to a PD pool is a unit of its own (a PD fleet, docs/fleet.md),
+    which a KV store's one master does not serve: refused, the way out its pools' sizes."""
+    with pytest.raises(KimiError, match="KIMI_PREFILL_NODES") as err:
+        documents("k8s", {**K8S["kv-centralized-pd-b200"], **extra})
+    assert err.value.code == "unsupported_combination" and "KIMI_AUTOSCALING=off" in err.value.message
 
 
 @pytest.mark.parametrize("extra", [{"KIMI_REPLICAS": "2"}, {"KIMI_AUTOSCALING": "keda"}])

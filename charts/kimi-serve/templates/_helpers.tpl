@@ -72,7 +72,10 @@ epp-*.yaml). Every helper returns JSON.
 {{- $ff := $f.fleet -}}{{- $fr := $ff.refused -}}
 {{- $front := toString ($s.router | default "vllm-router") -}}
 {{- $copies := int (include "kimi.operate" . | fromJson).replicas -}}
-{{- $fleet := and (ne $front "none") (or (gt $copies 1) (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
+{{- /* an autoscaled PD cluster is a PD fleet, even of one unit: each group added is a unit the fleet's router discovers (fleet.choose) */ -}}
+{{- $pdScaled := and (eq $st.shape "pd_cluster") (ne (include "kimi.operate" . | fromJson).autoscaling "off") -}}
+{{- if and (eq $front "none") (eq $st.shape "pd_cluster") (or (gt $copies 1) $pdScaled) }}{{ fail (index $f.kv.messages (int $fr.pd_router_none)) }}{{ end -}}
+{{- $fleet := and (ne $front "none") (or (gt $copies 1) $pdScaled (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
 {{- if $fleet -}}
   {{- if not (hasKey $ff.policies (toString ($s.router_policy | default $ff.default_policy))) }}{{ fail (printf $fr.unknown_policy (toString $s.router_policy)) }}{{ end -}}
   {{- if hasKey $s "replica_addrs" }}{{ fail (index $f.kv.messages (int $fr.replica_addrs)) }}{{ end -}}
@@ -138,6 +141,7 @@ epp-*.yaml). Every helper returns JSON.
       addresses the deployment gives them (k8s_kv.deployment_environ; as in plan, they take the place
       of the settings' own) */ -}}
 {{- $kvFront := list -}}
+{{- $pdRouter := dict -}}{{- $pdFleet := dict -}}
 {{- if $kvs -}}
   {{- $_ := set $eff "mooncake_master_addr" (printf "%s-master" $name) -}}
   {{- $_ := set $eff "mooncake_store_host" (printf "%s-store-0.%s-store" $name $name) -}}
@@ -187,6 +191,9 @@ epp-*.yaml). Every helper returns JSON.
 {{- else -}}
   {{- $addrs := dict -}}
   {{- $groups = $kvFront -}}
+  {{- /* a PD fleet (render/k8s_fleet.py pd_fleet): each pool's API pods by a selector of its own, every pool on the
+        prefill pool's port (the router's one discovery port), each group's own pool addresses ($(LWS_GROUP_INDEX)) */ -}}
+  {{- $pdTerms := list -}}{{- $pdPort := 0 -}}{{- $grouped := dict -}}
   {{- range $role := list "prefill" "decode" -}}
     {{- $key := printf "%s_nodes" $role -}}
     {{- $pools := index ($rhw.pd_pools | default dict) $vid -}}
@@ -204,17 +211,26 @@ epp-*.yaml). Every helper returns JSON.
     {{- $hosts := list (printf "%s-0.%s" $lname $lname) -}}
     {{- range $i := untilStep 1 $n 1 }}{{ $hosts = append $hosts (printf "%s-0-%d.%s" $lname $i $lname) }}{{ end -}}
     {{- $_ := set $addrs (printf "%s_addrs" $role) (join "," $hosts) -}}
+    {{- $var := printf "$(%s)" $ff.pd.group_var -}}
+    {{- $own := list (printf "%s-%s.%s" $lname $var $lname) -}}
+    {{- range $i := untilStep 1 $n 1 }}{{ $own = append $own (printf "%s-%s-%d.%s" $lname $var $i $lname) }}{{ end -}}
+    {{- $_ := set $grouped (printf "KIMI_%s_ADDRS" (upper $role)) (join "," $own) -}}
     {{- $rport := int (ternary $argPort (index $r.pd.ports $role) (gt $argPort 0)) -}}
+    {{- if and $fleet $pdPort }}{{ $rport = $pdPort }}{{ end }}{{ $pdPort = $rport -}}
+    {{- $pdTerms = append $pdTerms (printf "%s:%s=%s" $role $lws.name_label $lname) -}}
+    {{- if and (gt $n 1) (not (index (index $r.pd.worker_serves_http $role) $par)) }}{{ $pdTerms = append $pdTerms (printf "%s:%s=0" $role $lws.index_label) }}{{ end -}}
     {{- $procs := list (dict "role" $role "serves" true "port" $rport "gpu" true) -}}
     {{- range $i := untilStep 1 $n 1 }}{{ $procs = append $procs (dict "role" $role "serves" (index (index $r.pd.worker_serves_http $role) $par) "port" $rport "gpu" true) }}{{ end -}}
     {{- $groups = append $groups (dict "kind" "LeaderWorkerSet" "name" $lname "component" $role "procs" $procs) -}}
   {{- end -}}
   {{- range $k, $v := $addrs }}{{ $_ := set $eff $k $v }}{{ end -}}
   {{- $_ := set $eff "iface" $d.auto_iface.KIMI_IFACE -}}
-  {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" ""
-        "procs" (list (dict "role" "router" "serves" true "port" $routerPort "gpu" false))) -}}
+  {{- $pdRouter = dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" ""
+        "procs" (list (dict "role" "router" "serves" true "port" $routerPort "gpu" false)) -}}
+  {{- $groups = append $groups $pdRouter -}}
   {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
   {{- $apiPort = $routerPort -}}
+  {{- $pdFleet = dict "terms" $pdTerms "grouped" $grouped -}}
 {{- end -}}
 {{- /* the variant runs on this hardware and fits each pool's GPUs (the resolver's memory check) */ -}}
 {{- if not (hasKey $r.variants $vid) }}{{ fail (printf "settings.variant=%s is not a variant of the %s recipe (it has %s)" $vid $r.title (join ", " (keys $r.variants | sortAlpha))) }}{{ end -}}
@@ -270,7 +286,7 @@ epp-*.yaml). Every helper returns JSON.
   {{- $policy := toString ($s.router_policy | default $ff.default_policy) -}}
   {{- $pol := index $ff.policies $policy -}}
   {{- $isPd := eq $st.shape "pd_cluster" -}}
-  {{- if $kvs }}{{ fail (index $f.kv.messages (int (index $fr.kv_store $kid))) }}{{ end -}}
+  {{- if $kvs }}{{ fail (index $f.kv.messages (int (index (ternary $fr.kv_store_pd $fr.kv_store $isPd) $kid))) }}{{ end -}}
   {{- with index $fr.min_replicas $policy }}{{ with index . (toString $copies) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
   {{- if and $isPd (eq $front "gateway") }}{{ fail (index $f.kv.messages (int $fr.gateway_pd)) }}{{ end -}}
   {{- /* the token-id policies need the engines' render endpoints: judged by the newest recorded vLLM grammar not newer than the version (vllm_cli.spec_for) */ -}}
@@ -287,28 +303,35 @@ epp-*.yaml). Every helper returns JSON.
     {{- if ne $st.shape "single" }}{{ fail (printf (index $fr.kv_events $policy).spread $sid) }}{{ end -}}
     {{- fail (index $f.kv.messages (int (index $fr.kv_events $policy).discovered)) -}}
   {{- end -}}
-  {{- /* a PD fleet: plan draws it (render/k8s_fleet.py pd_fleet), the chart not yet */ -}}
-  {{- if $isPd }}{{ fail (printf $fr.pd_fleet $copies) }}{{ end -}}
   {{- /* the copies' API pods: the single-node pods, or each group's leader (render/fleet.selector) */ -}}
   {{- $poolLabels := list (list "app.kubernetes.io/name" $name) (list "app.kubernetes.io/component" "single") -}}
   {{- if eq $st.shape "multi_node" }}{{ $poolLabels = list (list $lws.name_label $name) (list $lws.index_label "0") }}{{ end -}}
   {{- $pool := dict -}}
   {{- range $poolLabels }}{{ $_ := set $pool (index . 0) (index . 1) }}{{ end -}}
-  {{- if and (not $isPd) (eq $front "vllm-router") -}}
-    {{- $rp := int ($s.router_port | default $ff.router.port) -}}
-    {{- if eq $rp (int $ff.router.metrics_port) }}{{ fail (index $f.kv.messages (int $fr.metrics_port)) }}{{ end -}}
+  {{- if eq $front "vllm-router" -}}
+    {{- $rp := ternary $routerPort (int ($s.router_port | default $ff.router.port)) $isPd -}}
+    {{- if eq $rp (int $ff.router.metrics_port) }}{{ fail (index $f.kv.messages (int (ternary $fr.pd_metrics_port $fr.metrics_port $isPd))) }}{{ end -}}
     {{- $discover := list -}}
     {{- range $poolLabels }}{{ $discover = append $discover (printf "%s=%s" (index . 0) (index . 1)) }}{{ end -}}
+    {{- if $isPd }}{{ $discover = $pdFleet.terms }}{{ end -}}
     {{- $_ := set $eff "router_selector" (join "," $discover) -}}
     {{- /* what the router's own plan needs that no other container gets (k8s_fleet._router_deployment) */ -}}
     {{- $own := list (dict "name" "KIMI_NAMESPACE" "value" $ns) (dict "name" "KIMI_REPLICAS" "value" (toString $copies)) -}}
     {{- if eq $st.shape "multi_node" }}{{ $own = append $own (dict "name" "KIMI_HEAD_ADDR" "value" (printf "%s-0.%s" $name $name)) }}{{ end -}}
     {{- $router := dict "env" $own "serviceAccount" (printf "%s-router" $name) "metricsPort" (int $ff.router.metrics_port) "metricsName" $ff.router.metrics_port_name "tokenSkip" $ff.router.token_skip -}}
-    {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" "" "strategy" $ff.router.strategy
-          "procs" (list (dict "role" "router" "serves" true "port" $rp "gpu" false "resources" $ff.router.resources "fleet" $router))) -}}
-    {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
-    {{- $apiPort = $rp -}}
+    {{- if $isPd -}}
+      {{- /* the PD cluster's own router is the fleet's (its port and pod size); each pool pod its group's addresses */ -}}
+      {{- $_ := set $pdRouter "strategy" $ff.router.strategy -}}
+      {{- $_ := set (first $pdRouter.procs) "fleet" $router -}}
+      {{- $_ := set $pdFleet "groupVar" (dict "name" $ff.pd.group_var "valueFrom" (dict "fieldRef" (dict "fieldPath" $ff.pd.group_field))) -}}
+    {{- else -}}
+      {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" "" "strategy" $ff.router.strategy
+            "procs" (list (dict "role" "router" "serves" true "port" $rp "gpu" false "resources" $ff.router.resources "fleet" $router))) -}}
+      {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
+      {{- $apiPort = $rp -}}
+    {{- end -}}
     {{- $fleetOut = dict "router" true "serviceAccount" (printf "%s-router" $name) -}}
+    {{- if $isPd }}{{ $_ := set $fleetOut "groups" $pdFleet }}{{ end -}}
   {{- else if eq $front "gateway" -}}
     {{- $selector = $pool -}}
     {{- $fleetOut = dict "gateway" true "pool" $pool "port" $port -}}
@@ -359,6 +382,15 @@ epp-*.yaml). Every helper returns JSON.
       "pd" (eq $st.shape "pd_cluster") "roles" (or (eq $st.shape "pd_cluster") (not (empty $kvs)))
       "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) "fleet" $fleetOut -}}
 {{- toJson $out -}}
+{{- end -}}
+
+{{/* kimi.scraper: (list facts ctx) -> the `from` peer of the Prometheus that scrapes the metrics ports: its
+namespace (monitoring.scraper.namespace) and, when named, its pods' labels (k8s.scraper) */}}
+{{- define "kimi.scraper" -}}
+{{- $c := index . 1 -}}
+{{- $peer := dict "namespaceSelector" (dict "matchLabels" (dict (index . 0).defaults.namespace_label $c.scraper.namespace)) -}}
+{{- with $c.scraper.podLabels }}{{ $_ := set $peer "podSelector" (dict "matchLabels" .) }}{{ end -}}
+{{- toJson $peer -}}
 {{- end -}}
 
 {{/* kimi.meta: (list ctx name component [annotations]) -> metadata */}}
@@ -412,6 +444,18 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
 {{- $env = concat $env $c.userEnv -}}
 {{- /* a fleet's router: where it discovers the copies, and how many (k8s_fleet._router_deployment) */ -}}
 {{- with $p.fleet }}{{ $env = concat .env $env }}{{ end -}}
+{{- /* a PD fleet's pool pod: its own group's pool addresses, the group's index read just before them from the
+      pod's label (k8s_fleet._own_group; the kubelet expands $(NAME) of an earlier variable) */ -}}
+{{- with $c.fleet.groups -}}{{- if hasKey .grouped (printf "KIMI_%s_ADDRS" (upper $p.role)) -}}
+  {{- $og := . -}}{{- $grouped := list -}}
+  {{- range $env -}}
+    {{- if hasKey $og.grouped .name -}}
+      {{- if not (has $og.groupVar $grouped) }}{{ $grouped = append $grouped $og.groupVar }}{{ end -}}
+      {{- $grouped = append $grouped (dict "name" .name "value" (index $og.grouped .name)) -}}
+    {{- else }}{{ $grouped = append $grouped . }}{{ end -}}
+  {{- end -}}
+  {{- $env = $grouped -}}
+{{- end -}}{{- end -}}
 {{- $amounts := deepCopy ($p.resources | default (ternary ($c.engineResources | default $hwf.resources) $f.router.resources $p.gpu)) -}}
 {{- $resources := dict "limits" $amounts "requests" (deepCopy $amounts) -}}
 {{- if and $p.gpu $v.resources -}}
