@@ -26,7 +26,6 @@ from entrypoint.core.plan import Port
 from entrypoint.core.recipe import with_recipe
 from entrypoint.core.select import default_strategy, offered_strategies
 
-PROBE_VERSION = "0.20.37"  # a vLLM release without a recorded grammar, for the message that names one
 
 
 def _rendered(launch) -> list:

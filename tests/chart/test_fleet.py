@@ -213,7 +213,7 @@ def test_pd_units_behind_no_router_are_refused_with_plans_words(helm, tmp_path, 
 
 @pytest.mark.parametrize("settings, replicas", [({"hardware": "h200", "router": "none"}, 2),
                                                 ({"hardware": "h200", "router_policy": "round_robin"}, 1)])
-def test_a_plain_service_or_one_copy_draws_no_router(helm, tmp_path, settings, replicas):
+def test_a_router_is_drawn_unless_the_copies_are_behind_the_plain_service(helm, tmp_path, settings, replicas):
     """settings.router: none: the copies behind the plain Service, as before (no RBAC); one copy with a
     policy: a fleet of one behind the router, as plan draws it."""
     objects = release_template(helm, {"settings": settings, "replicas": replicas}, tmp_path)
