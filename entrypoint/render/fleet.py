@@ -1,6 +1,8 @@
 """What a fleet (core/fleet.py, docs/fleet.md) asks of a rendering for hosts (Compose): one node holds
 one copy, so the router on this node is given every copy's address (KIMI_REPLICA_ADDRS, this node's
-own included, e.g. 127.0.0.1); a Gateway is a Kubernetes rendering."""
+own included, e.g. 127.0.0.1); a Gateway is a Kubernetes rendering. Also what the Kubernetes
+renderings of a fleet share (render/k8s_fleet.py, render/gateway.py): the copies' selector, the
+checkov skip, and a ServiceAccount with its Role and RoleBinding."""
 
 from __future__ import annotations
 
@@ -54,3 +56,20 @@ def with_skip(obj: dict, skip: str) -> dict:
         annotations = meta.setdefault("annotations", {})
         annotations[SKIP_ANNOTATION.format(len(annotations) + 1)] = skip
     return obj
+
+
+RBAC_API = "rbac.authorization.k8s.io/v1"
+
+
+def rbac(k8s, launch, name: str, component: str, rules) -> list:
+    """The ServiceAccount `name` (its token not mounted unless the pod asks), a Role granting
+    `rules` (records with api_groups, resources, verbs) in the launch's namespace only, and the
+    RoleBinding between them."""
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": k8s._meta(launch, name, component),
+             "automountServiceAccountToken": False},
+            {"apiVersion": RBAC_API, "kind": "Role", "metadata": k8s._meta(launch, name, component),
+             "rules": [{"apiGroups": list(r.api_groups), "resources": list(r.resources), "verbs": list(r.verbs)}
+                       for r in rules]},
+            {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": k8s._meta(launch, name, component),
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": launch.settings.namespace}]}]

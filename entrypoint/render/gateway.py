@@ -17,10 +17,10 @@ inference.networking.k8s.io, kind: InferencePool, name: <name>}]`) attaches it (
 
 from __future__ import annotations
 
+from entrypoint.render.fleet import rbac
 from entrypoint.render.yamltext import dump
 
 COMPONENT = "epp"
-RBAC_API = "rbac.authorization.k8s.io/v1"
 TOKEN_SKIP = ("CKV_K8S_38=the endpoint picker watches the copies' pods and its InferencePool with its "
               "ServiceAccount's token; its Role grants get, watch and list of those in its namespace only")
 TAG_SKIP = ("CKV_K8S_43=the Gateway API Inference Extension publishes its endpoint picker by tag (the release's "
@@ -55,15 +55,7 @@ def _inference_pool(k8s, launch, g) -> dict:
 
 
 def _rbac(k8s, launch, picker) -> list:
-    name = f"{launch.name}-{COMPONENT}"
-    rules = [{"apiGroups": list(r.api_groups), "resources": list(r.resources), "verbs": list(r.verbs)}
-             for r in picker.rbac]
-    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": k8s._meta(launch, name, COMPONENT),
-             "automountServiceAccountToken": False},
-            {"apiVersion": RBAC_API, "kind": "Role", "metadata": k8s._meta(launch, name, COMPONENT), "rules": rules},
-            {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": k8s._meta(launch, name, COMPONENT),
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": launch.settings.namespace}]}]
+    return rbac(k8s, launch, f"{launch.name}-{COMPONENT}", COMPONENT, picker.rbac)
 
 
 def _picker(k8s, launch, g) -> dict:

@@ -24,10 +24,9 @@ from typing import Mapping
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.fleet import router_of
 from entrypoint.core.plan import Kind, Port
-from entrypoint.render.fleet import selector, with_skip
+from entrypoint.render.fleet import rbac, selector, with_skip
 from entrypoint.render.k8s_pod import env_list
 
-RBAC_API = "rbac.authorization.k8s.io/v1"
 METRICS_PORT_NAME = "metrics"
 
 
@@ -53,17 +52,7 @@ def deployment_environ(environ: Mapping[str, str], settings, sel, lws_labels) ->
 def _rbac(k8s, launch) -> list:
     from entrypoint.core.fleet import load_fleet
 
-    rule = load_fleet().discovery.rbac
-    name = f"{launch.name}-router"
-    subject = {"kind": "ServiceAccount", "name": name, "namespace": launch.settings.namespace}
-    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": k8s._meta(launch, name, "router"),
-             "automountServiceAccountToken": False},
-            {"apiVersion": RBAC_API, "kind": "Role", "metadata": k8s._meta(launch, name, "router"),
-             "rules": [{"apiGroups": list(rule.api_groups), "resources": list(rule.resources),
-                        "verbs": list(rule.verbs)}]},
-            {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": k8s._meta(launch, name, "router"),
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-             "subjects": [subject]}]
+    return rbac(k8s, launch, f"{launch.name}-router", "router", [load_fleet().discovery.rbac])
 
 
 TOKEN_SKIP = ("CKV_K8S_38=the fleet's router discovers the copies' pods (--service-discovery lists and watches them) "
@@ -128,6 +117,13 @@ def _own_group(k8s, launch, lws: dict) -> None:
                 env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {"fieldPath": GROUP_FIELD}}})
 
 
+def _behind_router(k8s, launch, copies: list) -> list:
+    """The copies' objects, the router's RBAC and Deployment, exposed through the router's API port."""
+    router = router_of(launch.plan)
+    return k8s._exposed(launch, copies + _rbac(k8s, launch) + [_router_deployment(k8s, launch, router)],
+                        k8s._labels(launch, "router"), router.port)
+
+
 def pd_fleet(k8s, launch, draw) -> list:
     """A PD fleet: each pool's LeaderWorkerSet with a group per unit (each group its own addresses),
     and the PD router discovering every group's prefill and decode pods, with its RBAC."""
@@ -138,9 +134,7 @@ def pd_fleet(k8s, launch, draw) -> list:
         if obj["kind"] == "LeaderWorkerSet":
             _own_group(k8s, launch, obj)
         objects.append(obj)
-    router = router_of(launch.plan)
-    return k8s._exposed(launch, objects + _rbac(k8s, launch) + [_router_deployment(k8s, launch, router)],
-                        k8s._labels(launch, "router"), router.port)
+    return _behind_router(k8s, launch, objects)
 
 
 def fleet(k8s, launch, draw_one) -> list:
@@ -151,9 +145,7 @@ def fleet(k8s, launch, draw_one) -> list:
 
         return k8s._exposed(launch, one, gateway.pool_selector(k8s, launch), gateway.api_port(launch)) \
             + gateway.objects(k8s, launch)
-    router = router_of(launch.plan)
-    return k8s._exposed(launch, one + _rbac(k8s, launch) + [_router_deployment(k8s, launch, router)],
-                        k8s._labels(launch, "router"), router.port)
+    return _behind_router(k8s, launch, one)
 
 
 def monitoring_objects(k8s, launch) -> list:
