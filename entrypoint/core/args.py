@@ -55,5 +55,10 @@ def display_units(args: Sequence[str], engine: bool) -> List[Tuple[Optional[str]
     return out
 
 
+def placeholders(text: str) -> List[str]:
+    """The names of the `$NAME` placeholders in `text`, in order (what substitute would fill)."""
+    return _PLACEHOLDER.findall(text)
+
+
 def substitute(text: str, lookup: Callable[[str], str]) -> str:
     return _PLACEHOLDER.sub(lambda m: lookup(m.group(1)), text)

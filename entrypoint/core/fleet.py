@@ -112,7 +112,7 @@ def choose(settings, directory: Optional[str] = None, pd: bool = False) -> Optio
     no router (KIMI_ROUTER=none) is refused."""
     scaled = pd and settings.autoscaling != "off"
     asked = settings.replicas > 1 or scaled or any(settings.is_set(n) for n in _FLEET_SETTINGS)
-    if asked and settings.router == "none" and pd and (settings.replicas > 1 or scaled):
+    if settings.router == "none" and pd and (settings.replicas > 1 or scaled):
         raise _refuse("KIMI_ROUTER=none puts the copies behind a plain Service, but a PD cluster's units (KIMI_REPLICAS "
                       "> 1, or the groups KIMI_AUTOSCALING adds) are paired only by their router: each further group "
                       "of a pool would get the first unit's addresses, and the PD router would list the first unit's "
@@ -157,7 +157,7 @@ def _refuse(message: str) -> KimiError:
     return KimiError(E.UNSUPPORTED_COMBINATION, message)
 
 
-def _check(choice: FleetChoice, data: Record, sel, cat, kv_choice, deploy_type: str) -> None:
+def _check(choice: FleetChoice, data: Record, sel, kv_choice, deploy_type: str) -> None:
     from entrypoint.core.vllm_cli import spec_for
 
     if kv_choice is not None and kv_choice.store and deploy_type == "pd_cluster":
@@ -337,7 +337,7 @@ class FleetLayer:
 def layer(sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str] = None) -> FleetLayer:
     """The fleet choice checked against the launch (its gates) and filled: the layer composition adds."""
     data = load_fleet(directory)
-    _check(choice, data, sel, cat, kv_choice, cat.strategies[sel.strategy].deploy_type)
+    _check(choice, data, sel, kv_choice, cat.strategies[sel.strategy].deploy_type)
     extra = engine_args(data, choice.policy) if choice.front == "vllm-router" else []
     return FleetLayer(choice=choice, data=data, args=tuple(extra))
 
@@ -349,9 +349,9 @@ def router_of(plan: Plan) -> Optional[Process]:
 
 def unfilled(proc: Process) -> List[str]:
     """The copies' addresses a router process still lacks (placeholders), for the start's check."""
-    import re
+    from entrypoint.core.args import placeholders
 
-    return sorted({m for tok in proc.argv for m in re.findall(r"\$([A-Z][A-Z0-9_]*)", tok)})
+    return sorted({name for tok in proc.argv for name in placeholders(tok)})
 
 
 def check_start(proc: Process) -> None:
