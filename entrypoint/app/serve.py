@@ -24,7 +24,8 @@ def start(user_args) -> None:
     wiring = wire(environ)
     launch = load_launch(tuple(user_args), wiring=wiring, platform=platform)
     proc = launch.this_process()
-    log = log_decisions(launch, environ, wiring=wiring, compiled=launch.compile_caches(proc))
+    compiled = launch.compile_caches(proc)  # keyed by the process's kind, GPUs and layout, which preflight keeps
+    log = log_decisions(launch, environ, wiring=wiring, compiled=compiled)
     for entry in platform_entries(platform):
         log.emit(entry)
     if not proc.is_engine and proc.kind is not Kind.PRELOAD and launch.settings.extra_args:
@@ -44,7 +45,7 @@ def start(user_args) -> None:
         log.info("launch", "KIMI_DRY_RUN=1, not starting it")
         return
     record_launch(proc, platform)
-    exec_process(proc, environ, launch.settings.cache_dir, launch.compile_caches(proc))
+    exec_process(proc, environ, launch.settings.cache_dir, compiled)
 
 
 def announce(proc: Process, environ: Mapping[str, str], log) -> None:
