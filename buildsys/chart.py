@@ -182,15 +182,6 @@ def _recipe(catalog, slug: str, messages: list, pods: dict) -> dict:
 MODEL_KINDS = {"hub": "", "object": "s3://bucket/model", "path": "/models/model"}  # settings.model, by its form
 
 
-def model_kind(model: str) -> str:
-    """The form of settings.model the chart tells apart (as plan does: object storage, a path, a hub id)."""
-    if not model:
-        return "hub"
-    if model.startswith(("s3://", "gs://")):
-        return "object"
-    return "path" if model.startswith("/") else "hub"
-
-
 def _verdict(env: dict, messages: list):
     """The index of plan's refusal message for these settings, or None where plan renders them."""
     try:
@@ -444,10 +435,7 @@ def _monitoring(catalog) -> dict:
             "scale_triggers": [{"name": t.name, "query": t.query, "target": t.target, "average": t.average,
                                 "adapter_metric": t.adapter_metric} for t in m.scale_triggers],
             "health": {k: getattr(catalog.serving.health, k) for k in ("interval_s", "start_period_s", "retries",
-                                                                      "timeout_s")},
-            "start_budget_s": catalog.serving.health.start_period_s,
-            "progress_deadline_s": catalog.serving.health.start_period_s
-            + catalog.serving.health.interval_s * catalog.serving.health.retries}
+                                                                      "timeout_s")}}
 
 
 INTERNED = ("verdicts", "load", "by_strategy", "kv_refused")  # per recipe x hardware, often alike

@@ -60,7 +60,7 @@ def _router(launch) -> dict:
     rule = data.discovery.rbac
     return {"port": proc.port, "metrics_port": proc.ports[Port.METRICS], "metrics_port_name": k8s_fleet.METRICS_PORT_NAME,
             "metrics_path": data.metrics.path, "resources": pod["containers"][0]["resources"]["limits"],
-            "pod_security": pod["securityContext"], "strategy": deployment["spec"]["strategy"],
+            "strategy": deployment["spec"]["strategy"],
             "rbac": {"apiGroups": list(rule.api_groups), "resources": list(rule.resources), "verbs": list(rule.verbs)},
             "token_skip": k8s_fleet.TOKEN_SKIP}
 
