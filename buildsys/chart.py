@@ -28,7 +28,8 @@ from buildsys import chart_fleet
 from entrypoint.app.deploy import deployment_launch
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
-from entrypoint.core.select import default_strategy, min_gpus, offered_strategies, variant_unsupported
+from entrypoint.core.select import (default_strategy, derived_pool, min_gpus, offered_strategies, pool_parallelisms,
+                                    pool_rules, variant_unsupported)
 from entrypoint.core.settings import ENV_ONLY, KIMI_FIELDS
 from entrypoint.render import deployment as dep
 from entrypoint.render import k8s, k8s_kv, k8s_pod, monitoring
@@ -105,22 +106,18 @@ def _engine_resources(catalog, slug: str, hw: str, offered, whole: dict) -> dict
     return out
 
 
-def _pd_pools(catalog, slug: str, hw: str) -> dict:
-    """variant -> the pools a PD cluster gets when the settings name none (derived from the variant's memory)."""
+def _pd_pools(catalog, hw: str) -> dict:
+    """variant -> the pools a PD cluster gets when the settings name no size (select.derived_pool),
+    and each pool's derived size per parallelism the settings may give it."""
     choices = next(f.choices for f in KIMI_FIELDS if f.name == "prefill_parallelism")
     out = {}
     for vid in catalog.recipe.variants:
-        launch = _probe(catalog, slug, hw, "pd_cluster", variant=vid)
-        if launch is not None:
-            sel = launch.selection
-            out[vid] = {p.role: {"nodes": p.nodes, "parallelism": p.parallelism} for p in (sel.prefill, sel.decode)}
-            for role in ("prefill", "decode"):  # a pool's derived size follows the parallelism the settings give it
-                sized = {}
-                for par in choices:
-                    other = _probe(catalog, slug, hw, "pd_cluster", variant=vid, **{f"{role}_parallelism": par})
-                    if other is not None:
-                        sized[par] = getattr(other.selection, role).nodes
-                out[vid][role]["nodes_by_parallelism"] = sized
+        out[vid] = {}
+        for role in ("prefill", "decode"):
+            pool = derived_pool(catalog, hw, vid, role)
+            out[vid][role] = {"nodes": pool.nodes, "parallelism": pool.parallelism,
+                              "nodes_by_parallelism": {par: derived_pool(catalog, hw, vid, role, par).nodes
+                                                       for par in choices}}
     return out
 
 
@@ -147,7 +144,8 @@ def _recipe(catalog, slug: str, messages: list, pods: dict) -> dict:
     """The facts of one recipe; `pods` is `_hardware(catalog)` (each hardware's whole-node pod)."""
     catalog = with_recipe(catalog, slug)
     recipe = catalog.recipe
-    hardware, strategies, pd = {}, {}, {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
+    hardware, strategies = {}, {}
+    pd = {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}, "parallelisms": pool_parallelisms(catalog)}
     for hw in recipe.hardware:
         offered = offered_strategies(catalog, hw)
         entry = {"strategies": offered, "min_gpus": {sid: min_gpus(catalog, sid, hw) for sid in offered},
@@ -167,7 +165,8 @@ def _recipe(catalog, slug: str, messages: list, pods: dict) -> dict:
         if own:
             entry["engine_resources"] = own
         if "pd_cluster" in offered:
-            entry["pd_pools"] = _pd_pools(catalog, slug, hw)
+            entry["pd_pools"] = _pd_pools(catalog, hw)
+            entry["pd_rules"] = {role: pool_rules(catalog, hw, role) for role in ("prefill", "decode")}
             _pd_pool_facts(catalog, slug, hw, pd)
         hardware[hw] = entry
     default_hw = next(iter(recipe.hardware))

@@ -326,60 +326,90 @@ def _check_version_needs(catalog: Catalog, version: str, pid: Optional[str], fea
                             f"{minimum} (the default tags), or drop {what.split('=')[0] if '=' in what else what}.")
 
 
-def _pool(settings: Settings, catalog: Catalog, role: str, hw: str, vid: str) -> PoolChoice:
-    recipe = catalog.recipe
+def derived_pool(catalog: Catalog, hw: str, vid: str, role: str, mode: Optional[str] = None) -> PoolChoice:
+    """The pool of `role` the settings get when they name no size: the recipe's pool defaults, else
+    as many whole nodes as the variant's memory and the recipe's GPU floor for the layout need."""
+    recipe, hardware = catalog.recipe, catalog.hardware[hw]
     defaults = getattr(recipe.strategy_overrides.get("pd_cluster"), role, None)
-    mode = settings.values[f"{role}_parallelism"] or (defaults.parallelism if defaults else "tp")
+    mode = mode or (defaults.parallelism if defaults else "tp")
+    nodes = defaults.nodes if defaults is not None else None
+    if nodes is None:
+        floor = min_gpus(catalog, f"multi_node_{mode}", hw)
+        vram = recipe.variants[vid].vram_minimum_gb
+        nodes = max(1, math.ceil(vram / hardware.vram_gb), math.ceil(floor / hardware.gpu_count))
+    return PoolChoice(role=role, nodes=nodes, parallelism=mode)
+
+
+def pool_parallelisms(catalog: Catalog) -> list:
+    """The layouts a PD pool may take: those of the recipe's multi-node strategies."""
     allowed = []
-    for sid in recipe.compatible_strategies:
+    for sid in catalog.recipe.compatible_strategies:
         for suffix, m in _POOL_MODE_BY_SUFFIX:
             if sid.endswith(suffix) and m not in allowed:
                 allowed.append(m)
-    if mode not in allowed:
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_{role.upper()}_PARALLELISM={mode} is not offered by the "
-                        f"recipe's strategies; use one of {', '.join(allowed)}.")
-    hardware = catalog.hardware[hw]
-    floor = min_gpus(catalog, f"multi_node_{mode}", hw)
+    return allowed
+
+
+def _pool(settings: Settings, catalog: Catalog, role: str, hw: str, vid: str) -> PoolChoice:
+    pool = derived_pool(catalog, hw, vid, role, settings.values[f"{role}_parallelism"])
+    allowed = pool_parallelisms(catalog)
+    if pool.parallelism not in allowed:
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_{role.upper()}_PARALLELISM={pool.parallelism} is not offered "
+                        f"by the recipe's strategies; use one of {', '.join(allowed)}.")
     nodes = settings.values[f"{role}_nodes"]
-    if nodes is None and defaults is not None:
-        nodes = defaults.nodes
-    if nodes is None:  # as many whole nodes as the variant's memory and the recipe's GPU floor need
-        vram = recipe.variants[vid].vram_minimum_gb
-        nodes = max(1, math.ceil(vram / hardware.vram_gb), math.ceil(floor / hardware.gpu_count))
-    pool = PoolChoice(role=role, nodes=nodes, parallelism=mode)
-    _check_pool(catalog, hw, pool, defaults, floor)
+    if nodes is not None:
+        pool = PoolChoice(role=role, nodes=nodes, parallelism=pool.parallelism)
+    _check_pool(catalog, hw, pool)
     return pool
 
 
-def _check_pool(catalog: Catalog, hw: str, pool: PoolChoice, defaults, floor: int) -> None:
-    """Pools the recipe's own data rules out (docs/composition.md: the site renders them anyway)."""
-    recipe, role = catalog.recipe, pool.role
-    count = catalog.hardware[hw].gpu_count
-    gpus = pool.node_count * pool.gpus_per_node(count)
+def pool_rules(catalog: Catalog, hw: str, role: str) -> dict:
+    """What the recipe's data asks of a PD pool of `role` on `hw`, per parallelism: its GPU floor
+    (strategy_min_gpus), whether the recipe marks the layout unsupported, and the pool's TP with the
+    way out when a tp/tep layout would run another (`_check_pool`; the chart's facts carry the same)."""
+    recipe, count = catalog.recipe, catalog.hardware[hw].gpu_count
+    defaults = getattr(recipe.strategy_overrides.get("pd_cluster"), role, None)
     setting = f"KIMI_{role.upper()}"
-    others = [m for m in ("tp", "tep", "dep") if m != pool.parallelism
-              and strategy_support(catalog, f"multi_node_{m}", hw) != "unsupported"]
-    if strategy_support(catalog, f"multi_node_{pool.parallelism}", hw) == "unsupported":
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {role} pool's {pool.parallelism} layout: the {recipe.title} "
-                        f"recipe marks multi_node_{pool.parallelism} unsupported on {hw}. Set "
-                        f"{setting}_PARALLELISM to {' or '.join(others)}.")
-    if gpus < floor:
-        need = math.ceil(floor / count)
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {role} pool spans {gpus} x {hw} GPUs, but the {recipe.title} "
-                        f"recipe runs a {pool.parallelism} layout on at least {floor} (strategy_min_gpus). Set "
-                        f"{setting}_NODES={need}.")
+    layouts = {m: {"min_gpus": min_gpus(catalog, f"multi_node_{m}", hw),
+                   "unsupported": strategy_support(catalog, f"multi_node_{m}", hw) == "unsupported"}
+               for m in ("tp", "tep", "dep")}
     tp = defaults.tp if defaults is not None else None
-    if tp and pool.parallelism in ("tp", "tep") and gpus != tp:
+    way = None
+    if tp:
         ways = []
-        if count % tp == 0 and strategy_support(catalog, "multi_node_dep", hw) != "unsupported":
+        if count % tp == 0 and not layouts["dep"]["unsupported"]:
             ways.append(f"{setting}_PARALLELISM=dep (TP {tp} per data-parallel rank)")
         if tp % count == 0:
             ways.append(f"{setting}_NODES={tp // count} if the model fits")
         way = " or ".join(ways) if ways else f"another strategy: a {tp}-GPU tensor-parallel group does not fit a " \
             f"{hw} pool of whole nodes ({count} GPUs each)"
+    return {"layouts": layouts, "tp": tp, "tp_way": way}
+
+
+def _check_pool(catalog: Catalog, hw: str, pool: PoolChoice) -> None:
+    """Pools the recipe's own data rules out (docs/composition.md: the site renders them anyway)."""
+    recipe, role = catalog.recipe, pool.role
+    count = catalog.hardware[hw].gpu_count
+    gpus = pool.node_count * pool.gpus_per_node(count)
+    setting = f"KIMI_{role.upper()}"
+    rules = pool_rules(catalog, hw, role)
+    layouts = rules["layouts"]
+    if layouts[pool.parallelism]["unsupported"]:
+        others = [m for m in layouts if m != pool.parallelism and not layouts[m]["unsupported"]]
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {role} pool's {pool.parallelism} layout: the {recipe.title} "
+                        f"recipe marks multi_node_{pool.parallelism} unsupported on {hw}. Set "
+                        f"{setting}_PARALLELISM to {' or '.join(others)}.")
+    floor = layouts[pool.parallelism]["min_gpus"]
+    if gpus < floor:
+        need = math.ceil(floor / count)
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {role} pool spans {gpus} x {hw} GPUs, but the {recipe.title} "
+                        f"recipe runs a {pool.parallelism} layout on at least {floor} (strategy_min_gpus). Set "
+                        f"{setting}_NODES={need}.")
+    tp = rules["tp"]
+    if tp and pool.parallelism in ("tp", "tep") and gpus != tp:
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe gives the {role} pool tensor parallel "
                         f"size {tp}, but its {pool.parallelism} layout spans {gpus} x {hw} GPUs and would run TP "
-                        f"{gpus}, not what the recipe means. Use {way}.")
+                        f"{gpus}, not what the recipe means. Use {rules['tp_way']}.")
 
 
 def _placeholder_values(settings: Settings) -> dict:

@@ -230,6 +230,41 @@ def test_chart_refuses_what_plan_refuses(helm, tmp_path, settings, why):
     assert done.returncode != 0 and why in done.stderr, done.stderr
 
 
+_K3_PD = {"recipe": "kimi-k3", "strategy": "pd_cluster"}
+
+
+@pytest.mark.parametrize("settings, message", [
+    # a pool under the recipe's GPU floor for its layout (CI seed 1796159359 found the chart rendering it)
+    ({**_K3_PD, "hardware": "mi355x", "nodes": 2, "decode_nodes": 1},
+     "The decode pool spans 8 x mi355x GPUs, but the Kimi-K3 recipe runs a dep layout on at least 16 "
+     "(strategy_min_gpus). Set KIMI_DECODE_NODES=2."),
+    # a layout the recipe marks unsupported on this hardware
+    ({**_K3_PD, "hardware": "h200", "prefill_nodes": 1, "skip_memory_check": True},
+     "The decode pool's dep layout: the Kimi-K3 recipe marks multi_node_dep unsupported on h200. "
+     "Set KIMI_DECODE_PARALLELISM to tp or tep."),
+    # a tensor-parallel layout that would run another TP than the recipe's pool TP
+    ({**_K3_PD, "hardware": "mi355x", "prefill_nodes": 2},
+     "The Kimi-K3 recipe gives the prefill pool tensor parallel size 8, but its tep layout spans 16 x mi355x GPUs "
+     "and would run TP 16, not what the recipe means. Use KIMI_PREFILL_PARALLELISM=dep (TP 8 per data-parallel "
+     "rank) or KIMI_PREFILL_NODES=1 if the model fits."),
+    ({**_K3_PD, "hardware": "b200", "prefill_nodes": 1, "decode_parallelism": "tep", "decode_nodes": 1},
+     "The Kimi-K3 recipe gives the decode pool tensor parallel size 1, but its tep layout spans 8 x b200 GPUs and "
+     "would run TP 8, not what the recipe means. Use KIMI_DECODE_PARALLELISM=dep (TP 1 per data-parallel rank)."),
+])
+def test_chart_refuses_the_pools_plan_refuses_in_plans_words(helm, tmp_path, settings, message):
+    """A PD pool's layout rules (core/select._check_pool): both refuse, with the same message."""
+    from entrypoint.core.errors import KimiError
+
+    environ = {f"KIMI_{k.upper()}": ("1" if v is True else str(v)) for k, v in settings.items()}
+    with pytest.raises(KimiError) as refused:
+        documents("k8s", environ)
+    assert refused.value.message == message
+    path = tmp_path / "values.json"
+    path.write_text(json.dumps({"settings": settings}))
+    done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
+    assert done.returncode != 0 and message in done.stderr, done.stderr[-600:]
+
+
 def test_chart_values_extend_the_objects(helm, tmp_path):
     values = {"settings": {"hardware": "h200"}, "createNamespace": False, "nodeSelector": {"pool": "gpu"},
               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],

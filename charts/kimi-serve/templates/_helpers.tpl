@@ -65,6 +65,8 @@ epp-*.yaml). Every helper returns JSON.
 {{- $gpus := mul (int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory")))) (ternary $nodes 1 (eq $st.shape "multi_node")) -}}
 {{- if and (ne $st.shape "pd_cluster") (lt $gpus $floor) }}{{ fail (printf "settings.strategy=%s on %d x %s GPUs: the %s recipe runs it on at least %d GPUs (strategy_min_gpus): add nodes" $sid $gpus $hw $r.title $floor) }}{{ end -}}
 {{- $vid := $s.variant | default "default" -}}
+{{- if not (hasKey $r.variants $vid) }}{{ fail (printf "settings.variant=%s is not a variant of the %s recipe (it has %s)" $vid $r.title (join ", " (keys $r.variants | sortAlpha))) }}{{ end -}}
+{{- with index $rhw.unsupported_variants $vid }}{{ fail . }}{{ end -}}
 {{- /* a fleet (docs/fleet.md): the copies behind vllm-router or the cluster's Gateway, asked for by replicas > 1
       or a fleet setting unless settings.router is none. What the plan's rendering refuses before it resolves
       (fleet.choose, k8s_fleet.deployment_environ), in plan's words (files/facts.json fleet.refused); the
@@ -197,7 +199,6 @@ epp-*.yaml). Every helper returns JSON.
   {{- range $role := list "prefill" "decode" -}}
     {{- $key := printf "%s_nodes" $role -}}
     {{- $pools := index ($rhw.pd_pools | default dict) $vid -}}
-    {{- if not $pools }}{{ fail (printf "a PD cluster of the %s recipe with settings.variant=%s on %s: kimi-serve plan says why it cannot" $r.title $vid $hw) }}{{ end -}}
     {{- $pool := index $pools $role -}}
     {{- $derived := $pool.nodes -}}
     {{- with index $s (printf "%s_parallelism" $role) }}{{ with index ($pool.nodes_by_parallelism | default dict) . }}{{ $derived = . }}{{ end }}{{ end -}}
@@ -205,7 +206,17 @@ epp-*.yaml). Every helper returns JSON.
     {{- if eq $n 0 }}{{ fail "A pool of 0 nodes shares one node's GPUs with the other pool, which Kubernetes cannot give to two pods. Set settings.prefill_nodes and settings.decode_nodes to 1 or more, or render the shared node for Compose: kimi-serve plan --format compose." }}{{ end -}}
     {{- $_ := set $pinned $key $n -}}
     {{- $par := index $s (printf "%s_parallelism" $role) | default (index $pools $role).parallelism -}}
-    {{- if not (hasKey (index $r.pd.worker_serves_http $role) $par) }}{{ fail (printf "settings.%s_parallelism=%s is not offered by the %s recipe's strategies" $role $par $r.title) }}{{ end -}}
+    {{- if not (has $par $r.pd.parallelisms) }}{{ fail (printf "KIMI_%s_PARALLELISM=%s is not offered by the recipe's strategies; use one of %s." (upper $role) $par (join ", " $r.pd.parallelisms)) }}{{ end -}}
+    {{- /* the recipe's rules for the pool (select.pool_rules), in plan's words */ -}}
+    {{- $rules := index $rhw.pd_rules $role -}}{{- $layout := index $rules.layouts $par -}}
+    {{- $count := int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory"))) -}}
+    {{- $poolGpus := mul $n $count -}}{{- $setting := printf "KIMI_%s" (upper $role) -}}
+    {{- if $layout.unsupported -}}
+      {{- $others := list -}}{{- range $m := list "tp" "tep" "dep" }}{{ if and (ne $m $par) (not (index $rules.layouts $m).unsupported) }}{{ $others = append $others $m }}{{ end }}{{ end -}}
+      {{- fail (printf "The %s pool's %s layout: the %s recipe marks multi_node_%s unsupported on %s. Set %s_PARALLELISM to %s." $role $par $r.title $par $hw $setting (join " or " $others)) -}}
+    {{- end -}}
+    {{- if lt $poolGpus (int $layout.min_gpus) }}{{ fail (printf "The %s pool spans %d x %s GPUs, but the %s recipe runs a %s layout on at least %d (strategy_min_gpus). Set %s_NODES=%d." $role $poolGpus $hw $r.title $par (int $layout.min_gpus) $setting (div (add (int $layout.min_gpus) (sub $count 1)) $count)) }}{{ end -}}
+    {{- if and $rules.tp (has $par (list "tp" "tep")) (ne $poolGpus (int $rules.tp)) }}{{ fail (printf "The %s recipe gives the %s pool tensor parallel size %d, but its %s layout spans %d x %s GPUs and would run TP %d, not what the recipe means. Use %s." $r.title $role (int $rules.tp) $par $poolGpus $hw $poolGpus $rules.tp_way) }}{{ end -}}
     {{- if and (gt $n 1) (kindIs "invalid" (index (index $r.pd.worker_serves_http $role) $par)) }}{{ fail (printf "the %s recipe runs no %s pool of %d nodes with %s parallelism: kimi-serve plan says why" $r.title $role $n $par) }}{{ end -}}
     {{- $lname := printf "%s-%s" $name $role -}}
     {{- $hosts := list (printf "%s-0.%s" $lname $lname) -}}
@@ -233,8 +244,6 @@ epp-*.yaml). Every helper returns JSON.
   {{- $pdFleet = dict "terms" $pdTerms "grouped" $grouped -}}
 {{- end -}}
 {{- /* the variant runs on this hardware and fits each pool's GPUs (the resolver's memory check) */ -}}
-{{- if not (hasKey $r.variants $vid) }}{{ fail (printf "settings.variant=%s is not a variant of the %s recipe (it has %s)" $vid $r.title (join ", " (keys $r.variants | sortAlpha))) }}{{ end -}}
-{{- with index $rhw.unsupported_variants $vid }}{{ fail . }}{{ end -}}
 {{- if not $s.skip_memory_check -}}
   {{- $need := float64 (index $r.variants $vid) -}}
   {{- range $g := $groups -}}
