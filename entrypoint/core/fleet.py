@@ -1,7 +1,7 @@
 """A fleet: KIMI_REPLICAS copies of any deployment behind one router (docs/fleet.md).
 
-Pure: no environment reads, no I/O but reading recipes/fleet.yaml (only when a launch asks for a
-fleet). `choose` checks the settings; `layer` (called by core/resolve.py after the KV layer's
+Pure: no environment reads, no I/O but the catalog's fleet part (recipes/fleet.yaml, only when a
+launch asks for a fleet). `choose` checks the settings; `layer` (called by core/resolve.py after the KV layer's
 gates) checks the fleet's gates and fills the layer composition adds (docs/composition.md):
 
 - single node and multi-node: the copy's processes as they are (each copy runs them on its own
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import List, Optional, Sequence, Tuple
 
 from entrypoint.core import errors as E
@@ -42,20 +41,11 @@ POOLS = ("prefill", "decode")  # a PD cluster's pools: KIMI_ROUTER_SELECTOR's `p
 
 
 def load_fleet(directory: Optional[str] = None) -> Record:
-    """recipes/fleet.yaml (of `directory`, else of the recipe data), validated and read-only."""
-    from entrypoint.core.recipe import default_recipes_dir
+    """recipes/fleet.yaml (of `directory`, else of the recipe data): the fleet part of the one
+    catalog (core/recipe: read bounded, validated and cross-checked with the rest, cached)."""
+    from entrypoint.core.recipe import load_section
 
-    return _load_fleet(str(directory or default_recipes_dir()))
-
-
-@lru_cache(maxsize=4)
-def _load_fleet(directory: str) -> Record:
-    from pathlib import Path
-
-    from entrypoint.core.fleet_schema import read
-    from entrypoint.core.recipe_schema import freeze
-
-    return freeze(read(Path(directory) / "fleet.yaml"))
+    return load_section("fleet", directory)
 
 
 def router_facts(directory: Optional[str] = None) -> Record:

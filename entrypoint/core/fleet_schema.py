@@ -98,16 +98,3 @@ class FleetFile(Strict):
         if str(self.metrics.port) not in self.metrics.args:
             raise ValueError("metrics.args must bind metrics.port")
         return self
-
-
-def read(path) -> FleetFile:
-    """recipes/fleet.yaml, validated (RecipeDataError names the file and what is wrong)."""
-    import yaml
-    from pydantic import ValidationError
-
-    from entrypoint.core.recipe import RecipeDataError
-
-    try:
-        return FleetFile(**yaml.safe_load(path.read_bytes()))
-    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
-        raise RecipeDataError(f"Fleet data in {path} is invalid: {exc}") from exc

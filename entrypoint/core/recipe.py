@@ -31,7 +31,7 @@ __all__ = ["Catalog", "RecipeDataError", "default_recipes_dir", "default_feature
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
 _SCHEMA_SOURCES = tuple(Path(__file__).with_name(name) for name in (
     "recipe.py", "recipe_schema.py", "platform_schema.py", "record.py", "catalog_cache.py", "files.py",
-    "kv_schema.py", "loading_schema.py", "bench.py", "preload_schema.py"))
+    "kv_schema.py", "loading_schema.py", "bench.py", "preload_schema.py", "fleet_schema.py"))
 
 
 class RecipeDataError(Exception):
@@ -44,10 +44,12 @@ class RecipeDataError(Exception):
 
 KV_FILE, LOADERS_FILE = "kv_offload.yaml", "loaders.yaml"
 PRELOAD_FILE = "vllm/preload.yaml"  # `vllm preload` per release (core/preload.py)
+FLEET_FILE = "fleet.yaml"  # the router in front of a fleet's copies (core/fleet.py)
 BENCH_FILE = "bench/benchmarks.yaml"  # a folder of its own: no glob of recipes/*.yaml takes it for a recipe
 # The parts of the one catalog read only by the commands that need them (a start without KV
 # offload never decodes the KV part); all are validated, cross-checked and cached together.
-SECTIONS = {"kv_offload": KV_FILE, "loaders": LOADERS_FILE, "bench": BENCH_FILE, "preload": PRELOAD_FILE}
+SECTIONS = {"kv_offload": KV_FILE, "loaders": LOADERS_FILE, "bench": BENCH_FILE, "preload": PRELOAD_FILE,
+            "fleet": FLEET_FILE}
 
 
 def _model_files(directory: Path) -> List[Path]:
@@ -204,17 +206,23 @@ def _validate(directory: Path) -> dict:
     the catalog under "" and each of SECTIONS under its name."""
     from entrypoint.core import recipe_schema as schema
     from entrypoint.core.bench_schema import BenchFile
+    from entrypoint.core.fleet_schema import FleetFile
     from entrypoint.core.kv_schema import KvFile
     from entrypoint.core.loading_schema import LoadersFile
     from entrypoint.core.preload_schema import PreloadFile
 
     catalog = _validate_main(directory)
-    models = {"kv_offload": KvFile, "loaders": LoadersFile, "bench": BenchFile, "preload": PreloadFile}
+    models = {"kv_offload": KvFile, "loaders": LoadersFile, "bench": BenchFile, "preload": PreloadFile,
+              "fleet": FleetFile}
     parts = {name: _validated(directory / file, models[name], read_data_file(directory / file))
              for name, file in SECTIONS.items()}
     for path in _grammar_files(directory):
         _check_grammar(path)
     problems = _dangling(directory, catalog, parts["kv_offload"], parts["loaders"], parts["bench"])
+    if parts["fleet"].router_of not in parts["kv_offload"].stores:
+        valid = ", ".join(sorted(parts["kv_offload"].stores)) or "none"
+        problems.append(f"{directory / FLEET_FILE}: router_of: unknown KV store {parts['fleet'].router_of!r} "
+                        f"(valid: {valid})")
     problems += [f"{directory / PRELOAD_FILE}: releases.{version}.brands: unknown brand {name!r}"
                  for version, release in parts["preload"].releases.items() for name in release.brands
                  if name not in catalog.brands]
@@ -284,7 +292,7 @@ def _load_section(directory: str, part: str) -> Record:
 
 
 def load_section(part: str, directory: Optional[Path] = None) -> Record:
-    """One of SECTIONS of the one catalog (kv_offload, loaders, bench), validated with the rest."""
+    """One of SECTIONS of the one catalog (kv_offload, loaders, bench, preload, fleet), validated with the rest."""
     return _load_section(str(directory or default_recipes_dir()), part)
 
 

@@ -383,7 +383,12 @@ def pool_rules(catalog: Catalog, hw: str, role: str) -> dict:
             ways.append(f"{setting}_NODES={tp // count} if the model fits")
         way = " or ".join(ways) if ways else f"another strategy: a {tp}-GPU tensor-parallel group does not fit a " \
             f"{hw} pool of whole nodes ({count} GPUs each)"
-    return {"layouts": layouts, "tp": tp, "tp_way": way}
+    rank_way = None  # a dep pool whose rank (TP `tp`) is wider than a node: the tensor-parallel layouts
+    if tp and tp > count:
+        ways = [f"{setting}_PARALLELISM={m} with {setting}_NODES={tp // count}" for m in ("tep", "tp")
+                if not layouts[m]["unsupported"] and tp % count == 0]
+        rank_way = " or ".join(ways) or "another strategy"
+    return {"layouts": layouts, "tp": tp, "tp_way": way, "rank_way": rank_way}
 
 
 def _check_pool(catalog: Catalog, hw: str, pool: PoolChoice) -> None:
@@ -406,6 +411,10 @@ def _check_pool(catalog: Catalog, hw: str, pool: PoolChoice) -> None:
                         f"recipe runs a {pool.parallelism} layout on at least {floor} (strategy_min_gpus). Set "
                         f"{setting}_NODES={need}.")
     tp = rules["tp"]
+    if tp and pool.parallelism == "dep" and tp > pool.gpus_per_node(count):
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe gives the {role} pool tensor parallel "
+                        f"size {tp} per data-parallel rank, but its dep layout keeps each rank on one node and a "
+                        f"{hw} node gives the pool {pool.gpus_per_node(count)} GPUs. Use {rules['rank_way']}.")
     if tp and pool.parallelism in ("tp", "tep") and gpus != tp:
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe gives the {role} pool tensor parallel "
                         f"size {tp}, but its {pool.parallelism} layout spans {gpus} x {hw} GPUs and would run TP "

@@ -247,6 +247,11 @@ _K3_PD = {"recipe": "kimi-k3", "strategy": "pd_cluster"}
      "The Kimi-K3 recipe gives the prefill pool tensor parallel size 8, but its tep layout spans 16 x mi355x GPUs "
      "and would run TP 16, not what the recipe means. Use KIMI_PREFILL_PARALLELISM=dep (TP 8 per data-parallel "
      "rank) or KIMI_PREFILL_NODES=1 if the model fits."),
+    # a data-parallel rank wider than a node (CI seed 88 of a local sweep: the chart rendered it)
+    ({**_K3_PD, "hardware": "gb300", "variant": "nvfp4", "prefill_parallelism": "dep"},
+     "The Kimi-K3 recipe gives the prefill pool tensor parallel size 8 per data-parallel rank, but its dep layout "
+     "keeps each rank on one node and a gb300 node gives the pool 4 GPUs. Use KIMI_PREFILL_PARALLELISM=tep with "
+     "KIMI_PREFILL_NODES=2 or KIMI_PREFILL_PARALLELISM=tp with KIMI_PREFILL_NODES=2."),
     ({**_K3_PD, "hardware": "b200", "prefill_nodes": 1, "decode_parallelism": "tep", "decode_nodes": 1},
      "The Kimi-K3 recipe gives the decode pool tensor parallel size 1, but its tep layout spans 8 x b200 GPUs and "
      "would run TP 8, not what the recipe means. Use KIMI_DECODE_PARALLELISM=dep (TP 1 per data-parallel rank)."),

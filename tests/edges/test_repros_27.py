@@ -36,7 +36,7 @@ def broken_image(result, *words):
 # ---------------------------------------------------------------- 1: one catalog of every data file
 
 DATA_FILES = ["kv_offload.yaml", "loaders.yaml", "vllm/0.33.0.json", "vllm/0.19.1.json", "bench/benchmarks.yaml",
-              "platforms.yaml", "models/kimi-k3.yaml", "strategies/pd_cluster.yaml"]
+              "platforms.yaml", "models/kimi-k3.yaml", "strategies/pd_cluster.yaml", "fleet.yaml"]
 
 
 @pytest.mark.parametrize("name", DATA_FILES)
@@ -130,6 +130,8 @@ def _edit_yaml(path: Path, change) -> None:
      "checkpoints.kimi-k2.5: unknown variant 'fp2'"),
     ("bench/benchmarks.yaml", lambda d: d["references"][0].update(hardware="h201"),
      "references[0].hardware: unknown hardware 'h201'"),
+    ("fleet.yaml", lambda d: d.update(router_of="kv_store_mooncake"),
+     "router_of: unknown KV store 'kv_store_mooncake' (valid: kv_store_centralized_mooncake"),
 ])
 def test_a_dangling_reference_names_the_file_and_the_key(tmp_path, name, change, words):
     copy = recipes_copy(tmp_path)
@@ -138,7 +140,7 @@ def test_a_dangling_reference_names_the_file_and_the_key(tmp_path, name, change,
 
 
 def test_every_part_of_the_catalog_is_validated_once_and_read_from_the_cache(tmp_path, monkeypatch):
-    """One digest covers every data file; the KV, loader and bench parts are cached beside the
+    """One digest covers every data file; the KV, loader, bench, preload and fleet parts are cached beside the
     catalog, so a KV launch reads JSON, not YAML (and imports neither yaml nor pydantic)."""
     import subprocess
     import sys
@@ -147,7 +149,7 @@ def test_every_part_of_the_catalog_is_validated_once_and_read_from_the_cache(tmp
     env = base_env(**H200, KIMI_RECIPES_DIR=str(copy), KIMI_KV_OFFLOAD="lmcache", PYTHONPATH=str(Path(__file__).parents[2]))
     assert run_proc(["print"], env).code == 0
     parts = sorted(p.name.split("-", 2)[2] if p.name.count("-") == 2 else "" for p in (copy / ".validated").iterdir())
-    assert parts == ["", "bench.json", "kv_offload.json", "loaders.json", "preload.json"]
+    assert parts == ["", "bench.json", "fleet.json", "kv_offload.json", "loaders.json", "preload.json"]
     probe = ("import sys, runpy; sys.argv = ['kimi-serve', 'print']\n"
              "try:\n    runpy.run_module('entrypoint', run_name='__main__')\nexcept SystemExit:\n    pass\n"
              "print('yaml' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr)")
@@ -155,7 +157,7 @@ def test_every_part_of_the_catalog_is_validated_once_and_read_from_the_cache(tmp
     assert out.stderr.strip().splitlines()[-1] == "False False", out.stderr
     (copy / "kv_offload.yaml").write_text((copy / "kv_offload.yaml").read_text() + "\n# a change\n")
     assert run_proc(["print"], env).code == 0  # validated again: a new digest
-    assert len(list((copy / ".validated").iterdir())) == 10  # two digests of 5 parts
+    assert len(list((copy / ".validated").iterdir())) == 12  # two digests of 6 parts
 
 
 # ---------------------------------------------------------------- 2: bounded reads of the weights and their search

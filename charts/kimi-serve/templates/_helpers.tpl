@@ -216,6 +216,7 @@ epp-*.yaml). Every helper returns JSON.
       {{- fail (printf "The %s pool's %s layout: the %s recipe marks multi_node_%s unsupported on %s. Set %s_PARALLELISM to %s." $role $par $r.title $par $hw $setting (join " or " $others)) -}}
     {{- end -}}
     {{- if lt $poolGpus (int $layout.min_gpus) }}{{ fail (printf "The %s pool spans %d x %s GPUs, but the %s recipe runs a %s layout on at least %d (strategy_min_gpus). Set %s_NODES=%d." $role $poolGpus $hw $r.title $par (int $layout.min_gpus) $setting (div (add (int $layout.min_gpus) (sub $count 1)) $count)) }}{{ end -}}
+    {{- if and $rules.tp (eq $par "dep") (gt (int $rules.tp) $count) }}{{ fail (printf "The %s recipe gives the %s pool tensor parallel size %d per data-parallel rank, but its dep layout keeps each rank on one node and a %s node gives the pool %d GPUs. Use %s." $r.title $role (int $rules.tp) $hw $count $rules.rank_way) }}{{ end -}}
     {{- if and $rules.tp (has $par (list "tp" "tep")) (ne $poolGpus (int $rules.tp)) }}{{ fail (printf "The %s recipe gives the %s pool tensor parallel size %d, but its %s layout spans %d x %s GPUs and would run TP %d, not what the recipe means. Use %s." $r.title $role (int $rules.tp) $par $poolGpus $hw $poolGpus $rules.tp_way) }}{{ end -}}
     {{- if and (gt $n 1) (kindIs "invalid" (index (index $r.pd.worker_serves_http $role) $par)) }}{{ fail (printf "the %s recipe runs no %s pool of %d nodes with %s parallelism: kimi-serve plan says why" $r.title $role $n $par) }}{{ end -}}
     {{- $lname := printf "%s-%s" $name $role -}}
