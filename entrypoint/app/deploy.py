@@ -22,13 +22,6 @@ def _chosen(environ: Mapping[str, str]):
     return settings, catalog, select(settings, catalog)
 
 
-def choices(environ: Mapping[str, str]):
-    """(settings, selection) of the rendering environment, before any address is known: what a
-    renderer's `deployment_environ` decides the deployment's addresses from."""
-    settings, _, selection = _chosen(environ)
-    return settings, selection
-
-
 def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:
     """The launch a renderer (compose, k8s, ...) draws: the environment plus the addresses the
     deployment gives its own containers, composed from the one selection."""

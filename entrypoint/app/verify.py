@@ -40,11 +40,6 @@ def expectations(launch: Launch) -> ServiceExpectations:
                                features=frozenset(launch.plan.features), chat=ChatFacts.of(launch.catalog.recipe))
 
 
-def service_expectations(environ: Optional[Mapping[str, str]] = None) -> ServiceExpectations:
-    """What a client of the configured launch should find: URL, served model name, features."""
-    return expectations(load_launch((), environ))
-
-
 def verify_targets(expected: bool, fleet: bool, environ: Optional[Mapping[str, str]] = None) -> VerifyTargets:
     """The configured launch, composed once, read for what verify asks: its expectations when
     `expected`, its fleet's addresses when `fleet`."""

@@ -249,7 +249,7 @@ def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 
     version = launch.selection.vllm_version
     status, text = load_report(launch.plan, launch.catalog, proc, spec_for(version), version,
-                               getattr(launch, "load", None), facts.storage)
+                               launch.load, facts.storage)
     return NodeCheck("load_time", status, text)
 
 
@@ -258,7 +258,7 @@ def check_compile_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     (entrypoint.core.caches: keyed by vLLM, stack, hardware, model and layout; docs/day2.md)."""
     from entrypoint.node.cache import compile_cache_state
 
-    compiled = launch.compile_caches(proc) if hasattr(launch, "compile_caches") else None
+    compiled = launch.compile_caches(proc)
     if compiled is None:
         return NodeCheck("compile_cache", "skipped", f"the {proc.role} compiles nothing")
     state = compile_cache_state(launch.settings.cache_dir, environ, compiled)

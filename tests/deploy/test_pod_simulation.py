@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
-from entrypoint.app.deploy import choices
+from entrypoint.core.recipe import load_catalog, with_recipe
+from entrypoint.core.select import select
+from entrypoint.core.settings import read_settings
 from entrypoint.node.cluster import default_route_iface
 from entrypoint.render import k8s
 from tests.deploy.shapes import K8S, deployment_name, documents
@@ -65,7 +67,8 @@ def test_each_pod_launches_its_process_of_the_plan(case):
     if iface is None:
         pytest.skip("no default route here: pods resolve KIMI_IFACE=auto from theirs")
     environ = K8S[case]
-    render_env = k8s.deployment_environ(environ, *choices(environ))
+    settings = read_settings(environ)
+    render_env = k8s.deployment_environ(environ, settings, select(settings, with_recipe(load_catalog(), settings.recipe)))
     # The plan as the pods see it: the interface `auto` finds, and the head address LWS gives.
     plan_env = {**render_env, "KIMI_IFACE": iface}
     if "KIMI_HEAD_ADDR" in render_env:

@@ -198,9 +198,9 @@ def test_verify_with_a_broken_url():
 
 
 def test_ipv6_host_is_bracketed():
-    from entrypoint.app.verify import service_expectations
+    from entrypoint.app.verify import verify_targets
 
-    assert service_expectations(base_env(**H200, KIMI_HOST="::1")).url == "http://[::1]:8000"
+    assert verify_targets(True, False, base_env(**H200, KIMI_HOST="::1")).expected.url == "http://[::1]:8000"
 
 
 def test_verify_without_httpx():

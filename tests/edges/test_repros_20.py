@@ -344,10 +344,10 @@ def test_model_among_the_vllm_args_is_refused(spelling):
 def test_verify_and_healthcheck_ask_what_the_vllm_args_give():
     """`--served-model-name kimi --host 127.0.0.2` among the vLLM args win (they come last): the
     clients of the configuration ask that name at that address."""
-    from entrypoint.app.verify import service_expectations
+    from entrypoint.app.verify import verify_targets
 
     env = base_env(**H200, KIMI_EXTRA_ARGS="--served-model-name kimi other --host 127.0.0.2 --port 8123")
-    expected = service_expectations(env)
+    expected = verify_targets(True, False, env).expected
     assert expected.served_model_name == "kimi"
     assert expected.url == "http://127.0.0.2:8123"
     healthcheck = run_cli(["healthcheck", "--timeout", "1"], env)

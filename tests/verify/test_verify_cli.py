@@ -90,7 +90,7 @@ def test_bad_settings_are_reported_with_exit_2(monkeypatch):
 
 def test_a_recipe_without_features_verifies_as_a_plain_chat_model(standin, monkeypatch):
     """KIMI_RECIPE of a recipe with no features and a text-only model (Kimi-Linear), its launch's
-    real expectations (entrypoint.app.verify.service_expectations): the plain checks pass, the rest skip."""
+    real expectations (entrypoint.app.verify.expectations): the plain checks pass, the rest skip."""
     server = standin("plain")
     host, port = server.url.rsplit("/", 1)[-1].rsplit(":", 1)
     for name, value in {"KIMI_RECIPE": "kimi-linear-48b-a3b-instruct", "KIMI_HARDWARE": "h200", "KIMI_HOST": host,
