@@ -14,7 +14,7 @@ def front_process(launch: Launch) -> Process:
     (or the plan is one engine per node), else the router, else the first engine."""
     if launch.selection.role or (launch.kv is None and launch.selection.prefill is None):
         return launch.this_process()
-    return launch.plan.find("router", 0) or launch.plan.first_engine
+    return launch.plan.front
 
 
 def local_url(launch: Launch, proc: Process, port: Optional[int] = None) -> str:

@@ -203,6 +203,12 @@ class Plan(Choice):
         return next(iter(self.engines), None)
 
     @property
+    def front(self) -> Optional[Process]:
+        """The process a client of the whole deployment reaches: its router (a PD cluster's, a KV
+        store's or a fleet's, rank 0), else its first engine."""
+        return self.find("router", 0) or self.first_engine
+
+    @property
     def gpus(self) -> int:
         """GPUs the deployment holds: every engine's GPUs on its node, summed over the nodes."""
         return sum(p.local_gpus for p in self.engines)

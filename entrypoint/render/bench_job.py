@@ -38,13 +38,9 @@ def bench_name(launch) -> str:
     return f"{launch.name}-bench"
 
 
-def _api_process(launch):
-    """The process clients reach: the router of a PD cluster, else the (head) server."""
-    return launch.plan.find("router", 0) or launch.plan.first_engine
-
-
 def _api_port(launch) -> int:
-    return _api_process(launch).port or serving_port(launch)
+    """The port of the process clients reach (Plan.front)."""
+    return launch.plan.front.port or serving_port(launch)
 
 
 def bench_args(url: str, output_format: str) -> list:
@@ -56,7 +52,7 @@ def client_job(launch, component: str, args: list, deadline_s: int, resources: d
     """A one-shot Job beside the deployment that runs `kimi-serve <args>` against its Service,
     hardened as the server pods, with the deployment's settings (bench, verify)."""
     name, namespace = launch.name, launch.settings.namespace
-    proc = _api_process(launch)
+    proc = launch.plan.front
     base_mounts, base_volumes = scratch_and_token(launch)
     env = env_list({**settings_env(launch), HF_TOKEN_PATH: token_path()})
     container = {"name": component, "image": image(launch), "imagePullPolicy": "Always",
@@ -135,7 +131,7 @@ class ComposeBench:
     @staticmethod
     def render(launch) -> dict:
         compose.render(launch)  # the same refusals as the deployment's file (one node only)
-        proc = _api_process(launch)
+        proc = launch.plan.front
         service = {"image": image(launch), "command": bench_args(f"http://127.0.0.1:{_api_port(launch)}", "text"),
                    **compose._hardened(launch, proc), "network_mode": "host", "restart": "no",
                    "profiles": ["bench"],
