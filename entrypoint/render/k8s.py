@@ -22,7 +22,7 @@ nothing else reaches a pod. docs/security.md lists every control and every skip.
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import List, Mapping, NamedTuple
 
 import re
 import sys
@@ -196,6 +196,15 @@ def _network_policies(launch, api_selector: dict, port: int) -> list:
              "spec": spec} for suffix, spec in (("api", api), ("internal", internal), ("metrics", metrics))]
 
 
+class Drawn(NamedTuple):
+    """A shape's own objects and the pods its API Service selects, on which port (exposed once, by
+    `_exposed`: a fleet draws a copy and exposes the fleet's front instead)."""
+
+    objects: list
+    selector: dict
+    port: int
+
+
 def _exposed(launch, objects: list, selector: dict, port: int) -> list:
     """The namespace, the objects, the API Service and the NetworkPolicies."""
     return [_namespace(launch), *objects, _service(launch, selector, port),
@@ -210,7 +219,7 @@ def _single(launch) -> list:
     deployment = _deployment(launch, proc, claim)
     k8s_kv.add_companions(launch, deployment["spec"]["template"]["spec"])  # LMCache's server beside the engine
     add_weight_cache(launch, deployment["spec"]["template"]["spec"])  # KIMI_PRELOAD's `vllm preload` beside it
-    return _exposed(launch, [pvc, deployment], _labels(launch, proc.role), proc.port)
+    return Drawn([pvc, deployment], _labels(launch, proc.role), proc.port)
 
 
 def _multi_node(launch) -> list:
@@ -219,10 +228,11 @@ def _multi_node(launch) -> list:
     selector = {LWS_NAME_LABEL: name}
     if not all(p.serves_http for p in procs):
         selector[LWS_INDEX_LABEL] = "0"  # only the head serves the API
-    return _exposed(launch, [_lws(launch, name, procs)], selector, procs[0].port)
+    return Drawn([_lws(launch, name, procs)], selector, procs[0].port)
 
 
-def _pd_cluster(launch) -> list:
+def pd_pools(launch) -> list:
+    """A PD cluster's pools: a LeaderWorkerSet each."""
     pools = (launch.selection.prefill, launch.selection.decode)
     if any(pool.nodes == 0 for pool in pools):
         raise KimiError(UNSUPPORTED_COMBINATION, "A pool of 0 nodes shares one node's GPUs with the other pool, which "
@@ -232,11 +242,15 @@ def _pd_cluster(launch) -> list:
     for pool in pools:
         group = sorted((p for p in launch.plan.processes if p.role == pool.role), key=lambda p: p.rank)
         objects.append(_lws(launch, lws_name(launch.name, pool.role), group))
-    router = launch.plan.find("router", 0)
-    return _exposed(launch, objects + [_deployment(launch, router)], _labels(launch, "router"), router.port)
+    return objects
 
 
-def _kv_store(launch) -> list:
+def _pd_cluster(launch) -> Drawn:
+    router = launch.plan.front
+    return Drawn(pd_pools(launch) + [_deployment(launch, router)], _labels(launch, "router"), router.port)
+
+
+def _kv_store(launch) -> Drawn:
     import sys
 
     return k8s_kv.kv_store(sys.modules[__name__], launch)
@@ -257,9 +271,9 @@ def render(launch) -> dict:
     if launch.fleet is not None and shape(launch) in (SINGLE, MULTI_NODE):  # copies behind a router: k8s_fleet.py
         objects = k8s_fleet.fleet(sys.modules[__name__], launch, draw)
     elif launch.fleet is not None and shape(launch) == PD_CLUSTER:  # PD units behind the discovering PD router
-        objects = k8s_fleet.pd_fleet(sys.modules[__name__], launch, draw)
+        objects = k8s_fleet.pd_fleet(sys.modules[__name__], launch)
     else:
-        objects = draw(launch)
+        objects = _exposed(launch, *draw(launch))
     objects = autoscaling.apply(launch, objects) + monitoring.objects(launch) \
         + k8s_fleet.monitoring_objects(sys.modules[__name__], launch)
     return {FILE: header + dump_all(objects)}

@@ -84,12 +84,6 @@ def _engine_launch(launch):
     return dataclasses.replace(launch, plan=dataclasses.replace(launch.plan, processes=engines))
 
 
-def _unexposed(objects: list, name: str) -> list:
-    """A shape's objects without the Namespace, API Service and NetworkPolicies k8s.py adds."""
-    return [o for o in objects if o["kind"] not in ("Namespace", "NetworkPolicy")
-            and not (o["kind"] == "Service" and o["metadata"]["name"] == f"{name}-api")]
-
-
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index
 GROUP_VAR = "LWS_GROUP_INDEX"  # that label, read into each pool pod by the downward API
 GROUP_FIELD = f"metadata.labels['{GROUP_INDEX_LABEL}']"  # the downward API's path to it
@@ -124,22 +118,18 @@ def _behind_router(k8s, launch, copies: list) -> list:
                         k8s._labels(launch, "router"), router.port)
 
 
-def pd_fleet(k8s, launch, draw) -> list:
+def pd_fleet(k8s, launch) -> list:
     """A PD fleet: each pool's LeaderWorkerSet with a group per unit (each group its own addresses),
     and the PD router discovering every group's prefill and decode pods, with its RBAC."""
-    objects = []
-    for obj in _unexposed(draw(launch), launch.name):
-        if obj["kind"] == "Deployment" and obj["metadata"]["labels"]["app.kubernetes.io/component"] == "router":
-            continue  # drawn below, with its ServiceAccount
-        if obj["kind"] == "LeaderWorkerSet":
-            _own_group(k8s, launch, obj)
-        objects.append(obj)
-    return _behind_router(k8s, launch, objects)
+    pools = k8s.pd_pools(launch)
+    for lws in pools:
+        _own_group(k8s, launch, lws)
+    return _behind_router(k8s, launch, pools)
 
 
 def fleet(k8s, launch, draw_one) -> list:
     """The copies (draw_one: k8s.py's drawing of one copy) and what fronts them."""
-    one = _unexposed(draw_one(_engine_launch(launch)), launch.name)
+    one = draw_one(_engine_launch(launch)).objects
     if launch.fleet.front == "gateway":
         from entrypoint.render import gateway
 

@@ -84,7 +84,8 @@ def _master_service(k8s, launch, master: Process) -> dict:
                      "ports": [{"name": "tcp", "port": master.port, "targetPort": "tcp"}]}}
 
 
-def kv_store(k8s, launch) -> list:
+def kv_store(k8s, launch):
+    """The KV store's objects (k8s.Drawn): its master, store and instances, or its PD pools."""
     plan = launch.plan
     master, store = plan.find("master", 0), plan.find("store", 0)
     objects: List[dict] = [k8s._deployment(launch, master), _master_service(k8s, launch, master)]
@@ -94,14 +95,13 @@ def kv_store(k8s, launch) -> list:
     router = plan.find("router", 0)
     if launch.selection.prefill is not None:  # PD pools + their router, as k8s.py draws them
         pd = k8s._pd_cluster(launch)
-        return pd[:1] + objects + pd[1:]
+        return k8s.Drawn(objects + pd.objects, pd.selector, pd.port)
     instances = [p for p in plan.processes if p.role == "instance"]
     objects += [_stateful_set(k8s, launch, instances[0], len(instances), claims=True),
                 _headless(k8s, launch, f"{launch.name}-instance", "instance")]
     if router is None:  # one instance serves the API itself
-        return k8s._exposed(launch, objects, k8s._labels(launch, "instance"), instances[0].port)
-    return k8s._exposed(launch, objects + [k8s._deployment(launch, router)], k8s._labels(launch, "router"),
-                        router.port)
+        return k8s.Drawn(objects, k8s._labels(launch, "instance"), instances[0].port)
+    return k8s.Drawn(objects + [k8s._deployment(launch, router)], k8s._labels(launch, "router"), router.port)
 
 
 def add_companions(launch, pod: dict) -> dict:
