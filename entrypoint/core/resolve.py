@@ -475,6 +475,15 @@ def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, _D
                           fleet)
 
 
+@dataclass(frozen=True)
+class _RouterSlot:
+    """Where a PD cluster's router stands in plan order: `_compose_topology` builds it there, once,
+    when the layers it fronts (a fleet's) are known."""
+
+    role: str = "router"
+    rank: int = 0
+
+
 def _pd_processes(ctx: _Ctx) -> list:
     pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
     per_pool = {role: [_pool_process(ctx, pool, k) for k in range(pool.node_count)] for role, pool in pools.items()}
@@ -483,14 +492,13 @@ def _pd_processes(ctx: _Ctx) -> list:
         raise KimiError(E.INVALID_VALUE, f"prefill and decode share one node but would both listen on port "
                         f"{ports['prefill']}: --port among the vLLM args (KIMI_EXTRA_ARGS or container arguments) "
                         "applies to both. Remove it; the recipe gives each pool its own port.")
-    router = _router_process(ctx, pools, {role: procs[0] for role, procs in per_pool.items()})
     ordered: list = []
     for k in range(max(len(p) for p in per_pool.values())):
         for role in ("prefill", "decode"):
             if k < len(per_pool[role]):
                 ordered.append(per_pool[role][k])
         if k == 0:
-            ordered.append(router)
+            ordered.append(_RouterSlot())
     return ordered
 
 
@@ -668,15 +676,15 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
     multi-node instance headed by its own address), the router, a KV layer's companions; a
     fleet's router last (a PD fleet's is the PD router, in front of every unit)."""
     if layer is None or not layer.instances:
-        pd_fleet = fleet is not None and ctx.strategy.deploy_type == "pd_cluster"
-        if pd_fleet:
+        pd = ctx.strategy.deploy_type == "pd_cluster"
+        pd_fleet = fleet is not None and pd
+        if pd:
             pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
             heads = {role: next(p for p in serving if isinstance(p, _Draft) and p.role == role) for role in pools}
         engine_layer = fleet.pd_engines(heads["prefill"].port or 8000) if pd_fleet else fleet  # one port if discovered
-        engines = [_finish(ctx, p, layer, budget, fleet=engine_layer) if isinstance(p, _Draft) else p for p in serving]
-        if pd_fleet:
-            routed = _router_process(ctx, pools, heads, fleet)
-            engines = [routed if p.kind is Kind.ROUTER else p for p in engines]
+        engines = [_router_process(ctx, pools, heads, fleet) if isinstance(p, _RouterSlot)
+                   else _finish(ctx, p, layer, budget, fleet=engine_layer) if isinstance(p, _Draft) else p
+                   for p in serving]
         out = [*(layer.front if layer else ()), *engines, *(layer.after if layer else ())]
         if fleet is not None and fleet.choice.front == "vllm-router" and ctx.strategy.deploy_type != "pd_cluster":
             out.append(fleet.router(ctx.sel, [p for p in out if p.is_engine]))
