@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 from pathlib import Path
@@ -29,8 +30,9 @@ from entrypoint.app.deploy import deployment_launch
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
 from entrypoint.core.select import (default_strategy, derived_pool, min_gpus, offered_strategies, pool_parallelisms,
-                                    pool_rules, variant_unsupported)
+                                    pool_rules, variant_unsupported, version_classes)
 from entrypoint.core.settings import ENV_ONLY, KIMI_FIELDS
+from entrypoint.core.versions import version_key
 from entrypoint.render import deployment as dep
 from entrypoint.render import k8s, k8s_kv, k8s_pod, monitoring
 
@@ -192,6 +194,49 @@ def _verdict(env: dict, messages: list):
     return None
 
 
+VERSION_MARK = "{vllm_version}"  # where a version verdict's message names the release launched
+
+
+def _version_message(env: dict, version: str, probe, messages: list):
+    """Plan's verdict on `env` with KIMI_VLLM_VERSION=`version` (a class of version_classes), as
+    the index of its message; where the message names the release launched, the index of that
+    message with VERSION_MARK there (found against plan's message for `probe`, another release of
+    the class), which the chart fills with the settings' release."""
+    scratch: list = []
+    first = _verdict({**env, "KIMI_VLLM_VERSION": version}, scratch)
+    if first is None:
+        return None
+    text = scratch[first]
+    if probe is not None and version in text:
+        other = _verdict({**env, "KIMI_VLLM_VERSION": probe}, scratch)
+        if other is not None and scratch[other] != text:
+            parts = text.split(version)  # which of its spellings of `version` are the launch's, not a grammar's
+            for picks in itertools.product((version, VERSION_MARK), repeat=len(parts) - 1):
+                marked = parts[0] + "".join(pick + part for pick, part in zip(picks, parts[1:]))
+                if marked.replace(VERSION_MARK, probe) == scratch[other]:
+                    text = marked
+                    break
+    if text not in messages:
+        messages.append(text)
+    return messages.index(text)
+
+
+def _version_verdicts(catalog, env: dict, messages: list) -> dict:
+    """version class -> message index, for the classes of vLLM releases (version_classes) plan
+    refuses `env` on; the chart judges a release as the newest class not newer than it."""
+    classes = version_classes(catalog)
+    out = {}
+    for i, version in enumerate(classes):
+        major, minor, patch = version_key(version)
+        probe = f"{major}.{minor}.{patch + 1}"
+        if i + 1 < len(classes) and version_key(probe) >= version_key(classes[i + 1]):
+            probe = None  # a class of one release
+        refused = _version_message(env, version, probe, messages)
+        if refused is not None:
+            out[version] = refused
+    return out
+
+
 def _feature_specs(catalog) -> list:
     """KIMI_FEATURES values the chart looks up (its tokens sorted, joined by ','): every feature
     alone, added or removed, and every pair of features a recipe marks as conflicting, together."""
@@ -223,16 +268,14 @@ def _base(catalog, slug: str, hw: str, offered: list) -> dict:
 def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
     """strategy -> {"nodes": {n: message index}} for KIMI_NODES=1..NODES_JUDGED that plan refuses
     (memory aside: the chart checks the variant's memory itself), and {"profile": {...},
-    "features": {...}, "vllm_version": {...}} for the profiles, features and recorded vLLM releases
-    plan refuses with that strategy (a profile names the strategies it tunes, a feature may apply
-    to some strategies only, a strategy's recipe override may name a flag a release lacks)."""
+    "features": {...}, "vllm_version": {...}, "profile_version": {profile: {...}}} for the profiles,
+    features, vLLM release classes and profiles on a release class plan refuses with that strategy
+    (a profile names the strategies it tunes and may need a newer release, a feature may apply to
+    some strategies only, a strategy's recipe override may name a flag a release lacks)."""
     profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     # the features a recipe limits to some strategies, asked for with this strategy
     scoped = sorted({f"{sign}{fid}" for r in catalog.recipes.values() for fid, feat in r.features.items()
                      if feat.strategies is not None for sign in ("", "+")})
-    from entrypoint.core.vllm_cli import available_versions
-
-    versions = list(available_versions())
     out = {}
     for sid in offered:
         env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
@@ -244,8 +287,11 @@ def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: lis
             env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
         entry["profile"] = {p: i for p in profiles if (i := _verdict({**env, "KIMI_PROFILE": p}, messages)) is not None}
         if _verdict(env, messages) is None:  # a recipe's strategy override may name flags a vLLM release lacks
-            entry["vllm_version"] = {v: i for v in versions
-                                     if (i := _verdict({**env, "KIMI_VLLM_VERSION": v}, messages)) is not None}
+            entry["vllm_version"] = _version_verdicts(catalog, env, messages)
+            # a profile's own floor (min_vllm) and its args, which an older release's grammar may lack
+            entry["profile_version"] = {
+                p: v for p in profiles
+                if p not in entry["profile"] and (v := _version_verdicts(catalog, {**env, "KIMI_PROFILE": p}, messages))}
         entry["features"] = {f: i for f in scoped if (i := _verdict({**env, "KIMI_FEATURES": f}, messages)) is not None}
         entry = {k: v for k, v in entry.items() if v}
         if entry:
@@ -255,19 +301,19 @@ def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: lis
 
 def _verdicts(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
     """Plan's verdict, setting by setting, on this recipe and hardware (its base strategy): every
-    variant, feature token, profile, vLLM version and load format x model form plan refuses,
-    as the index of its message. The chart fails with that message where the settings set it."""
-    from entrypoint.core.vllm_cli import available_versions
-
+    variant, feature token, profile and vLLM release class (`_version_verdicts`) plan refuses, as
+    the index of its message. The chart fails with that message where the settings set it."""
     out = {}
     profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     variants = sorted({v for r in catalog.recipes.values() for v in r.variants})
-    candidates = {"variant": variants, "features": _feature_specs(catalog), "profile": profiles,
-                  "vllm_version": list(available_versions())}  # another version: the container judges it
+    candidates = {"variant": variants, "features": _feature_specs(catalog), "profile": profiles}
     for name, values in candidates.items():
         refused = {v: i for v in values if (i := _verdict({**base, f"KIMI_{name.upper()}": v}, messages)) is not None}
         if refused:
             out[name] = refused
+    versions = _version_verdicts(catalog, base, messages)
+    if versions:
+        out["vllm_version"] = versions
     return out
 
 
@@ -456,6 +502,20 @@ def _intern(recipes: dict) -> list:
     return tables
 
 
+def _vllm(catalog) -> dict:
+    """How the chart reads settings.vllm_version as plan does: the release classes its verdict
+    tables are keyed by, the mark their messages name the release with, and plan's message for a
+    value that is no release (the mark standing for the value)."""
+    env = {"KIMI_RECIPE": catalog.serving.default_recipe, "KIMI_VLLM_VERSION": VERSION_MARK}
+    try:
+        _launch(env)
+    except KimiError as exc:
+        invalid = exc.message
+    else:
+        raise RuntimeError(f"plan renders KIMI_VLLM_VERSION={VERSION_MARK!r}")
+    return {"classes": version_classes(catalog), "mark": VERSION_MARK, "invalid": invalid}
+
+
 def facts() -> dict:
     catalog = load_catalog()
     messages: list = []  # the KV refusals' texts, filled by _recipe (kv_refused)
@@ -469,7 +529,7 @@ def facts() -> dict:
     fleet = chart_fleet.facts(_launch, _verdict, catalog, messages)
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "recipes": recipes, "tables": _intern(recipes),
-            "nodes_judged": NODES_JUDGED,
+            "nodes_judged": NODES_JUDGED, "vllm": _vllm(catalog),
             "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s,
                         "versions": list(load_data().load_formats), "unlisted_version": UNLISTED_VERSION},
             "secrets": {"flags": sorted(k for k, o in secret_spec().options.items() if o.secret),

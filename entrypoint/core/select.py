@@ -326,6 +326,26 @@ def _check_version_needs(catalog: Catalog, version: str, pid: Optional[str], fea
                             f"{minimum} (the default tags), or drop {what.split('=')[0] if '=' in what else what}.")
 
 
+def version_classes(catalog: Catalog) -> list:
+    """The vLLM releases from which plan's verdict on the same other settings may change, oldest
+    first: every recorded grammar (a release without its own is judged by the newest not newer,
+    vllm_cli.spec_for), every floor the recipe data records (a model's min_vllm_version, a
+    feature's or profile's min_vllm, an env var's removed_in), and every release a model refuses
+    with the one after it. A release is judged as the newest class not newer than it; "0.0.0"
+    stands for those below all. (KV options' floors, the loaders' exact release lists and the
+    router's grammar needs are judged by their own rules.)"""
+    from entrypoint.core.vllm_cli import available_versions
+
+    found = {"0.0.0", *available_versions(), *(r.removed_in for r in catalog.vllm_env_removed.values())}
+    for recipe in catalog.recipes.values():
+        found.add(recipe.model.min_vllm_version)
+        found.update(x.min_vllm for x in (*recipe.features.values(), *recipe.profiles.values()) if x.min_vllm)
+        for refused in recipe.model.refused_vllm_versions:
+            major, minor, patch = version_key(refused)
+            found.update((refused, f"{major}.{minor}.{patch + 1}"))
+    return sorted(found, key=version_key)
+
+
 def derived_pool(catalog: Catalog, hw: str, vid: str, role: str, mode: Optional[str] = None) -> PoolChoice:
     """The pool of `role` the settings get when they name no size: the recipe's pool defaults, else
     as many whole nodes as the variant's memory and the recipe's GPU floor for the layout need."""

@@ -14,7 +14,9 @@ EXTRA_ARGS = ["--max-num-seqs 64", "--enable-prefix-caching", "--api-key sk-abc1
 MODELS = ["s3://models/kimi", "gs://models/kimi", "moonshotai/Kimi-K2.5", "/models/kimi"]
 LOAD_FORMATS = ["recipe", "auto", "safetensors", "runai_streamer", "fastsafetensors", "instanttensor"]
 ROUTER_POLICIES = ["cache_aware", "round_robin", "power_of_two", "consistent_hash", "kv_aware", "bogus"]
-VLLM_VERSIONS = ["0.19.1", "0.32.0", "0.33.0", "0.30.0"]  # the last: no grammar recorded (the container judges)
+# the recorded grammars, and releases with no grammar or table key of their own (judged by their class:
+# select.version_classes), one spelled as an image tag is
+VLLM_VERSIONS = ["0.19.1", "0.32.0", "0.33.0", "0.30.0", "0.22.0", "0.27.0", "v0.33.0"]
 
 
 def _maybe(rng: random.Random, p: float) -> bool:

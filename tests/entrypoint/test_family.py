@@ -190,6 +190,44 @@ def test_a_refused_release_is_refused_like_one_below_the_floor(catalog):
     plan(catalog, KIMI_RECIPE="kimi-k2-thinking", KIMI_HARDWARE="h200", KIMI_VLLM_VERSION="0.12.0")  # its floor
 
 
+def test_a_release_gets_the_verdict_of_its_class(catalog):
+    """select.version_classes: the releases from which plan's verdict may change (the chart keys its
+    tables of plan's verdicts by them). Every floor the data records is one, so is the release after
+    a refused one; and a release inside a class is refused, or not, as the class's first release is,
+    for every recipe on every hardware with its default strategy and with each of its profiles."""
+    from entrypoint.core.select import version_classes
+    from entrypoint.core.versions import version_key
+
+    classes = version_classes(catalog)
+    assert classes[0] == "0.0.0" and classes == sorted(classes, key=version_key)
+    for floor in ("0.11.2", "0.12.0", "0.12.1", "0.19.1", "0.24.0", "0.27.1", "0.32.0", "0.33.0"):
+        assert floor in classes  # Kimi-Linear's floor, its refused release and the next, grammars, flydsl, K3
+
+    def verdict(env):
+        try:
+            build(env, catalog=catalog)
+        except KimiError as exc:
+            return exc.code
+        return None
+
+    judged = 0
+    for slug, recipe in catalog.recipes.items():
+        for hw in recipe.hardware:
+            for extra in [{}, *({"KIMI_PROFILE": p} for p in recipe.profiles if hw in recipe.profiles[p].hardware)]:
+                env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_SKIP_MEMORY_CHECK": "1", **extra}
+                for first, nxt in zip(classes, classes[1:] + ["99.0.0"]):
+                    major, minor, patch = version_key(first)
+                    a, b, c = version_key(nxt)
+                    last = f"{a}.{b}.{c - 1}" if c else (f"{a}.{b - 1}.99" if b else f"{a - 1}.99.99")  # the class's end
+                    inside = {v for v in (f"{major}.{minor}.{patch + 1}", f"{major}.{minor + 1}.0", last)
+                              if version_key(first) < version_key(v) < version_key(nxt)}
+                    expected = verdict({**env, "KIMI_VLLM_VERSION": first})
+                    for release in inside:
+                        assert verdict({**env, "KIMI_VLLM_VERSION": release}) == expected, (env, first, release)
+                        judged += 1
+    assert judged > 100
+
+
 def test_the_issues_command_is_refused_without_any_other_setting():
     """`KIMI_RECIPE=kimi-linear-48b-a3b-instruct KIMI_VLLM_VERSION=0.12.0 kimi-serve print`: the
     window is checked first, so it is refused whatever else is (or is not) set, exit 2."""

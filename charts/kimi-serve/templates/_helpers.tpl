@@ -30,9 +30,18 @@ epp-*.yaml). Every helper returns JSON.
 {{- $r := index $f.recipes $slug -}}
 {{- if not (hasKey $r.hardware $hw) }}{{ fail (printf "the %s recipe does not run on %s (it runs on %s)" $r.title $hw (join ", " (keys $r.hardware | sortAlpha))) }}{{ end -}}
 {{- $rhw := index $r.hardware $hw -}}
+{{- /* settings.vllm_version as plan reads it (select._valid_vllm_version): the release it names, and the newest
+   class of releases not newer than it (select.version_classes), which keys plan's verdicts on it */ -}}
+{{- $ver := "" -}}{{- $vcls := "" -}}
+{{- if $s.vllm_version -}}
+  {{- $ver = trimPrefix "v" (regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" (trim (toString $s.vllm_version))) -}}
+  {{- if not $ver }}{{ fail (replace $f.vllm.mark (toString $s.vllm_version) $f.vllm.invalid) }}{{ end -}}
+  {{- range $f.vllm.classes }}{{ if semverCompare (printf "<=%s" $ver) . }}{{ $vcls = . }}{{ end }}{{ end -}}
+{{- end -}}
 {{- /* plan's verdicts, setting by setting (files/facts.json `verdicts`, from real launches): its message where it refuses */ -}}
 {{- $vd := index $f.tables (int (index $rhw "verdicts")) -}}
-{{- range $key := list "variant" "profile" "vllm_version" -}}
+{{- if and $vcls (hasKey ($vd.vllm_version | default dict) $vcls) }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index $vd.vllm_version $vcls)))) }}{{ end -}}
+{{- range $key := list "variant" "profile" -}}
   {{- if and (hasKey $s $key) (hasKey $vd $key) -}}
     {{- with index (index $vd $key) (toString (index $s $key)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
   {{- end -}}
@@ -57,7 +66,8 @@ epp-*.yaml). Every helper returns JSON.
 {{- with index (index $f.tables (int (index $rhw "by_strategy"))) $sid -}}
   {{- with index (.nodes | default dict) (toString (min $nodes $f.nodes_judged)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
   {{- if hasKey $s "profile" }}{{ with index (.profile | default dict) (toString $s.profile) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
-  {{- if hasKey $s "vllm_version" }}{{ with index (.vllm_version | default dict) (toString $s.vllm_version) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
+  {{- if and $vcls (hasKey (.vllm_version | default dict) $vcls) }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index .vllm_version $vcls)))) }}{{ end -}}
+  {{- if and $vcls (hasKey $s "profile") }}{{ with index (.profile_version | default dict) (toString $s.profile) }}{{ if hasKey . $vcls }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index . $vcls)))) }}{{ end }}{{ end }}{{ end -}}
   {{- $scoped := .features | default dict -}}
   {{- if hasKey $s "features" }}{{ range splitList "," (toString $s.features) }}{{ with index $scoped (trim .) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end }}{{ end -}}
 {{- end -}}
@@ -91,8 +101,8 @@ epp-*.yaml). Every helper returns JSON.
   {{- else }}{{ fail (printf "settings.kv_offload=%s is not a KV choice; the choices: %s. Unset it for no KV offload." $kid (join ", " (concat (keys $f.kv.options | sortAlpha) (keys $f.kv.stores | sortAlpha)))) }}{{ end -}}
   {{- range (index (index $f.tables (int (index $rhw "kv_refused"))) $kid | default list) }}{{ if has $sid (index . 1) }}{{ fail (index $f.kv.messages (int (index . 0))) }}{{ end }}{{ end -}}
   {{- $floor := (ternary $kvs $kvo (not (empty $kvs))).min_vllm_version -}}
-  {{- if and $floor $s.vllm_version (regexMatch "^[0-9]+\\.[0-9]+(\\.[0-9]+)?$" (toString $s.vllm_version)) -}}
-    {{- if semverCompare (printf "<%s" $floor) (toString $s.vllm_version) }}{{ fail (printf "settings.kv_offload=%s needs vLLM >= %s, but settings.vllm_version=%s: run an image built on a newer vLLM (the default tags)" $kid $floor (toString $s.vllm_version)) }}{{ end -}}
+  {{- if and $floor $ver -}}
+    {{- if semverCompare (printf "<%s" $floor) $ver }}{{ fail (printf "settings.kv_offload=%s needs vLLM >= %s, but settings.vllm_version=%s: run an image built on a newer vLLM (the default tags)" $kid $floor $ver) }}{{ end -}}
   {{- end -}}
   {{- if regexMatch "(^|\\s)--kv-transfer-config(\\s|=|$)" ($s.extra_args | default "") }}{{ fail (printf "settings.kv_offload=%s sets --kv-transfer-config, and settings.extra_args sets it too: keep one" $kid) }}{{ end -}}
   {{- if and $kvs (eq $st.shape "pd_cluster") (hasKey $s "kv_instances") }}{{ fail "settings.kv_instances does not apply to settings.strategy=pd_cluster: its pools size the deployment (settings.prefill_nodes, settings.decode_nodes). Remove it." }}{{ end -}}
@@ -261,8 +271,8 @@ epp-*.yaml). Every helper returns JSON.
 {{- $lf := "recipe" -}}
 {{- range $f.settings }}{{ if eq .name "load_format" }}{{ $lf = toString ($s.load_format | default .default) }}{{ end }}{{ end -}}
 {{- /* a named load format (or auto, for object storage, which picks one at render) needs the formats of the vLLM release */ -}}
-{{- if and (ne $lf "recipe") (or (ne $lf "auto") (eq $form "object")) $s.vllm_version (not (has (toString $s.vllm_version) $f.loading.versions)) -}}
-  {{- fail (printf $f.loading.unlisted_version (toString $s.vllm_version) (join ", " $f.loading.versions)) -}}
+{{- if and (ne $lf "recipe") (or (ne $lf "auto") (eq $form "object")) $ver (not (has $ver $f.loading.versions)) -}}
+  {{- fail (printf $f.loading.unlisted_version $ver (join ", " $f.loading.versions)) -}}
 {{- end -}}
 {{- $h := $f.monitoring.health -}}
 {{- $budget := int $h.start_period_s -}}
@@ -300,14 +310,14 @@ epp-*.yaml). Every helper returns JSON.
   {{- with index $fr.min_replicas $policy }}{{ with index . (toString $copies) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
   {{- if and $isPd (eq $front "gateway") }}{{ fail (index $f.kv.messages (int $fr.gateway_pd)) }}{{ end -}}
   {{- /* the token-id policies need the engines' render endpoints: judged by the newest recorded vLLM grammar not newer than the version (vllm_cli.spec_for) */ -}}
-  {{- $ver := toString ($s.vllm_version | default $ff.default_vllm_version) -}}
-  {{- if and $pol.token_ids (eq $front "vllm-router") (regexMatch "^[0-9]+\\.[0-9]+(\\.[0-9]+)?$" $ver) -}}
+  {{- $rver := $ver | default $ff.default_vllm_version -}}
+  {{- if and $pol.token_ids (eq $front "vllm-router") -}}
     {{- $grammar := "" -}}{{- $oldest := "" -}}
     {{- range $v, $_ := $ff.token_ids_versions -}}
       {{- if or (not $oldest) (semverCompare (printf "<%s" $oldest) $v) }}{{ $oldest = $v }}{{ end -}}
-      {{- if and (semverCompare (printf "<=%s" $ver) $v) (or (not $grammar) (semverCompare (printf ">%s" $grammar) $v)) }}{{ $grammar = $v }}{{ end -}}
+      {{- if and (semverCompare (printf "<=%s" $rver) $v) (or (not $grammar) (semverCompare (printf ">%s" $grammar) $v)) }}{{ $grammar = $v }}{{ end -}}
     {{- end -}}
-    {{- if not (index $ff.token_ids_versions ($grammar | default $oldest)) }}{{ fail (printf (index $fr.token_ids $policy) $ver) }}{{ end -}}
+    {{- if not (index $ff.token_ids_versions ($grammar | default $oldest)) }}{{ fail (printf (index $fr.token_ids $policy) $rver) }}{{ end -}}
   {{- end -}}
   {{- if $pol.kv_events -}}
     {{- if ne $st.shape "single" }}{{ fail (printf (index $fr.kv_events $policy).spread $sid) }}{{ end -}}
