@@ -267,12 +267,12 @@ def _base(catalog, slug: str, hw: str, offered: list) -> dict:
 
 def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
     """strategy -> {"nodes": {n: message index}} for KIMI_NODES=1..NODES_JUDGED that plan refuses
-    (memory aside: the chart checks the variant's memory itself), and {"profile": {...},
-    "features": {...}, "vllm_version": {...}, "profile_version": {profile: {...}}} for the profiles,
-    features, vLLM release classes and profiles on a release class plan refuses with that strategy
-    (a profile names the strategies it tunes and may need a newer release, a feature may apply to
-    some strategies only, a strategy's recipe override may name a flag a release lacks)."""
-    profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
+    (memory aside: the chart checks the variant's memory itself), and {"profile": {variant: {...}},
+    "features": {...}, "vllm_version": {...}, "profile_version": {variant: {profile: {...}}}} for
+    the profiles (with each variant), features, vLLM release classes and profiles on a release class
+    plan refuses with that strategy (a profile names the variants and strategies it tunes and may
+    need a newer release, a feature may apply to some strategies only, a strategy's recipe override
+    may name a flag a release lacks)."""
     # the features a recipe limits to some strategies, asked for with this strategy
     scoped = sorted({f"{sign}{fid}" for r in catalog.recipes.values() for fid, feat in r.features.items()
                      if feat.strategies is not None for sign in ("", "+")})
@@ -285,13 +285,19 @@ def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: lis
                               if (i := _verdict({**env, "KIMI_NODES": str(n)}, messages)) is not None}
         if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
             env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
-        entry["profile"] = {p: i for p in profiles if (i := _verdict({**env, "KIMI_PROFILE": p}, messages)) is not None}
+        # a profile names the variants, hardware and strategies it tunes: judged with each variant
+        entry["profile"] = {vid: refused for vid in catalog.recipe.variants if (refused := {
+            p: i for p in catalog.recipe.profiles
+            if (i := _verdict({**env, "KIMI_VARIANT": vid, "KIMI_PROFILE": p}, messages)) is not None})}
         if _verdict(env, messages) is None:  # a recipe's strategy override may name flags a vLLM release lacks
             entry["vllm_version"] = _version_verdicts(catalog, env, messages)
             # a profile's own floor (min_vllm) and its args, which an older release's grammar may lack
-            entry["profile_version"] = {
-                p: v for p in profiles
-                if p not in entry["profile"] and (v := _version_verdicts(catalog, {**env, "KIMI_PROFILE": p}, messages))}
+            # (the classes the strategy alone is refused on are judged before: left out here)
+            alone = entry["vllm_version"]
+            entry["profile_version"] = {vid: judged for vid in catalog.recipe.variants if (judged := {
+                p: v for p in catalog.recipe.profiles if p not in entry["profile"].get(vid, {})
+                if (v := {c: i for c, i in _version_verdicts(
+                    catalog, {**env, "KIMI_VARIANT": vid, "KIMI_PROFILE": p}, messages).items() if c not in alone})})}
         entry["features"] = {f: i for f in scoped if (i := _verdict({**env, "KIMI_FEATURES": f}, messages)) is not None}
         entry = {k: v for k, v in entry.items() if v}
         if entry:
@@ -301,12 +307,13 @@ def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: lis
 
 def _verdicts(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
     """Plan's verdict, setting by setting, on this recipe and hardware (its base strategy): every
-    variant, feature token, profile and vLLM release class (`_version_verdicts`) plan refuses, as
-    the index of its message. The chart fails with that message where the settings set it."""
+    variant, feature token, profile of another recipe and vLLM release class (`_version_verdicts`)
+    plan refuses, as the index of its message (the recipe's own profiles: per strategy and
+    variant, `_strategy_verdicts`). The chart fails with that message where the settings set it."""
     out = {}
-    profiles = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     variants = sorted({v for r in catalog.recipes.values() for v in r.variants})
-    candidates = {"variant": variants, "features": _feature_specs(catalog), "profile": profiles}
+    others = sorted({p for r in catalog.recipes.values() for p in r.profiles} - set(catalog.recipe.profiles))
+    candidates = {"variant": variants, "features": _feature_specs(catalog), "profile": others}
     for name, values in candidates.items():
         refused = {v: i for v in values if (i := _verdict({**base, f"KIMI_{name.upper()}": v}, messages)) is not None}
         if refused:
@@ -567,6 +574,8 @@ def _setting_schema(field, catalog) -> dict:
         schema["enum"] = sorted(catalog.strategies)
     if field.name == "variant":
         schema["enum"] = sorted({v for r in catalog.recipes.values() for v in r.variants})
+    if field.name == "profile":
+        schema["enum"] = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     if field.name == "recipe":
         schema["enum"] = sorted(catalog.recipes)
     return schema
@@ -615,15 +624,17 @@ def _k8s(name: str) -> dict:
 
 
 def values_schema() -> dict:
+    from entrypoint.core.settings_doc import help_text
+
     catalog = load_catalog()
     fields = {f.name: f for f in KIMI_FIELDS if f.name not in ENV_ONLY}
     settings = {name: _setting_schema(f, catalog) for name, f in fields.items() if name not in CHART_VALUES}
     for name, schema in settings.items():
-        schema["description"] = f"{fields[name].env}: {fields[name].help}"
+        schema["description"] = f"{fields[name].env}: {help_text(fields[name])}"
 
     def own(name: str) -> dict:
         schema = copy.deepcopy(_setting_schema(fields[name], catalog))
-        schema["description"] = f"{fields[name].env}: {fields[name].help}"
+        schema["description"] = f"{fields[name].env}: {help_text(fields[name])}"
         return schema
 
     obj = {"type": "object", "additionalProperties": False}

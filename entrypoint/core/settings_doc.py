@@ -33,8 +33,9 @@ def _ids() -> dict:
             "default_name": catalog.recipes[catalog.serving.default_recipe].deployment_name}
 
 
-def _help(field, ids: dict) -> str:
-    text = field.help.format(**ids)
+def help_text(field, ids: dict = None) -> str:
+    """A setting's help with the recipe data's ids filled in (the README's tables, the chart's schema)."""
+    text = field.help.format(**(ids if ids is not None else _ids()))
     if field.choices:
         text += f" One of: {', '.join(field.choices)}."
     return text
@@ -68,10 +69,10 @@ RECIPES_END = "<!-- recipes-table:end -->"
 def markdown_table() -> str:
     ids = _ids()
     rows = ["| variable | meaning | default |", "| --- | --- | --- |"]
-    rows += [f"| `{f.env}` | {_help(f, ids)} | {f.default_doc.format(**ids)} |" for f in KIMI_FIELDS]
+    rows += [f"| `{f.env}` | {help_text(f, ids)} | {f.default_doc.format(**ids)} |" for f in KIMI_FIELDS]
     rows += ["", "Read from the environment, set by others (never from the KIMI_CONFIG file; KIMI_* settings win):", "",
              "| variable | set by | meaning |", "| --- | --- | --- |"]
-    rows += [f"| `{f.env}` | {f.owner} | {_help(f, ids)} |" for f in EXTERNAL_FIELDS]
+    rows += [f"| `{f.env}` | {f.owner} | {help_text(f, ids)} |" for f in EXTERNAL_FIELDS]
     return "\n".join(rows)
 
 

@@ -42,6 +42,8 @@ CASES = {
                                   "model_revision": "main", "served_model_name": "kimi"}, {}, {}),
     "multi_node_tp-h200x2-addrs-list": ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 2,
                                          "prefill_addrs": ["a", "b"], "vllm_version": "0.19.1"}, {}, {}),
+    # a profile that needs a variant other than the default, with it (seed 1111 of a local sweep: the chart refused it)
+    "k2.5-mi355x-mxfp4-aiter-profile": ({"hardware": "mi355x", "variant": "mxfp4", "profile": "aiter-mxfp4"}, {}, {}),
     # a release the chart has no key for, past one a recipe refuses (its class: select.version_classes)
     "kimi-linear-h200-vllm-0.12.3": ({"recipe": "kimi-linear-48b-a3b-instruct", "hardware": "h200",
                                       "vllm_version": "0.12.3"}, {}, {}),
@@ -192,6 +194,7 @@ def test_the_example_values_cover_every_shape(helm, tmp_path):
     ({"settings": {"hardware": "h200", "nodes": 0}}, "minimum"),                     # below KIMI_NODES' bound
     ({"settings": {"hardware": "h200", "nodes": 257}}, "maximum"),                   # above it
     ({"settings": {"hardware": "h200", "preflight": "maybe"}}, "/settings/preflight"),             # not a choice
+    ({"settings": {"hardware": "h200", "profile": "flydls"}}, "/settings/profile"),   # no recipe has that profile
     ({"settings": {"hardware": "h200", "name": "Kimi_K2"}}, "does not match"),       # not a DNS label
     ({"settings": {"hardware": "h200", "monitoring": True}}, "monitoring"),          # a chart value, not a setting
     ({"settings": {"hardware": "h200"}, "replicaz": 2}, "replicaz"),                 # unknown chart value
@@ -269,6 +272,10 @@ _K3_PD = {"recipe": "kimi-k3", "strategy": "pd_cluster"}
      "built on vLLM 0.32.0, 0.33.0 (the default tags; <vllm>-<target> for another release), or another KIMI_RECIPE."),
     ({"hardware": "h200", "vllm_version": "latest"},
      "KIMI_VLLM_VERSION='latest' is not a vLLM release like 0.33.0. Supported: 0.19.1, 0.32.0, 0.33.0."),
+    # a profile without the variant it needs
+    ({"hardware": "mi355x", "profile": "aiter-mxfp4"},
+     "KIMI_PROFILE=aiter-mxfp4 (Tuned AITER MXFP4 (RadeonFlow) MoE path with fused shared experts; TP4 or TP8) "
+     "needs variant mxfp4; KIMI_VARIANT=default. Drop KIMI_PROFILE or change KIMI_VARIANT."),
     # a profile's floor, and past it a release whose grammar lacks the profile's choice
     ({"recipe": "kimi-k2.5", "hardware": "mi355x", "profile": "flydsl", "vllm_version": "0.22.0"},
      "KIMI_PROFILE=flydsl needs vLLM >= 0.24.0, but the launch is for vLLM 0.22.0 (KIMI_VLLM_VERSION, or the "

@@ -41,11 +41,10 @@ epp-*.yaml). Every helper returns JSON.
 {{- /* plan's verdicts, setting by setting (files/facts.json `verdicts`, from real launches): its message where it refuses */ -}}
 {{- $vd := index $f.tables (int (index $rhw "verdicts")) -}}
 {{- if and $vcls (hasKey ($vd.vllm_version | default dict) $vcls) }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index $vd.vllm_version $vcls)))) }}{{ end -}}
-{{- range $key := list "variant" "profile" -}}
-  {{- if and (hasKey $s $key) (hasKey $vd $key) -}}
-    {{- with index (index $vd $key) (toString (index $s $key)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
-  {{- end -}}
-{{- end -}}
+{{- $vid := toString ($s.variant | default "default") -}}
+{{- if hasKey ($vd.variant | default dict) $vid }}{{ fail (index $f.kv.messages (int (index $vd.variant $vid))) }}{{ end -}}
+{{- $pid := toString ($s.profile | default "") -}}
+{{- if hasKey ($vd.profile | default dict) $pid }}{{ fail (index $f.kv.messages (int (index $vd.profile $pid))) }}{{ end -}}
 {{- if and (hasKey $s "features") (hasKey $vd "features") -}}
   {{- $toks := list -}}
   {{- range $tok := splitList "," (toString $s.features) }}{{ $toks = append $toks (trim $tok) }}{{ end -}}
@@ -65,16 +64,15 @@ epp-*.yaml). Every helper returns JSON.
 {{- $st := index $r.strategies $sid -}}
 {{- with index (index $f.tables (int (index $rhw "by_strategy"))) $sid -}}
   {{- with index (.nodes | default dict) (toString (min $nodes $f.nodes_judged)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
-  {{- if hasKey $s "profile" }}{{ with index (.profile | default dict) (toString $s.profile) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
+  {{- with and $pid (index (.profile | default dict) $vid) }}{{ if hasKey . $pid }}{{ fail (index $f.kv.messages (int (index . $pid))) }}{{ end }}{{ end -}}
   {{- if and $vcls (hasKey (.vllm_version | default dict) $vcls) }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index .vllm_version $vcls)))) }}{{ end -}}
-  {{- if and $vcls (hasKey $s "profile") }}{{ with index (.profile_version | default dict) (toString $s.profile) }}{{ if hasKey . $vcls }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index . $vcls)))) }}{{ end }}{{ end }}{{ end -}}
+  {{- with and $pid $vcls (index (.profile_version | default dict) $vid) }}{{ with index . $pid }}{{ if hasKey . $vcls }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index . $vcls)))) }}{{ end }}{{ end }}{{ end -}}
   {{- $scoped := .features | default dict -}}
   {{- if hasKey $s "features" }}{{ range splitList "," (toString $s.features) }}{{ with index $scoped (trim .) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end }}{{ end -}}
 {{- end -}}
 {{- $floor := int (index $rhw.min_gpus $sid | default 0) -}}
 {{- $gpus := mul (int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory")))) (ternary $nodes 1 (eq $st.shape "multi_node")) -}}
 {{- if and (ne $st.shape "pd_cluster") (lt $gpus $floor) }}{{ fail (printf "settings.strategy=%s on %d x %s GPUs: the %s recipe runs it on at least %d GPUs (strategy_min_gpus): add nodes" $sid $gpus $hw $r.title $floor) }}{{ end -}}
-{{- $vid := $s.variant | default "default" -}}
 {{- if not (hasKey $r.variants $vid) }}{{ fail (printf "settings.variant=%s is not a variant of the %s recipe (it has %s)" $vid $r.title (join ", " (keys $r.variants | sortAlpha))) }}{{ end -}}
 {{- with index $rhw.unsupported_variants $vid }}{{ fail . }}{{ end -}}
 {{- /* a fleet (docs/fleet.md): the copies behind vllm-router or the cluster's Gateway, asked for by replicas > 1
