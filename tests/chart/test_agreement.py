@@ -9,7 +9,9 @@ Service, router policies among them).
 
 A second sample holds fleets only (sample.fleet_sample), half the size.
 
-KIMI_CHART_SEED replays a run (the seed is in the failure message), KIMI_CHART_SAMPLE sizes it."""
+KIMI_CHART_SEED replays a run (the seed is in the failure message), KIMI_CHART_SAMPLE sizes it.
+`python -m tests.chart.pairs` asks the chart every pair of settings whose plan verdict its
+one-setting tables could get wrong (by hand: it takes half an hour)."""
 
 from __future__ import annotations
 
