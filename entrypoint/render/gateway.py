@@ -59,7 +59,7 @@ def _rbac(k8s, launch, picker) -> list:
 
 
 def _picker(k8s, launch, g) -> dict:
-    from entrypoint.render.k8s_pod import _RUNTIME_DEFAULT
+    from entrypoint.render.k8s_pod import _RUNTIME_DEFAULT, restricted_container
 
     picker, name, ns = g.picker, f"{launch.name}-{COMPONENT}", launch.settings.namespace
     group = g.api_version.split("/", 1)[0]
@@ -75,9 +75,7 @@ def _picker(k8s, launch, g) -> dict:
         "livenessProbe": {**grpc_health, "initialDelaySeconds": 5, "periodSeconds": 10},
         "readinessProbe": {**grpc_health, "periodSeconds": 2},
         "resources": {"limits": amounts, "requests": dict(amounts)},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": picker.uid, "runAsGroup": picker.uid,
-                            "allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}, "seccompProfile": dict(_RUNTIME_DEFAULT)},
+        "securityContext": restricted_container(picker.uid, picker.uid),
         "volumeMounts": [{"name": "plugins-config", "mountPath": picker.config_dir, "readOnly": True}]}
     labels = k8s._labels(launch, COMPONENT)
     pod = {"serviceAccountName": name, "automountServiceAccountToken": True,  # it watches pods and its pool
