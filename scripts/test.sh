@@ -8,7 +8,8 @@
 #      when pyproject.toml changed);
 #   3. starts a Docker engine unless one is running (and stops it at the end only if it started
 #      it); the tests start their own registry on 127.0.0.1 and stop it;
-#   4. runs `python -m pytest tests` on every core (pytest-xdist) with any arguments given, and exits
+#   4. runs `python -m pytest tests` on every core (pytest-xdist) with any arguments given (the 20
+#      slowest steps listed at the end: the real vLLM servers' modules among them), and exits
 #      with pytest's status.
 # Usage: bash scripts/test.sh [PYTEST_ARGS...]      e.g. bash scripts/test.sh -m "not slow and not docker"
 set -euo pipefail
@@ -47,7 +48,7 @@ if [[ "${PYTEST_WORKERS:-auto}" == 0 || " $* " == *" -n"* || " $* " == *"no:xdis
 fi
 log "$py -m pytest tests -q ${parallel[*]} $*"
 set +e
-PATH="$bin:$PATH" "$py" -m pytest tests -q -rfEs -p no:cacheprovider "${parallel[@]}" "$@" </dev/null
+PATH="$bin:$PATH" "$py" -m pytest tests -q -rfEs -p no:cacheprovider --durations=20 "${parallel[@]}" "$@" </dev/null
 status=$?
 set -e
 log "pytest exited $status"
