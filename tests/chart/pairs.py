@@ -17,8 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from buildsys.chart import _probe_nodes
 from entrypoint.core.recipe import load_catalog, with_recipe
-from entrypoint.core.select import min_gpus, offered_strategies
+from entrypoint.core.select import offered_strategies
 from tests.chart.helm import install
 from tests.chart.sample import LOAD_FORMATS, MODELS, VLLM_VERSIONS
 from tests.chart.test_agreement import _chart, _plan, values_of
@@ -29,13 +30,14 @@ PAIRS = [("variant", "vllm_version"), ("variant", "features"), ("variant", "prof
 
 
 def _bases(catalog, slug: str):
-    """Each hardware x offered strategy of a recipe, a multi-node one on the nodes its GPU floor needs."""
+    """Each hardware x offered strategy of a recipe, a multi-node one on the chart's probe nodes
+    (a head and a worker, and the recipe's GPU floor)."""
     cat = with_recipe(catalog, slug)
     for hw in cat.recipe.hardware:
         for sid in offered_strategies(cat, hw):
             base = {"recipe": slug, "hardware": hw, "strategy": sid}
             if cat.strategies[sid].deploy_type == "multi_node":
-                base["nodes"] = max(2, -(-min_gpus(cat, sid, hw) // cat.hardware[hw].gpu_count))
+                base["nodes"] = _probe_nodes(cat, sid, hw)
             yield base
 
 
