@@ -74,11 +74,17 @@ def _serving_pod(launch, role: str):
     return proc, k8s_pod.pod_spec(launch, proc, "claim")
 
 
+def chart_hardware(catalog) -> list:
+    """The hardware the chart renders: the GPU targets. A host backend's (KIMI_HARDWARE=cpu, sized
+    by its node's settings) renders with `kimi-serve plan --format k8s` (docs/cpu.md)."""
+    return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is None)
+
+
 def _hardware(catalog) -> dict:
     """What a pod of each hardware is, whatever the recipe: image, resources, selector, security."""
     out = {}
     slug = catalog.serving.default_recipe
-    for hw in catalog.hardware:
+    for hw in chart_hardware(catalog):
         recipe_catalog = with_recipe(catalog, slug)
         sid = offered_strategies(recipe_catalog, hw)[0]
         launch = _probe(recipe_catalog, slug, hw, sid)
@@ -569,7 +575,7 @@ def _setting_schema(field, catalog) -> dict:
     if field.pattern:
         schema["pattern"] = f"^(?:{field.pattern})$"
     if field.name == "hardware":
-        schema["enum"] = sorted(catalog.hardware)
+        schema["enum"] = chart_hardware(catalog)
     if field.name == "strategy":
         schema["enum"] = sorted(catalog.strategies)
     if field.name == "variant":

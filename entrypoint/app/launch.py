@@ -15,10 +15,13 @@ from typing import Any, Mapping, Optional
 from entrypoint.core import kv
 from entrypoint.core.kv import KvChoice
 from entrypoint.core.plan import Plan, Process
-from entrypoint.core.recipe import Catalog, load_catalog, with_recipe
+from entrypoint.core.recipe import Catalog, load_catalog, with_host, with_recipe
 from entrypoint.core.resolve import resolve, this_process
 from entrypoint.core.select import Selection, select, with_addresses
 from entrypoint.core.settings import Settings, read_settings
+
+
+NODE_ADDR_ENV = "VLLM_HOST_IP"  # the address vLLM's ranks advertise to the other nodes (vllm/envs.py)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class Launch:
             proc = kv.this_process(self.plan, self.selection, self.kv)
         else:
             proc = this_process(self.plan, self.selection)
+        if self.settings.node_addr and proc.is_engine:  # where the other nodes reach this one (vLLM's own variable)
+            proc = replace(proc, env={**proc.env, NODE_ADDR_ENV: self.settings.node_addr},
+                            provenance={**proc.provenance, NODE_ADDR_ENV: "settings (KIMI_NODE_ADDR)"})
         if not proc.is_engine and self.settings.user_args:
             from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -83,9 +89,12 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     from entrypoint.core import placement
     from entrypoint.core.vllm_cli import spec_for
 
-    catalog = with_recipe(catalog or load_catalog(), settings.recipe)
+    from entrypoint.core.files import local_model_gb  # a local model is sized from its own files
+
+    catalog = with_host(with_recipe(catalog or load_catalog(), settings.recipe), settings, *host_size())
+    model_gb = local_model_gb(settings.model) if settings.model else None
     if selection is None:
-        selection = select(settings, catalog, detected_hardware, detected_vllm)
+        selection = select(settings, catalog, detected_hardware, detected_vllm, model_gb=model_gb)
     else:
         selection = with_addresses(selection, settings)
     spec = spec_for(selection.vllm_version)
@@ -103,11 +112,22 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     from entrypoint.core import fleet  # KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
 
     fleet_choice = fleet.choose(settings, pd=selection.prefill is not None)
-    plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice)  # the one composition (docs/composition.md)
+    plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice, model_gb=model_gb)  # the one composition (docs/composition.md)
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice,
                   fleet=fleet_choice)
+
+
+def host_size() -> tuple:
+    """This node's RAM in GB and its usable cores: what a host-backend target (KIMI_HARDWARE=cpu)
+    is sized by when its settings give no size."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError):
+        ram = 0.0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return ram, cores
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,

@@ -267,3 +267,18 @@ def write_file(path, data, mode: int = 0o644) -> None:
         except OSError:
             pass
         raise
+
+
+def local_model_gb(model: str) -> Optional[float]:
+    """GB of weights (*.safetensors, else *.bin) in a local model directory (KIMI_MODEL=/path), the
+    top folder as vLLM reads it; None when `model` is no local directory holding either (a repo id,
+    a URL): the recipe's variant sizes it then."""
+    from entrypoint.core import limits
+
+    if "://" in model or not os.path.isdir(model):
+        return None
+    for suffix in (".safetensors", ".bin"):
+        walk = walk_files(model, suffix, limits.MAX_WEIGHTS_ENTRIES, 0, limits.WEIGHTS_SEARCH_DEADLINE_S)
+        if walk.files:
+            return sum(size for _, size in walk.files) / 1e9
+    return None

@@ -96,3 +96,9 @@ MAX_BENCH_LOG_LINES = 40  # the client's last lines kept to explain a failure
 MAX_BENCH_TIMEOUT_S = 7 * 24 * 3600.0  # bench --timeout: a week; a sweep that needs longer is a hang
 # verify --concurrency: streams held open at once by one verify process (threads, one socket each).
 MAX_VERIFY_CONCURRENCY = 256
+
+# KIMI_HARDWARE=cpu (recipes/hardware.yaml host_backend): ranks per node, threads per rank and GB of
+# memory per node, bounded like any setting: the largest CPU servers have 2 x 192 cores and 24 TB.
+MAX_CPU_RANKS = 256
+MAX_CPU_THREADS = 1024
+MAX_CPU_MEMORY_GB = 65536

@@ -379,7 +379,8 @@ def load_report(plan, catalog, proc, spec, vllm_version: str, decision: Optional
     process uses and its expected time, the best loader here, and the start-up budget."""
     data = load_data()
     kind = storage_kind(storage, data)
-    size = checkpoint_gb(catalog.recipe.id, plan.variant, plan.vram_minimum_gb, data)
+    size = (plan.local_model_gb if plan.local_model_gb is not None
+            else checkpoint_gb(catalog.recipe.id, plan.variant, plan.vram_minimum_gb, data))
     share = node_share_gb(size, plan.pools)
     sample = storage.sample_gbps if storage else None
     used = _in_use(proc, data)

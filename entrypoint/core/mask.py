@@ -107,7 +107,10 @@ def mask_flags(text: str) -> str:
 
     out, pos = [], 0
     for flag in _FLAG.finditer(text):
-        if flag.start() < pos or not is_secret_option(flag.group(1)):
+        name = flag.group(1)
+        # `-api-key`: a credential option that lost a dash on the way (KIMI_FEATURES' `-<feature>`)
+        lost_dash = not name.startswith("--") and len(name) > 2 and is_secret_option("-" + name)
+        if flag.start() < pos or not (is_secret_option(name) or lost_dash):
             continue
         value = _VALUE.match(text, flag.end())
         if value is None:

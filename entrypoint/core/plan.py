@@ -189,6 +189,7 @@ class Plan(Choice):
     vram_minimum_gb: float
     pools: tuple  # of Pool
     processes: tuple  # of Process
+    local_model_gb: Optional[float] = None  # a local model's weights (KIMI_MODEL=/path), which size it
 
     def as_dict(self) -> dict:
         return {"recipe": self.recipe, "processes": [p.as_dict() for p in self.processes]}

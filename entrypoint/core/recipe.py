@@ -23,10 +23,10 @@ from typing import List, Optional
 from entrypoint.core import catalog_cache, limits
 from entrypoint.core.datadir import default_recipes_dir
 from entrypoint.core.files import read_capped
-from entrypoint.core.record import Record
+from entrypoint.core.record import FrozenDict, Record
 
 __all__ = ["Catalog", "RecipeDataError", "default_recipes_dir", "default_features", "gpu_vram_gb",
-           "load_catalog", "load_catalog_from", "with_recipe"]
+           "load_catalog", "load_catalog_from", "with_host", "with_recipe"]
 
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
 _SCHEMA_SOURCES = tuple(Path(__file__).with_name(name) for name in (
@@ -317,6 +317,38 @@ def with_recipe(catalog: Record, slug: Optional[str]) -> Record:
         return catalog
     fields = {name: getattr(catalog, name) for name in catalog._fields}
     return Record("Catalog", {**fields, "recipe": catalog.recipes[slug]})
+
+
+def with_host(catalog: Record, settings, ram_gb: float, cores: int) -> Record:
+    """The catalog whose host-backend targets (recipes/hardware.yaml `host_backend`: `cpu`) are sized
+    for this deployment: ranks per node (KIMI_CPU_RANKS) as its GPUs, the node's memory
+    (KIMI_CPU_MEMORY_GB, else `ram_gb`, this node's RAM) as their memory, and the per-rank
+    environment filled (threads: KIMI_CPU_THREADS, else the node's `cores` over its ranks)."""
+    hosts = {hid: hw for hid, hw in catalog.hardware.items() if hw.host_backend is not None}
+    if not hosts:
+        return catalog
+    ranks = settings.cpu_ranks
+    memory = float(settings.cpu_memory_gb or max(1, round(ram_gb)))
+    hardware = dict(catalog.hardware)
+    for hid, hw in hosts.items():
+        backend = hw.host_backend
+        values = {"CPU_THREADS": str(settings.cpu_threads or max(1, cores // ranks)),
+                  "CPU_KVCACHE_GIB": str(settings.cpu_kvcache_gib or backend.kvcache_gib),
+                  "CPU_THREADS_BIND": settings.cpu_threads_bind or backend.threads_bind}
+        env = {key: _fill(value, values) for key, value in backend.env.items()}
+        fields = {name: getattr(backend, name) for name in backend._fields}
+        sized = {name: getattr(hw, name) for name in hw._fields}
+        sized.update(gpu_count=ranks, vram_gb=memory,
+                     host_backend=Record(backend._kind, {**fields, "env": FrozenDict(env)}))
+        hardware[hid] = Record(hw._kind, sized)
+    fields = {name: getattr(catalog, name) for name in catalog._fields}
+    return Record("Catalog", {**fields, "hardware": FrozenDict(hardware)})
+
+
+def _fill(value: str, values: dict) -> str:
+    for name in sorted(values, key=len, reverse=True):  # $CPU_THREADS_BIND before $CPU_THREADS
+        value = value.replace("$" + name, values[name])
+    return value
 
 
 def gpu_vram_gb(hw: Record) -> float:

@@ -28,10 +28,10 @@ class Strict(BaseModel):
 
 class Brand(Strict):
     name: str  # as people write it
-    devices: List[str]  # any one present in the container = the GPUs are there
+    devices: List[str]  # any one present in the container = the GPUs are there (empty: no device needed)
     device_hint: str  # how to give a container the GPUs
-    k8s_resource: str  # the device plugin's extended resource
-    k8s_product_label: str  # the node label that names the GPU product
+    k8s_resource: Optional[str]  # the device plugin's extended resource (None: the pod requests no device)
+    k8s_product_label: Optional[str]  # the node label that names the GPU product (None: no node selector)
     compose: Dict[str, Any]  # what a Compose service adds to reach the GPUs
     k8s_supplemental_groups: List[int] = []  # host GIDs owning the device nodes (a pod's user joins them)
     # How a second container of the pod sees the GPUs the first one was given (KIMI_PRELOAD's
@@ -57,6 +57,32 @@ class PodResources(Strict):
     memory_gib: int = Field(gt=0)
 
 
+class HostLimit(Strict):
+    """A layout the hardware's vLLM backend cannot run (a preflight error naming it; KIMI_PREFLIGHT=warn
+    tries anyway, e.g. with a vLLM plugin that closes the gap)."""
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    when: Literal["moe_expert_parallel", "moe_data_parallel"]  # EP over > 1 rank / DP > 1, on a MoE model
+    vllm_max: str = Field(pattern=RELEASE)  # the newest release known to have the gap
+    why: str  # what fails, with vLLM's file
+
+
+class HostBackend(Strict):
+    """A target whose "GPUs" are ranks of a host backend (vLLM's CPU backend): sized by the node's
+    settings, with its own per-rank environment and the GPU-only recipe settings it drops."""
+
+    ranks_setting: str  # the setting that gives a node's ranks (replaces gpu_count)
+    memory_setting: str  # the setting that gives a node's memory (replaces vram_gb; default: the node's RAM)
+    env: Env  # per rank: $CPU_THREADS, $CPU_KVCACHE_GIB, $CPU_THREADS_BIND filled from the settings
+    kvcache_gib: int = Field(gt=0)  # VLLM_CPU_KVCACHE_SPACE when KIMI_CPU_KVCACHE_GIB is unset
+    threads_bind: str  # VLLM_CPU_OMP_THREADS_BIND when KIMI_CPU_THREADS_BIND is unset
+    drop_args: Dict[str, str]  # recipe flag -> why this backend leaves it out (the user's own are kept)
+    drop_env: Dict[str, str]  # recipe variable or prefix (ending in `_`) -> why it is left out
+    json_args: Dict[str, Dict[str, Any]] = {}  # flag -> keys merged into its JSON value (e.g. NIXL's buffer device)
+    gpu_floors: bool  # whether the recipes' strategy_min_gpus (sized for their GPUs) apply
+    limits: List[HostLimit] = []
+
+
 class Hardware(Strict):
     brand: str  # a key of `brands`
     generation: str  # hopper | blackwell | amd
@@ -72,8 +98,11 @@ class Hardware(Strict):
     # What a pod using all gpu_count GPUs of a node requests and is limited to; a pod using fewer
     # GPUs gets its share. Sized from the smallest common host of the hardware (hardware.yaml).
     pod_resources: PodResources
-    detect: Detect
+    detect: Optional[Detect] = None  # None: never picked by KIMI_HARDWARE=auto
     firmware: Optional[Firmware] = None
+    # Every recipe runs on it (the recipes' `hardware` lists the GPU targets of the recipe page)
+    serves_every_recipe: bool = False
+    host_backend: Optional[HostBackend] = None
 
     @model_validator(mode="after")
     def _amd_has_gfx(self):

@@ -24,12 +24,14 @@ from entrypoint.core.vllm_cli import EngineArgs, check, dedupe, engine_args, spe
 from entrypoint.core.net import url_host
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
+# A local model's weights times this is the memory it needs (activations, buffers, the runtime)
+LOCAL_MODEL_OVERHEAD = 1.2
 
 
 class _Ctx:
     """Everything one resolution reads, looked up once."""
 
-    def __init__(self, sel: Selection, cat: Catalog, load=None):
+    def __init__(self, sel: Selection, cat: Catalog, load=None, model_gb: Optional[float] = None):
         self.sel, self.cat, self.load = sel, cat, load
         self.recipe = cat.recipe
         self.hw: Record = cat.hardware[sel.hardware]
@@ -38,6 +40,11 @@ class _Ctx:
         self.override = self.recipe.strategy_overrides.get(sel.strategy)
         self.profile = self.recipe.profiles[sel.profile] if sel.profile else None
         self.spec = spec_for(sel.vllm_version)  # vLLM's own grammar for the version launched
+        self.host = self.hw.host_backend  # a host backend's ranks (KIMI_HARDWARE=cpu), None on GPUs
+        # The memory the model needs: a local model's own weights (KIMI_MODEL=/path) with room for
+        # vLLM's activations, else the recipe variant's minimum
+        self.need_gb = (round(model_gb * LOCAL_MODEL_OVERHEAD, 3) if model_gb is not None
+                        else self.variant.vram_minimum_gb)
 
     def removed_env(self) -> Dict[str, Record]:
         """Recipe env vars this vLLM version no longer has, with what replaces each."""
@@ -141,6 +148,48 @@ def _drop_nvlink_only(ctx: _Ctx, args: Tagged) -> Tagged:
     return out
 
 
+def host_drops_env(host, name: str) -> Optional[str]:
+    """Why a host backend (recipes/hardware.yaml `host_backend`) leaves variable `name` out, or None."""
+    for key, why in host.drop_env.items():
+        if name == key or (key.endswith("_") and name.startswith(key)):
+            return why
+    return None
+
+
+def _host_args(ctx: _Ctx, args: Tagged) -> Tagged:
+    """A host backend's view of the recipe's flags: its GPU-only ones left out (`drop_args`, each
+    with its reason; the user's own are kept for vLLM to judge), and keys merged into JSON values
+    (`json_args`: NIXL's KV buffer on the host)."""
+    host = ctx.host
+    if host is None:
+        return args
+    import json
+
+    out: Tagged = []
+    i = 0
+    while i < len(args):
+        tok, source = args[i]
+        flag, eq, inline = tok.partition("=")
+        takes_value = not eq and i + 1 < len(args) and not args[i + 1][0].startswith("--")
+        width = 1 if eq or not takes_value else 2
+        if source != "user" and flag in host.drop_args:
+            i += width
+            continue
+        if flag in host.json_args and (eq or takes_value):
+            value = inline if eq else args[i + 1][0]
+            try:
+                merged = json.dumps({**json.loads(value), **dict(host.json_args[flag])}, separators=(",", ":"))
+            except (ValueError, TypeError):
+                merged = value  # not a JSON object: vLLM's parser judges it as given
+            where = f"{source}; hardware ({ctx.sel.hardware})"
+            out += [(f"{flag}={merged}", where)] if eq else [(tok, source), (merged, where)]
+            i += width
+            continue
+        out.append(args[i])
+        i += 1
+    return out
+
+
 def _feature_layers(ctx: _Ctx) -> Tuple[Tagged, EnvLayers]:
     args: Tagged = []
     env: EnvLayers = []
@@ -190,7 +239,7 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
         args += tag("settings", ["--port", str(sel.port)])
     args += drain_args(sel, ctx.spec)
     args += tag("user", sel.user_args)
-    args = _drop_nvlink_only(ctx, _drop_moot(ctx, args))
+    args = _host_args(ctx, _drop_nvlink_only(ctx, _drop_moot(ctx, args)))
     check(args, ctx.spec)  # the layers so far, as vLLM's parser reads them (a bad user arg fails here)
 
     layers: EnvLayers = [("base", recipe.model.base_env), ("variant", var.extra_env)]
@@ -205,11 +254,13 @@ def _compose_vllm(ctx: _Ctx, strategy_args: Tagged, strategy_env: EnvLayers, poo
         for limit, extra in sorted(ctx.profile.env_when_tp_below.items()):
             if tp < limit:
                 layers.append((f"profile:{sel.profile} (TP {tp} < {limit})", extra))
+    if ctx.host is not None:
+        layers.append((f"hardware ({ctx.sel.hardware})", dict(ctx.host.env)))
     env: Dict[str, str] = {}
     origin: Dict[str, str] = {}
     for source, layer in layers:
         for key, value in layer.items():
-            if key in removed:
+            if key in removed or (ctx.host is not None and host_drops_env(ctx.host, key)):
                 continue
             env[key] = value
             origin[key] = source
@@ -278,6 +329,11 @@ def _pool_flags(ctx: _Ctx, pool: PoolChoice, defaults, k: int) -> List[str]:
     if pool.parallelism == "dep":
         local = _pool_local_dp(ctx, pool, defaults)
         flags = ["--tensor-parallel-size", str(defaults.tp)] if defaults and defaults.tp else []
+        if pool.node_count * local == 1:
+            # One data-parallel rank: no data-parallel wiring. vLLM reads --data-parallel-start-rank
+            # with one local rank as external load balancing, which a DP size of 1 refuses
+            # (vllm/engine/arg_utils.py create_engine_config; found by the live pd_cluster shape).
+            return flags + ["--enable-expert-parallel"]
         flags += ["--data-parallel-size", str(pool.node_count * local), "--data-parallel-size-local", str(local),
                   "--data-parallel-start-rank", str(k * local), "--data-parallel-address", head,
                   "--data-parallel-rpc-port", f"${role}_DP_RPC_PORT"]
@@ -523,16 +579,20 @@ def _pools(ctx: _Ctx, processes: list) -> List[Pool]:
 
 
 def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
-    need = ctx.variant.vram_minimum_gb
+    need = ctx.need_gb
     hw, sel = ctx.hw, ctx.sel
+    gpus_word, memory_word = ("ranks", "memory") if ctx.host is not None else ("GPUs", "GPU memory")
+    what = (f"the model at {sel.model} ({need:.1f} GB with vLLM's working memory)" if need != ctx.variant.vram_minimum_gb
+            else f"KIMI_VARIANT={sel.variant}")
     for pool in pools:
         if pool.vram_gb >= need:
             continue
         nodes_needed = math.ceil(need / hw.vram_gb)
         fitting = [v for v, var in ctx.recipe.variants.items()
-                   if var.vram_minimum_gb <= pool.vram_gb and not variant_unsupported(ctx.cat, v, sel.hardware)]
-        where = (f"the {pool.name} pool's {pool.gpus} x {sel.hardware} GPUs" if pool.name != "deployment" else
-                 f"{pool.gpus} x {sel.hardware} GPUs")
+                   if var.vram_minimum_gb <= pool.vram_gb and not variant_unsupported(ctx.cat, v, sel.hardware)
+                   and need == ctx.variant.vram_minimum_gb]
+        where = (f"the {pool.name} pool's {pool.gpus} x {sel.hardware} {gpus_word}" if pool.name != "deployment" else
+                 f"{pool.gpus} x {sel.hardware} {gpus_word}")
         ways = []
         node_gpus = hw.gpu_count * max(1, pool.nodes)
         if pool.gpus < node_gpus:
@@ -548,9 +608,11 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
             ways.append(f"KIMI_{pool.name.upper()}_NODES={nodes_needed} ({nodes_needed * hw.vram_gb:.0f} GB)")
         if fitting:
             ways.append(f"KIMI_VARIANT={' or '.join(fitting)}")
+        if ctx.host is not None:
+            ways.append("KIMI_MODEL=/path/to/a smaller model of the architecture (sized from its files)")
         ways.append("KIMI_SKIP_MEMORY_CHECK=1 to try anyway")
         raise KimiError(E.INSUFFICIENT_MEMORY,
-                        f"KIMI_VARIANT={sel.variant} needs at least {need:.0f} GB of GPU memory, but {where} hold "
+                        f"{what} needs at least {need:.0f} GB of {memory_word}, but {where} hold "
                         f"{pool.vram_gb:.0f} GB. Ways out: {'; '.join(ways)}.")
 
 
@@ -600,7 +662,7 @@ def _check_profile_args(ctx: _Ctx, processes: list) -> None:
                                 f"Use e.g. {example}.")
 
 
-def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None) -> Plan:
+def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_gb: Optional[float] = None) -> Plan:
     """The one composition (docs/composition.md): every engine's layers (base ... user, with
     KIMI_LOAD_FORMAT's loader among the settings), the serving topology (nodes, or the PD pools and
     their router), the memory and profile checks, then the KV layer (`kv`: a core.kv.KvChoice; its
@@ -608,7 +670,7 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None) -> Pla
     start-up budget (`load`: a core.loading.Decision), each engine deduplicated once; then a fleet's
     layer (`fleet`: a core.fleet.FleetChoice; its gates first): its engines' arguments and its
     router in front of the copies (docs/fleet.md)."""
-    ctx = _Ctx(sel, cat, load)
+    ctx = _Ctx(sel, cat, load, model_gb)
     weights = None
     if sel.preload:  # KIMI_PRELOAD's refusals first: no layout is composed for what it cannot run beside
         from entrypoint.core import preload
@@ -632,7 +694,7 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None) -> Pla
     if load is not None:
         from entrypoint.core.loading import budget_s
 
-        budget = budget_s(cat, sel.recipe, sel.variant, ctx.variant.vram_minimum_gb, pools, load)
+        budget = budget_s(cat, sel.recipe, sel.variant, ctx.need_gb, pools, load)
     copies = None
     if fleet is not None:
         from entrypoint.core.fleet import layer as fleet_layer
@@ -645,7 +707,7 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None) -> Pla
         processes.append(weights)
     return Plan(recipe=sel.recipe, hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
                 profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,
-                vram_minimum_gb=ctx.variant.vram_minimum_gb, pools=tuple(pools),
+                vram_minimum_gb=ctx.need_gb, pools=tuple(pools), local_model_gb=model_gb,
                 processes=with_helper_drain(processes))
 
 

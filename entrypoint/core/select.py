@@ -94,7 +94,7 @@ def _valid_hardware(settings: Settings, catalog: Catalog, detected: Optional[str
         hw = detected
     if hw not in catalog.hardware:
         raise unknown_value(source, hw, recipe.hardware, "Or use auto to detect it.")
-    if hw not in recipe.hardware:
+    if hw not in recipe.hardware and not catalog.hardware[hw].serves_every_recipe:
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe has no launch for {hw}. Supported: "
                         f"{', '.join(recipe.hardware)}.")
     serves = settings.image_serves
@@ -160,6 +160,9 @@ def offered_strategies(catalog: Catalog, hw: str) -> list:
 def min_gpus(catalog: Catalog, sid: str, hw: str) -> int:
     """The fewest GPUs the recipe lets a layout of strategy `sid` span on `hw` (0: no floor)."""
     floors = catalog.recipe.strategy_min_gpus
+    backend = catalog.hardware[hw].host_backend
+    if backend is not None and not backend.gpu_floors:  # sized for the recipe's GPUs, not a host's ranks
+        return 0
     return max(floors.get(sid, 0), floors.get(hw, 0))
 
 
@@ -346,7 +349,8 @@ def version_classes(catalog: Catalog) -> list:
     return sorted(found, key=version_key)
 
 
-def derived_pool(catalog: Catalog, hw: str, vid: str, role: str, mode: Optional[str] = None) -> PoolChoice:
+def derived_pool(catalog: Catalog, hw: str, vid: str, role: str, mode: Optional[str] = None,
+                 model_gb: Optional[float] = None) -> PoolChoice:
     """The pool of `role` the settings get when they name no size: the recipe's pool defaults, else
     as many whole nodes as the variant's memory and the recipe's GPU floor for the layout need."""
     recipe, hardware = catalog.recipe, catalog.hardware[hw]
@@ -355,7 +359,7 @@ def derived_pool(catalog: Catalog, hw: str, vid: str, role: str, mode: Optional[
     nodes = defaults.nodes if defaults is not None else None
     if nodes is None:
         floor = min_gpus(catalog, f"multi_node_{mode}", hw)
-        vram = recipe.variants[vid].vram_minimum_gb
+        vram = model_gb if model_gb is not None else recipe.variants[vid].vram_minimum_gb
         nodes = max(1, math.ceil(vram / hardware.vram_gb), math.ceil(floor / hardware.gpu_count))
     return PoolChoice(role=role, nodes=nodes, parallelism=mode)
 
@@ -370,8 +374,8 @@ def pool_parallelisms(catalog: Catalog) -> list:
     return allowed
 
 
-def _pool(settings: Settings, catalog: Catalog, role: str, hw: str, vid: str) -> PoolChoice:
-    pool = derived_pool(catalog, hw, vid, role, settings.values[f"{role}_parallelism"])
+def _pool(settings: Settings, catalog: Catalog, role: str, hw: str, vid: str, model_gb: Optional[float]) -> PoolChoice:
+    pool = derived_pool(catalog, hw, vid, role, settings.values[f"{role}_parallelism"], model_gb)
     allowed = pool_parallelisms(catalog)
     if pool.parallelism not in allowed:
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_{role.upper()}_PARALLELISM={pool.parallelism} is not offered "
@@ -466,7 +470,9 @@ def with_addresses(selection: Selection, settings: Settings) -> Selection:
 
 
 def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str] = None,
-           detected_vllm: Optional[str] = None) -> Selection:
+           detected_vllm: Optional[str] = None, model_gb: Optional[float] = None) -> Selection:
+    """`model_gb`: a local model's weights (KIMI_MODEL=/path), which size derived PD pools instead of
+    the recipe variant's minimum."""
     from entrypoint.core.vllm_cli import available_versions
 
     # The recipe's vLLM window first: a release it refuses is refused on any hardware (and before
@@ -482,8 +488,8 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
     strat = catalog.strategies[sid]
     is_pd = strat.deploy_type == "pd_cluster"
     nodes = settings.nodes if strat.deploy_type == "multi_node" else 1
-    prefill = _pool(settings, catalog, "prefill", hw, vid) if is_pd else None
-    decode = _pool(settings, catalog, "decode", hw, vid) if is_pd else None
+    prefill = _pool(settings, catalog, "prefill", hw, vid, model_gb) if is_pd else None
+    decode = _pool(settings, catalog, "decode", hw, vid, model_gb) if is_pd else None
     if is_pd:
         for pool in (prefill, decode):
             addrs = settings.values[f"{pool.role}_addrs"]

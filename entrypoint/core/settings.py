@@ -58,10 +58,24 @@ FIELDS: tuple = (
     F("features", "spec", None, "the recipe's defaults for the hardware",
       "Comma list of features; empty = none; `+f` / `-f` add to / remove from the defaults."),
     F("profile", "str", None, "none", "Tuned profile: {profiles}."),
+    F("cpu_ranks", "int", 1, "`1`", "KIMI_HARDWARE=cpu: vLLM ranks per node (what a GPU target's GPUs are).",
+      minimum=1, maximum=limits.MAX_CPU_RANKS),
+    F("cpu_memory_gb", "int", None, "this node's RAM", "KIMI_HARDWARE=cpu: GB of memory per node the memory check "
+      "counts (rendering for other nodes).", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB),
+    F("cpu_threads", "int", None, "this node's cores over KIMI_CPU_RANKS", "KIMI_HARDWARE=cpu: OpenMP threads per "
+      "rank (OMP_NUM_THREADS).", minimum=1, maximum=limits.MAX_CPU_THREADS),
+    F("cpu_kvcache_gib", "int", None, "`4` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: GiB of KV cache per rank "
+      "(VLLM_CPU_KVCACHE_SPACE).", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB),
+    F("cpu_threads_bind", "str", None, "`nobind` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: how ranks bind their "
+      "threads (VLLM_CPU_OMP_THREADS_BIND): `nobind`, `auto` (a NUMA node per rank), or core lists `0-3|4-7`.",
+      pattern=r"nobind|auto|[0-9][0-9,|-]*", pattern_doc="nobind, auto, or core ranges per rank like 0-3|4-7"),
     F("nodes", "int", 1, "`1`", "Number of nodes of a multi-node deployment.", minimum=1, maximum=limits.MAX_NODES),
     F("node_rank", "int", 0, "`0`", "This node's rank (multi-node) or its index in its pool (prefill/decode).",
       maximum=limits.MAX_NODES - 1),
     F("head_addr", "str", None, "required when KIMI_NODES > 1", "Rendezvous address of rank 0 (`$HEAD_IP`)."),
+    F("node_addr", "str", None, "the address of the route vLLM finds (KIMI_IFACE's interface)",
+      "This node's address as the other nodes reach it (vLLM's VLLM_HOST_IP): where a node has several, or the "
+      "nodes share a host.", pattern=r"[0-9A-Za-z.:\[\]-]+", pattern_doc="an IPv4 or IPv6 address or a host name"),
     F("iface", "str", None, "required where the strategy needs it",
       "Network interface for GLOO/NCCL (`$IFACE_NAME`)."),
     F("role", "choice", None, "required to launch a pd_cluster process",

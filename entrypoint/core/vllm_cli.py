@@ -441,6 +441,10 @@ class EngineArgs:
         return self.number("data_parallel_size_local", 0) or self.data_parallel
 
     @property
+    def expert_parallel(self) -> bool:
+        return bool(self.found.get("enable_expert_parallel"))
+
+    @property
     def nnodes(self) -> int:
         return max(1, self.number("nnodes", 1))
 

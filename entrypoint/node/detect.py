@@ -409,7 +409,7 @@ def _name_tokens(name: str) -> set:
 def match_hardware(gpu: Gpu, catalog) -> Tuple[Optional[str], str]:
     """Hardware id for one GPU from the profiles' detect data: name first, memory to choose among
     several (two products whose names share a token), gfx + memory when the probe gives no name (sysfs)."""
-    profiles = {hid: hw for hid, hw in catalog.hardware.items() if hw.brand == gpu.brand}
+    profiles = {hid: hw for hid, hw in catalog.hardware.items() if hw.brand == gpu.brand and hw.detect is not None}
     tokens = _name_tokens(gpu.name)
     by_name = [hid for hid, hw in profiles.items() if any(n.lower() in tokens for n in hw.detect.names)]
     if by_name:

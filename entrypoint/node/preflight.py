@@ -40,8 +40,36 @@ def _parallel_sizes(proc: Process) -> str:
 # ---------------------------------------------------------------- checks
 
 
+def _host(launch):
+    """The host backend of the launch's hardware (recipes/hardware.yaml `host_backend`), or None."""
+    return launch.catalog.hardware[launch.plan.hardware].host_backend
+
+
+def host_facts() -> Tuple[float, int]:
+    """This node's RAM (GB) and the cores this process may use."""
+    import os
+
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
+    except (ValueError, OSError):
+        ram = 0.0
+    return ram, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _threads(proc: Process) -> int:
+    try:
+        return max(1, int(proc.env.get("OMP_NUM_THREADS", "1")))
+    except ValueError:
+        return 1
+
+
 def check_hardware(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     det, configured = facts.detection, launch.plan.hardware
+    if _host(launch) is not None:
+        ram, cores = host_facts()
+        gpus = f"; {det.summary()} too, unused" if det.gpus else ""
+        return NodeCheck("hardware", "ok", f"configured {configured} (vLLM's CPU backend): {cores} cores, "
+                         f"{ram:.1f} GB of RAM{gpus}")
     if det.hardware is None:
         return NodeCheck("hardware", "warning", f"configured {configured}; detection found no known GPU model "
                      f"({det.summary() if det.gpus else det.reason}). Run `kimi-serve doctor` on the node.")
@@ -56,6 +84,15 @@ def check_hardware(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     if proc.local_gpus == 0:
         return NodeCheck("gpu_count", "skipped", f"the {proc.role} uses no GPU")
+    if _host(launch) is not None:  # ranks share the node's cores: more threads than cores slows, never fails
+        _, cores = host_facts()
+        want = proc.local_gpus * _threads(proc)
+        need = (f"the {proc.role} runs {proc.local_gpus} rank(s) ({_parallel_sizes(proc)}) of "
+                f"{_threads(proc)} thread(s) each; {cores} cores usable")
+        if want <= cores:
+            return NodeCheck("gpu_count", "ok", need)
+        return NodeCheck("gpu_count", "warning", f"{need}: {want} threads on {cores} cores run slowly. Set "
+                         f"KIMI_CPU_THREADS={max(1, cores // proc.local_gpus)} or give the container more cores.")
     seen = visible_gpus(facts.all_gpus, exec_env(proc.env, environ))
     need = f"the {proc.role} process needs {proc.local_gpus} GPU(s) on its node ({_parallel_sizes(proc)})"
     if len(seen) >= proc.local_gpus:
@@ -69,6 +106,18 @@ def check_gpu_count(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 
 
 def check_vram(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
+    if _host(launch) is not None and proc.local_gpus:
+        ram, _ = host_facts()
+        minimum, nodes = launch.plan.vram_minimum_gb, max(1, launch.plan.nodes)
+        need = minimum / nodes
+        what = (f"the model's {launch.plan.local_model_gb:.2f} GB of weights" if launch.plan.local_model_gb is not None
+                else f"the {launch.plan.variant} variant")
+        if ram >= need:
+            return NodeCheck("vram", "ok", f"{ram:.1f} GB of RAM; {what} needs {minimum:.1f} GB over {nodes} node(s)")
+        status = "warning" if launch.settings.skip_memory_check else "error"
+        return NodeCheck("vram", status, f"{ram:.1f} GB of RAM, below the {need:.1f} GB per node {what} needs. Use "
+                         "a node with more memory, more nodes, a smaller model (KIMI_MODEL=/path), or "
+                         "KIMI_SKIP_MEMORY_CHECK=1 if you know it fits.")
     gpus = visible_gpus(facts.all_gpus, exec_env(proc.env, environ)) or facts.detection.gpus
     if not gpus or proc.local_gpus == 0:
         return NodeCheck("vram", "skipped", "no GPU memory to measure" if proc.local_gpus else f"the {proc.role} uses no GPU")
@@ -103,6 +152,8 @@ def check_platform(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     if proc.local_gpus == 0:
         return NodeCheck("platform", "ok", f"{facts.arch}; the {proc.role} needs no GPU device")
     brand = launch.catalog.brands[hw.brand]
+    if not brand.devices:
+        return NodeCheck("platform", "ok", f"{facts.arch}; {launch.plan.hardware} needs no device")
     if not set(brand.devices) & facts.devices:
         return NodeCheck("platform", "error", f"{launch.plan.hardware} is an {brand.name} GPU but no {brand.name} "
                      f"device ({', '.join(brand.devices)}) is in the container: {brand.device_hint}.")
@@ -130,6 +181,50 @@ def check_firmware(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
                                 provenance={**proc.provenance, **{k: "preflight" for k in added}})
     return NodeCheck("firmware", "fixed", f"{name} {oldest} < {rule.minimum} ({facts.firmware_source}): setting {fix} "
                  "as the recipe guide advises; a firmware update removes the need.", fixed)
+
+
+def check_host_limits(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
+    """Layouts the hardware's vLLM backend cannot run (recipes/hardware.yaml `host_backend.limits`:
+    on the CPU backend, MoE expert parallelism over several ranks and MoE data parallelism), for
+    the vLLM release launched; KIMI_PREFLIGHT=warn tries anyway (e.g. with a vLLM plugin that closes
+    the gap)."""
+    host = _host(launch)
+    if host is None or not proc.is_engine or proc.vllm is None:
+        return NodeCheck("host_limits", "skipped", "no host-backend limit applies" if host is None
+                         else f"the {proc.role} runs no vLLM engine")
+    from entrypoint.core.versions import version_key
+
+    vllm, found = launch.selection.vllm_version, proc.vllm
+    moe = model_is_moe(launch.plan.model)
+    layouts = {"moe_expert_parallel": moe and found.expert_parallel and found.tensor_parallel * found.data_parallel > 1,
+               "moe_data_parallel": moe and found.data_parallel > 1}
+    hit = [lim for lim in host.limits if layouts[lim.when] and version_key(vllm) <= version_key(lim.vllm_max)]
+    if not hit:
+        return NodeCheck("host_limits", "ok", f"vLLM {vllm}'s {launch.plan.hardware} backend runs this layout")
+    return NodeCheck("host_limits", "error", "; ".join(
+        f"{lim.id}: vLLM {vllm} on {launch.plan.hardware} cannot run it ({lim.why})" for lim in hit)
+        + ". Use KIMI_STRATEGY=single_node_tp or multi_node_tp (or a dense model), or KIMI_PREFLIGHT=warn to try "
+        "anyway with a vLLM plugin that closes the gap.")
+
+
+def model_is_moe(model: str) -> bool:
+    """Whether the model is a mixture of experts: a local model's config.json names experts; every
+    recipe's checkpoint (the Kimi family) is one."""
+    import json
+    import os
+
+    from entrypoint.core import limits
+    from entrypoint.core.files import read_capped
+
+    path = os.path.join(model, "config.json")
+    if "://" in model or not os.path.isfile(path):
+        return True
+    try:
+        config = json.loads(read_capped(path, limits.MAX_NODE_FILE_BYTES))
+    except (OSError, ValueError):
+        return True
+    configs = [config, *(v for v in config.values() if isinstance(v, dict))]  # a text_config inside
+    return any(c.get(key) for c in configs for key in ("n_routed_experts", "num_experts", "num_local_experts"))
 
 
 def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
@@ -271,7 +366,7 @@ def check_compile_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
                      "(minutes on GPUs) and writes it there, so the next start of the same launch skips that")
 
 
-CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_shm, check_platform,
+CHECKS: Tuple[Callable, ...] = (check_hardware, check_gpu_count, check_vram, check_host_limits, check_shm, check_platform,
                                 check_firmware, check_cache, check_model_source, check_kv_components, check_load_time,
                                 check_compile_cache)
 

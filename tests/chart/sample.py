@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+from buildsys.chart import chart_hardware
 from entrypoint.core.recipe import load_catalog
 
 EXTRA_ARGS = ["--max-num-seqs 64", "--enable-prefix-caching", "--api-key sk-abc123", "--hf-token hf_abc",
@@ -33,7 +34,7 @@ def settings(rng: random.Random) -> dict:
     from entrypoint.core.kv import load_kv
 
     kv = load_kv()
-    s: dict = {"hardware": rng.choice(sorted(cat.hardware))}
+    s: dict = {"hardware": rng.choice(chart_hardware(cat))}
     if _maybe(rng, 0.6):
         s["recipe"] = rng.choice(recipes)
     strategy = rng.choice(sorted(cat.strategies)) if _maybe(rng, 0.7) else None
@@ -113,7 +114,7 @@ def fleet_settings(rng: random.Random) -> tuple:
     refuses in a fleet); a PD cluster a quarter of the time (a PD fleet: its pools' nodes and
     parallelism at times, one unit autoscaled among them)."""
     cat = load_catalog()
-    s: dict = {"hardware": rng.choice(sorted(cat.hardware)), "skip_memory_check": _maybe(rng, 0.7)}
+    s: dict = {"hardware": rng.choice(chart_hardware(cat)), "skip_memory_check": _maybe(rng, 0.7)}
     if _maybe(rng, 0.5):
         s["recipe"] = rng.choice(sorted(cat.recipes))
     pd = sorted(k for k, v in cat.strategies.items() if v.deploy_type == "pd_cluster")

@@ -19,6 +19,7 @@ ISSUE_TABLE = {  # the issue's table: target -> (base kind, platform, default ha
     "gb200": ("cuda", "linux/arm64", "gb200", ["gb200"]),
     "gb300": ("cuda", "linux/arm64", "gb300", ["gb300"]),
     "rocm-gfx942": ("rocm", "linux/amd64", "mi300x", ["mi300x", "mi325x"]),
+    "cpu": ("cpu", "linux/amd64", "cpu", ["cpu"]),  # issue 36: vLLM's CPU backend, a target like the others
     "rocm-gfx950": ("rocm-nightly", "linux/amd64", "mi355x", ["mi350x", "mi355x"]),
 }
 
@@ -30,6 +31,7 @@ def test_data_matches_the_issue_table():
     assert data.bases["cuda"].name.endswith("vllm/vllm-openai")
     assert data.bases["rocm"].name.endswith("vllm/vllm-openai-rocm")
     assert data.bases["rocm-nightly"].tag == "nightly"
+    assert data.bases["cpu"].name.endswith("vllm-cpu-release-repo")  # vLLM's CPU image (docs: deployment/docker)
 
 
 def _write(tmp_path, mutate):

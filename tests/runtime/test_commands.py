@@ -48,7 +48,7 @@ def test_doctor_json_on_a_bare_node_detects_and_checks(monkeypatch, fake_tools, 
     assert report["detection"]["hardware"] == "h200" and report["detection"]["count"] == 8
     assert report["launch"]["hardware"] == "h200"  # KIMI_HARDWARE unset: auto
     names = [c["check"] for c in report["checks"]]
-    assert names == ["hardware", "gpu_count", "vram", "shm", "platform", "firmware", "cache", "model_source",
+    assert names == ["hardware", "gpu_count", "vram", "host_limits", "shm", "platform", "firmware", "cache", "model_source",
                      "kv_components", "load_time", "compile_cache"]
     load = next(c for c in report["checks"] if c["check"] == "load_time")
     assert "595 GB checkpoint" in load["message"] and "Start-up budget 3600 s" in load["message"]

@@ -1,0 +1,114 @@
+"""Fixtures of the live shapes (tests/live): vLLM's CPU build with kimi-serve installed beside it, as
+the image installs the entrypoint into the base's Python; the tiny models (tests/verify/tiny_models.py);
+the test-only vLLM plugin (tests/live/vllm_cpu_plugin); and one running shape per module.
+
+Real vLLM: these tests skip when the venv cannot be made (no PyPI), but FAIL when CI=true. They are
+marked `vllm` (one xdist group: one shape at a time on the machine) and `slow`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict
+
+import pytest
+
+from tests.live.shape import Shape
+
+ROOT = Path(__file__).resolve().parents[2]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+FIGURES: list = []  # (module, figures) of every shape started, for the terminal summary and the results file
+NIXL = "nixl==1.5.1"  # NIXL's Python package with its UCX backend (host memory works: real-shapes.md)
+
+
+def _unavailable(why: str):
+    if IN_CI:
+        pytest.fail(f"live shapes unavailable in CI: {why}")
+    pytest.skip(f"live shapes unavailable: {why}")
+
+
+@pytest.fixture(scope="session")
+def live_venv() -> Path:
+    """vLLM's CPU build (scripts/vllm-env.sh, shared with tests/verify) with kimi-serve and NIXL
+    installed beside it."""
+    venv = Path(os.environ.get("KIMI_VLLM_VENV") or ROOT / ".venv-vllm")
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "vllm-env.sh"), str(venv)], capture_output=True, text=True,
+                          timeout=1800)
+    if done.returncode != 0:
+        _unavailable(f"scripts/vllm-env.sh failed:\n{done.stderr[-3000:]}")
+    stamp = venv / ".kimi-live"
+    want = (ROOT / "pyproject.toml").read_text() + NIXL
+    if not stamp.exists() or stamp.read_text() != want:
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        for args in (["--no-deps", "-e", str(ROOT)], [NIXL]):
+            done = subprocess.run(pip + args, capture_output=True, text=True, timeout=1800)
+            if done.returncode != 0:
+                _unavailable(f"pip install {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+        stamp.write_text(want)
+    return venv
+
+
+@pytest.fixture(scope="session")
+def tiny(live_venv, tmp_path_factory) -> Path:
+    """The tiny models (tests/verify/tiny_models.py): kimi (DeepSeek-V3, Kimi-K2's architecture),
+    scripted and random (Llama)."""
+    out = tmp_path_factory.mktemp("tiny-models")
+    subprocess.run([str(live_venv / "bin" / "python"), str(ROOT / "tests" / "verify" / "tiny_models.py"), str(out)],
+                   check=True, capture_output=True, timeout=600)
+    return out
+
+
+PLUGIN_DIR = Path(__file__).with_name("vllm_cpu_plugin")
+
+
+def plugin_env() -> Dict[str, str]:
+    """What a host sets to load the test-only vLLM plugin (tests/live/vllm_cpu_plugin: vLLM's CPU
+    backend gaps for MoE expert and data parallelism): its folder on the path, where Python finds
+    the package and its entry point (vllm.general_plugins)."""
+    return {"PYTHONPATH": str(PLUGIN_DIR)}
+
+
+def base_settings(tiny: Path, cache: Path, **more: str) -> Dict[str, str]:
+    """The settings a user of the `cpu` target gives for a toy deployment: the tiny Kimi model,
+    1 GiB of KV cache and 1 thread per rank, no compile (minutes on 2 cores), a short context."""
+    return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(tiny / "kimi"), "KIMI_VLLM_VERSION": "0.32.0",
+            "KIMI_CPU_KVCACHE_GIB": "1", "KIMI_CPU_THREADS": "1", "KIMI_CACHE_DIR": str(cache),
+            "KIMI_EXTRA_ARGS": "--enforce-eager --max-model-len 2048", "KIMI_DRAIN_TIMEOUT": "30", **more}
+
+
+@pytest.fixture(scope="module")
+def running(request, live_venv, tiny, tmp_path_factory):
+    """The module's one shape, started once: the module's SHAPE(tiny, cache) -> (settings, place,
+    extra env); stopped at the end (its exit codes in `shape.stopped`)."""
+    make: Callable = request.module.SHAPE
+    settings, place, extra = make(tiny, tmp_path_factory.mktemp("cache"))
+    logs = tmp_path_factory.mktemp("logs")
+    shape = Shape(settings, live_venv, logs, place, extra_env=extra)
+    name = request.module.__name__.rsplit(".", 1)[-1]
+    try:
+        shape.start()
+    except Exception:
+        shape.kill()
+        raise
+    FIGURES.append((name, shape))
+    yield shape
+    if not getattr(shape, "stopped", None):
+        t0 = time.monotonic()
+        shape.stopped = shape.stop()
+        shape.stop_s = time.monotonic() - t0
+    shape.kill()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not FIGURES:
+        return
+    terminalreporter.section("live shapes (the plan's own processes on vLLM's CPU backend)")
+    for name, shape in FIGURES:
+        terminalreporter.write_line(f"{name}: {len(shape.nodes)} processes, ready in {shape.started_s:.0f} s, "
+                                    f"peak {shape.peak_rss_mb / 1024:.1f} GB, stopped {getattr(shape, 'stopped', '?')} "
+                                    f"in {getattr(shape, 'stop_s', 0):.0f} s")
+    sys.stdout.flush()
