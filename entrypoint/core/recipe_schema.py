@@ -62,7 +62,8 @@ class HostLimit(Strict):
     tries anyway, e.g. with a vLLM plugin that closes the gap)."""
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    when: Literal["moe_expert_parallel", "moe_data_parallel"]  # EP over > 1 rank / DP > 1, on a MoE model
+    # EP over > 1 rank / DP > 1, on a MoE model; pipeline parallel > 1 with --enforce-eager
+    when: Literal["moe_expert_parallel", "moe_data_parallel", "eager_pipeline_parallel"]
     vllm_max: str = Field(pattern=RELEASE)  # the newest release known to have the gap
     why: str  # what fails, with vLLM's file
 

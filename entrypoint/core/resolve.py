@@ -307,7 +307,11 @@ def _multi_node_flags(ctx: _Ctx, rank: int) -> List[str]:
     if strat.parallelism == "tp_dp":
         flags = ["--tensor-parallel-size", str(gpus), "--data-parallel-size", str(nodes),
                  "--data-parallel-size-local", "1", "--data-parallel-address", "$HEAD_IP"]
-        return flags + (["--data-parallel-start-rank", str(rank)] if rank > 0 else [])
+        # Deliberate difference (`tp-dp-lb-mismatch`): rank > 0 is headless. The site's worker, with
+        # a start rank and an API server of its own, is external load balancing, while rank 0 runs
+        # vLLM's internal one, which refuses it ("Remote engine 1 must use --headless unless in
+        # external or hybrid dp lb mode": vllm/v1/engine/utils.py; found by the live shape).
+        return flags + (["--data-parallel-start-rank", str(rank), "--headless"] if rank > 0 else [])
     if strat.parallelism == "tp_pp":
         flags = ["--tensor-parallel-size", str(gpus), "--pipeline-parallel-size", str(nodes)]
     else:

@@ -148,10 +148,15 @@ def offered_strategies(catalog: Catalog, hw: str) -> list:
     recipe = catalog.recipe
     candidates = list(recipe.compatible_strategies) + [s for s in recipe.strategy_hardware
                                                        if s not in recipe.compatible_strategies]
+    # A host backend (KIMI_HARDWARE=cpu) stands in for any of the recipe's targets at toy scale: a
+    # layout the recipe grants on some hardware is offered on it too.
+    anywhere = ({s for s, by_hw in recipe.strategy_hardware.items() if "supported" in by_hw.values()}
+                if catalog.hardware[hw].host_backend is not None else set())
     out = []
     for sid in candidates:
         support = strategy_support(catalog, sid, hw)
-        if support == "unsupported" or (support is None and sid not in recipe.compatible_strategies):
+        if support == "unsupported" or (support is None and sid not in recipe.compatible_strategies
+                                        and sid not in anywhere):
             continue
         out.append(sid)
     return out

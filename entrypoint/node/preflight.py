@@ -197,14 +197,15 @@ def check_host_limits(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     vllm, found = launch.selection.vllm_version, proc.vllm
     moe = model_is_moe(launch.plan.model)
     layouts = {"moe_expert_parallel": moe and found.expert_parallel and found.tensor_parallel * found.data_parallel > 1,
-               "moe_data_parallel": moe and found.data_parallel > 1}
+               "moe_data_parallel": moe and found.data_parallel > 1,
+               "eager_pipeline_parallel": found.pipeline_parallel > 1 and bool(found.get("enforce_eager"))}
     hit = [lim for lim in host.limits if layouts[lim.when] and version_key(vllm) <= version_key(lim.vllm_max)]
     if not hit:
         return NodeCheck("host_limits", "ok", f"vLLM {vllm}'s {launch.plan.hardware} backend runs this layout")
     return NodeCheck("host_limits", "error", "; ".join(
         f"{lim.id}: vLLM {vllm} on {launch.plan.hardware} cannot run it ({lim.why})" for lim in hit)
-        + ". Use KIMI_STRATEGY=single_node_tp or multi_node_tp (or a dense model), or KIMI_PREFLIGHT=warn to try "
-        "anyway with a vLLM plugin that closes the gap.")
+        + ". Use another layout (KIMI_STRATEGY=single_node_tp or multi_node_tp; a dense model; no --enforce-eager "
+        "with pipeline parallelism), or KIMI_PREFLIGHT=warn to try anyway with a vLLM plugin that closes the gap.")
 
 
 def model_is_moe(model: str) -> bool:

@@ -1,9 +1,10 @@
-"""Tiny Llama-architecture models for a real vLLM server on a CPU, built in seconds, never downloaded.
+"""Tiny models for a real vLLM server on a CPU, built in seconds, never downloaded.
 
 Run with the vLLM venv's Python (it has torch, tokenizers, transformers, safetensors):
-    python tests/verify/tiny_models.py OUT_DIR   ->  OUT_DIR/scripted, OUT_DIR/random
+    python tests/verify/tiny_models.py OUT_DIR   ->  OUT_DIR/scripted, OUT_DIR/random, OUT_DIR/kimi
 
-Both share a byte-level BPE tokenizer trained here, with Kimi-K2's markup tokens (<think>,
+scripted and random are Llama-architecture (float32); kimi is Kimi-K2's architecture. All three
+share a byte-level BPE tokenizer trained here, with Kimi-K2's markup tokens (<think>,
 </think>, <|tool_calls_section_begin|> ...) as added tokens, so vLLM 0.32 accepts
 `--reasoning-parser kimi_k2 --tool-call-parser kimi_k2`, and a chat template in Kimi's shape
 (<|im_user|>user<|im_middle|>...<|im_end|>). head_dim is 32 (16 crashes vLLM's CPU attention).
@@ -18,6 +19,17 @@ tool question: one Kimi-format tool call; a tool result: the final answer.
 
 random: random weights (gibberish), except that </think> is made likely (about 1 token in 25),
 so that a thinking answer is split at a random place, the case that fooled the old check.
+
+kimi: `DeepseekV3ForCausalLM`, the architecture of Kimi-K2 (MLA attention; MoE with sigmoid
+scores and noaux_tc routing, one shared expert, the first layer dense), with random bfloat16
+weights (fixed seed) made by transformers from a config: gibberish, about 2 MB. It is for shapes
+that need a MoE or MLA model (expert parallelism, DP attention). Only the latent head is
+full-size: vLLM's CPU MLA backends (CPU_MLA, AMX_MLA) accept only kv_lora_rank 512 +
+qk_rope_head_dim 64, and AMX_MLA only bfloat16. model_type is deepseek_v3 (Kimi's own, kimi_k2,
+needs remote code), so `--trust-remote-code` is accepted but not needed. vLLM's logits agree
+with transformers' to bf16 precision; being random, the model has near-ties (bf16 logits, about
+one greedy step in ten has a top-2 gap under 0.05), so two shapes (TP 1 vs DEP/TEP, whose sums
+round differently) agree token for token only up to the first near-tie.
 """
 
 from __future__ import annotations
@@ -241,9 +253,47 @@ def build_random(out: Path, tokenizer, seed: int = 0) -> None:
     _save(out, _config(vocab, hidden, inter, eos), w)
 
 
+# Kimi-K2's config.json, shrunk: routing, MLA latent sizes and rope as in the real one.
+KIMI_CONFIG = {
+    "hidden_size": 128, "intermediate_size": 256, "moe_intermediate_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 64, "kv_lora_rank": 512,
+    "qk_nope_head_dim": 32, "qk_rope_head_dim": 64, "v_head_dim": 32,
+    "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1,
+    "moe_layer_freq": 1, "n_group": 1, "topk_group": 1, "topk_method": "noaux_tc", "scoring_func": "sigmoid",
+    "seq_aux": True, "norm_topk_prob": True, "routed_scaling_factor": 2.827, "num_nextn_predict_layers": 0,
+    "hidden_act": "silu", "max_position_embeddings": 32 * MAX_POSITIONS, "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False,
+    # Kimi-K2's YaRN. It also matters on vLLM 0.32's CPU backend: with plain rope ("default") vLLM
+    # runs its CPU rotary kernel, which rotates MLA's 3-D query view wrongly (tokens then differ
+    # from transformers', and between TP 1 and TP 2); YaRN takes the PyTorch path, which is right.
+    "rope_parameters": {"rope_type": "yarn", "rope_theta": 50000.0, "factor": 32.0,
+                        "original_max_position_embeddings": MAX_POSITIONS, "beta_fast": 1.0,
+                        "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0},
+    # 10x transformers' default: at 0.02 greedy decoding repeats one token whatever the experts do;
+    # at 0.2 the prompt and the routed experts decide the tokens, so shapes can be compared.
+    "initializer_range": 0.2,
+}
+
+
+def build_kimi(out: Path, tokenizer, seed: int = 0) -> None:
+    import torch
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    eos = tokenizer.convert_tokens_to_ids(EOS)
+    config = DeepseekV3Config(vocab_size=len(tokenizer), bos_token_id=eos, eos_token_id=eos, **KIMI_CONFIG)
+    config.architectures = ["DeepseekV3ForCausalLM"]
+    torch.manual_seed(seed)
+    model = DeepseekV3ForCausalLM(config).to(torch.bfloat16)
+    with torch.no_grad():  # Kimi's router has a non-zero score correction (transformers starts it at 0)
+        for layer in model.model.layers[KIMI_CONFIG["first_k_dense_replace"]:]:
+            layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(KIMI_CONFIG["n_routed_experts"]) * 0.01)
+    model.save_pretrained(out)
+    (out / "generation_config.json").write_text(json.dumps({"eos_token_id": eos, "bos_token_id": eos}))
+
+
 def main(out: str) -> None:
     root = Path(out)
-    for name, build in (("scripted", build_scripted), ("random", build_random)):
+    for name, build in (("scripted", build_scripted), ("random", build_random), ("kimi", build_kimi)):
         target = root / name
         target.mkdir(parents=True, exist_ok=True)
         build(target, build_tokenizer(target))
