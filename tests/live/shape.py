@@ -65,11 +65,8 @@ class Node:
     addr: str
     env: Dict[str, str]
     log: Path
+    name: str
     popen: Optional[subprocess.Popen] = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.proc.role}-{self.proc.rank}"
 
     def url(self, port: Optional[int] = None) -> str:
         return f"http://{self.addr}:{port or self.proc.ports[Port.HTTP]}"
@@ -98,22 +95,28 @@ class Shape:
     def __post_init__(self):
         self.launch = build(self.settings)  # the plan every container resolves for itself
         self.plan = self.launch.plan
+        # A fleet's copies (KIMI_REPLICAS, core/fleet.py) are the same plan on each replica address
+        copies = (self.launch.settings.replica_addrs if self.launch.fleet is not None and
+                  self.launch.selection.prefill is None else ())
         for proc in self.plan.processes:
-            addr = self.place(proc)
-            env = {**container_env(self.launch, proc), "KIMI_NODE_RANK": str(proc.rank)}
-            if proc.kind is Kind.ROUTER:
-                env["KIMI_ROUTER_HOST"] = addr
-            else:
-                env.update(KIMI_HOST=addr, KIMI_NODE_ADDR=addr)
-            if "KIMI_HEAD_ADDR" in self.settings:
-                env["KIMI_HEAD_ADDR"] = self.settings["KIMI_HEAD_ADDR"]
-            log = self.logs / f"{proc.role}-{proc.rank}.log"
-            self.nodes.append(Node(proc, addr, env, log))
+            for copy, addr in enumerate(copies if copies and proc.is_engine else (self.place(proc),)):
+                env = {**container_env(self.launch, proc), "KIMI_NODE_RANK": str(proc.rank)}
+                if proc.kind is Kind.ROUTER:
+                    env["KIMI_ROUTER_HOST"] = addr
+                else:
+                    env.update(KIMI_HOST=addr, KIMI_NODE_ADDR=addr)
+                if "KIMI_HEAD_ADDR" in self.settings:
+                    env["KIMI_HEAD_ADDR"] = self.settings["KIMI_HEAD_ADDR"]
+                name = f"{proc.role}-{proc.rank}" + (f"-copy{copy}" if copies and proc.is_engine else "")
+                self.nodes.append(Node(proc, addr, env, self.logs / f"{name}.log", name))
 
     @property
     def front(self) -> Node:
         front = self.plan.front
         return next(n for n in self.nodes if n.proc is front)
+
+    def engines(self) -> List[Node]:
+        return [n for n in self.nodes if n.proc.is_engine]
 
     def start(self) -> float:
         """Start every container's entrypoint; wait until the front and every engine with an API

