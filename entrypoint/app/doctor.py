@@ -41,7 +41,14 @@ def diagnose(environ: Mapping[str, str]) -> dict:
                         "hardware": launch.plan.hardware, "variant": launch.plan.variant,
                         "strategy": launch.plan.strategy, "nodes": launch.plan.nodes, "role": proc.role,
                         "kind": proc.kind.value, "rank": proc.rank, "local_gpus": proc.local_gpus,
-                        "port": proc.port, "ports": {p.value: n for p, n in proc.ports.items()}}
+                        "port": proc.port, "ports": {p.value: n for p, n in proc.ports.items()},
+                        "units": "ranks" if launch.catalog.hardware[launch.plan.hardware].host_backend else "GPUs"}
+    if launch.catalog.hardware[launch.plan.hardware].host_backend is not None:  # the node is the device
+        from entrypoint.node.preflight import host_facts
+
+        ram, cores = host_facts()
+        report["host"] = {"cores": cores, "ram_gb": round(ram, 1), "ranks": proc.local_gpus,
+                          "threads_per_rank": int(proc.env.get("OMP_NUM_THREADS", "1") or 1)}
     proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))
     report["checks"] = [r.as_dict() for r in results]
     return report

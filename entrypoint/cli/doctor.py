@@ -31,7 +31,11 @@ def render_text(report: dict) -> str:
     if report["launch"]:
         la = report["launch"]
         lines.append(f"launch: {la['recipe']} ({la['model']}) on {la['hardware']} {la['variant']} {la['strategy']}, {la['role']} rank {la['rank']} "
-                     f"of {la['nodes']} node(s), {la['local_gpus']} GPU(s) on this node")
+                     f"of {la['nodes']} node(s), {la['local_gpus']} {la.get('units', 'GPUs')} on this node")
+    if report.get("host"):
+        host = report["host"]
+        lines.append(f"host: {host['cores']} cores, {host['ram_gb']} GB of RAM; {host['ranks']} rank(s) x "
+                     f"{host['threads_per_rank']} thread(s)")
     from entrypoint.core.table import text_table
 
     lines.append("")
