@@ -90,6 +90,17 @@ def _pip_target(kind: str, reqs: list, platform: str, python: str, extra: Sequen
     return out
 
 
+def _package_path(pkg: str, package_dir: dict) -> str:
+    """Where a package's files are, as setuptools finds them: the longest mapped prefix of its name in
+    `package-dir` (entrypoint.recipes_data.models -> recipes/models), else its dotted path."""
+    parts = pkg.split(".")
+    for cut in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:cut])
+        if prefix in package_dir:
+            return "/".join([package_dir[prefix], *parts[cut:]])
+    return "/".join(parts)
+
+
 def copy_code(dest: Path) -> None:
     """The packages pyproject ships, laid out as an installed package would be."""
     meta = pyproject()
@@ -97,7 +108,7 @@ def copy_code(dest: Path) -> None:
     package_dir = st.get("package-dir", {})
     package_data = st.get("package-data", {})
     for pkg in st.get("packages", []):
-        src = ROOT / package_dir.get(pkg, pkg.replace(".", "/"))
+        src = ROOT / _package_path(pkg, package_dir)
         dst = dest / pkg.replace(".", "/")
         dst.mkdir(parents=True, exist_ok=True)
         if not src.is_dir():

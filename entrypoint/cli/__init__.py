@@ -12,7 +12,7 @@ import sys
 from typing import List, Optional
 
 from entrypoint.cli import _context
-from entrypoint.cli._context import run_guarded, say
+from entrypoint.cli._context import TERMINATION_LOG, run_guarded, say
 from entrypoint.core.errors import KimiError
 
 # command name -> (module, one-line help). Each module exposes a click command named `command`.
@@ -123,7 +123,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
         print(f"kimi-serve {__version__}")
         return
-    run_guarded(_start, args, json_log=_json_log())
+    run_guarded(_start, args, json_log=_json_log(), termination_log=TERMINATION_LOG)
 
 
 def _start(args: List[str]) -> None:

@@ -17,6 +17,9 @@ from entrypoint.core.errors import EXIT_USAGE, INTERNAL_ERROR, KimiError
 EXIT_BROKEN_IMAGE = 3  # a defect of the image: broken recipe data, or a bug (please report it)
 EXIT_INTERRUPTED = 130
 ARGV: list = []  # this run's arguments (main sets them): secrets given there are masked too
+# Where Kubernetes reads a container's termination message (terminationMessagePath's default): the
+# start writes its one-line refusal there too, so `kubectl get pods` / `describe` show it
+TERMINATION_LOG = "/dev/termination-log"
 REPORT_HINT = "a bug in kimi-serve: please report it with this line (KIMI_DEBUG=1 shows the full trace)"
 
 
@@ -57,13 +60,33 @@ def _os_message(err: OSError) -> str:
             f"(uid {os.getuid()}) may use it.")
 
 
-def run_guarded(fn, *args, error_exit: int = None, json_log: bool = False, **kwargs):
+def write_termination_message(message: str, path: str = TERMINATION_LOG) -> None:
+    """The refusal, masked, into the termination log where the runtime made one (a regular file:
+    Kubernetes'); nothing elsewhere, and never an error of its own."""
+    import stat
+
+    from entrypoint.core.mask import mask_output
+
+    try:
+        if not stat.S_ISREG(os.stat(path, follow_symlinks=False).st_mode):
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(mask_output(message, os.environ, ARGV)[:4096] + "\n")  # Kubernetes keeps 4096 bytes
+    except OSError:
+        pass
+
+
+def run_guarded(fn, *args, error_exit: int = None, json_log: bool = False, termination_log: str = "", **kwargs):
     """Call fn; map every failure to one line and an exit code. `error_exit` replaces every
-    failing code (healthcheck: 1, Docker's HEALTHCHECK contract)."""
+    failing code (healthcheck: 1, Docker's HEALTHCHECK contract); `termination_log`: the file the
+    line goes to as well (the container's start)."""
     from entrypoint.core.recipe import RecipeDataError
 
     def end(message: str, code: int, kind: str = "") -> NoReturn:
         say(message, json_log=json_log, code=kind)
+        if termination_log:
+            write_termination_message(message, termination_log)
         sys.exit(error_exit if error_exit is not None else code)
 
     try:

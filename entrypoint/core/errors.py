@@ -39,6 +39,9 @@ def unknown_value(setting: str, value: str, valid: Iterable[str], way_out: str =
     if not valid:  # never an empty list of valid values: say there are none, and the way out
         return KimiError(UNKNOWN_VALUE, f"{setting}={value!r} is not known: there are no valid values here.{tail}")
     close = difflib.get_close_matches(str(value), valid, n=1)
+    if not close:  # a short form: `k3` for `kimi-k3`, `h200` written `H200` is matched above
+        text = str(value).strip().lower()
+        close = [v for v in valid if text and (v.lower().endswith("-" + text) or v.lower().startswith(text + "-"))][:1]
     hint = f" Did you mean '{close[0]}'?" if close else ""
     return KimiError(
         UNKNOWN_VALUE,

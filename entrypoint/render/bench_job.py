@@ -17,7 +17,8 @@ variant for the reference) and takes the tokenizer from the launch's model.
 from __future__ import annotations
 
 from entrypoint.render import compose, k8s
-from entrypoint.render.deployment import HF_TOKEN_PATH, image, serving_port, settings_env, token_path
+from entrypoint.render.deployment import (HF_TOKEN_PATH, TERMINATION_MESSAGE, image, serving_port, settings_env,
+                                          token_path)
 from entrypoint.render.k8s_pod import (_container_security, _pod_security, env_list, hf_token_secret, scratch_and_token,
                                        skip_annotations)
 from entrypoint.render.yamltext import dump, dump_all
@@ -55,7 +56,7 @@ def client_job(launch, component: str, args: list, deadline_s: int, resources: d
     proc = launch.plan.front
     base_mounts, base_volumes = scratch_and_token(launch)
     env = env_list({**settings_env(launch), HF_TOKEN_PATH: token_path()})
-    container = {"name": component, "image": image(launch), "imagePullPolicy": "Always",
+    container = {"name": component, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
                  "args": list(args), "env": env,
                  "resources": {"limits": dict(resources), "requests": dict(resources)},
                  "securityContext": _container_security(launch), "volumeMounts": base_mounts + list(mounts)}

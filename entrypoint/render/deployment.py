@@ -23,6 +23,10 @@ HF_TOKEN = "HF_TOKEN"  # the Secret key (Kubernetes); never written into a rende
 HF_TOKEN_PATH = "HF_TOKEN_PATH"
 TOKEN_DIR = "/run/secrets/kimi-serve"
 TOKEN_FILE = "hf_token"
+# Every Kubernetes container: its last log lines are its termination message when it fails without
+# writing one (the entrypoint writes its one-line refusal to /dev/termination-log), so `kubectl get
+# pods` and `describe` say why a container stopped, not only `Error` or `CrashLoopBackOff`.
+TERMINATION_MESSAGE = {"terminationMessagePolicy": "FallbackToLogsOnError"}
 SINGLE, MULTI_NODE, PD_CLUSTER, KV_STORE = "single", "multi_node", "pd_cluster", "kv_store"
 
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config

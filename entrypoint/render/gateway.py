@@ -17,6 +17,7 @@ inference.networking.k8s.io, kind: InferencePool, name: <name>}]`) attaches it (
 
 from __future__ import annotations
 
+from entrypoint.render.deployment import TERMINATION_MESSAGE
 from entrypoint.render.fleet import rbac
 from entrypoint.render.yamltext import dump
 
@@ -69,7 +70,7 @@ def _picker(k8s, launch, g) -> dict:
     grpc_health = {"grpc": {"port": picker.ports["grpc-health"], "service": picker.health_service}}
     field = [("NAMESPACE", "metadata.namespace"), ("POD_NAME", "metadata.name")]
     container = {
-        "name": COMPONENT, "image": picker.image, "imagePullPolicy": "Always", "args": args,
+        "name": COMPONENT, "image": picker.image, "imagePullPolicy": "Always", **TERMINATION_MESSAGE, "args": args,
         "env": [{"name": n, "valueFrom": {"fieldRef": {"fieldPath": path}}} for n, path in field],
         "ports": [{"name": port_name, "containerPort": number} for port_name, number in picker.ports.items()],
         "livenessProbe": {**grpc_health, "initialDelaySeconds": 5, "periodSeconds": 10},

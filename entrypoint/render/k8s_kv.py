@@ -20,7 +20,8 @@ from typing import List, Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import SHM, container_env, helper_resources, image, is_companion, scratch, stop
+from entrypoint.render.deployment import (SHM, TERMINATION_MESSAGE, container_env, helper_resources, image, is_companion,
+                                          scratch, stop)
 from entrypoint.render.k8s_pod import CACHE_VOLUME, SHM_VOLUME, env_list, helper_probes, pod_spec, pre_stop
 
 POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"  # Kubernetes >= 1.28 labels StatefulSet pods
@@ -114,7 +115,7 @@ def add_companions(launch, pod: dict) -> dict:
         mounts = [{"name": n, "mountPath": path} for n, path in scratch(launch).items()]
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM})  # the engine hands it shared memory
         pod["containers"].append({
-            "name": proc.role, "image": image(launch), "imagePullPolicy": "Always",
+            "name": proc.role, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
             "env": env_list(container_env(launch, proc)),
             "resources": {"limits": amounts, "requests": dict(amounts)},
             "securityContext": _container_security(launch), "volumeMounts": mounts, **helper_probes(launch),

@@ -19,8 +19,8 @@ import math
 from typing import Optional
 
 from entrypoint.core.plan import Process
-from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TOKEN_DIR, TOKEN_FILE, brand, cache_mount,
-                                          container_env, deployment_stop, hardware, health, helper_resources, image,
+from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TERMINATION_MESSAGE, TOKEN_DIR, TOKEN_FILE, brand,
+                                          cache_mount, container_env, deployment_stop, hardware, health, helper_resources, image,
                                           image_user, pinned, scratch, stop, token_path)
 
 CACHE_VOLUME = "cache"
@@ -161,7 +161,8 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     """`cache_claim`: the PVC to mount as the cache, or None when the owner (LeaderWorkerSet)
     gives each pod its own claim from a template named CACHE_VOLUME."""
     mounts, volumes = _volumes(launch, proc, cache_claim)
-    container = {"name": CONTAINER, "image": image(launch), "imagePullPolicy": "Always", "env": _env(launch, proc),
+    container = {"name": CONTAINER, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
+                 "env": _env(launch, proc),
                  "resources": _resources(launch, proc), "securityContext": _container_security(launch),
                  "volumeMounts": mounts, "lifecycle": pre_stop(stop(launch, proc))}
     if proc.serves_http:
@@ -191,7 +192,7 @@ def _download(container: dict) -> dict:
                  for kind, amounts in container["resources"].items()}
     mounts = [m for m in container["volumeMounts"] if m["mountPath"] != SHM]
     container = {k: v for k, v in container.items() if k != "lifecycle"}  # an init container has none
-    return {"name": DOWNLOAD_CONTAINER, "image": container["image"], "imagePullPolicy": "Always",
+    return {"name": DOWNLOAD_CONTAINER, "image": container["image"], "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
             "args": ["download"], "env": container["env"], "resources": resources,
             "securityContext": dict(container["securityContext"]), "volumeMounts": mounts}
 
@@ -236,7 +237,8 @@ def add_weight_cache(launch, pod: dict) -> dict:
            "periodSeconds": h.interval_s}
     env = [*_env(launch, proc), *env_list(gpus_env)]
     pod["initContainers"].append({
-        "name": proc.role, "image": image(launch), "imagePullPolicy": "Always", "restartPolicy": "Always",
+        "name": proc.role, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
+        "restartPolicy": "Always",
         "env": env, "resources": {"limits": amounts, "requests": dict(amounts)},
         "securityContext": _container_security(launch),
         "volumeMounts": [dict(m) for m in engine["volumeMounts"]],

@@ -33,3 +33,19 @@ def test_the_check_sees_a_package_missing(tmp_path):
     (tmp_path / "entrypoint" / "newpkg" / "__init__.py").write_text("")
     found = find_packages(tmp_path)
     assert found - declared() == {"entrypoint.newpkg"}
+
+
+def test_every_data_folder_is_a_declared_package():
+    """The recipe data ships as entrypoint.recipes_data (recipes/): each of its folders is a
+    package of its own in `packages`, else setuptools warns that it would be ignored (issue 40)."""
+    folders = {"entrypoint.recipes_data." + p.name for p in (ROOT / "recipes").iterdir()
+               if p.is_dir() and p.name.isidentifier() and any(p.glob("*.*"))}  # not the cache (.validated)
+    assert folders and not folders - declared()
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert folders <= set(data)
+
+
+def test_the_license_is_an_spdx_expression():
+    """A table (`{text = ...}`) is deprecated by setuptools (a warning at every install, issue 40)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"

@@ -259,3 +259,35 @@ def test_multi_node_kv_instances_are_not_rendered():
     with pytest.raises(KimiError, match="LeaderWorkerSet per instance") as err:
         documents("k8s", {"KIMI_HARDWARE": "h100", "KIMI_NODES": "2", "KIMI_KV_OFFLOAD": "kv_store_distributed_mooncake"})
     assert err.value.code == "unsupported_combination"
+
+
+def _containers(node):
+    """Every container of every object, wherever a pod template holds it (containers, initContainers)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("containers", "initContainers") and isinstance(value, list):
+                yield from (c for c in value if isinstance(c, dict) and "image" in c)
+            yield from _containers(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _containers(item)
+
+
+FLEETS = {"fleet-router": {"KIMI_HARDWARE": "h200", "KIMI_REPLICAS": "2"},
+          "fleet-gateway": {"KIMI_HARDWARE": "h200", "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"}}
+
+
+@pytest.mark.parametrize("case", sorted(K8S) + sorted(FLEETS))
+def test_every_container_falls_back_to_its_logs_for_the_termination_message(case):
+    """Issue 38: a container that refuses its settings shows why in `kubectl get pods` / `describe`,
+    not only Error or CrashLoopBackOff (the entrypoint writes its refusal to /dev/termination-log;
+    a crash without one leaves the last log lines)."""
+    docs = documents("k8s", {**K8S, **FLEETS}[case])
+    found = list(_containers(docs))
+    assert found
+    assert [c["name"] for c in found if c.get("terminationMessagePolicy") != "FallbackToLogsOnError"] == []
+
+
+def test_the_bench_job_falls_back_to_its_logs_too():
+    docs = documents("k8s-bench", {"KIMI_HARDWARE": "h200"})
+    assert [c.get("terminationMessagePolicy") for c in _containers(docs)] == ["FallbackToLogsOnError"]

@@ -141,3 +141,14 @@ def test_list_shows_valid_combinations():
     assert out["hardware"]["gb200"]["arch"] == "arm64"
     assert "encoder_parallel" not in out["hardware"]["gb200"]["default_features"]
     assert run(["--help"], {}).stdout.count("\n  ") >= 7
+
+
+def test_a_short_recipe_name_gets_the_full_one_suggested():
+    """Issue 40: `KIMI_RECIPE=k3` suggests kimi-k3 (difflib alone finds no match that short)."""
+    from entrypoint.app.launch import build as _build
+    from entrypoint.core.errors import KimiError
+
+    with pytest.raises(KimiError, match=r"Did you mean 'kimi-k3'\?"):
+        _build({"KIMI_RECIPE": "k3", "KIMI_HARDWARE": "h200"})
+    with pytest.raises(KimiError, match=r"Did you mean 'kimi-k2.5'\?"):
+        _build({"KIMI_RECIPE": "K2.5", "KIMI_HARDWARE": "h200"})

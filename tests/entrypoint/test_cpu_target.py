@@ -154,3 +154,4 @@ def test_a_one_rank_data_parallel_pool_gets_no_data_parallel_wiring(model):
     two = build(cpu(model, KIMI_STRATEGY="pd_cluster", KIMI_CPU_RANKS="2", KIMI_PREFILL_ADDRS="10.0.0.1",
                     KIMI_DECODE_ADDRS="10.0.0.2")).plan.find("prefill", 0)
     assert two.vllm.data_parallel == 2 and "--data-parallel-start-rank" in two.args
+

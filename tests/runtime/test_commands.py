@@ -198,3 +198,32 @@ def test_start_with_warn_execs_with_the_cache_env(tmp_path):
     logs = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     assert {"hardware", "cache", "preflight.gpu_count"} <= {e["event"] for e in logs}
     assert "hf_secretvalue9" not in proc.stderr
+
+
+def test_a_refused_start_writes_its_line_to_the_termination_log(tmp_path, monkeypatch):
+    """Issue 38: Kubernetes shows the termination log in `kubectl get pods` / `describe`; the
+    start's one-line refusal goes there too (masked), only into a regular file the runtime made."""
+    from entrypoint.cli._context import run_guarded
+    from entrypoint.core.errors import KimiError
+
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_never_written_0000")
+    log = tmp_path / "termination-log"
+    log.write_text("")
+
+    def refuse():
+        raise KimiError("invalid_value", "KIMI_NODES=0 is below 1 (hf_secret_never_written_0000)")
+
+    with pytest.raises(SystemExit) as info:
+        run_guarded(refuse, termination_log=str(log))
+    assert info.value.code == 2
+    assert log.read_text() == "KIMI_NODES=0 is below 1 (****)\n"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("kept")
+    link = tmp_path / "link"
+    link.symlink_to(elsewhere)
+    with pytest.raises(SystemExit):
+        run_guarded(refuse, termination_log=str(link))
+    assert elsewhere.read_text() == "kept"  # a link is never followed
+    with pytest.raises(SystemExit):
+        run_guarded(refuse, termination_log=str(tmp_path / "absent"))
+    assert not (tmp_path / "absent").exists()  # no file made where the runtime made none

@@ -497,7 +497,7 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
   {{- if $claim }}{{ $volumes = append $volumes (dict "name" $d.volumes.cache "persistentVolumeClaim" (dict "claimName" $claim)) }}
   {{- else if $c.cacheVolume }}{{ $volumes = append $volumes (merge (dict "name" $d.volumes.cache) $c.cacheVolume) }}{{ end -}}
 {{- end -}}
-{{- $container := dict "name" $d.containers.server "image" $c.image "imagePullPolicy" $c.pullPolicy "env" $env "resources" $resources "securityContext" (deepCopy $d.container_security) "volumeMounts" $mounts -}}
+{{- $container := dict "name" $d.containers.server "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "env" $env "resources" $resources "securityContext" (deepCopy $d.container_security) "volumeMounts" $mounts -}}
 {{- with $c.envFrom }}{{ $_ := set $container "envFrom" . }}{{ end -}}
 {{- if $p.serves -}}
   {{- $_ := set $container "ports" (list (dict "name" "http" "containerPort" $p.port)) -}}
@@ -520,7 +520,7 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
   {{- $cmounts := list -}}
   {{- range $d.scratch }}{{ $cmounts = append $cmounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ end -}}
   {{- $cmounts = append $cmounts (dict "name" $d.volumes.shm "mountPath" "/dev/shm") -}}
-  {{- $companion := dict "name" .role "image" $c.image "imagePullPolicy" $c.pullPolicy "env" $cenv
+  {{- $companion := dict "name" .role "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "env" $cenv
         "resources" (dict "limits" (deepCopy .resources) "requests" (deepCopy .resources))
         "securityContext" (deepCopy $d.container_security) "volumeMounts" $cmounts -}}
   {{- with $c.envFrom }}{{ $_ := set $companion "envFrom" . }}{{ end -}}
@@ -539,7 +539,7 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
   {{- range $mounts }}{{ if ne .mountPath "/dev/shm" }}{{ $dmounts = append $dmounts . }}{{ end }}{{ end -}}
   {{- $dres := dict -}}
   {{- range $kind, $am := $resources }}{{ $_ := set $dres $kind (pick $am "cpu" "memory") }}{{ end -}}
-  {{- $download := dict "name" $d.containers.download "image" $c.image "imagePullPolicy" $c.pullPolicy "args" (list "download") "env" $env "resources" $dres "securityContext" (deepCopy $d.container_security) "volumeMounts" $dmounts -}}
+  {{- $download := dict "name" $d.containers.download "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "args" (list "download") "env" $env "resources" $dres "securityContext" (deepCopy $d.container_security) "volumeMounts" $dmounts -}}
   {{- with $c.envFrom }}{{ $_ := set $download "envFrom" . }}{{ end -}}
   {{- $_ := set $spec "initContainers" (list $download) -}}
   {{- $_ := set $spec "nodeSelector" (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) -}}
