@@ -38,6 +38,7 @@ class Launch:
     kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
     load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.loading.Decision)
     fleet: Any = None  # KIMI_REPLICAS' fleet (entrypoint.core.fleet.FleetChoice), None for one copy
+    notes: tuple = ()  # what the cluster wiring chose on this machine that a reader should know (the interface)
 
     @property
     def name(self) -> str:
@@ -196,7 +197,13 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
     def storage(model: str):  # the volume the weights are read from decides `auto`, and the budget
         return weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
 
-    return _checked(replace(compose(settings, detected, detected_vllm=vllm, storage=storage), platform=platform))
+    said = "KIMI_IFACE=auto" if (platform.environ.get("KIMI_IFACE") or "").strip().lower() == "auto" else \
+        "KIMI_IFACE is unset"
+    notes = tuple(f"{said}: this plan uses {d.split('=', 1)[1].split(':', 1)[0]} ({d.split(': ', 1)[-1]} on "
+                  "this machine), and each node's container finds its own at its start. Set KIMI_IFACE to name the "
+                  "interface between the nodes." for d in wiring.decisions if d.startswith("KIMI_IFACE="))
+    return _checked(replace(compose(settings, detected, detected_vllm=vllm, storage=storage), platform=platform,
+                            notes=notes))
 
 
 def weights_storage(model: str, cache_dir: str, environ: Mapping[str, str], sample: bool = True):
@@ -207,8 +214,8 @@ def weights_storage(model: str, cache_dir: str, environ: Mapping[str, str], samp
     return probe(model, cache_dir, environ, load_data(), sample=sample)
 
 
-def applied_process(user_args: tuple, environ: Mapping[str, str]) -> Process:
+def applied(launch: Launch, environ: Mapping[str, str]) -> Process:
     """This container's process with only the env the project applies here (what `print` shows)."""
     from entrypoint.node.exec import as_applied
 
-    return as_applied(load_launch(tuple(user_args), environ).this_process(), environ)
+    return as_applied(launch.this_process(), environ)

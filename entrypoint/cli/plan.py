@@ -13,7 +13,7 @@ from typing import Optional
 import click
 
 from entrypoint.app.launch import load_launch
-from entrypoint.cli._context import echo, guarded, not_empty
+from entrypoint.cli._context import echo, guarded, not_empty, say
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 
@@ -171,6 +171,8 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
         _render_files(fmt, output)
         return
     launch = load_launch()
+    for note in launch.notes:  # the interface this machine's routing chose (KIMI_IFACE unset)
+        say(note, level="note")
     if fmt == "json":
         echo(json.dumps(_plan_json(launch), indent=2))
     elif fmt == "shell":

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from entrypoint.cli._context import echo, guarded
+from entrypoint.cli._context import echo, guarded, say
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
@@ -17,11 +17,14 @@ from entrypoint.cli._context import echo, guarded
 @guarded
 def command(fmt: str, vllm_args: tuple) -> None:
     """Print the launch this container would exec (VLLM_ARGS are added as container args would be)."""
-    from entrypoint.app.launch import applied_process
+    from entrypoint.app.launch import applied, load_launch
     from entrypoint.core.mask import mask_argv, mask_env
     from entrypoint.render.shell import render_process
 
-    proc = applied_process(vllm_args, os.environ)
+    launch = load_launch(tuple(vllm_args), os.environ)
+    for note in launch.notes:  # the interface this machine's routing chose (KIMI_IFACE unset)
+        say(note, level="note")
+    proc = applied(launch, os.environ)
     if fmt == "json":
         echo(json.dumps({"argv": mask_argv(proc.argv), "env": mask_env(proc.env)}, indent=2))
     else:

@@ -152,3 +152,34 @@ def test_a_short_recipe_name_gets_the_full_one_suggested():
         _build({"KIMI_RECIPE": "k3", "KIMI_HARDWARE": "h200"})
     with pytest.raises(KimiError, match=r"Did you mean 'kimi-k2.5'\?"):
         _build({"KIMI_RECIPE": "K2.5", "KIMI_HARDWARE": "h200"})
+
+
+def test_a_two_node_plan_says_which_interface_it_uses(monkeypatch):
+    """Issue 40: without KIMI_IFACE, a multi-node plan printed here uses this machine's interface;
+    it says so, with the way out, instead of rendering it silently."""
+    from click.testing import CliRunner
+
+    from entrypoint.cli import plan
+    from entrypoint.node import cluster
+
+    monkeypatch.setattr(cluster, "resolve_iface", lambda head, proc_root="/proc": ("ens5", "the default route's interface"))
+    for key in ("KIMI_IFACE", "KIMI_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    env = {"KIMI_HARDWARE": "h200", "KIMI_NODES": "2", "KIMI_HEAD_ADDR": "10.0.0.1"}
+    result = CliRunner().invoke(plan.command, [], env=env)
+    assert result.exit_code == 0 and "GLOO_SOCKET_IFNAME=ens5" in result.output
+    assert ("kimi-serve: note: KIMI_IFACE is unset: this plan uses ens5 (the default route's interface on this "
+            "machine)") in result.output and "Set KIMI_IFACE" in result.output
+    quiet = CliRunner().invoke(plan.command, [], env={**env, "KIMI_IFACE": "eth9"})
+    assert quiet.exit_code == 0 and "note:" not in quiet.output
+
+
+def test_a_missing_head_address_gets_an_example_and_the_schedulers_that_fill_it():
+    """Issue 40: the KIMI_HEAD_ADDR error shows an example and says a LeaderWorkerSet or Slurm fills it."""
+    from entrypoint.app.launch import build
+    from entrypoint.core.errors import KimiError
+
+    with pytest.raises(KimiError) as info:
+        build({"KIMI_HARDWARE": "h200", "KIMI_NODES": "2", "KIMI_IFACE": "eth0"})
+    assert "e.g. KIMI_HEAD_ADDR=10.0.0.1" in info.value.message
+    assert "LWS_LEADER_ADDRESS" in info.value.message and "SLURM_JOB_NODELIST" in info.value.message

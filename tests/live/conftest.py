@@ -67,7 +67,7 @@ def base_settings(tiny: Path, cache: Path, **more: str) -> Dict[str, str]:
     1 GiB of KV cache and 1 thread per rank, no compile (minutes on 2 cores), a short context."""
     return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(tiny / "kimi"), "KIMI_VLLM_VERSION": "0.32.0",
             "KIMI_CPU_KVCACHE_GIB": "1", "KIMI_CPU_THREADS": "1", "KIMI_CACHE_DIR": str(cache),
-            "KIMI_EXTRA_ARGS": "--enforce-eager --max-model-len 2048", "KIMI_DRAIN_TIMEOUT": "30", **more}
+            "KIMI_EXTRA_ARGS": "--enforce-eager --max-model-len 2048", "KIMI_DRAIN_TIMEOUT": "10", **more}
 
 
 @pytest.fixture(scope="module")
