@@ -13,6 +13,7 @@ from entrypoint.core.plan import Kind, Process
 def start(user_args) -> None:
     """The container's start: wire, compose, log, preflight, announce, then exec (never returns
     unless KIMI_DRY_RUN=1)."""
+    from entrypoint.node import peers
     from entrypoint.node.cluster import wire
     from entrypoint.node.exec import exec_process
     from entrypoint.node.logs import log_decisions
@@ -45,6 +46,7 @@ def start(user_args) -> None:
         log.info("launch", "KIMI_DRY_RUN=1, not starting it")
         return
     record_launch(proc, platform)
+    peers.start(proc, launch.settings, launch.catalog.serving.peer_watch, environ)  # a lost node stops this one
     exec_process(proc, environ, launch.settings.cache_dir, compiled)
 
 

@@ -220,10 +220,23 @@ class Monitoring(Strict):
     dashboard: Dashboard
 
 
+class PeerWatch(Strict):
+    """The nodes of one multi-node copy watch each other where no scheduler restarts the group
+    (node/peers.py): rank 0 listens on `port`, every other rank holds a connection to it; a lost
+    connection stops the node, so every survivor exits and the copy restarts as a unit."""
+
+    port: int = Field(gt=0, lt=65536)
+    keepalive_idle_s: int = Field(gt=0)  # a silent peer (a node lost with its power) is probed after this
+    keepalive_interval_s: int = Field(gt=0)
+    keepalive_probes: int = Field(gt=0)
+    grace_s: int = Field(gt=0)  # after SIGTERM, before SIGKILL
+
+
 class Serving(Strict):
     image: ImageRepo
     health: Health
     stop: Stop
+    peer_watch: PeerWatch
     compile_caches: CompileCaches
     default_recipe: str  # the recipe KIMI_RECIPE names when unset (a slug of recipes/models/)
     monitoring: Monitoring
