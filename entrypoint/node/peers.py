@@ -1,6 +1,6 @@
 """The nodes of one multi-node copy watch each other where no scheduler restarts the group
 (recipes/serving.yaml `peer_watch`; measured: vLLM's surviving ranks hang on an idle peer's loss,
-tests/live/test_lost_node.py).
+tests/live/test_multi_node_tp.py).
 
 Before the entrypoint execs the engine, it forks a watcher that outlives the exec beside it (the
 engine keeps the entrypoint's PID). Rank 0's watcher listens on the peer port; every other rank's

@@ -97,7 +97,7 @@ PROVES = {  # what each module's shape proves, for the results file and docs/sha
     "test_single_node_tp": "TP 2 over two CPU ranks in one entrypoint; the Kimi parsers",
     "test_single_node_tep": "TP 2 + expert parallelism (test-only plugin for vLLM's CPU MoE gap)",
     "test_single_node_dep": "DP 2 + expert parallelism, one API server in front of both ranks (plugin)",
-    "test_multi_node_tp": "two entrypoints rendezvous over gloo (--nnodes/--node-rank/--master-addr, headless rank 1)",
+    "test_multi_node_tp": "two entrypoints rendezvous over gloo (--nnodes/--node-rank/--master-addr, headless rank 1); a lost worker node stops rank 0 (peer watch)",
     "test_multi_node_tp_pp": "two pipeline stages on two hosts (plugin: eager pipeline stages)",
     "test_multi_node_tp_dp": "Kimi-K3's TP-per-node, DP-across layout; headless rank 1 (tp-dp-lb-mismatch fixed)",
     "test_multi_node_tep": "TP 2 + expert parallelism across two hosts (plugin)",

@@ -1,7 +1,7 @@
 """node/peers.py with real processes and sockets: two "engines" (sleeping Pythons that started the
 peer watch as the entrypoint does before its exec), rank 0 and a worker; one is SIGKILLed (a lost
 node) and the other's watcher stops it within seconds. The live version with vLLM's two-node shape
-is tests/live/test_lost_node.py."""
+is tests/live/test_multi_node_tp.py."""
 
 from __future__ import annotations
 
