@@ -186,8 +186,9 @@ class Targets(Strict):
         the hardware it serves, it runs on this vLLM release (its floor, the releases it refuses)
         and its min_stack is met by the base's."""
         t, base = self.targets[target], self.bases[self.targets[target].base]
+        every = any(catalog.hardware[h].serves_every_recipe for h in t.serves)  # the cpu target: any recipe
         return [slug for slug, recipe in catalog.recipes.items()
-                if set(t.serves) & set(recipe.hardware) and release_refusal(recipe.model, self.vllm_version) is None
+                if (every or set(t.serves) & set(recipe.hardware)) and release_refusal(recipe.model, self.vllm_version) is None
                 and not stack_shortfall(recipe.model.min_stack, {"cuda": base.cuda, "rocm": base.rocm})]
 
 

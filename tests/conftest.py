@@ -56,12 +56,18 @@ SERIAL_MARKERS = ("docker", "vllm", "serial", "slow")
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group into the nodeid
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (--dist loadgroup, scripts/test.sh), every test that uses a shared
-    resource is in one group, so one worker runs them one after another; the rest spread."""
+    """Under pytest-xdist (--dist loadgroup, scripts/test.sh), the tests that share a resource run in
+    turn on one worker: the real vLLM servers (the vLLM venv, one shape at a time: group `vllm`)
+    and everything else shared (the Docker engine and registry, a tool's venv, the slow ones:
+    group `serial`). The two groups run beside each other, on the two workers of a 2-core machine
+    (a live shape is mostly waiting; measured in the closing note of issue 36); the rest spread."""
     if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: one process, no groups (nor their marker)
         return
     for item in items:
-        if any(item.get_closest_marker(name) for name in SERIAL_MARKERS):
+        shared = item.get_closest_marker("docker") or item.get_closest_marker("serial")
+        if item.get_closest_marker("vllm") and not shared:
+            item.add_marker(pytest.mark.xdist_group("vllm"))
+        elif any(item.get_closest_marker(name) for name in SERIAL_MARKERS):
             item.add_marker(pytest.mark.xdist_group("serial"))
 
 
@@ -178,3 +184,10 @@ def local_registry(docker_client, tmp_path_factory):
     subprocess.run([str(ROOT / "scripts" / "registry.sh"), "start", str(port)], check=True, env=env)
     yield f"127.0.0.1:{port}"
     subprocess.run([str(ROOT / "scripts" / "registry.sh"), "stop", str(port)], env=env)
+
+
+def base_hosts(data) -> set:
+    """The registries the bases of images/targets.yaml live on (each release's), for tests that
+    move them to a local registry."""
+    return {base.name.split("/", 1)[0] for version in data.releases
+            for base in data.for_release(version).bases.values()}

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from buildsys import standin
-from tests.conftest import ROOT
+from tests.conftest import ROOT, base_hosts
 from tests.images import workflow
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -268,7 +268,10 @@ def test_lock_bases_proposes_the_registrys_digests(runner, published, docker_cli
             docker_client.images.remove(f"{repo}:{base.tag}", noprune=True)
             r = published["http"].head(f"/v2/{repo.split('/', 1)[1]}/manifests/{base.tag}", headers={"Accept": MANIFEST})
             expected[kind if version == data.vllm_version else f"{version} {kind}"] = r.headers["Docker-Content-Digest"]
-    path.write_text(path.read_text().replace("docker.io/", f"{local_registry}/"))
+    text = path.read_text()
+    for host in base_hosts(data):  # docker.io (vLLM's GPU images), public.ecr.aws (its CPU image)
+        text = text.replace(f"{host}/", f"{local_registry}/")
+    path.write_text(text)
     _git(clone, "commit", "-q", "-am", "bases from the local registry")
     proposals = []
 

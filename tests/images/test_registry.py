@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from buildsys import targets
-from tests.conftest import run_build_py
+from tests.conftest import base_hosts, run_build_py
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 DATA = targets.load()
@@ -75,7 +75,9 @@ def test_lock_resolves_tags_through_the_registry(docker_client, standin_images, 
                        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
         expected[key] = r.headers["Docker-Content-Digest"]
         _untag(docker_client, f"{repo}:{base.tag}")
-    path.write_text(raw.replace("docker.io/", f"{local_registry}/"))
+    for host in base_hosts(DATA):  # docker.io (vLLM's GPU images), public.ecr.aws (its CPU image)
+        raw = raw.replace(f"{host}/", f"{local_registry}/")
+    path.write_text(raw)
     proc = run_build_py("--targets-file", str(path), "lock")
     assert json.loads(proc.stdout) == expected
     locked = targets.load(path)
