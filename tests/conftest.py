@@ -56,18 +56,15 @@ SERIAL_MARKERS = ("docker", "vllm", "serial", "slow")
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group into the nodeid
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (--dist loadgroup, scripts/test.sh), the tests that share a resource run in
-    turn on one worker: the real vLLM servers (the vLLM venv, one shape at a time: group `vllm`)
-    and everything else shared (the Docker engine and registry, a tool's venv, the slow ones:
-    group `serial`). The two groups run beside each other, on the two workers of a 2-core machine
-    (a live shape is mostly waiting; measured in the closing note of issue 36); the rest spread."""
+    """Under pytest-xdist (--dist loadgroup, scripts/test.sh), every test that uses a shared
+    resource is in one group, so one worker runs them one after another; the rest spread. The
+    live vLLM shapes stay in it too: they bind the recipes' well-known ports (8000-8002, NIXL's
+    5557/5558) on loopback hosts, which the Compose tests' host-network containers bind as well
+    (tried as a second group in parallel: a PD router found 8000 taken)."""
     if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: one process, no groups (nor their marker)
         return
     for item in items:
-        shared = item.get_closest_marker("docker") or item.get_closest_marker("serial")
-        if item.get_closest_marker("vllm") and not shared:
-            item.add_marker(pytest.mark.xdist_group("vllm"))
-        elif any(item.get_closest_marker(name) for name in SERIAL_MARKERS):
+        if any(item.get_closest_marker(name) for name in SERIAL_MARKERS):
             item.add_marker(pytest.mark.xdist_group("serial"))
 
 

@@ -34,8 +34,8 @@ def test_the_command_passes_pytests_status_and_summary_through():
 
 @pytest.mark.serial
 def test_a_shared_resource_test_runs_in_the_one_serial_group(request):
-    """Under xdist (scripts/test.sh: --dist loadgroup) a test marked docker/serial/slow carries
-    the `serial` group in its nodeid (one marked vllm, the `vllm` group), so one worker runs the group in turn (tests/conftest.py). It
+    """Under xdist (scripts/test.sh: --dist loadgroup) a test marked docker/vllm/serial/slow carries
+    the `serial` group in its nodeid, so one worker runs the group in turn (tests/conftest.py). It
     failed with pytest 9 (xdist 3.8's group suffix ignored) and without the hook's tryfirst."""
     import os
 
