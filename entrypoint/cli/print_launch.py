@@ -22,9 +22,9 @@ def command(fmt: str, vllm_args: tuple) -> None:
     from entrypoint.render.shell import render_process
 
     launch = load_launch(tuple(vllm_args), os.environ)
-    for note in launch.notes:  # the interface this machine's routing chose (KIMI_IFACE unset)
-        say(note, level="note")
     proc = applied(launch, os.environ)
+    for note in launch.notes:  # the interface this machine's routing chose (KIMI_IFACE unset); a refusal says only itself
+        say(note, level="note")
     if fmt == "json":
         echo(json.dumps({"argv": mask_argv(proc.argv), "env": mask_env(proc.env)}, indent=2))
     else:
