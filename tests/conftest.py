@@ -188,3 +188,49 @@ def base_hosts(data) -> set:
     move them to a local registry."""
     return {base.name.split("/", 1)[0] for version in data.releases
             for base in data.for_release(version).bases.values()}
+
+
+# ---------------------------------------------------------------- real vLLM (tests/verify, tests/live)
+
+def vllm_timings(config) -> dict:
+    """What the real-vLLM fixtures measured, kept on the run's config (tests/verify/conftest.py prints them)."""
+    if not hasattr(config, "kimi_vllm_timings"):
+        config.kimi_vllm_timings = {}
+    return config.kimi_vllm_timings
+
+
+def _vllm_unavailable(why: str):
+    """Real vLLM fixtures skip when the venv cannot be made (no PyPI), but FAIL when CI=true."""
+    if IN_CI:
+        pytest.fail(f"real vLLM unavailable in CI: {why}")
+    pytest.skip(f"real vLLM unavailable: {why}")
+
+
+@pytest.fixture(scope="session")
+def vllm_venv(pytestconfig) -> Path:
+    """vLLM's CPU build with kimi-serve and NIXL beside it (made or reused by scripts/vllm-env.sh):
+    $KIMI_VLLM_VENV, else .venv-vllm in the repository root; reused across sessions."""
+    import time
+
+    venv = Path(os.environ.get("KIMI_VLLM_VENV") or ROOT / ".venv-vllm")
+    start = time.monotonic()
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "vllm-env.sh"), str(venv)], capture_output=True,
+                          text=True, timeout=1800)
+    vllm_timings(pytestconfig)["vllm-env.sh (install or reuse)"] = time.monotonic() - start
+    if done.returncode != 0:
+        _vllm_unavailable(f"scripts/vllm-env.sh failed:\n{done.stderr[-3000:]}")
+    return venv
+
+
+@pytest.fixture(scope="session")
+def tiny_models(vllm_venv, tmp_path_factory, pytestconfig) -> Path:
+    """The tiny models of tests/verify/tiny_models.py, built in seconds: kimi (DeepSeek-V3, Kimi-K2's
+    architecture), scripted and random (Llama)."""
+    import time
+
+    out = tmp_path_factory.mktemp("tiny-models")
+    start = time.monotonic()
+    subprocess.run([str(vllm_venv / "bin" / "python"), str(ROOT / "tests" / "verify" / "tiny_models.py"), str(out)],
+                   check=True, capture_output=True, timeout=600)
+    vllm_timings(pytestconfig)["tiny models"] = time.monotonic() - start
+    return out

@@ -44,7 +44,7 @@ def diagnose(environ: Mapping[str, str]) -> dict:
                         "port": proc.port, "ports": {p.value: n for p, n in proc.ports.items()},
                         "units": "ranks" if launch.catalog.hardware[launch.plan.hardware].host_backend else "GPUs"}
     if launch.catalog.hardware[launch.plan.hardware].host_backend is not None:  # the node is the device
-        from entrypoint.node.preflight import host_facts
+        from entrypoint.node.host import host_facts
 
         ram, cores = host_facts()
         report["host"] = {"cores": cores, "ram_gb": round(ram, 1), "ranks": proc.local_gpus,

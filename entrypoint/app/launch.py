@@ -92,7 +92,9 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
 
     from entrypoint.core.files import local_model_gb  # a local model is sized from its own files
 
-    catalog = with_host(with_recipe(catalog or load_catalog(), settings.recipe), settings, *host_size())
+    from entrypoint.node.host import host_facts  # sizes the cpu target where its settings give no size
+
+    catalog = with_host(with_recipe(catalog or load_catalog(), settings.recipe), settings, *host_facts())
     model_gb = local_model_gb(settings.model) if settings.model else None
     if selection is None:
         selection = select(settings, catalog, detected_hardware, detected_vllm, model_gb=model_gb)
@@ -118,17 +120,6 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice,
                   fleet=fleet_choice)
-
-
-def host_size() -> tuple:
-    """This node's RAM in GB and its usable cores: what a host-backend target (KIMI_HARDWARE=cpu)
-    is sized by when its settings give no size."""
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
-    except (ValueError, OSError):
-        ram = 0.0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return ram, cores
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
@@ -197,11 +188,13 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
     def storage(model: str):  # the volume the weights are read from decides `auto`, and the budget
         return weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
 
-    said = "KIMI_IFACE=auto" if (platform.environ.get("KIMI_IFACE") or "").strip().lower() == "auto" else \
-        "KIMI_IFACE is unset"
-    notes = tuple(f"{said}: this plan uses {d.split('=', 1)[1].split(':', 1)[0]} ({d.split(': ', 1)[-1]} on "
-                  "this machine), and each node's container finds its own at its start. Set KIMI_IFACE to name the "
-                  "interface between the nodes." for d in wiring.decisions if d.startswith("KIMI_IFACE="))
+    notes: tuple = ()
+    if wiring.iface:  # this machine's routing chose the interface: say so (a rendering reader may not be there)
+        said = "KIMI_IFACE=auto" if (platform.environ.get("KIMI_IFACE") or "").strip().lower() == "auto" else \
+            "KIMI_IFACE is unset"
+        found, how = wiring.iface
+        notes = (f"{said}: this plan uses {found} ({how} on this machine), and each node's container finds its "
+                 "own at its start. Set KIMI_IFACE to name the interface between the nodes.",)
     return _checked(replace(compose(settings, detected, detected_vllm=vllm, storage=storage), platform=platform,
                             notes=notes))
 

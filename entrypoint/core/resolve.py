@@ -21,7 +21,7 @@ from entrypoint.core.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.record import Record
 from entrypoint.core.select import (PLACEHOLDER_SETTINGS, PoolChoice, Selection, pool_tp, variant_unsupported,
                                     version_key)
-from entrypoint.core.vllm_cli import EngineArgs, check, dedupe, engine_args, spec_for
+from entrypoint.core.vllm_cli import EngineArgs, check, dedupe, engine_args, parse, spec_for
 from entrypoint.core.net import url_host
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
@@ -158,36 +158,33 @@ def host_drops_env(host, name: str) -> Optional[str]:
 
 
 def _host_args(ctx: _Ctx, args: Tagged) -> Tagged:
-    """A host backend's view of the recipe's flags: its GPU-only ones left out (`drop_args`, each
-    with its reason; the user's own are kept for vLLM to judge), and keys merged into JSON values
-    (`json_args`: NIXL's KV buffer on the host)."""
+    """A host backend's view of the recipe's flags, read as vLLM's own parser splits them
+    (vllm_cli.parse, the launched release's grammar: any spelling, a flag's values whatever they
+    look like): its GPU-only ones left out (`drop_args`, each with its reason; the user's own are
+    kept for vLLM to judge), and keys merged into JSON values (`json_args`: NIXL's KV buffer on the
+    host)."""
     host = ctx.host
     if host is None:
         return args
     import json
 
+    drop = {ctx.spec.lookup(flag)[0] for flag in host.drop_args} - {None}
+    merge = {opt: dict(keys) for flag, keys in host.json_args.items() if (opt := ctx.spec.lookup(flag)[0])}
     out: Tagged = []
-    i = 0
-    while i < len(args):
-        tok, source = args[i]
-        flag, eq, inline = tok.partition("=")
-        takes_value = not eq and i + 1 < len(args) and not args[i + 1][0].startswith("--")
-        width = 1 if eq or not takes_value else 2
-        if source != "user" and flag in host.drop_args:
-            i += width
+    for unit in parse(args, ctx.spec, strict=False):  # unknown tokens stay for check() to refuse
+        opt, source = unit.option, unit.source
+        if opt is not None and source != "user" and opt in drop:
             continue
-        if flag in host.json_args and (eq or takes_value):
-            value = inline if eq else args[i + 1][0]
+        if opt is not None and opt in merge and len(unit.values) == 1 and not unit.dotted:
             try:
-                merged = json.dumps({**json.loads(value), **dict(host.json_args[flag])}, separators=(",", ":"))
+                merged = json.dumps({**json.loads(unit.values[0]), **merge[opt]}, separators=(",", ":"))
             except (ValueError, TypeError):
-                merged = value  # not a JSON object: vLLM's parser judges it as given
+                merged = unit.values[0]  # not a JSON object: vLLM's parser judges it as given
             where = f"{source}; hardware ({ctx.sel.hardware})"
-            out += [(f"{flag}={merged}", where)] if eq else [(tok, source), (merged, where)]
-            i += width
+            flag = unit.tokens[0][0].partition("=")[0]
+            out += [(f"{flag}={merged}", where)] if len(unit.tokens) == 1 else [(flag, source), (merged, where)]
             continue
-        out.append(args[i])
-        i += 1
+        out += unit.tokens
     return out
 
 

@@ -29,6 +29,7 @@ class Wiring:
     environ: dict  # the input environment with the cluster defaults filled in
     source: str  # "LeaderWorkerSet" | "Slurm" | "" (none)
     decisions: tuple  # one line per value filled in (or why none was)
+    iface: tuple = ()  # (interface, how it was found) when this machine's routing chose KIMI_IFACE
 
 
 def _split_top_level(text: str) -> List[str]:
@@ -213,13 +214,15 @@ def wire(environ: Mapping[str, str], proc_root: str = "/proc") -> Wiring:
             env[key] = value
             decisions.append(f"{key}={value} from {source}")
     filled = read_settings(env)
+    chosen: tuple = ()
     iface = (filled.iface or "").strip()
     if iface.lower() == "auto" or (not iface and _in_cluster(filled)):
         found, how = resolve_iface(filled.head_addr, proc_root)
         if found:
             env["KIMI_IFACE"] = found
+            chosen = (found, how)
             decisions.append(f"KIMI_IFACE={found}: {how}")
         else:
             env.pop("KIMI_IFACE", None)
             decisions.append(f"KIMI_IFACE not found ({how}): set KIMI_IFACE to the interface between the nodes")
-    return Wiring(env, source, tuple(decisions))
+    return Wiring(env, source, tuple(decisions), chosen)

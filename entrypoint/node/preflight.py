@@ -18,6 +18,7 @@ from entrypoint.core.errors import PREFLIGHT_FAILED, KimiError
 from entrypoint.core.settings import env_flag
 from entrypoint.node.logs import Entry
 from entrypoint.node.facts import NodeFacts, gather
+from entrypoint.node.host import host_facts
 from entrypoint.core.plan import Process
 
 GB = 1000 ** 3
@@ -43,17 +44,6 @@ def _parallel_sizes(proc: Process) -> str:
 def _host(launch):
     """The host backend of the launch's hardware (recipes/hardware.yaml `host_backend`), or None."""
     return launch.catalog.hardware[launch.plan.hardware].host_backend
-
-
-def host_facts() -> Tuple[float, int]:
-    """This node's RAM (GB) and the cores this process may use."""
-    import os
-
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
-    except (ValueError, OSError):
-        ram = 0.0
-    return ram, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _threads(proc: Process) -> int:

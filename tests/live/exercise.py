@@ -41,6 +41,26 @@ def check_front(shape: Shape) -> None:
     assert with_tools["finish_reason"] in ("length", "stop", "tool_calls"), with_tools
 
 
+def check_ranks_agree(shape: Shape, concurrent: int = 4) -> None:
+    """Data-parallel ranks give the same greedy tokens: concurrent requests through the front (which
+    spreads them over the ranks), or one through every node that serves HTTP when more than one does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = shape.plan.served_model_name
+    fronts = [n.url() for n in shape.nodes if n.proc.serves_http]
+    urls = fronts if len(fronts) > 1 else [shape.front.url()] * concurrent
+    with ThreadPoolExecutor(len(urls)) as pool:
+        texts = list(pool.map(lambda url: completion(url, model)["choices"][0]["text"], urls))
+    assert len(set(texts)) == 1, dict(zip(urls, texts))
+
+
+def preflight_named(shape: Shape, *limits: str) -> None:
+    """The front's start log names each CPU-backend limit (recipes/hardware.yaml host_backend.limits)
+    that KIMI_PREFLIGHT=warn started past."""
+    log = shape.front.tail(400)
+    assert "host_limits: error" in log and all(limit in log for limit in limits), log[-2000:]
+
+
 def check_stop(shape: Shape) -> None:
     import time
 

@@ -7,7 +7,7 @@ the test-only plugin closes it."""
 import pytest
 
 from tests.live.conftest import base_settings, plugin_env
-from tests.live.exercise import check_front, check_stop
+from tests.live.exercise import check_front, check_stop, preflight_named
 from tests.live.shape import host
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -25,7 +25,7 @@ def test_the_plan_is_two_pipeline_stages(running):
 
 
 def test_preflight_named_the_backend_limit(running):
-    assert "eager_pipeline_parallel" in running.front.tail(400)
+    preflight_named(running, "eager_pipeline_parallel")
 
 
 def test_rank_0_answers_through_the_kimi_parsers(running):

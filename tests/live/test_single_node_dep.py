@@ -5,7 +5,7 @@ parallelism) are named by preflight and closed by the test-only plugin."""
 import pytest
 
 from tests.live.conftest import base_settings, plugin_env
-from tests.live.exercise import check_front, check_stop, completion
+from tests.live.exercise import check_front, check_ranks_agree, check_stop, preflight_named
 from tests.live.shape import host
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -22,8 +22,7 @@ def test_the_plan_is_dp_2_with_expert_parallelism(running):
 
 
 def test_preflight_named_both_backend_limits(running):
-    log = running.front.tail(400)
-    assert "moe_expert_parallel" in log and "moe_data_parallel" in log
+    preflight_named(running, "moe_expert_parallel", "moe_data_parallel")
 
 
 def test_it_answers_through_the_kimi_parsers(running):
@@ -31,12 +30,7 @@ def test_it_answers_through_the_kimi_parsers(running):
 
 
 def test_concurrent_requests_reach_both_ranks(running):
-    from concurrent.futures import ThreadPoolExecutor
-
-    url, model = running.front.url(), running.plan.served_model_name
-    with ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda _: completion(url, model), range(4)))
-    assert len({a["choices"][0]["text"] for a in answers}) == 1  # greedy: the same tokens on either rank
+    check_ranks_agree(running)  # greedy: the same tokens on either rank
 
 
 def test_a_stop_drains(running):

@@ -6,7 +6,7 @@ test-only plugin (tests/live/vllm_cpu_plugin) closes the gap."""
 import pytest
 
 from tests.live.conftest import base_settings, plugin_env
-from tests.live.exercise import check_front, check_stop
+from tests.live.exercise import check_front, check_stop, preflight_named
 from tests.live.shape import host
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -23,7 +23,7 @@ def test_the_plan_is_tp_2_with_expert_parallelism(running):
 
 
 def test_preflight_named_the_backend_limit(running):
-    assert "host_limits: error: moe_expert_parallel" in running.front.tail(400)
+    preflight_named(running, "host_limits: error: moe_expert_parallel")
 
 
 def test_it_answers_through_the_kimi_parsers(running):
