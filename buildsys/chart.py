@@ -20,19 +20,17 @@
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 from buildsys import chart_fleet
 from entrypoint.app.deploy import deployment_launch
 from entrypoint.core.errors import KimiError
 from entrypoint.core.recipe import load_catalog, with_recipe
-from entrypoint.core.select import (default_strategy, derived_pool, min_gpus, offered_strategies, pool_parallelisms,
-                                    pool_rules, variant_unsupported, version_classes)
+from entrypoint.core.select import (default_strategy, derived_pool, min_gpus, offered_strategies)
 from entrypoint.core.settings import ENV_ONLY, KIMI_FIELDS
-from entrypoint.core.versions import version_key
 from entrypoint.render import deployment as dep
 from entrypoint.render import k8s, k8s_kv, k8s_pod, monitoring
 
@@ -148,114 +146,37 @@ def _pd_pool_facts(catalog, slug: str, hw: str, pd: dict) -> None:
                 break
 
 
-def _recipe(catalog, slug: str, messages: list, pods: dict) -> dict:
-    """The facts of one recipe; `pods` is `_hardware(catalog)` (each hardware's whole-node pod)."""
+def _recipe(catalog, slug: str, pods: dict) -> dict:
+    """The shape facts of one recipe; `pods` is `_hardware(catalog)` (each hardware's whole-node
+    pod). No verdict: what plan refuses, the chart's pre-install check refuses (plan's own code)."""
     catalog = with_recipe(catalog, slug)
     recipe = catalog.recipe
     hardware, strategies = {}, {}
-    pd = {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}, "parallelisms": pool_parallelisms(catalog)}
+    pd = {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
     for hw in recipe.hardware:
         offered = offered_strategies(catalog, hw)
-        entry = {"strategies": offered, "min_gpus": {sid: min_gpus(catalog, sid, hw) for sid in offered},
-                 "unsupported_variants": {v: why for v in recipe.variants if (why := variant_unsupported(catalog, v, hw))}}
+        entry: dict = {"strategies": offered}
         for sid in offered:
             launch = _probe(catalog, slug, hw, sid)
             if launch is None or sid in strategies:
                 continue
             strategies[sid] = {"shape": dep.shape(launch),
                                "worker_serves_http": all(p.serves_http for p in launch.plan.processes)}
-        entry["kv_refused"] = _kv_refused(catalog, slug, hw, offered, messages)
-        base = _base(catalog, slug, hw, offered)
-        entry["verdicts"] = _verdicts(catalog, slug, hw, base, messages)
-        entry["load"] = _load(catalog, slug, hw, base, messages)
-        entry["by_strategy"] = _strategy_verdicts(catalog, slug, hw, offered, messages)
+        entry["load"] = _load(catalog, slug, hw, _base(catalog, slug, hw, offered))
         own = _engine_resources(catalog, slug, hw, offered, pods[hw]["resources"])
         if own:
             entry["engine_resources"] = own
         if "pd_cluster" in offered:
             entry["pd_pools"] = _pd_pools(catalog, hw)
-            entry["pd_rules"] = {role: pool_rules(catalog, hw, role) for role in ("prefill", "decode")}
             _pd_pool_facts(catalog, slug, hw, pd)
         hardware[hw] = entry
-    default_hw = next(iter(recipe.hardware))
-    return {"title": recipe.title, "deployment_name": recipe.deployment_name, "hardware": hardware,
-            "strategies": strategies, "pd": pd, "variants": {v: var.vram_minimum_gb for v, var in recipe.variants.items()},
-            "default_strategy": {"single": default_strategy(catalog, 1), "multi": default_strategy(catalog, PROBE_NODES)},
-            "probe_hardware": default_hw}
+    return {"hardware": hardware, "strategies": strategies, "pd": pd, "variants": sorted(recipe.variants),
+            "default_strategy": {"single": default_strategy(catalog, 1), "multi": default_strategy(catalog, PROBE_NODES)}}
 
 
-# ---------------------------------------------------------------- plan's verdicts (the refusals)
+# ---------------------------------------------------------------- the start-up budget
 
 MODEL_KINDS = {"hub": "", "object": "s3://bucket/model", "path": "/models/model"}  # settings.model, by its form
-
-
-def _verdict(env: dict, messages: list):
-    """The index of plan's refusal message for these settings, or None where plan renders them."""
-    try:
-        _launch(env)
-    except KimiError as exc:
-        if exc.message not in messages:
-            messages.append(exc.message)
-        return messages.index(exc.message)
-    return None
-
-
-VERSION_MARK = "{vllm_version}"  # where a version verdict's message names the release launched
-
-
-def _version_message(env: dict, version: str, probe, messages: list):
-    """Plan's verdict on `env` with KIMI_VLLM_VERSION=`version` (a class of version_classes), as
-    the index of its message; where the message names the release launched, the index of that
-    message with VERSION_MARK there (found against plan's message for `probe`, another release of
-    the class), which the chart fills with the settings' release."""
-    scratch: list = []
-    first = _verdict({**env, "KIMI_VLLM_VERSION": version}, scratch)
-    if first is None:
-        return None
-    text = scratch[first]
-    if probe is not None and version in text:
-        other = _verdict({**env, "KIMI_VLLM_VERSION": probe}, scratch)
-        if other is not None and scratch[other] != text:
-            parts = text.split(version)  # which of its spellings of `version` are the launch's, not a grammar's
-            for picks in itertools.product((version, VERSION_MARK), repeat=len(parts) - 1):
-                marked = parts[0] + "".join(pick + part for pick, part in zip(picks, parts[1:]))
-                if marked.replace(VERSION_MARK, probe) == scratch[other]:
-                    text = marked
-                    break
-    if text not in messages:
-        messages.append(text)
-    return messages.index(text)
-
-
-def _version_verdicts(catalog, env: dict, messages: list) -> dict:
-    """version class -> message index, for the classes of vLLM releases (version_classes) plan
-    refuses `env` on; the chart judges a release as the newest class not newer than it."""
-    classes = version_classes(catalog)
-    out = {}
-    for i, version in enumerate(classes):
-        major, minor, patch = version_key(version)
-        probe = f"{major}.{minor}.{patch + 1}"
-        if i + 1 < len(classes) and version_key(probe) >= version_key(classes[i + 1]):
-            probe = None  # a class of one release
-        refused = _version_message(env, version, probe, messages)
-        if refused is not None:
-            out[version] = refused
-    return out
-
-
-def _feature_specs(catalog) -> list:
-    """KIMI_FEATURES values the chart looks up (its tokens sorted, joined by ','): every feature
-    alone, added or removed, and every pair of features a recipe marks as conflicting, together."""
-    names = sorted({f for r in catalog.recipes.values() for f in r.features})
-    specs = [f"{sign}{f}" for f in names for sign in ("", "+", "-")]
-    pairs = sorted({tuple(sorted((fid, other))) for r in catalog.recipes.values() for fid, feat in r.features.items()
-                    for other in feat.conflicts_with})
-    for a, b in pairs:
-        specs += [",".join(sorted((f"{sa}{a}", f"{sb}{b}"))) for sa in ("", "+") for sb in ("", "+")]
-    return specs
-
-
-NODES_JUDGED = 4  # plan's verdict on KIMI_NODES=1..4 per strategy; more nodes are judged as 4 (and by memory)
 
 
 def _base(catalog, slug: str, hw: str, offered: list) -> dict:
@@ -271,67 +192,8 @@ def _base(catalog, slug: str, hw: str, offered: list) -> dict:
     raise RuntimeError(f"{slug} renders no strategy on {hw}")
 
 
-def _strategy_verdicts(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
-    """strategy -> {"nodes": {n: message index}} for KIMI_NODES=1..NODES_JUDGED that plan refuses
-    (memory aside: the chart checks the variant's memory itself), and {"profile": {variant: {...}},
-    "features": {...}, "vllm_version": {...}, "profile_version": {variant: {profile: {...}}}} for
-    the profiles (with each variant), features, vLLM release classes and profiles on a release class
-    plan refuses with that strategy (a profile names the variants and strategies it tunes and may
-    need a newer release, a feature may apply to some strategies only, a strategy's recipe override
-    may name a flag a release lacks)."""
-    # the features a recipe limits to some strategies, asked for with this strategy
-    scoped = sorted({f"{sign}{fid}" for r in catalog.recipes.values() for fid, feat in r.features.items()
-                     if feat.strategies is not None for sign in ("", "+")})
-    out = {}
-    for sid in offered:
-        env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
-        entry = {}
-        if catalog.strategies[sid].deploy_type != dep.PD_CLUSTER:
-            entry["nodes"] = {str(n): i for n in range(1, NODES_JUDGED + 1)
-                              if (i := _verdict({**env, "KIMI_NODES": str(n)}, messages)) is not None}
-        if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
-            env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
-        # a profile names the variants, hardware and strategies it tunes: judged with each variant
-        entry["profile"] = {vid: refused for vid in catalog.recipe.variants if (refused := {
-            p: i for p in catalog.recipe.profiles
-            if (i := _verdict({**env, "KIMI_VARIANT": vid, "KIMI_PROFILE": p}, messages)) is not None})}
-        if _verdict(env, messages) is None:  # a recipe's strategy override may name flags a vLLM release lacks
-            entry["vllm_version"] = _version_verdicts(catalog, env, messages)
-            # a profile's own floor (min_vllm) and its args, which an older release's grammar may lack
-            # (the classes the strategy alone is refused on are judged before: left out here)
-            alone = entry["vllm_version"]
-            entry["profile_version"] = {vid: judged for vid in catalog.recipe.variants if (judged := {
-                p: v for p in catalog.recipe.profiles if p not in entry["profile"].get(vid, {})
-                if (v := {c: i for c, i in _version_verdicts(
-                    catalog, {**env, "KIMI_VARIANT": vid, "KIMI_PROFILE": p}, messages).items() if c not in alone})})}
-        entry["features"] = {f: i for f in scoped if (i := _verdict({**env, "KIMI_FEATURES": f}, messages)) is not None}
-        entry = {k: v for k, v in entry.items() if v}
-        if entry:
-            out[sid] = entry
-    return out
-
-
-def _verdicts(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
-    """Plan's verdict, setting by setting, on this recipe and hardware (its base strategy): every
-    variant, feature token, profile of another recipe and vLLM release class (`_version_verdicts`)
-    plan refuses, as the index of its message (the recipe's own profiles: per strategy and
-    variant, `_strategy_verdicts`). The chart fails with that message where the settings set it."""
-    out = {}
-    variants = sorted({v for r in catalog.recipes.values() for v in r.variants})
-    others = sorted({p for r in catalog.recipes.values() for p in r.profiles} - set(catalog.recipe.profiles))
-    candidates = {"variant": variants, "features": _feature_specs(catalog), "profile": others}
-    for name, values in candidates.items():
-        refused = {v: i for v in values if (i := _verdict({**base, f"KIMI_{name.upper()}": v}, messages)) is not None}
-        if refused:
-            out[name] = refused
-    versions = _version_verdicts(catalog, base, messages)
-    if versions:
-        out["vllm_version"] = versions
-    return out
-
-
-def _load(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
-    """Per `load_format|model form`: plan's refusal (`refused`: its message's index), or what the
+def _load(catalog, slug: str, hw: str, base: dict) -> dict:
+    """Per `load_format|model form` that plan renders (the others: its pre-install check), what the
     start-up budget is made of (core/loading.py): `per_variant` the margin x the whole checkpoint's
     load time in s, the budget being max(the floor, the engine's overhead + that / the nodes of the
     smallest group) in whole health-check intervals; none (`floor`) for KIMI_LOAD_FORMAT=recipe."""
@@ -343,11 +205,10 @@ def _load(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
     for fmt in formats:
         for kind, model in MODEL_KINDS.items():
             env = {**base, "KIMI_LOAD_FORMAT": fmt, **({"KIMI_MODEL": model} if model else {})}
-            refused = _verdict(env, messages)
-            if refused is not None:
-                out[f"{fmt}|{kind}"] = {"refused": refused}
+            try:
+                launch = _launch(env)
+            except KimiError:
                 continue
-            launch = _launch(env)
             decision = launch.load
             if decision is None or decision.setting == loading.RECIPE:
                 out[f"{fmt}|{kind}"] = {"floor": True}
@@ -359,36 +220,6 @@ def _load(catalog, slug: str, hw: str, base: dict, messages: list) -> dict:
                 load_s, _ = loading.expected_load_s(size, lid, decision.storage, None, data)
                 per_variant[vid] = round(data.budget.margin * load_s, 3)
             out[f"{fmt}|{kind}"] = {"per_variant": per_variant}
-    return out
-
-
-def _kv_ids() -> list:
-    from entrypoint.core.kv import load_kv
-
-    data = load_kv()
-    return [*data.options, *data.stores]
-
-
-def _kv_refused(catalog, slug: str, hw: str, offered: list, messages: list) -> dict:
-    """KV id -> [[message index, strategies]]: why the plan refuses that KV choice with those
-    strategies on this hardware (the gates of core/kv.py and render/k8s_kv.py: brands, hardware,
-    opt-in, strategies, multi-node stores), read from real launches; absent where it renders.
-    The messages (each once) are `kv.messages`."""
-    out = {}
-    for kid in _kv_ids():
-        refused = {}
-        for sid in offered:
-            env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid, "KIMI_KV_OFFLOAD": kid}
-            if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
-                env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
-            try:
-                _launch(env)
-            except KimiError as exc:
-                if exc.message not in messages:
-                    messages.append(exc.message)
-                refused.setdefault(messages.index(exc.message), []).append(sid)
-        if refused:
-            out[kid] = [[i, sids] for i, sids in sorted(refused.items())]
     return out
 
 
@@ -421,8 +252,7 @@ def _kv(catalog) -> dict:
             if proc is not None:
                 _, pod = _serving_pod(launch, role)
                 roles[role] = {"port": proc.port, "resources": pod["containers"][0]["resources"]["limits"]}
-        out["stores"][kid] = {"default_instances": entry.default_instances, "store": "store" in roles,
-                              "min_vllm_version": entry.min_vllm_version or "", "roles": roles}
+        out["stores"][kid] = {"default_instances": entry.default_instances, "store": "store" in roles, "roles": roles}
     for kid, opt in data.options.items():
         companion = {}
         if opt.companion is not None:
@@ -430,8 +260,45 @@ def _kv(catalog) -> dict:
             pod = k8s_kv.add_companions(launch, k8s_pod.pod_spec(launch, launch.plan.first_engine, "claim"))
             container = pod["containers"][1]
             companion = {"role": container["name"], "resources": container["resources"]["limits"]}
-        out["options"][kid] = {"min_vllm_version": opt.min_vllm_version or "", "companion": companion}
+        out["options"][kid] = {"companion": companion}
     return out
+
+
+def _preload(catalog) -> dict:
+    """KIMI_PRELOAD (render/k8s_pod.add_weight_cache): the `vllm preload` sidecar as a probe launch
+    draws it (what no setting changes: its resources, security, ports, probes), the health path of
+    each release it runs on, the sockets' volume, and each hardware's way to show it the GPUs."""
+    from entrypoint.core.preload import load_preload
+
+    data = load_preload()
+    slug = catalog.serving.default_recipe
+    rc = with_recipe(catalog, slug)
+    def gpus_env(hw: str) -> dict:
+        return dict(catalog.brands[catalog.hardware[hw].brand].k8s_sidecar_gpus_env or {})
+
+    launch = None
+    for hw in chart_hardware(catalog):
+        if not gpus_env(hw) or hw not in rc.recipe.hardware:
+            continue
+        single = [s for s in offered_strategies(rc, hw) if rc.strategies[s].deploy_type == "single_node"]
+        launch = _probe(rc, slug, hw, single[0], preload=1, vllm_version=next(iter(data.releases))) if single else None
+        if launch is not None:
+            break
+    pod = k8s_pod.add_weight_cache(launch, k8s_pod.pod_spec(launch, launch.plan.first_engine, "claim"))
+    sidecar = pod["initContainers"][-1]
+    kept = json.loads(json.dumps({k: v for k, v in sidecar.items()  # a copy without shared parts
+                                  if k not in ("name", "image", "imagePullPolicy", "env", "volumeMounts")}))
+    path = data.releases[launch.selection.vllm_version].health_path
+    for probe in ("startupProbe", "livenessProbe"):
+        assert kept[probe]["httpGet"]["path"] == path
+        kept[probe]["httpGet"]["path"] = "${health_path}"  # the release's (health_paths)
+    from entrypoint.core.vllm_cli import newest_version
+
+    return {"role": sidecar["name"], "container": kept, "default_vllm": newest_version(),
+            "socket": {"name": k8s_pod.SOCKET_VOLUME, "mountPath": data.socket_volume},
+            "health_paths": {v: r.health_path for v, r in data.releases.items()},
+            "gpus_env": {hw: [{"name": k, "value": str(v)} for k, v in gpus_env(hw).items()]
+                         for hw in chart_hardware(catalog)}}
 
 
 def _router(catalog) -> dict:
@@ -481,13 +348,24 @@ def _extra(spec: dict, built: set) -> dict:
 
 
 def _settings() -> list:
-    return [{"name": f.name, "env": f.env, "kind": f.kind, "passed": dep.passed(f), "default": f.default}
-            for f in KIMI_FIELDS if f.name not in ENV_ONLY]
+    """The settings a container gets, in the renderer's order, and how plan reads a value given as
+    text (core/settings.py _convert): blanks stripped, keywords lower-cased, empty = unset."""
+    out = []
+    for f in KIMI_FIELDS:
+        if f.name in ENV_ONLY:
+            continue
+        entry = {"name": f.name, "env": f.env, "kind": f.kind}
+        entry.update({k: v for k, v in (("passed", dep.passed(f)), ("default", f.default),
+                                        ("lower", f.lower or f.kind == "choice")) if v not in (None, False, ())})
+        out.append(entry)
+    return out
 
 
 def _monitoring(catalog) -> dict:
     m = catalog.serving.monitoring
     return {"path": m.path, "interval_s": m.interval_s, "pod_labels": dict(m.pod_labels),
+            # the meta label Prometheus reads each pod label from (its name, every other character `_`)
+            "pod_label_sources": {k: "__meta_kubernetes_pod_label_" + re.sub("[^a-zA-Z0-9]", "_", k) for k in m.pod_labels},
             "alerts": [{"name": a.name, "expr": a.expr, "for": a.for_, "severity": a.severity, "summary": a.summary,
                         "action": a.action} for a in m.alerts],
             "scale_triggers": [{"name": t.name, "query": t.query, "target": t.target, "average": t.average,
@@ -496,17 +374,19 @@ def _monitoring(catalog) -> dict:
                                                                       "timeout_s")}}
 
 
-INTERNED = ("verdicts", "load", "by_strategy", "kv_refused")  # per recipe x hardware, often alike
+INTERNED = ("strategies", "load", "pd_pools", "engine_resources")  # per recipe x hardware, often alike
 
 
 def _intern(recipes: dict) -> list:
-    """The verdict tables each recipe x hardware shares with others, once each: an entry's
+    """The tables each recipe x hardware shares with others, once each: an entry's
     INTERNED keys become indices into the returned list (the chart reads `index tables i`)."""
     tables: list = []
     seen: dict = {}
     for recipe in recipes.values():
         for entry in recipe["hardware"].values():
             for key in INTERNED:
+                if key not in entry:
+                    continue
                 text = json.dumps(entry[key], sort_keys=True)
                 if text not in seen:
                     seen[text] = len(tables)
@@ -515,42 +395,19 @@ def _intern(recipes: dict) -> list:
     return tables
 
 
-def _vllm(catalog) -> dict:
-    """How the chart reads settings.vllm_version as plan does: the release classes its verdict
-    tables are keyed by, the mark their messages name the release with, and plan's message for a
-    value that is no release (the mark standing for the value)."""
-    env = {"KIMI_RECIPE": catalog.serving.default_recipe, "KIMI_VLLM_VERSION": VERSION_MARK}
-    try:
-        _launch(env)
-    except KimiError as exc:
-        invalid = exc.message
-    else:
-        raise RuntimeError(f"plan renders KIMI_VLLM_VERSION={VERSION_MARK!r}")
-    return {"classes": version_classes(catalog), "mark": VERSION_MARK, "invalid": invalid}
-
-
 def facts() -> dict:
     catalog = load_catalog()
-    messages: list = []  # the KV refusals' texts, filled by _recipe (kv_refused)
-    from entrypoint.core import mask
-    from entrypoint.core.loading import UNLISTED_VERSION, load_data
-    from entrypoint.core.vllm_cli import secret_spec
-    from entrypoint.render import autoscaling
+    from entrypoint.core.loading import load_data
 
     hardware = _hardware(catalog)
-    recipes = {slug: _recipe(catalog, slug, messages, hardware) for slug in catalog.recipes}
-    fleet = chart_fleet.facts(_launch, _verdict, catalog, messages)
+    recipes = {slug: _recipe(catalog, slug, hardware) for slug in catalog.recipes}
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "recipes": recipes, "tables": _intern(recipes),
-            "nodes_judged": NODES_JUDGED, "vllm": _vllm(catalog),
-            "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s,
-                        "versions": list(load_data().load_formats), "unlisted_version": UNLISTED_VERSION},
-            "secrets": {"flags": sorted(k for k, o in secret_spec().options.items() if o.secret),
-                        "message": dep.SECRET_ARGS, "env_pattern": "(?i)" + mask.SECRET_ENV.pattern},
+            "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s},
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
-            "router": _router(catalog), "defaults": _defaults(catalog),
-            "kv": {**_kv(catalog), "messages": messages, "copies_message": autoscaling.KV_COPIES},
-            "monitoring": _monitoring(catalog), "fleet": fleet}
+            "router": _router(catalog), "defaults": _defaults(catalog), "kv": _kv(catalog),
+            "preload": _preload(catalog),
+            "monitoring": _monitoring(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
 
 
 # ---------------------------------------------------------------- values.schema.json
@@ -559,9 +416,12 @@ _JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "choice": "
 
 
 def _setting_schema(field, catalog) -> dict:
+    if field.name == "extra_args":  # a shell line or an argv list (TOML's form), passed untouched; no secret option
+        word = {"type": "string", "not": {"anyOf": [{"pattern": USERINFO}, {"pattern": _secret_options_pattern()}]}}
+        return {"anyOf": [word, {"type": "array", "items": word}]}
     if field.kind == "list":
-        item = {"type": "string", "minLength": 1}
-        schema = {"anyOf": [{"type": "string"}, {"type": "array", "items": item}]}
+        item = _plain({"type": "string", "minLength": 1})
+        schema = {"anyOf": [_plain({"type": "string"}), {"type": "array", "items": item}]}
         if field.maximum is not None:
             schema["anyOf"][1]["maxItems"] = field.maximum
         return schema
@@ -570,21 +430,68 @@ def _setting_schema(field, catalog) -> dict:
         schema["minimum"] = 0 if field.minimum is None else field.minimum
         if field.maximum is not None:
             schema["maximum"] = field.maximum
-    if field.choices:
-        schema["enum"] = list(field.choices)
-    if field.pattern:
-        schema["pattern"] = f"^(?:{field.pattern})$"
+        # a number written as text (`port: "8000"`), as plan reads it; its bounds are plan's to judge (the hook)
+        return {"anyOf": [schema, {"type": "string", "pattern": r"^\s*[0-9]{1,18}\s*$"}]}
+    choices = list(field.choices)
     if field.name == "hardware":
-        schema["enum"] = chart_hardware(catalog)
+        choices = chart_hardware(catalog)
     if field.name == "strategy":
-        schema["enum"] = sorted(catalog.strategies)
+        choices = sorted(catalog.strategies)
     if field.name == "variant":
-        schema["enum"] = sorted({v for r in catalog.recipes.values() for v in r.variants})
+        choices = sorted({v for r in catalog.recipes.values() for v in r.variants})
     if field.name == "profile":
-        schema["enum"] = sorted({p for r in catalog.recipes.values() for p in r.profiles})
+        choices = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     if field.name == "recipe":
-        schema["enum"] = sorted(catalog.recipes)
-    return schema
+        choices = sorted(catalog.recipes)
+    if choices:  # as plan reads a value: blanks around it dropped, a keyword in any case, empty = the default
+        keyword = field.lower or field.kind == "choice"
+        words = "|".join((_either_case(c) if keyword else c).replace(".", "\\.") for c in choices)
+        schema["pattern"] = f"^\\s*({words})?\\s*$"
+    if field.pattern:
+        schema["pattern"] = f"^\\s*(?:{field.pattern})?\\s*$"
+    return _plain(schema) if schema["type"] == "string" else schema
+
+
+
+# ---------------------------------------------------------------- credentials (issue 37: none outside a Secret)
+
+# URL userinfo (`scheme://user:password@host`) in any value the chart writes into an object: refused by
+# the schema, the way out being a Secret (hfToken, envFrom, extraEnv valueFrom).
+USERINFO = "://[^/?#@\\s]*@"
+
+
+def _plain(schema: dict) -> dict:
+    """`schema` of a string (or of a list's strings) that holds no URL userinfo."""
+    return {**schema, "not": {"pattern": USERINFO}}
+
+
+def _either_case(pattern: str) -> str:
+    """`pattern` (letters and `_`) matching in any case, without an inline flag (JSON Schema's regexes)."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in pattern)
+
+
+def _secret_options_pattern() -> str:
+    """A vLLM option that carries a secret (the grammar's own: vllm_cli.secret_spec), in every spelling
+    vLLM accepts: `_` for `-`, `=value`, each unique prefix of the newest grammar (argparse's
+    allow_abbrev), quoted or not, at the start of a word of the shell line or of a list item."""
+    from entrypoint.core.vllm_cli import load_spec, newest_version, secret_spec
+
+    newest = load_spec(newest_version())
+    spellings = []
+    for name in sorted(k for k, o in secret_spec().options.items() if o.secret):
+        bare = name[2:]
+        shortest = next(n for n in range(1, len(bare) + 1)
+                        if newest.lookup("--" + bare[:n])[0] is not None and newest.lookup("--" + bare[:n])[0].secret
+                        or n == len(bare))
+
+        def dashes(text: str) -> str:
+            return text.replace("-", "[-_]")
+        rest = bare[shortest:]
+        tail = ""
+        for ch in reversed(rest):
+            tail = f"(?:{dashes(ch)}{tail})?"
+        spellings.append(dashes(bare[:shortest]) + tail)
+    return "(^|[\\s'\"])--(" + "|".join(spellings) + ")([=\\s'\"]|$)"
 
 
 K8S_SCHEMA_VERSION = "1.30.0"  # the Kubernetes release whose own schemas the values take (kubernetes-validate)
@@ -592,7 +499,8 @@ K8S_TYPES = {"Toleration": "io.k8s.api.core.v1.Toleration", "Affinity": "io.k8s.
              "ResourceRequirements": "io.k8s.api.core.v1.ResourceRequirements", "EnvVar": "io.k8s.api.core.v1.EnvVar",
              "EnvFromSource": "io.k8s.api.core.v1.EnvFromSource",
              "LocalObjectReference": "io.k8s.api.core.v1.LocalObjectReference",
-             "IngressTLS": "io.k8s.api.networking.v1.IngressTLS", "HTTPIngressPath": "io.k8s.api.networking.v1.HTTPIngressPath"}
+             "IngressTLS": "io.k8s.api.networking.v1.IngressTLS", "HTTPIngressPath": "io.k8s.api.networking.v1.HTTPIngressPath",
+             "Volume": "io.k8s.api.core.v1.Volume", "VolumeMount": "io.k8s.api.core.v1.VolumeMount"}
 
 
 def _k8s_definitions() -> dict:
@@ -644,13 +552,22 @@ def values_schema() -> dict:
         return schema
 
     obj = {"type": "object", "additionalProperties": False}
-    string_map = {"type": "object", "additionalProperties": {"type": "string"}}
+    string_map = {"type": "object", "additionalProperties": _plain({"type": "string"})}
+    # Kubernetes object names the user gives (a DNS-1123 subdomain), a Secret's key
+    k8s_name = {"type": "string", "maxLength": 253, "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"}
+    secret_key = {"type": "string", "maxLength": 253, "pattern": r"^([-._a-zA-Z0-9]+)?$"}
     label_map = {"type": "object", "propertyNames": {"pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"},
                  "additionalProperties": {"type": "string", "pattern": r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"}}
     probe_keys = ("periodSeconds", "failureThreshold", "timeoutSeconds", "initialDelaySeconds", "successThreshold")
     probe = {**obj, "properties": {k: {"type": "integer", "minimum": 0} for k in probe_keys}}
+    from entrypoint.core.mask import SECRET_ENV
+
+    # a variable named like a secret takes valueFrom (a Secret), never a value written into the objects
+    secret_named = {"required": ["name", "value"], "properties": {"name": {"pattern": _either_case(SECRET_ENV.pattern)}}}
     env_item = {"allOf": [_k8s("EnvVar"), {"oneOf": [{"required": ["value"]}, {"required": ["valueFrom"]}]},
-                          {"properties": {"name": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "not": {"pattern": "^KIMI_"}}}}]}
+                          {"properties": {"name": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "not": {"pattern": "^KIMI_"}},
+                                          "value": _plain({"type": "string"})}},
+                          {"not": secret_named}]}
     return {
         "$schema": "http://json-schema.org/draft-07/schema#", "title": "kimi-serve chart values", **obj,
         "required": ["settings"],
@@ -663,9 +580,9 @@ def values_schema() -> dict:
                                             "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
                                             "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}}},
             "resources": _k8s("ResourceRequirements"),
-            "serviceAccount": {**obj, "properties": {"create": {"type": "boolean"}, "name": {"type": "string"},
+            "serviceAccount": {**obj, "properties": {"create": {"type": "boolean"}, "name": k8s_name,
                                                      "annotations": string_map, "automount": {"type": "boolean"}}},
-            "hfToken": {**obj, "properties": {"secretName": {"type": "string"}, "key": {"type": "string"}}},
+            "hfToken": {**obj, "properties": {"secretName": k8s_name, "key": secret_key}},
             "monitoring": {**obj, "properties": {
                 "enabled": own("monitoring"), "sloTtftMs": own("slo_ttft_ms"), "sloItlMs": own("slo_itl_ms"),
                 "labels": label_map, "interval": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h))*$"},
@@ -676,10 +593,10 @@ def values_schema() -> dict:
                 "maxReplicas": own("max_replicas"), "waitingPerReplica": own("scale_waiting"),
                 "kvCachePercent": own("scale_kv_percent"), "prometheusUrl": own("prometheus_url")}},
             "persistence": {**obj, "properties": {
-                "enabled": {"type": "boolean"}, "existingClaim": {"type": "string"},
+                "enabled": {"type": "boolean"}, "existingClaim": k8s_name,
                 "accessMode": {"type": "string", "enum": ["", "ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"]},
                 "size": {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?)?$"},
-                "storageClassName": {"type": "string"}}},
+                "storageClassName": k8s_name}},
             "service": {**obj, "properties": {"type": {"type": "string", "enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
                                               "port": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 65535},
                                                                  {"type": "string", "maxLength": 0}]},
@@ -700,6 +617,14 @@ def values_schema() -> dict:
             "imagePullSecrets": {"type": "array", "items": _k8s("LocalObjectReference")},
             "podAnnotations": string_map,
             "podLabels": label_map,
+            # Helm's escape hatches (vLLM production-stack's and NVIDIA nim-llm's names): on every GPU pod
+            "extraVolumes": {"type": "array", "items": _k8s("Volume")},
+            "extraVolumeMounts": {"type": "array", "items": _k8s("VolumeMount"),
+                                  "description": "Mounted in the serving container and the download step."},
+            "runtimeClassName": k8s_name, "priorityClassName": k8s_name, "schedulerName": k8s_name,
+            "extraObjects": {"type": "array", "items": {"anyOf": [{"type": "object", "required": ["apiVersion", "kind"]},
+                                                                  {"type": "string"}]},
+                             "description": "More objects, rendered with the release (tpl): a map or a YAML string."},
             "tests": {**obj, "properties": {"enabled": {"type": "boolean"},
                                             "concurrency": {"type": "integer", "minimum": 1, "maximum": 256}}},
         },

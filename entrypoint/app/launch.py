@@ -102,7 +102,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
         selection = with_addresses(selection, settings)
     spec = spec_for(selection.vllm_version)
     placement.check_addresses(settings)
-    placement.check_user_args(selection.user)
+    placement.check_user_args(selection.user, spec)
     decision = None
     if settings.load_format != "recipe":
         from entrypoint.core import loading

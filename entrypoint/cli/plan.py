@@ -161,16 +161,24 @@ def _write_inside(out: Path, name: str, text: str) -> None:
 @click.option("--output", "output", metavar="DIR", callback=not_empty,
               help="Write the rendered files (compose, k8s, sagemaker, vertex, azureml, skypilot, k8s-bench, "
               "compose-bench, k8s-verify) into DIR.")
+@click.option("--check", "check", is_flag=True,
+              help="Judge the settings only: render the deployment in memory and print one line (exit 0), or "
+              "plan's refusal (exit 2). The Helm chart's pre-install/pre-upgrade hook runs it.")
 @guarded
-def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
+def command(fmt: str, batch: Optional[str], output: Optional[str], check: bool) -> None:
     """Print every process of the deployment: head and workers, prefill, decode and router."""
     if batch is not None:
         _run_batch(batch)
         return
+    if check and output is not None:
+        raise KimiError(INVALID_VALUE, "--check writes nothing: give --check or --output, not both.")
     if fmt in FILE_RENDERERS:
-        _render_files(fmt, output)
+        _render_files(fmt, output, check)
         return
     launch = load_launch()
+    if check:
+        echo(f"ok: {launch.plan.headline(launch.catalog.recipe.title)}")
+        return
     for note in launch.notes:  # the interface this machine's routing chose (KIMI_IFACE unset)
         say(note, level="note")
     if fmt == "json":
@@ -181,7 +189,7 @@ def command(fmt: str, batch: Optional[str], output: Optional[str]) -> None:
         echo(render_plan(launch.plan, [launch.plan.headline(launch.catalog.recipe.title)]))
 
 
-def _render_files(fmt: str, output: Optional[str]) -> None:
+def _render_files(fmt: str, output: Optional[str], check: bool = False) -> None:
     """A deployment is built from the rendering environment plus the addresses it gives its own
     containers (pod DNS names, loopback); never from this machine's network (no cluster wiring)."""
     from entrypoint.app.deploy import deployment_files
@@ -189,4 +197,9 @@ def _render_files(fmt: str, output: Optional[str]) -> None:
     path, _, attribute = FILE_RENDERERS[fmt].partition(":")
     module = importlib.import_module(path)
     module = getattr(module, attribute) if attribute else module
-    _write_files(deployment_files(module), output)
+    files = deployment_files(module)
+    if check:
+        echo(f"ok: kimi-serve plan renders the {fmt} deployment ({', '.join(sorted(files))}); every "
+             "container judges its own launch again when it starts")
+        return
+    _write_files(files, output)

@@ -18,13 +18,11 @@ from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError
 from entrypoint.core.plan import Plan, Process
 from entrypoint.core.settings import BY_NAME, Settings
+from entrypoint.core.vllm_cli import SHAPE_DESTS
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
 ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs", "instance_addrs",
                     "mooncake_master_addr", "mooncake_store_host")
-# vLLM destinations that a KIMI_* setting of the same name owns: a platform's flag variables may
-# not set them; the vLLM args may not set the model (vLLM would keep the positional one).
-OWNED_DESTS = ("model", "served_model_name", "host", "port")
 # Variables a process's env names its GPUs with (declared in core/settings.py).
 VISIBILITY_SETTINGS = ("cuda_visible_devices", "hip_visible_devices", "rocr_visible_devices")
 
@@ -77,14 +75,21 @@ def check_addresses(settings: Settings) -> None:
                                 "own address.")
 
 
-def check_user_args(user) -> None:
-    """`--model` (in any spelling) among the vLLM args (`user`: vllm_cli.EngineArgs) would silently
-    lose to the model argument."""
-    given = user.get("model")
-    if given is not None:
-        raise KimiError(E.INVALID_VALUE, f"the vLLM arguments give --model {str(given)[:80]!r}, but the model is "
-                        f"{BY_NAME['model'].env}'s (vLLM would load the model argument and ignore --model). Set "
-                        f"{BY_NAME['model'].env}={str(given)[:80]} instead.")
+def check_user_args(user, spec) -> None:
+    """The user's vLLM arguments (`user`: vllm_cli.EngineArgs of KIMI_EXTRA_ARGS and the container
+    arguments) set none of the options the plan draws the deployment from (vllm_cli.SHAPE_DESTS:
+    parallel sizes, ports, host, drain, load format, KV transfer, model, served name, revision), in
+    any spelling vLLM accepts: each is a typed setting's, which every rendering reads. `spec`: the
+    grammar that parsed them (names the option as vLLM spells it)."""
+    for dest in user.shape_given():
+        option = next((o for o in spec.options.values() if o.dest == dest), None)
+        name = option.name if option is not None else "--" + dest.replace("_", "-")
+        value = user.text(dest) or ""
+        shown = f"{name} {value[:80]!r}" if value else name
+        raise KimiError(E.INVALID_VALUE, f"the vLLM arguments (KIMI_EXTRA_ARGS, the container arguments) set "
+                        f"{shown}, which draws the deployment (its GPUs, ports, probes or grace period) and is "
+                        f"a setting's, not a vLLM argument's: set {SHAPE_DESTS[dest]} instead, and remove "
+                        f"{name} (in any spelling) from the vLLM arguments.")
 
 
 def check_role(settings: Settings, plan: Plan) -> None:
@@ -128,9 +133,9 @@ def check_node_fit(plan: Plan, gpu_count: int, settings: Settings) -> None:
     for proc in plan.processes:
         if proc.local_gpus > gpu_count:
             raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} needs {proc.local_gpus} GPUs "
-                            f"on its node (TP x PP x local DP of its vLLM args), but a {plan.hardware} node has "
-                            f"{gpu_count}. Lower --tensor-parallel-size / --data-parallel-size in the vLLM args, or "
-                            "span nodes with a multi-node strategy (`kimi-serve list`).")
+                            f"on its node (TP x PP x local DP of its layout), but a {plan.hardware} node has "
+                            f"{gpu_count}. Choose a smaller layout (KIMI_STRATEGY, KIMI_PREFILL_PARALLELISM / "
+                            "KIMI_DECODE_PARALLELISM) or span nodes with a multi-node strategy (`kimi-serve list`).")
     seen: Dict[str, List[Tuple[Process, Tuple[int, ...], List[int]]]] = {}
     for proc in plan.processes:
         ports = proc.listens
@@ -154,6 +159,6 @@ def check_node_fit(plan: Plan, gpu_count: int, settings: Settings) -> None:
             clash = sorted(set(ports) & set(other_ports))
             if clash:
                 raise KimiError(E.UNSUPPORTED_COMBINATION, f"{what} and would both listen on port {clash[0]}. Give "
-                                "them other addresses, or other ports (no --port among the vLLM args of a shared "
-                                "node: each pool's port comes from the strategy).")
+                                "them other addresses, or other ports (KIMI_PORT, KIMI_ROUTER_PORT, KIMI_*_DP_RPC_PORT; "
+                                "each pool's port comes from the strategy).")
         seen.setdefault(host, []).append((proc, gpus, ports))

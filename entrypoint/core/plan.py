@@ -121,7 +121,7 @@ def engine(role: str, rank: int, model: str, args: Sequence[str], env: dict, pro
     return Process(role=role, rank=rank, kind=Kind.ENGINE, program=(*ENGINE_PROGRAM, model), args=tuple(args),
                    env=env, provenance=provenance, local_gpus=found.gpus_needed, port=ports.get(Port.HTTP),
                    ports=ports, vllm=found, model=model, files=dict(files or {}),
-                   drain_s=found.number("shutdown_timeout", 0))
+                   drain_s=found.drain_s)
 
 
 def service(kind: Kind, role: str, argv: Sequence[str], ports: Dict[Port, int], port: int, env: Optional[dict] = None,

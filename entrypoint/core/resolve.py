@@ -485,7 +485,7 @@ def _plain_processes(ctx: _Ctx) -> List[_Draft]:
 
 
 def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> _Draft:
-    sel, strat = ctx.sel, ctx.strategy
+    strat = ctx.strategy
     role_data = strat.roles[pool.role]
     defaults = getattr(ctx.override, pool.role, None) if ctx.override else None
     strategy_args = tag("strategy", [*role_data.vllm_args, *_pool_flags(ctx, pool, defaults, k)])
@@ -551,8 +551,8 @@ def _pd_processes(ctx: _Ctx) -> list:
     ports = {role: procs[0].port for role, procs in per_pool.items()}
     if (pools["prefill"].nodes == 0 or pools["decode"].nodes == 0) and ports["prefill"] == ports["decode"]:
         raise KimiError(E.INVALID_VALUE, f"prefill and decode share one node but would both listen on port "
-                        f"{ports['prefill']}: --port among the vLLM args (KIMI_EXTRA_ARGS or container arguments) "
-                        "applies to both. Remove it; the recipe gives each pool its own port.")
+                        f"{ports['prefill']} (the strategy's data, recipes/strategies). Give each pool its own nodes "
+                        "(KIMI_PREFILL_NODES / KIMI_DECODE_NODES) or its own port in the strategy.")
     ordered: list = []
     for k in range(max(len(p) for p in per_pool.values())):
         for role in ("prefill", "decode"):
@@ -601,10 +601,10 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
         ways = []
         node_gpus = hw.gpu_count * max(1, pool.nodes)
         if pool.gpus < node_gpus:
-            ways.append(f"span all {node_gpus} GPUs (the vLLM args give TP x PP x DP = {pool.gpus}: drop or raise "
-                        "--tensor-parallel-size / --pipeline-parallel-size / --data-parallel-size)")
+            ways.append(f"span all {node_gpus} GPUs (the layout gives TP x PP x DP = {pool.gpus}: choose a wider "
+                        "one with KIMI_STRATEGY or KIMI_PREFILL_PARALLELISM / KIMI_DECODE_PARALLELISM)")
         current = sel.nodes if pool.name == "deployment" else max(1, pool.nodes)
-        if nodes_needed <= current:  # the nodes hold it: only the vLLM args leave GPUs out
+        if nodes_needed <= current:  # the nodes hold it: only the layout leaves GPUs out
             pass
         elif pool.name == "deployment":
             ways.append(f"KIMI_NODES={nodes_needed} with a multi-node strategy (e.g. KIMI_STRATEGY=multi_node_tp, "

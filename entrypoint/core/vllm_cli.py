@@ -14,7 +14,6 @@ directory.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -400,6 +399,25 @@ def secret_positions(argv: Sequence[str], spec: Optional[Spec] = None) -> List[i
 # ---------------------------------------------------------------- a vLLM process's effective arguments
 
 
+# The destinations the plan reads out of a process's arguments to draw its deployment (GPUs per
+# pod, ports, probes, grace period, served name, ...): every `EngineArgs` fact below declares what
+# it reads with `_reads`, and the typed setting that sets it. The user's vLLM arguments may not set
+# them (placement.check_user_args): a deployment's shape comes from typed settings only, which
+# every rendering (the Helm chart's values included) has.
+SHAPE_DESTS: Dict[str, str] = {}  # destination -> the setting(s) that own it, in words
+_PARALLEL = ("KIMI_STRATEGY (`kimi-serve list` names the layouts: TP, TEP, DEP, TP x PP over KIMI_NODES), "
+             "KIMI_PREFILL_PARALLELISM / KIMI_DECODE_PARALLELISM for a PD cluster's pools")
+
+
+def _reads(*dests: str, setting: str):
+    """A fact the renderings read: its destinations join SHAPE_DESTS, owned by `setting`."""
+    def wrap(fn):
+        for dest in dests:
+            SHAPE_DESTS[dest] = setting
+        return property(fn)
+    return wrap
+
+
 @dataclass(frozen=True)
 class EngineArgs:
     """What vLLM itself reads from one process's `serve` arguments, parsed once by its grammar
@@ -423,63 +441,81 @@ class EngineArgs:
             return ""
         return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
-    @property
+    def shape_given(self) -> List[str]:
+        """The shape destinations these arguments give, in the grammar's order: any value, the
+        negative form of a flag (`--no-enable-expert-parallel` turns a strategy's EP off) included."""
+        return [dest for dest in SHAPE_DESTS if dest in self.found]
+
+    @_reads("tensor_parallel_size", setting=_PARALLEL)
     def tensor_parallel(self) -> int:
         return self.number("tensor_parallel_size", 1)
 
-    @property
+    @_reads("pipeline_parallel_size", setting=_PARALLEL)
     def pipeline_parallel(self) -> int:
         return self.number("pipeline_parallel_size", 1)
 
-    @property
+    @_reads("data_parallel_size", setting=_PARALLEL)
     def data_parallel(self) -> int:
         return self.number("data_parallel_size", 1)
 
-    @property
+    @_reads("data_parallel_size_local", setting=_PARALLEL)
     def data_parallel_local(self) -> int:
         """Data-parallel ranks on this node (vLLM: --data-parallel-size-local, else all of them)."""
         return self.number("data_parallel_size_local", 0) or self.data_parallel
 
-    @property
+    @_reads("enable_expert_parallel", setting=_PARALLEL)
     def expert_parallel(self) -> bool:
         return bool(self.found.get("enable_expert_parallel"))
 
-    @property
+    @_reads("nnodes", setting="KIMI_NODES")
     def nnodes(self) -> int:
         return max(1, self.number("nnodes", 1))
 
-    @property
+    @_reads("headless", setting="KIMI_STRATEGY (which node serves the API is the strategy's)")
     def headless(self) -> bool:
         return bool(self.found.get("headless"))
 
-    @property
+    @_reads("port", setting="KIMI_PORT")
     def port(self) -> int:
         return self.number("port", 8000)
 
-    @property
+    @_reads("host", setting="KIMI_HOST")
     def host(self) -> Optional[str]:
         return self.text("host")
 
-    @property
+    @_reads("data_parallel_rpc_port", setting="KIMI_PREFILL_DP_RPC_PORT / KIMI_DECODE_DP_RPC_PORT")
     def data_parallel_rpc_port(self) -> Optional[int]:
         value = self.text("data_parallel_rpc_port")
         return int(value) if value and value.isascii() and value.isdigit() else None
 
-    @property
+    @_reads("load_format", setting="KIMI_LOAD_FORMAT (docs/loading.md)")
     def load_format(self) -> Optional[str]:
         return self.text("load_format")
 
-    @property
+    @_reads("kv_transfer_config", setting="KIMI_KV_OFFLOAD (docs/kv-cache.md), or KIMI_STRATEGY=pd_cluster")
     def kv_transfer_config(self) -> Optional[str]:
         return self.text("kv_transfer_config")
 
-    @property
+    @_reads("served_model_name", setting="KIMI_SERVED_MODEL_NAME")
     def served_name(self) -> Optional[str]:
         """The first --served-model-name (the name the server answers to), or None."""
         names = self.found.get("served_model_name")
         if isinstance(names, list):
             return str(names[0]) if names else None
         return str(names) if isinstance(names, str) and names else None
+
+    @_reads("model", setting="KIMI_MODEL")
+    def model(self) -> Optional[str]:
+        """--model among the arguments (vLLM would keep the positional model and ignore it)."""
+        return self.text("model")
+
+    @_reads("revision", setting="KIMI_MODEL_REVISION (the download step fetches that revision)")
+    def revision(self) -> Optional[str]:
+        return self.text("revision")
+
+    @_reads("shutdown_timeout", setting="KIMI_DRAIN_TIMEOUT (it sizes every grace period: docs/day2.md)")
+    def drain_s(self) -> int:
+        return self.number("shutdown_timeout", 0)
 
     @property
     def trust_remote_code(self) -> bool:

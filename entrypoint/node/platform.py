@@ -23,10 +23,9 @@ from entrypoint.core import errors as E, limits
 from entrypoint.core.files import read_capped, write_file
 from entrypoint.core.errors import KimiError
 from entrypoint.core.mask import mask_argv
-from entrypoint.core.placement import OWNED_DESTS
 from entrypoint.core.platforms import load_platforms, platform as platform_data
 from entrypoint.core.settings import BY_NAME, read_settings
-from entrypoint.core.vllm_cli import secret_spec
+from entrypoint.core.vllm_cli import SHAPE_DESTS, secret_spec
 
 NONE = "none"
 CHECKPOINT_MARKER = "config.json"  # a Hugging Face checkpoint directory has it
@@ -164,9 +163,9 @@ class _Apply:
                 continue
             flag, value = "--" + bare.lower().replace("_", "-"), self.env[name]
             opt, _ = secret_spec().lookup(flag)  # every spelling vLLM accepts: `SM_VLLM_POR` is --port
-            if opt is not None and opt.dest in OWNED_DESTS:
-                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{name} would set {opt.name}, which the setting "
-                                f"{BY_NAME[opt.dest].env} owns: set that instead.")
+            if opt is not None and opt.dest in SHAPE_DESTS:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{name} would set {opt.name}, which draws the "
+                                f"deployment and is a setting's: set {SHAPE_DESTS[opt.dest]} instead.")
             if value.strip().lower() == "false":
                 continue
             new = [flag] if value.strip().lower() in ("", "true") else [flag, value]

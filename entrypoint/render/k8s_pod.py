@@ -45,6 +45,9 @@ SKIP_REASONS = {
             "is referenced by tag; lock one there or set KIMI_IMAGE to repository@sha256:digest"),
     # the Helm chart's `helm test` Pod (kimi-serve verify): it runs once and exits
     "test": "a helm test Pod runs kimi-serve verify once and exits with its verdict; it serves nothing to probe",
+    # the Helm chart's pre-install/pre-upgrade check (kimi-serve plan --check): it runs once and exits
+    "check": ("the chart's pre-install check runs kimi-serve plan --check once and exits with its verdict "
+              "(plan's message where it refuses); it serves nothing to probe"),
 }
 
 
@@ -224,8 +227,8 @@ def add_weight_cache(launch, pod: dict) -> dict:
     if proc.local_gpus != hw.gpu_count:
         raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_PRELOAD=1 on Kubernetes: the sidecar sees every GPU of the "
                         f"node ({hw.gpu_count}), but the engine takes {proc.local_gpus}, so their GPUs could differ. "
-                        "Use a layout over the whole node (e.g. KIMI_EXTRA_ARGS='--tensor-parallel-size "
-                        f"{hw.gpu_count}'), render Compose, or unset KIMI_PRELOAD.")
+                        "Use a strategy whose engine takes the whole node (KIMI_STRATEGY, `kimi-serve list`), "
+                        "render Compose, or unset KIMI_PRELOAD.")
     release = data.releases[launch.selection.vllm_version]
     socket_mount = {"name": SOCKET_VOLUME, "mountPath": data.socket_volume}
     engine = pod["containers"][0]

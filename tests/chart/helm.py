@@ -71,4 +71,55 @@ def release_template(helm: Path, values: dict, tmp: Path, release: str = RELEASE
     path = tmp / "values.json"
     path.write_text(json.dumps(values))
     out = run(helm, "template", release, str(CHART), "-n", namespace, "--skip-tests", "-f", str(path), *args).stdout
-    return [without_helm(doc) for doc in yaml.safe_load_all(out) if doc]
+    return [without_helm(doc) for doc in yaml.safe_load_all(out) if doc and not is_hook(doc)]
+
+
+def is_hook(doc: dict) -> bool:
+    """A Helm hook (the pre-install check, `helm test`'s Pod): not an object of the release."""
+    return "helm.sh/hook" in ((doc.get("metadata") or {}).get("annotations") or {})
+
+
+CHECK_ARGV = ["kimi-serve", "plan", "--format", "k8s", "--check"]
+
+
+def check_hook(docs: list) -> dict:
+    """The chart's pre-install/pre-upgrade check: the one hook Job that runs kimi-serve (asserts there is one)."""
+    jobs = [d for d in docs if d.get("kind") == "Job" and is_hook(d)
+            and "pre-install" in d["metadata"]["annotations"]["helm.sh/hook"]
+            and "pre-upgrade" in d["metadata"]["annotations"]["helm.sh/hook"]]
+    assert len(jobs) == 1, f"the chart renders {len(jobs)} pre-install/pre-upgrade check Jobs"
+    return jobs[0]
+
+
+def hook_env(job: dict) -> dict:
+    """The check container's environment (plain values; the hook gets no secret) and argv."""
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert [*container["command"], *container["args"]] == CHECK_ARGV, container
+    assert all("value" in e for e in container["env"]), "the check reads no Secret"
+    return {e["name"]: str(e["value"]) for e in container["env"]}
+
+
+def hook_verdict(job: dict):
+    """What the hook's `kimi-serve plan --format k8s --check` says of its environment, judged by this
+    checkout's kimi-serve in this process (the same composition the CLI runs): plan's refusal
+    message, or None where it renders."""
+    from entrypoint.core.errors import KimiError
+    from tests.deploy.shapes import documents
+
+    try:
+        documents("k8s", hook_env(job))
+    except KimiError as exc:
+        return exc.message
+    return None
+
+
+def chart_refusal(helm: Path, values: dict, tmp: Path, *args: str, release: str = "kimi"):
+    """Why the chart refuses these values: helm's error where it cannot render (the schema, or one of the
+    template's few verdicts on chart-only values), else its pre-install check's (plan's own message);
+    None where it renders and its check accepts."""
+    path = tmp / "values.json"
+    path.write_text(json.dumps(values))
+    done = run(helm, "template", release, str(CHART), "-f", str(path), *args, check=False)
+    if done.returncode != 0:
+        return done.stderr
+    return hook_verdict(check_hook([d for d in yaml.safe_load_all(done.stdout) if d]))

@@ -10,8 +10,14 @@ import random
 from buildsys.chart import chart_hardware
 from entrypoint.core.recipe import load_catalog
 
+# as users write them: a shell line or an argv list (TOML's form), `=`, abbreviations, aliases, blanks and tabs,
+# a secret option in another spelling, and the options that draw a deployment (plan refuses them: typed settings)
 EXTRA_ARGS = ["--max-num-seqs 64", "--enable-prefix-caching", "--api-key sk-abc123", "--hf-token hf_abc",
-              "--port 9000", "--max-model-len 32768", "--kv-transfer-config {}"]
+              "--port 9000", "--max-model-len 32768", "--kv-transfer-config {}", ["--max-num-seqs", "32"],
+              [" --max-model-len ", "8192", ""], "--por 9000", "--shutdown-timeout=600", "-tp 8",
+              "--tensor_parallel_size=4", "\t--api-key=sk-abc", "--api_k sk-abc", "--kv-transfer-conf {}",
+              "  --max-model-len\t4096 ", ["--chat-template", "{{ a b }}'s"], "--load-format safetensors",
+              "--served-model-name kimi"]
 MODELS = ["s3://models/kimi", "gs://models/kimi", "moonshotai/Kimi-K2.5", "/models/kimi"]
 LOAD_FORMATS = ["recipe", "auto", "safetensors", "runai_streamer", "fastsafetensors", "instanttensor"]
 ROUTER_POLICIES = ["cache_aware", "round_robin", "power_of_two", "consistent_hash", "kv_aware", "bogus"]
@@ -22,6 +28,17 @@ VLLM_VERSIONS = ["0.19.1", "0.32.0", "0.33.0", "0.30.0", "0.22.0", "0.27.0", "v0
 
 def _maybe(rng: random.Random, p: float) -> bool:
     return rng.random() < p
+
+
+KEYWORDS = ("load_format", "router")  # read in any case by plan (core/settings.py: lower, choice)
+
+
+def spelled(rng: random.Random, key: str, value):
+    """A text value as users write it at times: blanks around it; a keyword in another case (plan reads
+    those in any case; ids and names as written)."""
+    if not isinstance(value, str) or not _maybe(rng, 0.3):
+        return value
+    return rng.choice([f" {value} ", f"{value}\t", *([value.upper(), value.title()] if key in KEYWORDS else [])])
 
 
 def settings(rng: random.Random) -> dict:
@@ -80,8 +97,17 @@ def settings(rng: random.Random) -> dict:
         s["extra_args"] = rng.choice(EXTRA_ARGS)
     if _maybe(rng, 0.3):
         s["skip_memory_check"] = True
+    if _maybe(rng, 0.08):  # KIMI_PRELOAD: the weight cache beside a single-node engine (a release with evidence)
+        s["preload"] = True
+        if _maybe(rng, 0.7):
+            s["vllm_version"] = rng.choice(["0.32.0", "v0.32.0"])
     if _maybe(rng, 0.1):
         s["cache_dir"] = rng.choice(["/models", "/tmp"])
+    for key in ("hardware", "strategy", "variant", "kv_offload", "load_format", "router", "router_policy", "features"):
+        if key in s:
+            s[key] = spelled(rng, key, s[key])
+    if "port" in s and _maybe(rng, 0.3):
+        s["port"] = str(s["port"])  # a number written as text
     operate: dict = {}
     if _maybe(rng, 0.25):
         operate["monitoring"] = True

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, release_template, run, template
+from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, chart_refusal, release_template, run, template
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import documents
 
@@ -18,6 +18,12 @@ DIGEST = "sha256:" + "ab" * 32
 # name -> (the KIMI_CONFIG file's keys, the operating settings as KIMI_* (plan) and as chart values)
 CASES = {
     "single-h200": ({"hardware": "h200"}, {}, {}),
+    # KIMI_PRELOAD: `vllm preload` as the engine pod's native sidecar (render/k8s_pod.add_weight_cache)
+    "single-h200-preload": ({"hardware": "h200", "preload": True, "vllm_version": "v0.32.0"}, {}, {}),
+    # values as users write them: blanks, another case for a keyword, a number as text, extra_args as a list
+    "single-h200-as-written": ({"hardware": " h200 ", "strategy": "single_node_tp ", "load_format": "AUTO",
+                                "port": "9000", "extra_args": ["--max-num-seqs", " 32 ", "--chat-template", "{{ a }}'s"]},
+                               {}, {}),
     "single-mi300x-port-features": ({"hardware": "mi300x", "features": "-spec_decoding", "name": "kimi", "port": 9000,
                                      "extra_args": "--max-num-seqs 64", "skip_memory_check": True}, {}, {}),
     "single-h200-by-digest": ({"hardware": "h200", "image": f"registry.example/kimi@{DIGEST}",
@@ -213,27 +219,27 @@ def test_schema_refuses_unknown_keys_and_bad_values(helm, tmp_path, values, why)
 @pytest.mark.parametrize("settings, why", [
     ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 1}, "KIMI_IFACE is required"),  # plan's words
     ({"hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2}, "recipe offers on h200"),
-    ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 0}, "A pool of 0 nodes"),
-    ({"hardware": "h200", "extra_args": "--max-num-seqs 8 --api-key sk-abc"}, "carries a secret"),
+    ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 0, "skip_memory_check": True}, "A pool of 0 nodes"),
+    ({"hardware": "h200", "extra_args": "--max-num-seqs 8 --api-key sk-abc"}, "/settings/extra_args"),  # the schema
     # KV offload: the gates of core/kv.py and render/k8s_kv.py, and what the chart does not draw
-    ({"hardware": "h200", "kv_offload": "kv_store_mooncake"}, "is not a KV choice"),
+    ({"hardware": "h200", "kv_offload": "kv_store_mooncake"}, "KIMI_KV_OFFLOAD='kv_store_mooncake' is not known"),
     ({"hardware": "h200", "kv_offload": "offloading_cpu"}, "verified run"),
     ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "lmcache"}, "does not compose with KIMI_STRATEGY=pd_cluster"),
     ({"hardware": "h200", "strategy": "multi_node_tp", "nodes": 2, "kv_offload": "kv_store_centralized_mooncake"},
      "does not draw yet"),
     ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "kv_store_centralized_mooncake", "kv_instances": 2},
-     "does not apply to settings.strategy=pd_cluster"),
-    ({"hardware": "h200", "kv_offload": "simple", "kv_instances": 2}, "configures a KV store"),
+     "does not apply to KIMI_STRATEGY=pd_cluster"),
+    ({"hardware": "h200", "kv_offload": "simple", "kv_instances": 2}, "configure a KV store"),
     ({"hardware": "h200", "kv_offload": "kv_store_distributed_mooncake", "vllm_version": "0.19.1"}, "needs vLLM >= 0.21.0"),
     ({"hardware": "h200", "kv_offload": "lmcache", "extra_args": "--kv-transfer-config {}"}, "--kv-transfer-config"),
-    # KIMI_PRELOAD: the chart does not draw the sidecar (plan --format k8s does)
-    ({"hardware": "h200", "preload": True, "vllm_version": "0.32.0"}, "does not draw the weight cache sidecar"),
+    # KIMI_PRELOAD on a release without `vllm preload` evidence, and on AMD (no second container sees the GPUs)
+    ({"hardware": "h200", "preload": True}, "no evidence of `vllm preload` for vLLM"),
+    ({"hardware": "mi300x", "preload": True, "vllm_version": "0.32.0"}, "cannot see AMD GPUs"),
 ])
 def test_chart_refuses_what_plan_refuses(helm, tmp_path, settings, why):
-    path = tmp_path / "values.json"
-    path.write_text(json.dumps({"settings": settings}))
-    done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
-    assert done.returncode != 0 and why in done.stderr, done.stderr
+    """Refused at render (the schema) or by the chart's pre-install check, in plan's words."""
+    refusal = chart_refusal(helm, {"settings": settings}, tmp_path)
+    assert refusal is not None and why in refusal, refusal
 
 
 _K3_PD = {"recipe": "kimi-k3", "strategy": "pd_cluster"}
@@ -293,10 +299,55 @@ def test_chart_refuses_in_plans_words(helm, tmp_path, settings, message):
     with pytest.raises(KimiError) as refused:
         documents("k8s", environ)
     assert refused.value.message == message
-    path = tmp_path / "values.json"
-    path.write_text(json.dumps({"settings": settings}))
-    done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
-    assert done.returncode != 0 and message in done.stderr, done.stderr[-600:]
+    assert chart_refusal(helm, {"settings": settings}, tmp_path) == message
+
+
+def test_helms_escape_hatches_render_and_validate(helm, tmp_path):
+    """extraVolumes / extraVolumeMounts, runtimeClassName, priorityClassName, schedulerName on every GPU
+    pod; extraObjects rendered with the release (a map, or a YAML string through tpl)."""
+    values = {"settings": {"hardware": "h200", "strategy": "pd_cluster"},
+              "extraVolumes": [{"name": "certs", "secret": {"secretName": "my-ca"}}],
+              "extraVolumeMounts": [{"name": "certs", "mountPath": "/etc/ssl/extra", "readOnly": True}],
+              "runtimeClassName": "nvidia", "priorityClassName": "llm-serving", "schedulerName": "kai-scheduler",
+              "extraObjects": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "{{ .Release.Name }}-extra"},
+                                "data": {"a": "b"}},
+                               "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {{ .Release.Name }}-sa\n"]}
+    objects = release_template(helm, values, tmp_path)
+    keyed = _keyed(objects)
+    assert keyed[("ConfigMap", f"{RELEASE}-extra")]["data"] == {"a": "b"}
+    assert ("ServiceAccount", f"{RELEASE}-sa") in keyed
+    pods = [o["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"] for o in objects if o["kind"] == "LeaderWorkerSet"]
+    router = keyed[("Deployment", f"{RELEASE}-router")]["spec"]["template"]["spec"]
+    assert len(pods) == 2 and "runtimeClassName" not in router  # GPU pods only
+    for pod in pods:
+        assert (pod["runtimeClassName"], pod["priorityClassName"], pod["schedulerName"]) == \
+            ("nvidia", "llm-serving", "kai-scheduler")
+        assert {"name": "certs", "secret": {"secretName": "my-ca"}} in pod["volumes"]
+        for container in (pod["containers"][0], pod["initContainers"][0]):
+            assert container["volumeMounts"][-1] == {"name": "certs", "mountPath": "/etc/ssl/extra", "readOnly": True}
+    for obj in objects:
+        validate(obj)
+
+
+@pytest.mark.parametrize("values, why", [
+    ({"extraVolumes": [{"name": "x", "hostPathz": {}}]}, "/extraVolumes/0"),
+    ({"runtimeClassName": "Not_A_Name"}, "/runtimeClassName"),
+    ({"serviceAccount": {"name": "bad name"}}, "/serviceAccount/name"),
+    ({"persistence": {"existingClaim": "-claim"}}, "/persistence/existingClaim"),
+    ({"hfToken": {"secretName": "Tok"}}, "/hfToken/secretName"),
+    # no credential outside a Secret: URL userinfo in any value, a secret-named variable given as a value
+    ({"autoscaling": {"prometheusUrl": "http://u:pw@prom:9090"}}, "/autoscaling/prometheusUrl"),
+    ({"extraEnv": [{"name": "HTTPS_PROXY", "value": "http://u:pw@proxy:3128"}]}, "/extraEnv/0"),
+    ({"extraEnv": [{"name": "my_api_key", "value": "x"}]}, "/extraEnv/0"),
+    ({"podAnnotations": {"note": "s3://AKIA:pw@bucket"}}, "/podAnnotations/note"),
+    ({"settings": {"hardware": "h200", "model": "s3://AKIA:pw@bucket/kimi"}}, "/settings/model"),
+    ({"settings": {"hardware": "h200", "extra_args": ["--tokenizer", "https://u:pw@hub/tok"]}}, "/settings/extra_args"),
+    ({"settings": {"hardware": "h200", "extra_args": "--max-num-seqs 8\t--api_key=sk"}}, "/settings/extra_args"),
+    ({"settings": {"hardware": "h200", "extra_args": ["--hf-tok", "hf_x"]}}, "/settings/extra_args"),
+])
+def test_the_schema_refuses_bad_names_and_credentials(helm, tmp_path, values, why):
+    refusal = chart_refusal(helm, {"settings": {"hardware": "h200"}, **values}, tmp_path)
+    assert refusal is not None and why in refusal and "pw@" not in refusal, refusal
 
 
 def test_chart_values_extend_the_objects(helm, tmp_path):
@@ -378,11 +429,9 @@ def test_chart_refuses_what_the_resolver_refuses_for_every_recipe_hardware_and_v
     agreed = []
     for settings in _configurations():
         environ = {f"KIMI_{k.upper()}": v for k, v in settings.items()}
-        path = tmp_path / "values.json"
-        path.write_text(json.dumps({"settings": settings}))
-        done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
-        assert (done.returncode != 0) == _plan_refuses(environ), (settings, done.stderr[-500:])
-        agreed.append(done.returncode != 0)
+        refusal = chart_refusal(helm, {"settings": settings}, tmp_path)
+        assert (refusal is not None) == _plan_refuses(environ), (settings, refusal)
+        agreed.append(refusal is not None)
     assert any(agreed) and not all(agreed)  # some fit, some do not
 
 
@@ -398,10 +447,8 @@ def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(h
     for hw in load_catalog().hardware:
         for kid in (*data.options, *data.stores):
             settings = {"hardware": hw, "kv_offload": kid}
-            path = tmp_path / "values.json"
-            path.write_text(json.dumps({"settings": settings}))
-            done = run(helm, "template", "kimi", str(CHART), "-f", str(path), check=False)
+            refusal = chart_refusal(helm, {"settings": settings}, tmp_path)
             refused = _plan_refuses({f"KIMI_{k.upper()}": v for k, v in settings.items()})
-            assert (done.returncode != 0) == refused, (settings, done.stderr[-500:])
+            assert (refusal is not None) == refused, (settings, refusal)
             agreed.append(refused)
     assert any(agreed) and not all(agreed)

@@ -8,13 +8,12 @@ message and its way out."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
-from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, release_template, run
+from tests.chart.helm import RELEASE, RELEASE_NAMESPACE, chart_refusal, release_template
 from tests.chart.test_chart import plan_objects
 from tests.vllm_contract.test_router import needs_router, parse_router_args
 
@@ -126,10 +125,9 @@ def test_the_chart_refuses_what_plan_refuses_in_a_fleet_with_plans_words(helm, t
     with pytest.raises(KimiError) as err:
         plan_objects(settings, {"KIMI_REPLICAS": str(replicas)}, tmp_path)
     assert way_out in err.value.message
-    path = tmp_path / "values.json"
-    path.write_text(json.dumps({"settings": settings, "replicas": replicas}))
-    done = run(helm, "template", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "-f", str(path), check=False)
-    assert done.returncode != 0 and err.value.message in done.stderr, done.stderr[-600:]
+    refusal = chart_refusal(helm, {"settings": settings, "replicas": replicas}, tmp_path, "-n", RELEASE_NAMESPACE,
+                            release=RELEASE)
+    assert refusal is not None and err.value.message in refusal, refusal
 
 
 # a PD fleet (render/k8s_fleet.py pd_fleet; docs/fleet.md): each pool's LeaderWorkerSet a group per unit,
@@ -146,7 +144,9 @@ PD_FLEETS = {
 @needs_router
 @pytest.mark.parametrize("case", sorted(PD_FLEETS))
 def test_the_charts_pd_router_pod_discovers_exactly_every_units_api_pods(helm, tmp_path, case):
-    from entrypoint.render.k8s_fleet import GROUP_INDEX_LABEL, GROUP_VAR
+    # LeaderWorkerSet's own names (the API of leaderworkerset.x-k8s.io/v1, its pods' group label), as its
+    # documentation gives them: written here, not read from the renderer under test
+    group_var, group_label = "LWS_GROUP_INDEX", "leaderworkerset.sigs.k8s.io/group-index"
     from tests.edges.test_repros_27 import kubelet_expand
     from tests.vllm_contract.test_pd_fleet_router import _matches, _pods, _router_args
 
@@ -176,7 +176,8 @@ def test_the_charts_pd_router_pod_discovers_exactly_every_units_api_pods(helm, t
             defined: dict = {}
             for item in container["env"]:
                 if "valueFrom" in item:
-                    assert item["name"] == GROUP_VAR and GROUP_INDEX_LABEL in item["valueFrom"]["fieldRef"]["fieldPath"]
+                    assert item["name"] == group_var and item["valueFrom"]["fieldRef"]["fieldPath"] == \
+                        f"metadata.labels['{group_label}']"
                     defined[item["name"]] = str(group)
                 else:
                     defined[item["name"]] = kubelet_expand(item["value"], defined)
@@ -205,10 +206,9 @@ def test_pd_units_behind_no_router_are_refused_with_plans_words(helm, tmp_path, 
     with pytest.raises(KimiError) as err:
         plan_objects(PD, env, tmp_path)
     assert "KIMI_ROUTER=vllm-router" in err.value.message
-    path = tmp_path / "values.json"
-    path.write_text(json.dumps({"settings": {**PD, "router": "none"}, **values}))
-    done = run(helm, "template", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "-f", str(path), check=False)
-    assert done.returncode != 0 and err.value.message in done.stderr, done.stderr[-600:]
+    refusal = chart_refusal(helm, {"settings": {**PD, "router": "none"}, **values}, tmp_path, "-n", RELEASE_NAMESPACE,
+                            release=RELEASE)
+    assert refusal is not None and err.value.message in refusal, refusal
 
 
 @pytest.mark.parametrize("settings, replicas", [({"hardware": "h200", "router": "none"}, 2),

@@ -62,6 +62,12 @@ def test_sagemaker_sm_vllm_variables_become_flags_and_explicit_kimi_settings_win
 def test_a_sagemaker_flag_variable_may_not_set_what_a_setting_owns():
     with pytest.raises(KimiError, match="KIMI_PORT"):
         launch({"SM_VLLM_PORT": "9000"}, ["serve"])
+    # nor any option that draws the deployment (issue 37): each names its typed setting
+    for name, value, setting in (("SM_VLLM_TENSOR_PARALLEL_SIZE", "4", "KIMI_STRATEGY"),
+                                 ("SM_VLLM_SHUTDOWN_TIMEOUT", "900", "KIMI_DRAIN_TIMEOUT"),
+                                 ("SM_VLLM_LOAD_FORMAT", "safetensors", "KIMI_LOAD_FORMAT")):
+        with pytest.raises(KimiError, match=setting):
+            launch({name: value}, ["serve"])
 
 
 def test_an_explicit_port_that_differs_from_the_contract_is_an_exit_2_conflict():
@@ -113,7 +119,12 @@ def test_unknown_platform_is_a_clear_error():
 
 def test_object_storage_with_another_load_format_is_a_conflict():
     with pytest.raises(KimiError, match="runai_streamer"):
+        launch({"KIMI_MODEL": "s3://bucket/kimi", "KIMI_LOAD_FORMAT": "safetensors"})
+    # a --load-format of the user's is refused, with object storage or without (KIMI_LOAD_FORMAT's, issue 37)
+    with pytest.raises(KimiError, match="runai_streamer"):
         launch({"KIMI_MODEL": "s3://bucket/kimi", "KIMI_EXTRA_ARGS": "--load-format safetensors"})
+    with pytest.raises(KimiError, match="KIMI_LOAD_FORMAT"):
+        launch({"KIMI_EXTRA_ARGS": "--load-format safetensors"})
 
 
 def test_explain_and_doctor_say_which_contract_applied():

@@ -33,7 +33,7 @@ CORE = {"Deployment": "V1Deployment", "StatefulSet": "V1StatefulSet", "Service":
         "PodDisruptionBudget": "V1PodDisruptionBudget", "HorizontalPodAutoscaler": "V2HorizontalPodAutoscaler",
         # the Helm chart's own (serviceAccount.create, ingress.enabled, the `helm test` Pod); a fleet's
         # router and endpoint picker discover the copies' pods (render/k8s_fleet.py, render/gateway.py)
-        "ServiceAccount": "V1ServiceAccount", "Ingress": "V1Ingress", "Pod": "V1Pod", "Role": "V1Role",
+        "ServiceAccount": "V1ServiceAccount", "Ingress": "V1Ingress", "Pod": "V1Pod", "Job": "V1Job", "Role": "V1Role",
         "RoleBinding": "V1RoleBinding"}
 
 

@@ -153,10 +153,11 @@ def test_multi_node_is_one_leaderworkerset_recreated_as_a_group(case):
     lwt = lws["spec"]["leaderWorkerTemplate"]
     assert lwt["size"] == nodes and lwt["restartPolicy"] == "RecreateGroupOnPodRestart"
     assert lws["spec"]["replicas"] == 1
-    assert svc["spec"]["selector"][k8s.LWS_NAME_LABEL] == lws["metadata"]["name"]
+    # LeaderWorkerSet's own pod labels (leaderworkerset.x-k8s.io/v1), written here, not read from the renderer
+    assert svc["spec"]["selector"]["leaderworkerset.sigs.k8s.io/name"] == lws["metadata"]["name"]
     launch = k8s_launch(environ)
     if not all(p.serves_http for p in launch.plan.processes):
-        assert svc["spec"]["selector"][k8s.LWS_INDEX_LABEL] == "0"
+        assert svc["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
     env = {e["name"]: e.get("value") for e in lwt["workerTemplate"]["spec"]["containers"][0]["env"]}
     assert env["KIMI_NODES"] == str(nodes) and env["KIMI_IFACE"] == "auto"
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from entrypoint.app.launch import build
+from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.render import compose, k8s
 from tests.deploy.shapes import COMPOSE, K8S, launch_for
 
@@ -88,10 +89,20 @@ def test_the_drain_setting_sizes_the_grace_period(drain):
     assert {"name": "KIMI_DRAIN_TIMEOUT", "value": drain} in env_of
 
 
-def test_the_users_own_shutdown_timeout_wins_and_sizes_the_pod():
-    env = {"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--shutdown-timeout 900"}
+def test_the_users_own_shutdown_timeout_is_refused_and_the_setting_sizes_the_pod():
+    """A --shutdown-timeout of the user's would drain longer than the renderings wait: refused in
+    any spelling (issue 37); KIMI_DRAIN_TIMEOUT gives the engine's flag and the pod's grace period."""
+    for args in ("--shutdown-timeout 900", "--shutdown_timeout=900", "--shutdown-t 900"):
+        with pytest.raises(KimiError) as err:
+            build({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": args})
+        assert err.value.code == INVALID_VALUE and "KIMI_DRAIN_TIMEOUT" in err.value.message, args
+    with pytest.raises(KimiError) as err:
+        _k8s({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--shutdown-timeout 900"})
+    assert "KIMI_DRAIN_TIMEOUT" in err.value.message
+    env = {"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "900"}
     proc = build(env).plan.processes[0]
     assert proc.argv.count("--shutdown-timeout") == 1 and _flag(proc.argv, "--shutdown-timeout") == "900"
+    assert proc.drain_s == 900
     (_, pod), = [p for p in _pods(_k8s(env))]
     assert pod["terminationGracePeriodSeconds"] >= PAUSE + 900 + 1
 

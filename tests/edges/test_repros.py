@@ -266,8 +266,14 @@ def test_verify_total_deadline_and_size_cap(behaviour):
 
 
 def test_pd_one_node_same_port_for_both_pools():
+    # a --port of the user's (both pools would take it) is refused outright: the port is KIMI_PORT's
     env = base_env(**PD_ONE_NODE, KIMI_ROLE="prefill", KIMI_EXTRA_ARGS="--port 9999")
-    one_line_error(run_cli(["print"], env), "--port")
+    one_line_error(run_cli(["print"], env), "--port", "KIMI_PORT")
+    # KIMI_PORT moves the API; each pool keeps a port of its own, so a shared node still plans
+    run_cli(["print"], base_env(**PD_ONE_NODE, KIMI_ROLE="prefill", KIMI_PORT="9999")).assert_clean({0})
+    # a typed port that lands on the other pool's is refused
+    one_line_error(run_cli(["print"], base_env(**PD_ONE_NODE, KIMI_ROLE="prefill", KIMI_DECODE_DP_RPC_PORT="8001")),
+                   "port 8001")
 
 
 def test_router_with_container_args():

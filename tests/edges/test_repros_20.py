@@ -275,8 +275,23 @@ def test_a_role_without_a_pd_cluster_is_refused(role):
                                   "KIMI_DECODE_ADDRS": "d0", "KIMI_DECODE_PARALLELISM": "dep", "KIMI_EXTRA_ARGS": "-tp 2"}])
 @pytest.mark.parametrize("fmt", ["k8s", "compose", "json"])
 def test_no_process_asks_more_gpus_than_its_node_has(env, fmt):
+    """A TP of the user's is refused before any layout is drawn (issue 37: KIMI_STRATEGY draws it);
+    the node-fit check behind it holds for what the recipe data draws (below)."""
     pd_in_compose = fmt == "compose" and "KIMI_STRATEGY" in env  # refused as multi-node first
-    one_line_error(run_cli(["plan", "--format", fmt], base_env(**env)), *(() if pd_in_compose else ("GPUs",)))
+    one_line_error(run_cli(["plan", "--format", fmt], base_env(**env)),
+                   *(() if pd_in_compose else ("--tensor-parallel-size", "KIMI_STRATEGY")))
+
+
+def test_a_layout_wider_than_the_node_is_refused():
+    from entrypoint.app.launch import build
+    from entrypoint.core.errors import KimiError
+    from entrypoint.core.placement import check_node_fit
+
+    launch = build({**H200})
+    check_node_fit(launch.plan, 8, launch.settings)
+    with pytest.raises(KimiError) as err:
+        check_node_fit(launch.plan, 4, launch.settings)
+    assert "needs 8 GPUs" in err.value.message and "has 4" in err.value.message
 
 
 @pytest.mark.parametrize("cache", ["/tmp", "/tmp/", "/home/kimi", "/dev/shm", "//dev/shm", "/"])
@@ -315,15 +330,16 @@ def test_rendered_pods_mount_each_path_once(cache):
 SAGEMAKER = {**H200, "KIMI_PLATFORM": "sagemaker"}
 
 
-@pytest.mark.parametrize("env,args", [({"KIMI_EXTRA_ARGS": "--port 9000"}, []), ({"KIMI_EXTRA_ARGS": "--port=9000"}, []),
-                                      ({}, ["serve", "--por", "9000"]), ({"KIMI_EXTRA_ARGS": "--host 127.0.0.1"}, []),
-                                      ({}, ["serve", "--ho=127.0.0.1"]), ({"SM_VLLM_POR": "9000"}, []),
-                                      ({"SM_VLLM_HOS": "127.0.0.1"}, []), ({"SM_VLLM_SERVED_MODEL_NAM": "x"}, []),
-                                      ({"SM_VLLM_MODE": "other/Model"}, [])])
-def test_a_platform_contract_cannot_be_bypassed(env, args):
+@pytest.mark.parametrize("env,args,setting", [
+    ({"KIMI_EXTRA_ARGS": "--port 9000"}, [], "KIMI_PORT"), ({"KIMI_EXTRA_ARGS": "--port=9000"}, [], "KIMI_PORT"),
+    ({}, ["serve", "--por", "9000"], "KIMI_PORT"), ({"KIMI_EXTRA_ARGS": "--host 127.0.0.1"}, [], "KIMI_HOST"),
+    ({}, ["serve", "--ho=127.0.0.1"], "KIMI_HOST"), ({"SM_VLLM_POR": "9000"}, [], "KIMI_PORT"),
+    ({"SM_VLLM_HOS": "127.0.0.1"}, [], "KIMI_HOST"), ({"SM_VLLM_SERVED_MODEL_NAM": "x"}, [], "KIMI_SERVED_MODEL_NAME"),
+    ({"SM_VLLM_MODE": "other/Model"}, [], "--model")])
+def test_a_platform_contract_cannot_be_bypassed(env, args, setting):
     full = base_env(**SAGEMAKER, **env)
-    one_line_error(run_cli(["print", *args], full))
-    one_line_error(run_cli([*args], {**full, "KIMI_DRY_RUN": "1", "KIMI_PREFLIGHT": "off"}))
+    one_line_error(run_cli(["print", *args], full), setting)
+    one_line_error(run_cli([*args], {**full, "KIMI_DRY_RUN": "1", "KIMI_PREFLIGHT": "off"}), setting)
 
 
 @pytest.mark.parametrize("fmt", ["vertex", "sagemaker"])
@@ -341,25 +357,50 @@ def test_model_among_the_vllm_args_is_refused(spelling):
     one_line_error(run_cli(["print", *spelling.split()], base_env(**H200)), "KIMI_MODEL")
 
 
-def test_verify_and_healthcheck_ask_what_the_vllm_args_give():
-    """`--served-model-name kimi --host 127.0.0.2` among the vLLM args win (they come last): the
-    clients of the configuration ask that name at that address."""
+def test_verify_and_healthcheck_ask_what_the_settings_give():
+    """KIMI_SERVED_MODEL_NAME, KIMI_HOST and KIMI_PORT draw the server: the clients of the
+    configuration ask that name at that address. The same in the vLLM args is refused (issue 37),
+    by the clients too: they do not guess which server to ask."""
     from entrypoint.app.verify import verify_targets
+    from entrypoint.core.errors import KimiError
 
-    env = base_env(**H200, KIMI_EXTRA_ARGS="--served-model-name kimi other --host 127.0.0.2 --port 8123")
+    env = base_env(**H200, KIMI_SERVED_MODEL_NAME="kimi", KIMI_HOST="127.0.0.2", KIMI_PORT="8123")
     expected = verify_targets(True, False, env).expected
     assert expected.served_model_name == "kimi"
     assert expected.url == "http://127.0.0.2:8123"
     healthcheck = run_cli(["healthcheck", "--timeout", "1"], env)
     assert "http://127.0.0.2:8123/health" in healthcheck.out
+    args = base_env(**H200, KIMI_EXTRA_ARGS="--served-model-name kimi other --host 127.0.0.2 --port 8123")
+    with pytest.raises(KimiError) as err:
+        verify_targets(True, False, args)
+    assert "KIMI_PORT" in err.value.message
+    one_line_error(run_cli(["print"], args), "KIMI_PORT")
+    healthcheck = run_cli(["healthcheck", "--timeout", "1"], args)
+    assert healthcheck.code != 0 and "KIMI_PORT" in healthcheck.text and "127.0.0.2:8123" not in healthcheck.out
 
 
 # ---------------------------------------------------------------- 12, 14: suggestions that hold; empty is not absent
 
 
-def test_a_memory_shortfall_from_the_vllm_args_suggests_no_more_nodes():
-    result = one_line_error(run_cli(["print", "-tp", "4"], base_env(**H200)), "span all 8 GPUs")
+def test_a_memory_shortfall_from_the_vllm_args_suggests_no_more_nodes(tmp_path):
+    """A layout of half a node (TP 4 of the InferenceX lane's data) that cannot hold the variant:
+    span the node's GPUs, not more nodes. A TP of the user's own is refused first (issue 37)."""
+    import shutil
+
+    import yaml
+
+    from entrypoint.core.recipe import default_recipes_dir
+
+    data = tmp_path / "recipes"
+    shutil.copytree(default_recipes_dir(), data, ignore=shutil.ignore_patterns(".validated", "__pycache__"))
+    doc = yaml.safe_load((data / "models/kimi-k2.5.yaml").read_text())
+    doc["variants"]["mxfp4"]["vram_minimum_gb"] = 1200  # more than 4 x 288 GB, less than 8 x 288 GB
+    (data / "models/kimi-k2.5.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    lane = base_env(KIMI_RECIPES_DIR=str(data), KIMI_HARDWARE="mi355x", KIMI_VARIANT="mxfp4",
+                    KIMI_PROFILE="inferencex", KIMI_EXTRA_ARGS="--max-model-len 9472")
+    result = one_line_error(run_cli(["print"], lane), "span all 8 GPUs", "= 4")
     assert "KIMI_NODES=1" not in result.err and "multi-node" not in result.err
+    one_line_error(run_cli(["print", "-tp", "4"], base_env(**H200)), "KIMI_STRATEGY")
     # a node that cannot hold the model still gets the nodes it needs
     assert "KIMI_NODES=2" in one_line_error(run_cli(["print"], base_env(KIMI_HARDWARE="h100"))).err
 
@@ -470,9 +511,13 @@ def test_a_pipe_is_a_batch_stream(tmp_path):
 
 
 def test_the_contract_holds_when_the_file_sets_the_platforms_own_port(tmp_path):
-    env = base_env(**H200, KIMI_CONFIG=_config(tmp_path, 'platform = "sagemaker"\nport = 8080\n'),
-                   KIMI_EXTRA_ARGS="--port 9000")
-    one_line_error(run_cli(["print"], env), "8080")
+    config = _config(tmp_path, 'platform = "sagemaker"\nport = 8080\n')
+    argv = _argv(run_cli(["print", "--format", "json"], base_env(**H200, KIMI_CONFIG=config)).assert_clean({0}))
+    assert _flag(argv, "--port") == "8080"
+    # another port, from the environment or the vLLM args, is refused
+    one_line_error(run_cli(["print"], base_env(**H200, KIMI_CONFIG=config, KIMI_PORT="9000")), "8080")
+    one_line_error(run_cli(["print"], base_env(**H200, KIMI_CONFIG=config, KIMI_EXTRA_ARGS="--port 9000")),
+                   "KIMI_PORT")
 
 
 ONE_NODE_PD = {**PD, "KIMI_PREFILL_NODES": "0", "KIMI_DECODE_NODES": "0", "KIMI_PREFILL_ADDRS": "h",

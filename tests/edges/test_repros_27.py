@@ -359,7 +359,8 @@ def test_a_dollar_in_a_value_reads_back_unchanged_through_docker_compose(tmp_pat
             pytest.fail("CI=true but docker-compose is missing (apt-get install docker-compose)")
         pytest.skip("docker-compose is not installed")
     out = tmp_path / "out"
-    env = base_env(**H200, KIMI_MODEL_REVISION=value, KIMI_EXTRA_ARGS=f"--served-model-name 'kimi{value}'")
+    env = base_env(**H200, KIMI_MODEL_REVISION=value, KIMI_SERVED_MODEL_NAME=f"kimi{value}",
+                   KIMI_EXTRA_ARGS=f"--chat-template 'kimi{value}'")
     run_proc(["plan", "--format", "compose", "--output", str(out)], env).assert_clean({0})
     (out / "hf_token").write_text("")
     done = subprocess.run([exe, "-f", str(out / "compose.yaml"), "config"], capture_output=True, text=True,
@@ -370,7 +371,8 @@ def test_a_dollar_in_a_value_reads_back_unchanged_through_docker_compose(tmp_pat
     for svc in services.values():
         environment = {k: v.replace("$$", "$") for k, v in svc["environment"].items()}
         assert environment["KIMI_MODEL_REVISION"] == value
-        assert environment["KIMI_EXTRA_ARGS"] == f"--served-model-name 'kimi{value}'"
+        assert environment["KIMI_EXTRA_ARGS"] == f"--chat-template 'kimi{value}'"
+        assert environment["KIMI_SERVED_MODEL_NAME"] == f"kimi{value}"
 
 
 @pytest.mark.parametrize("env, words", [
@@ -449,7 +451,8 @@ def test_a_dollar_in_a_value_reads_back_unchanged_through_the_kubelet(value):
     value set, whatever the other variables are called."""
     from tests.deploy.shapes import documents
 
-    env = {**H200, "KIMI_MODEL_REVISION": value, "KIMI_EXTRA_ARGS": f"--served-model-name 'kimi{value}'"}
+    env = {**H200, "KIMI_MODEL_REVISION": value, "KIMI_SERVED_MODEL_NAME": f"kimi{value}",
+           "KIMI_EXTRA_ARGS": f"--chat-template 'kimi{value}'"}
     seen = 0
     for doc in documents("k8s", env):
         spec = doc.get("spec", {}).get("template", {}).get("spec", {})
@@ -459,7 +462,8 @@ def test_a_dollar_in_a_value_reads_back_unchanged_through_the_kubelet(value):
                 if "value" in item:
                     defined[item["name"]] = kubelet_expand(item["value"], {**defined, "HOME": "/home/x"})
             assert defined["KIMI_MODEL_REVISION"] == value
-            assert defined["KIMI_EXTRA_ARGS"] == f"--served-model-name 'kimi{value}'"
+            assert defined["KIMI_EXTRA_ARGS"] == f"--chat-template 'kimi{value}'"
+            assert defined["KIMI_SERVED_MODEL_NAME"] == f"kimi{value}"
             seen += 1
     assert seen >= 1
 

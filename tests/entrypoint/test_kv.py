@@ -168,8 +168,12 @@ def test_memory_is_checked_before_the_gates():
 
 
 def test_a_second_kv_transfer_config_is_refused():
-    message = refused(KIMI_KV_OFFLOAD="simple", KIMI_EXTRA_ARGS="--kv-transfer-config '{}'")
-    assert "--kv-transfer-config" in message and "Keep one" in message
+    # The user's vLLM arguments may not set a KV transfer config at all (it draws the deployment):
+    # with KIMI_KV_OFFLOAD set or not, in any spelling, the typed setting is named instead.
+    for env in ({"KIMI_KV_OFFLOAD": "simple"}, {}):
+        for args in ("--kv-transfer-config '{}'", "--kv_transfer_config={}"):
+            message = refused("invalid_value", KIMI_EXTRA_ARGS=args, **env)
+            assert "--kv-transfer-config" in message and "KIMI_KV_OFFLOAD" in message
 
 
 def test_store_settings_are_checked():

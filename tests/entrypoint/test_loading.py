@@ -166,7 +166,8 @@ def test_recipe_changes_no_pd_cluster_either():
 @pytest.mark.parametrize("env,args,code,words", [
     ({"KIMI_LOAD_FORMAT": "fastest"}, (), E.UNKNOWN_VALUE, "not a load format of vLLM 0.33.0"),
     ({"KIMI_LOAD_FORMAT": "bitsandbytes"}, (), E.UNKNOWN_VALUE, "not a load format of vLLM 0.33.0"),
-    ({"KIMI_LOAD_FORMAT": "auto"}, ("--load-format", "pt"), E.UNSUPPORTED_COMBINATION, "Keep one"),
+    ({"KIMI_LOAD_FORMAT": "auto"}, ("--load-format", "pt"), E.INVALID_VALUE, "set KIMI_LOAD_FORMAT"),
+    ({"KIMI_LOAD_FORMAT": "recipe"}, ("--load_format=pt",), E.INVALID_VALUE, "set KIMI_LOAD_FORMAT"),
     ({"KIMI_LOAD_FORMAT": "instanttensor", "KIMI_MODEL": "gs://b/m"}, (), E.UNSUPPORTED_COMBINATION, "object storage"),
     ({"KIMI_LOAD_FORMAT": "runai_streamer"}, ("--model-loader-extra-config", '{"concurency": 8}'), E.INVALID_VALUE,
      "concurency, which --load-format runai_streamer does not take"),

@@ -13,7 +13,7 @@ import yaml
 
 from entrypoint.app.launch import build
 from entrypoint.core import preload
-from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Kind, Port
 from entrypoint.core.record import Record
 from entrypoint.render import compose
@@ -56,10 +56,14 @@ def test_without_the_setting_the_plan_is_unchanged():
 
 
 def test_the_users_args_still_come_last_and_reach_the_daemon():
-    plan = build({**ON, "KIMI_EXTRA_ARGS": "--max-model-len 8192 --port 9000"}).plan
+    plan = build({**ON, "KIMI_EXTRA_ARGS": "--max-model-len 8192 --chat-template /t/chat.jinja"}).plan
     engine, daemon = plan.processes
-    assert engine.argv[-4:] == ("--max-model-len", "8192", "--port", "9000")
-    assert "--max-model-len" in daemon.argv and "--port" not in daemon.argv
+    assert engine.argv[-4:] == ("--max-model-len", "8192", "--chat-template", "/t/chat.jinja")
+    # the daemon takes the engine's options, less the API server's (its parser has no --chat-template)
+    assert "--max-model-len" in daemon.argv and "--chat-template" not in daemon.argv
+    # the port is KIMI_PORT's (a --port of the user's is refused): the engine listens there, the daemon has none
+    engine, daemon = build({**ON, "KIMI_PORT": "9000"}).plan.processes
+    assert engine.port == 9000 and _option(engine.argv, "--port") == "9000" and "--port" not in daemon.argv
 
 
 def test_the_container_of_role_preload_runs_the_daemon():
@@ -89,7 +93,11 @@ def test_multi_node_and_pd_are_refused():
 
 def test_a_kv_offload_and_a_load_format_of_the_user_are_refused():
     assert "KIMI_KV_OFFLOAD=lmcache" in _refused({**ON, "KIMI_KV_OFFLOAD": "lmcache"})
-    assert "--load-format" in _refused({**ON, "KIMI_EXTRA_ARGS": "--load-format safetensors"})
+    # a --load-format of the user's is refused whatever KIMI_PRELOAD says (the load format is KIMI_LOAD_FORMAT's)
+    with pytest.raises(KimiError) as err:
+        build({**ON, "KIMI_EXTRA_ARGS": "--load-format safetensors"})
+    assert err.value.code == INVALID_VALUE
+    assert "--load-format" in err.value.message and "KIMI_LOAD_FORMAT" in err.value.message
 
 
 def test_a_brand_the_release_does_not_record_is_refused():
@@ -133,13 +141,26 @@ def test_kubernetes_without_the_setting_has_no_sidecar():
     assert [c["name"] for c in pod["initContainers"]] == ["download"]
 
 
-def test_kubernetes_refuses_what_a_sidecar_cannot_see():
+def test_kubernetes_refuses_what_a_sidecar_cannot_see(monkeypatch):
     with pytest.raises(KimiError) as err:
         render("k8s", {**ON, "KIMI_HARDWARE": "mi300x"})
     assert err.value.code == UNSUPPORTED_COMBINATION and "AMD" in err.value.message and "compose" in err.value.message
-    with pytest.raises(KimiError) as err:  # the sidecar sees every GPU of the node, the engine takes 4
-        render("k8s", {**ON, "KIMI_EXTRA_ARGS": "--tensor-parallel-size 4", "KIMI_SKIP_MEMORY_CHECK": "1"})
+    # The sidecar sees every GPU of the node, the engine takes 4: a layout of the recipe's data that
+    # takes half a node (the user's --tensor-parallel-size is refused), on a brand whose sidecar
+    # could see the GPUs (AMD's data has none: lend it one).
+    from entrypoint.render import k8s_pod
+
+    real = k8s_pod.brand
+    monkeypatch.setattr(k8s_pod, "brand", lambda launch: Record("Brand", {
+        **real(launch)._fields, "k8s_sidecar_gpus_env": {"AMD_VISIBLE_DEVICES": "all"}}))
+    half = {**ON, "KIMI_HARDWARE": "mi355x", "KIMI_VARIANT": "mxfp4", "KIMI_PROFILE": "inferencex",
+            "KIMI_EXTRA_ARGS": "--max-model-len 9472", "KIMI_SKIP_MEMORY_CHECK": "1"}
+    with pytest.raises(KimiError) as err:
+        render("k8s", half)
     assert err.value.code == UNSUPPORTED_COMBINATION and "takes 4" in err.value.message
+    with pytest.raises(KimiError) as err:
+        render("k8s", {**ON, "KIMI_EXTRA_ARGS": "--tensor-parallel-size 4", "KIMI_SKIP_MEMORY_CHECK": "1"})
+    assert err.value.code == INVALID_VALUE and "KIMI_STRATEGY" in err.value.message
 
 
 @pytest.mark.parametrize("hardware", ["h200", "mi300x"])

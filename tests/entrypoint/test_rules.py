@@ -1,10 +1,14 @@
 """Composition rules beyond the golden set: larger clusters, every rank, PD pools, features,
 profiles and user arguments. Expected values are written out from the rules, not computed."""
 
+import shutil
+
 import pytest
+import yaml
 
 from entrypoint.app.launch import build
 from entrypoint.core.errors import KimiError
+from entrypoint.core.recipe import default_recipes_dir, load_catalog_from
 
 CLUSTER = {"KIMI_HEAD_ADDR": "10.0.0.1", "KIMI_IFACE": "ib0"}
 SPEC = '{"model":"lightseekorg/kimi-k2.5-eagle3-mla","method":"eagle3","num_speculative_tokens":3}'
@@ -195,12 +199,20 @@ def test_user_args_pass_through_untouched():
 
 
 def test_user_args_come_last_and_win():
-    proc = plan({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--tensor-parallel-size 4 --max-model-len '128000'",
-                 "KIMI_PORT": "9000", "KIMI_SKIP_MEMORY_CHECK": "1"}, ["--gpu-memory-utilization", "0.9"]).processes[0]
-    assert list(proc.argv[-10:]) == ["--port", "9000", *DRAIN, "--tensor-parallel-size", "4", "--max-model-len",
+    proc = plan({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--mm-encoder-tp-mode weights --max-model-len '128000'",
+                 "KIMI_PORT": "9000"}, ["--gpu-memory-utilization", "0.9"]).processes[0]
+    assert list(proc.argv[-10:]) == ["--port", "9000", *DRAIN, "--mm-encoder-tp-mode", "weights", "--max-model-len",
                                      "128000", "--gpu-memory-utilization", "0.9"]
-    assert proc.argv.count("--tensor-parallel-size") == 1
-    assert proc.local_gpus == 4
+    assert proc.argv.count("--mm-encoder-tp-mode") == 1  # the feature's `data` is replaced by the user's
+    assert proc.local_gpus == 8
+
+
+def test_user_args_may_not_draw_the_layout():
+    # A TP of the user's would size the pod: refused (KIMI_STRATEGY and the recipe's data draw it).
+    for env, args in (({"KIMI_EXTRA_ARGS": "--tensor-parallel-size 4"}, ()), ({}, ["-tp", "4"])):
+        with pytest.raises(KimiError) as info:
+            build({"KIMI_HARDWARE": "h200", "KIMI_SKIP_MEMORY_CHECK": "1", **env}, tuple(args))
+        assert info.value.code == "invalid_value" and "KIMI_STRATEGY" in info.value.message
 
 
 def test_flydsl_profile():
@@ -210,17 +222,27 @@ def test_flydsl_profile():
     assert argv[argv.index("--compilation-config") + 1] == '{"pass_config": {"fuse_allreduce_rms": false}}'
     assert error_code({"KIMI_HARDWARE": "mi355x", "KIMI_PROFILE": "flydsl",
                        "KIMI_STRATEGY": "single_node_dep"}) == "unsupported_combination"
+    assert error_code({"KIMI_HARDWARE": "mi355x", "KIMI_PROFILE": "flydsl",
+                       "KIMI_STRATEGY": "single_node_tep"}) == "unsupported_combination"
+    # expert parallelism is a strategy's (TEP, DEP): the user's --enable-expert-parallel is refused
     assert error_code({"KIMI_HARDWARE": "mi355x", "KIMI_PROFILE": "flydsl"},
-                      ["--enable-expert-parallel"]) == "unsupported_combination"
+                      ["--enable-expert-parallel"]) == "invalid_value"
     assert error_code({"KIMI_HARDWARE": "mi300x", "KIMI_PROFILE": "flydsl"}) == "unsupported_combination"
 
 
-def test_aiter_mxfp4_rmsnorm_follows_tp():
+def test_aiter_mxfp4_rmsnorm_follows_tp(tmp_path):
     base = {"KIMI_HARDWARE": "mi355x", "KIMI_VARIANT": "mxfp4", "KIMI_PROFILE": "aiter-mxfp4"}
     tp8 = plan(base).processes[0]
     assert "VLLM_ROCM_USE_AITER_RMSNORM" not in tp8.env and tp8.env["AITER_MOE_SORT_BACKEND"] == "auto"
-    tp4 = plan({**base, "KIMI_EXTRA_ARGS": "--tensor-parallel-size 4"}).processes[0]
-    assert tp4.env["VLLM_ROCM_USE_AITER_RMSNORM"] == "0"
+    # TP 4 from the recipe's data (a variant of TP 4; the user's --tensor-parallel-size is refused)
+    data = tmp_path / "recipes"
+    shutil.copytree(default_recipes_dir(), data, ignore=shutil.ignore_patterns(".validated", "__pycache__"))
+    doc = yaml.safe_load((data / "models/kimi-k2.5.yaml").read_text())
+    doc["variants"]["mxfp4"]["tp"] = 4
+    (data / "models/kimi-k2.5.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    tp4 = build(base, catalog=load_catalog_from(data, use_cache=False)).plan.processes[0]
+    assert tp4.vllm.tensor_parallel == 4 and tp4.env["VLLM_ROCM_USE_AITER_RMSNORM"] == "0"
+    assert error_code({**base, "KIMI_EXTRA_ARGS": "--tensor-parallel-size 4"}) == "invalid_value"
     assert error_code({**base, "KIMI_VARIANT": "default"}) == "unsupported_combination"
 
 

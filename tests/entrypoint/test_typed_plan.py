@@ -1,9 +1,13 @@
 """The typed plan (entrypoint/core/plan.py): each process's kind, ports by purpose and effective
 vLLM arguments, and the Plan's facts, against values worked out by hand from the recipe data."""
 
+import shlex
+
 import pytest
 
 from entrypoint.app.launch import build
+from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.vllm_cli import engine_args, load_spec, newest_version
 from entrypoint.core.plan import Kind, Port
 
 STORE = {"KIMI_MOONCAKE_MASTER_ADDR": "m.kv", "KIMI_MOONCAKE_STORE_HOST": "s.kv", "KIMI_INSTANCE_ADDRS": "i0,i1"}
@@ -56,8 +60,25 @@ def test_a_headless_worker_serves_no_http():
                                   "--tensor-parallel-size=4 --port 9100 --served_model_name=kimi --host=127.0.0.2",
                                   "--tensor_parallel_size 4 --por 9100 --served-model kimi --host 127.0.0.2"])
 def test_the_users_arguments_count_in_any_spelling(args):
-    """The user's args are parsed with the launch's once, by vLLM's grammar: aliases, `=`, `_` for
-    `-`, unambiguous abbreviations."""
-    proc, = plan(KIMI_EXTRA_ARGS=args, KIMI_SKIP_MEMORY_CHECK="1").processes
-    assert (proc.vllm.tensor_parallel, proc.local_gpus, proc.port, proc.vllm.host) == (4, 4, 9100, "127.0.0.2")
-    assert proc.served_name == "kimi" and proc.ports[Port.HTTP] == 9100
+    """Arguments are parsed once, by vLLM's grammar: aliases, `=`, `_` for `-`, unambiguous
+    abbreviations. These options draw the deployment: the same spellings in the user's arguments
+    are refused (issue 37), and the typed settings give what they gave."""
+    found = engine_args(shlex.split(args), load_spec(newest_version()))
+    assert (found.tensor_parallel, found.gpus_needed, found.port, found.host, found.served_name) == (
+        4, 4, 9100, "127.0.0.2", "kimi")
+    with pytest.raises(KimiError) as err:
+        plan(KIMI_EXTRA_ARGS=args, KIMI_SKIP_MEMORY_CHECK="1")
+    assert err.value.code == INVALID_VALUE and "KIMI_STRATEGY" in err.value.message
+    options = []  # each option with its value, as given
+    for word in shlex.split(args):
+        options.append([word]) if word.startswith("-") else options[-1].append(word)
+    assert len(options) == 4
+    for option, setting in zip(options, ("KIMI_STRATEGY", "KIMI_PORT", "KIMI_SERVED_MODEL_NAME", "KIMI_HOST")):
+        with pytest.raises(KimiError) as err:  # each alone, as a container argument too
+            build({"KIMI_HARDWARE": "h200", "KIMI_SKIP_MEMORY_CHECK": "1"}, tuple(option))
+        assert err.value.code == INVALID_VALUE and f"set {setting}" in err.value.message, option
+    proc, = plan(KIMI_PORT="9100", KIMI_SERVED_MODEL_NAME="kimi", KIMI_HOST="127.0.0.2").processes
+    assert (proc.port, proc.vllm.host, proc.served_name, proc.ports[Port.HTTP]) == (9100, "127.0.0.2", "kimi", 9100)
+    proc, = build({"KIMI_HARDWARE": "mi355x", "KIMI_VARIANT": "mxfp4", "KIMI_PROFILE": "inferencex"},
+                  ("--max-model-len", "9472")).plan.processes  # a TP of the recipe's data
+    assert (proc.vllm.tensor_parallel, proc.local_gpus) == (4, 4)

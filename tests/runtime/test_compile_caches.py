@@ -45,12 +45,21 @@ def test_every_compiler_cache_is_on_the_volume_for_the_brand(tmp_path):
 
 @pytest.mark.parametrize("other", [{"KIMI_VLLM_VERSION": "0.32.0"}, {"KIMI_HARDWARE": "b200"},
                                    {"KIMI_MODEL": "/models/my-kimi"}, {"KIMI_MODEL_REVISION": "v2"},
-                                   {"KIMI_EXTRA_ARGS": "--tensor-parallel-size 4", "KIMI_SKIP_MEMORY_CHECK": "1"},
+                                   {"KIMI_STRATEGY": "single_node_tep"}, {"KIMI_STRATEGY": "single_node_dep"},
                                    {"KIMI_IMAGE_CUDA": "12.9"}])
 def test_another_release_stack_target_model_or_layout_never_shares_a_key(tmp_path, other):
     mine = _key(tmp_path)
     assert _key(tmp_path) == mine  # a restart of the same launch: the same, warm folder
     assert _key(tmp_path, **other) != mine
+
+
+def test_a_smaller_tp_of_the_recipes_data_has_its_own_key(tmp_path):
+    """The layout is the typed settings' and the recipe data's (a --tensor-parallel-size of the
+    user's is refused, issue 37): the InferenceX lane's TP 4 is not the variant's TP 8."""
+    lane = {"KIMI_HARDWARE": "mi355x", "KIMI_VARIANT": "mxfp4"}
+    tp8 = _key(tmp_path, **lane)
+    tp4 = _key(tmp_path, **lane, KIMI_PROFILE="inferencex", KIMI_EXTRA_ARGS="--max-model-len 9472")
+    assert "/tp8-pp1-dp1/" in tp8 and "/tp4-pp1-dp1/" in tp4
 
 
 def test_the_users_own_cache_paths_are_kept(tmp_path):

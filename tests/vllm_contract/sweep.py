@@ -75,9 +75,10 @@ def _recipe_configurations(cat) -> Iterator[Tuple[str, Dict[str, str]]]:
                         settings["KIMI_EXTRA_ARGS"] = " ".join(f"{flag} {int(rule.min or 1)}"
                                                                for flag, rule in prof.required_args.items())
                     yield f"profile:{pid}/{vid}/{hw}/{sid}", settings
-    # Forced memory cases: below the minimum, started anyway; and user parallel sizes.
+    # Forced memory cases: below the minimum, started anyway; with a vLLM argument of the user's
+    # (parallel sizes are the strategy's: a -tp of the user's is refused, issue 37).
     for hw in recipe.hardware:
         if "single_node_tp" in offered_strategies(cat, hw) and cat.hardware[hw].gpu_count >= min_gpus(
                 cat, "single_node_tp", hw):
-            yield f"forced/{hw}/tp2", {"KIMI_HARDWARE": hw, "KIMI_SKIP_MEMORY_CHECK": "1",
-                                       "KIMI_EXTRA_ARGS": "-tp 2 --max-model-len 8192"}
+            yield f"forced/{hw}/max-model-len", {"KIMI_HARDWARE": hw, "KIMI_SKIP_MEMORY_CHECK": "1",
+                                                 "KIMI_EXTRA_ARGS": "--max-model-len 8192"}

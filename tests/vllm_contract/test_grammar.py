@@ -9,11 +9,16 @@ import os
 import subprocess
 import sys
 
+import shutil
+
 import pytest
+import yaml
 
 from entrypoint.app.launch import build
+from entrypoint.core.args import tag
 from entrypoint.core.errors import KimiError
-from entrypoint.core.vllm_cli import available_versions, load_spec, newest_version
+from entrypoint.core.recipe import default_recipes_dir, load_catalog_from
+from entrypoint.core.vllm_cli import available_versions, dedupe, engine_args, load_spec, newest_version
 
 SECRET = "sk-Sup3rSecretValue"
 
@@ -34,26 +39,57 @@ def run(args, env):
 @pytest.mark.parametrize("spelling", [["-tp", "4"], ["--tensor_parallel_size", "4"], ["--tensor-parallel-size=4"],
                                       ["-tp=4"], ["--tensor-parallel", "4"]])
 def test_an_alias_of_tp_replaces_the_recipes_and_preflight_counts_it(spelling):
-    proc = plan({"KIMI_HARDWARE": "h200", "KIMI_SKIP_MEMORY_CHECK": "1"}, spelling).processes[0]
-    argv = list(proc.argv)
-    assert "--tensor-parallel-size" not in argv and argv[-len(spelling):] == spelling
-    assert proc.local_gpus == 4  # what preflight asks the node for
+    """The grammar reads every spelling of TP as one destination (a later one replaces the
+    recipe's, preflight counts its GPUs); the user's arguments may not set it (issue 37): the same
+    spelling is refused as a container argument and in KIMI_EXTRA_ARGS."""
+    spec = load_spec(newest_version())
+    recipe = list(plan({"KIMI_HARDWARE": "h200"}).processes[0].argv[3:])  # after `vllm serve <model>`
+    assert "--tensor-parallel-size" in recipe
+    merged = [t for t, _ in dedupe(tag("recipe", recipe) + tag("later", spelling), spec)]
+    assert "--tensor-parallel-size" not in merged and merged[-len(spelling):] == spelling
+    assert engine_args(merged, spec).gpus_needed == 4  # what preflight asks the node for
+    for env, args in (({}, spelling), ({"KIMI_EXTRA_ARGS": " ".join(spelling)}, ())):
+        with pytest.raises(KimiError) as err:
+            plan({"KIMI_HARDWARE": "h200", "KIMI_SKIP_MEMORY_CHECK": "1", **env}, args)
+        assert err.value.code == "invalid_value" and "KIMI_STRATEGY" in err.value.message
 
 
-def test_a_smaller_tp_is_memory_checked():
+def _catalog_with(tmp_path, edit):
+    """The checked-in recipe data with one edit of kimi-k2.5.yaml."""
+    data = tmp_path / "recipes"
+    shutil.copytree(default_recipes_dir(), data, ignore=shutil.ignore_patterns(".validated", "__pycache__"))
+    doc = yaml.safe_load((data / "models/kimi-k2.5.yaml").read_text())
+    edit(doc)
+    (data / "models/kimi-k2.5.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return load_catalog_from(data, use_cache=False)
+
+
+INFERENCEX = {"KIMI_HARDWARE": "mi355x", "KIMI_VARIANT": "mxfp4", "KIMI_PROFILE": "inferencex"}  # TP 4 of 8 GPUs
+
+
+def test_a_smaller_tp_is_memory_checked(tmp_path):
+    """The layout the launch's arguments give is checked, not the node's: the InferenceX lane's
+    TP 4, with a variant that needs more than 4 x 288 GB."""
+    catalog = _catalog_with(tmp_path, lambda d: d["variants"]["mxfp4"].update(vram_minimum_gb=1200))
     with pytest.raises(KimiError) as err:
-        plan({"KIMI_HARDWARE": "h200"}, ["--tensor-parallel-size", "2"])
-    assert err.value.code == "insufficient_memory" and "2 x h200" in err.value.message
+        build(INFERENCEX, ("--max-model-len", "9472"), catalog=catalog)
+    assert err.value.code == "insufficient_memory" and "4 x mi355x" in err.value.message
     assert "span all 8 GPUs" in err.value.message
-    with pytest.raises(KimiError):
-        plan({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "-tp 4"})
+    assert build(INFERENCEX, ("--max-model-len", "9472")).plan.processes[0].local_gpus == 4  # 669 GB fit
+    with pytest.raises(KimiError) as err:  # a TP of the user's is refused before the memory check
+        plan({"KIMI_HARDWARE": "h200"}, ["--tensor-parallel-size", "2"])
+    assert err.value.code == "invalid_value"
 
 
 def test_repeatable_options_accumulate_and_lists_replace_whole():
     argv = list(plan({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--middleware a.b --middleware c.d "
-                      "--served-model-name x y"}, ["--served-model-name", "z"]).processes[0].argv)
+                      "--allowed-media-domains x y"}, ["--allowed-media-domains", "z"]).processes[0].argv)
     assert [argv[i + 1] for i, t in enumerate(argv) if t == "--middleware"] == ["a.b", "c.d"]
-    assert argv.count("--served-model-name") == 1 and argv[-2:] == ["--served-model-name", "z"]
+    assert argv.count("--allowed-media-domains") == 1 and argv[-2:] == ["--allowed-media-domains", "z"]
+    # a list option that names the server (--served-model-name) is KIMI_SERVED_MODEL_NAME's (issue 37)
+    with pytest.raises(KimiError) as err:
+        plan({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--served-model-name x y"})
+    assert "KIMI_SERVED_MODEL_NAME" in err.value.message
 
 
 def test_boolean_pairs_share_one_destination():
@@ -104,7 +140,7 @@ def test_rendered_files_refuse_secrets_in_every_spelling(fmt, extra):
     ("--enforce-eager=1", ["takes no value"]),
     ("--mm-encoder-tp-mode datta", ["'datta'", "Did you mean data?"]),
     ("--max-model-len", ["needs a value"]),
-    ("--served-model-name --enforce-eager", ["looks like an option"]),
+    ("--tokenizer --enforce-eager", ["looks like an option"]),
     ("--data-parallel", ["ambiguous"]),
     ("--enforce-eager stray", ["'stray'", "unrecognized arguments"]),
 ])
@@ -186,8 +222,14 @@ def test_supported_versions_are_checked_in():
 
 
 def test_preflight_names_the_effective_tp_in_any_spelling():
-    out = run(["doctor"], {"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "-tp 4", "KIMI_SKIP_MEMORY_CHECK": "1"})
+    """Preflight asks the node for the GPUs of the launch's TP (here the InferenceX lane's 4); a
+    TP of the user's, in any spelling, is the launch's error in doctor's report instead."""
+    out = run(["doctor"], {**INFERENCEX, "KIMI_EXTRA_ARGS": "--max-model-len 9472"})
     assert "needs 4 GPU(s) on its node (TP 4)" in out.stdout + out.stderr
+    for spelling in ("-tp 4", "--tensor_parallel_size=4", "--tensor-parallel 4"):
+        out = run(["doctor"], {"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": spelling, "KIMI_SKIP_MEMORY_CHECK": "1"})
+        assert out.returncode != 0 and "KIMI_STRATEGY" in out.stdout + out.stderr
+        assert "needs 4 GPU(s)" not in out.stdout + out.stderr
 
 
 def test_every_option_read_is_the_one_its_constructor_builds():

@@ -121,17 +121,21 @@ def _free_port() -> int:
 @needs_router
 def test_the_real_router_runs_a_plans_argv_without_an_api_key():
     """The router process of a DEP/DEP plan (intra-node DP 8), on loopback: prefill on 127.0.0.1,
-    decode on 127.0.0.2, both on the port the user gives the pools."""
-    pool_port, router_port = _free_port(), _free_port()
+    decode on 127.0.0.2, each on its pool's port of the plan (the strategy's: a --port of the
+    user's is refused, issue 37)."""
+    router_port = _free_port()
+    env = {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "127.0.0.1",
+           "KIMI_DECODE_ADDRS": "127.0.0.2", "KIMI_ROUTER_HOST": "127.0.0.1", "KIMI_ROUTER_PORT": str(router_port)}
+    with pytest.raises(KimiError) as err:
+        build({**env, "KIMI_EXTRA_ARGS": f"--port {_free_port()}"})
+    assert "KIMI_PORT" in err.value.message
+    plan = build(env).plan
     workers = {}
     for role, host in (("prefill", "127.0.0.1"), ("decode", "127.0.0.2")):
-        srv = ThreadingHTTPServer((host, pool_port), _Worker)
+        srv = ThreadingHTTPServer((host, plan.find(role, 0).port), _Worker)
         srv.seen = []
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         workers[role] = srv
-    plan = build({"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_ADDRS": "127.0.0.1",
-                  "KIMI_DECODE_ADDRS": "127.0.0.2", "KIMI_ROUTER_HOST": "127.0.0.1",
-                  "KIMI_ROUTER_PORT": str(router_port), "KIMI_EXTRA_ARGS": f"--port {pool_port}"}).plan
     router = plan.find("router", 0)
     assert "--api-key" not in router.argv and router.argv[router.argv.index("--intra-node-data-parallel-size") + 1] == "8"
     proc = subprocess.Popen([str(ROUTER_EXE), *router.argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

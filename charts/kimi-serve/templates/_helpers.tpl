@@ -1,13 +1,17 @@
 {{/*
-The chart's objects are the objects `kimi-serve plan --format k8s` renders for the same settings
-(tests/chart compares them). Facts come from files/facts.json, generated from recipes/ and the
-renderers by `python build.py chart` (a test fails when it is stale); the logic below mirrors
-entrypoint/render/k8s.py, k8s_pod.py, autoscaling.py, monitoring.py and, for a fleet, k8s_fleet.py
-(the router joins the groups; its RBAC and monitor: router-*.yaml) and gateway.py (inferencepool.yaml,
-epp-*.yaml). Every helper returns JSON.
+The chart draws the objects `kimi-serve plan --format k8s` renders for the same settings (tests/chart
+compares them), and decides nothing: every setting is judged by kimi-serve's own code, in the
+release's image, by the pre-install/pre-upgrade hook (check-job.yaml) and again by every container
+before it loads anything. The shape comes from files/facts.json, a table generated from plan by
+`python build.py chart` (recipe x hardware -> strategies offered, pod resources, pool sizes, ports,
+start-up budgets; a test fails when it is stale). It parses no vLLM option: the options that draw a
+deployment are refused in settings.extra_args by plan itself (typed settings set them). Where the
+table has no entry for the settings (a recipe that does not run on the hardware, a strategy it does
+not offer, an unknown variant or KV choice), only the hook renders, and refuses with plan's message.
+Every helper returns JSON.
 */}}
 
-{{/* kimi.env: the value of a setting as a container environment variable (render/deployment.py _env_value) */}}
+{{/* kimi.envValue: the value of a setting as a container environment variable (render/deployment.py _env_value) */}}
 {{- define "kimi.envValue" -}}
 {{- if kindIs "bool" . -}}{{ ternary "1" "0" . }}
 {{- else if kindIs "slice" . -}}{{ join "," . }}
@@ -16,140 +20,128 @@ epp-*.yaml). Every helper returns JSON.
 {{- end -}}
 {{- end -}}
 
-{{/* kimi.ctx: the deployment the settings describe: names, shape, groups of processes, env */}}
+{{/* kimi.shellWord: one argument as Python's shlex.quote writes it (settings.extra_args given as a list) */}}
+{{- define "kimi.shellWord" -}}
+{{- $w := toString . -}}
+{{- if and $w (eq (trimAll "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-" $w) "") -}}{{ $w }}
+{{- else -}}'{{ $w | replace "'" "'\"'\"'" }}'
+{{- end -}}
+{{- end -}}
+
+{{/* kimi.settings: the settings as plan reads them (core/settings.py): text without its blanks, keywords in
+lower case, an empty value unset, a list's blank entries dropped, extra_args given as a list joined as a
+shell line. Judging them is plan's (the hook). */}}
+{{- define "kimi.settings" -}}
+{{- $given := .Values.settings | default dict -}}
+{{- $f := .Files.Get "files/facts.json" | fromJson -}}
+{{- $s := dict -}}
+{{- range $f.settings -}}
+  {{- $v := index $given .name -}}
+  {{- if kindIs "invalid" $v }}{{ continue }}{{ end -}}
+  {{- if kindIs "slice" $v -}}
+    {{- $items := list -}}
+    {{- range $v }}{{ $t := trim (toString .) }}{{ if $t }}{{ $items = append $items $t }}{{ end }}{{ end -}}
+    {{- if eq .name "extra_args" -}}
+      {{- $words := list -}}
+      {{- range $items }}{{ $words = append $words (include "kimi.shellWord" .) }}{{ end -}}
+      {{- if $words }}{{ $_ := set $s .name (join " " $words) }}{{ end -}}
+    {{- else if eq .kind "spec" }}{{ $_ := set $s .name (join "," $items) -}}
+    {{- else if $items }}{{ $_ := set $s .name $items }}{{ end -}}
+  {{- else if and (kindIs "string" $v) (eq .kind "int") -}}
+    {{- $_ := set $s .name (atoi (trim $v)) -}}
+  {{- else if and (kindIs "string" $v) (ne .kind "int") (ne .kind "bool") -}}
+    {{- $t := trim $v -}}
+    {{- if eq .kind "list" -}}
+      {{- $items := list -}}
+      {{- range splitList "," $t }}{{ if trim . }}{{ $items = append $items (trim .) }}{{ end }}{{ end -}}
+      {{- if $items }}{{ $_ := set $s .name $items }}{{ end -}}
+    {{- else if eq .kind "spec" }}{{ $_ := set $s .name $t -}}
+    {{- else if $t }}{{ $_ := set $s .name (ternary (lower $t) $t (default false .lower)) }}{{ end -}}
+  {{- else -}}
+    {{- $_ := set $s .name $v -}}
+  {{- end -}}
+{{- end -}}
+{{- toJson $s -}}
+{{- end -}}
+
+{{/* kimi.ctx: the deployment the settings draw: names, groups of processes, env; {"ok": false} (with the
+names, the image and the hook's env) where the shape table has no entry for them */}}
 {{- define "kimi.ctx" -}}
 {{- $f := .Files.Get "files/facts.json" | fromJson -}}
 {{- $d := $f.defaults -}}
-{{- $s := dict -}}
-{{- range $k, $v := (.Values.settings | default dict) }}{{ if not (kindIs "invalid" $v) }}{{ $_ := set $s $k $v }}{{ end }}{{ end -}}
+{{- $s := include "kimi.settings" . | fromJson -}}
+{{- $v := .Values -}}
 {{- $hw := required "settings.hardware is required: a hardware id of recipes/hardware.yaml" $s.hardware -}}
-{{- if $s.preload }}{{ fail "settings.preload: the chart does not draw the weight cache sidecar (vllm preload) yet; render it with KIMI_PRELOAD=1 kimi-serve plan --format k8s (docs/day2.md), or unset settings.preload" }}{{ end -}}
-{{- if not (hasKey $f.hardware $hw) }}{{ fail (printf "settings.hardware=%s is not a hardware id the chart knows" $hw) }}{{ end -}}
-{{- $hwf := index $f.hardware $hw -}}
-{{- $slug := $s.recipe | default $f.default_recipe -}}
-{{- $r := index $f.recipes $slug -}}
-{{- if not (hasKey $r.hardware $hw) }}{{ fail (printf "the %s recipe does not run on %s (it runs on %s)" $r.title $hw (join ", " (keys $r.hardware | sortAlpha))) }}{{ end -}}
-{{- $rhw := index $r.hardware $hw -}}
-{{- /* settings.vllm_version as plan reads it (select._valid_vllm_version): the release it names, and the newest
-   class of releases not newer than it (select.version_classes), which keys plan's verdicts on it */ -}}
-{{- $ver := "" -}}{{- $vcls := "" -}}
-{{- if $s.vllm_version -}}
-  {{- $ver = trimPrefix "v" (regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" (trim (toString $s.vllm_version))) -}}
-  {{- if not $ver }}{{ fail (replace $f.vllm.mark (toString $s.vllm_version) $f.vllm.invalid) }}{{ end -}}
-  {{- range $f.vllm.classes }}{{ if semverCompare (printf "<=%s" $ver) . }}{{ $vcls = . }}{{ end }}{{ end -}}
-{{- end -}}
-{{- /* plan's verdicts, setting by setting (files/facts.json `verdicts`, from real launches): its message where it refuses */ -}}
-{{- $vd := index $f.tables (int (index $rhw "verdicts")) -}}
-{{- if and $vcls (hasKey ($vd.vllm_version | default dict) $vcls) }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index $vd.vllm_version $vcls)))) }}{{ end -}}
-{{- $vid := toString ($s.variant | default "default") -}}
-{{- if hasKey ($vd.variant | default dict) $vid }}{{ fail (index $f.kv.messages (int (index $vd.variant $vid))) }}{{ end -}}
-{{- $pid := toString ($s.profile | default "") -}}
-{{- if hasKey ($vd.profile | default dict) $pid }}{{ fail (index $f.kv.messages (int (index $vd.profile $pid))) }}{{ end -}}
-{{- if and (hasKey $s "features") (hasKey $vd "features") -}}
-  {{- $toks := list -}}
-  {{- range $tok := splitList "," (toString $s.features) }}{{ $toks = append $toks (trim $tok) }}{{ end -}}
-  {{- with index $vd.features (join "," (sortAlpha $toks)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
-  {{- range $toks }}{{ with index $vd.features . }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
-{{- end -}}
-{{- /* a credential among the vLLM arguments would be written into every pod: plan refuses it, so does the chart */ -}}
-{{- range $word := splitList " " (toString ($s.extra_args | default "")) -}}
-  {{- $flag := first (splitList "=" (first (splitList "." (trim $word)))) | replace "_" "-" -}}
-  {{- if and (hasPrefix "--" $flag) (gt (len $flag) 2) -}}
-    {{- range $f.secrets.flags }}{{ if hasPrefix $flag . }}{{ fail $f.secrets.message }}{{ end }}{{ end -}}
-  {{- end -}}
-{{- end -}}
-{{- $nodes := int (hasKey $s "nodes" | ternary $s.nodes 1) -}}
-{{- $sid := $s.strategy | default (ternary $r.default_strategy.multi $r.default_strategy.single (gt $nodes 1)) -}}
-{{- if not (has $sid $rhw.strategies) }}{{ fail (printf "settings.strategy=%s is not one the %s recipe offers on %s (it offers %s)" $sid $r.title $hw (join ", " $rhw.strategies)) }}{{ end -}}
-{{- $st := index $r.strategies $sid -}}
-{{- with index (index $f.tables (int (index $rhw "by_strategy"))) $sid -}}
-  {{- with index (.nodes | default dict) (toString (min $nodes $f.nodes_judged)) }}{{ fail (index $f.kv.messages (int .)) }}{{ end -}}
-  {{- with and $pid (index (.profile | default dict) $vid) }}{{ if hasKey . $pid }}{{ fail (index $f.kv.messages (int (index . $pid))) }}{{ end }}{{ end -}}
-  {{- if and $vcls (hasKey (.vllm_version | default dict) $vcls) }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index .vllm_version $vcls)))) }}{{ end -}}
-  {{- with and $pid $vcls (index (.profile_version | default dict) $vid) }}{{ with index . $pid }}{{ if hasKey . $vcls }}{{ fail (replace $f.vllm.mark $ver (index $f.kv.messages (int (index . $vcls)))) }}{{ end }}{{ end }}{{ end -}}
-  {{- $scoped := .features | default dict -}}
-  {{- if hasKey $s "features" }}{{ range splitList "," (toString $s.features) }}{{ with index $scoped (trim .) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end }}{{ end -}}
-{{- end -}}
-{{- $floor := int (index $rhw.min_gpus $sid | default 0) -}}
-{{- $gpus := mul (int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory")))) (ternary $nodes 1 (eq $st.shape "multi_node")) -}}
-{{- if and (ne $st.shape "pd_cluster") (lt $gpus $floor) }}{{ fail (printf "settings.strategy=%s on %d x %s GPUs: the %s recipe runs it on at least %d GPUs (strategy_min_gpus): add nodes" $sid $gpus $hw $r.title $floor) }}{{ end -}}
-{{- if not (hasKey $r.variants $vid) }}{{ fail (printf "settings.variant=%s is not a variant of the %s recipe (it has %s)" $vid $r.title (join ", " (keys $r.variants | sortAlpha))) }}{{ end -}}
-{{- with index $rhw.unsupported_variants $vid }}{{ fail . }}{{ end -}}
-{{- /* a fleet (docs/fleet.md): the copies behind vllm-router or the cluster's Gateway, asked for by replicas > 1
-      or a fleet setting unless settings.router is none. What the plan's rendering refuses before it resolves
-      (fleet.choose, k8s_fleet.deployment_environ), in plan's words (files/facts.json fleet.refused); the
-      rest below, once the deployment is known */ -}}
-{{- $ff := $f.fleet -}}{{- $fr := $ff.refused -}}
-{{- $front := toString ($s.router | default "vllm-router") -}}
-{{- $copies := int (include "kimi.operate" . | fromJson).replicas -}}
-{{- /* an autoscaled PD cluster is a PD fleet, even of one unit: each group added is a unit the fleet's router discovers (fleet.choose) */ -}}
-{{- $pdScaled := and (eq $st.shape "pd_cluster") (ne (include "kimi.operate" . | fromJson).autoscaling "off") -}}
-{{- if and (eq $front "none") (eq $st.shape "pd_cluster") (or (gt $copies 1) $pdScaled) }}{{ fail (index $f.kv.messages (int $fr.pd_router_none)) }}{{ end -}}
-{{- $fleet := and (ne $front "none") (or (gt $copies 1) $pdScaled (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
-{{- if $fleet -}}
-  {{- if not (hasKey $ff.policies (toString ($s.router_policy | default $ff.default_policy))) }}{{ fail (printf $fr.unknown_policy (toString $s.router_policy)) }}{{ end -}}
-  {{- if hasKey $s "replica_addrs" }}{{ fail (index $f.kv.messages (int $fr.replica_addrs)) }}{{ end -}}
-{{- end -}}
-{{- /* KV offload (docs/kv-cache.md, core/kv.py): a Mooncake KV store's processes, or an option beside each engine */ -}}
-{{- $kid := trim (toString ($s.kv_offload | default "")) -}}
-{{- $kvs := dict -}}{{- $kvo := dict -}}
-{{- if $kid -}}
-  {{- if hasKey $f.kv.stores $kid }}{{ $kvs = index $f.kv.stores $kid }}
-  {{- else if hasKey $f.kv.options $kid }}{{ $kvo = index $f.kv.options $kid }}
-  {{- else }}{{ fail (printf "settings.kv_offload=%s is not a KV choice; the choices: %s. Unset it for no KV offload." $kid (join ", " (concat (keys $f.kv.options | sortAlpha) (keys $f.kv.stores | sortAlpha)))) }}{{ end -}}
-  {{- range (index (index $f.tables (int (index $rhw "kv_refused"))) $kid | default list) }}{{ if has $sid (index . 1) }}{{ fail (index $f.kv.messages (int (index . 0))) }}{{ end }}{{ end -}}
-  {{- $floor := (ternary $kvs $kvo (not (empty $kvs))).min_vllm_version -}}
-  {{- if and $floor $ver -}}
-    {{- if semverCompare (printf "<%s" $floor) $ver }}{{ fail (printf "settings.kv_offload=%s needs vLLM >= %s, but settings.vllm_version=%s: run an image built on a newer vLLM (the default tags)" $kid $floor $ver) }}{{ end -}}
-  {{- end -}}
-  {{- if regexMatch "(^|\\s)--kv-transfer-config(\\s|=|$)" ($s.extra_args | default "") }}{{ fail (printf "settings.kv_offload=%s sets --kv-transfer-config, and settings.extra_args sets it too: keep one" $kid) }}{{ end -}}
-  {{- if and $kvs (eq $st.shape "pd_cluster") (hasKey $s "kv_instances") }}{{ fail "settings.kv_instances does not apply to settings.strategy=pd_cluster: its pools size the deployment (settings.prefill_nodes, settings.decode_nodes). Remove it." }}{{ end -}}
-{{- end -}}
-{{- range list "kv_instances" "instance_addrs" "mooncake_master_addr" -}}
-  {{- if and (hasKey $s .) (empty $kvs) }}{{ fail (printf "settings.%s configures a KV store, but settings.kv_offload is %s: remove it, or set settings.kv_offload to a kv_store_* deployment (docs/kv-cache.md)" . (ternary (printf "%s (it runs beside each engine)" $kid) "not set" (ne $kid ""))) }}{{ end -}}
-{{- end -}}
-{{- /* settings.name; else the release's name (two releases never collide) */ -}}
+{{- /* settings.name, else the release's; settings.namespace, else the release's (plan judges both: the hook) */ -}}
 {{- $name := $s.name | default .Release.Name -}}
-{{- if not (regexMatch "^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$" $name) }}{{ fail (printf "the release name %q names the objects, but it is not a DNS label of at most 40 characters (lower-case letters, digits and '-', starting with a letter): install under another name, or set settings.name" $name) }}{{ end -}}
-{{- /* settings.namespace; else the release's (helm install -n N) */ -}}
 {{- $ns := $s.namespace | default .Release.Namespace -}}
-{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" $ns) }}{{ fail (printf "settings.namespace=%q is not a Kubernetes namespace name" $ns) }}{{ end -}}
-{{- $cacheDir := "" -}}
-{{- range $f.settings }}{{ if eq .name "cache_dir" }}{{ $cacheDir = $s.cache_dir | default .default }}{{ end }}{{ end -}}
-{{- $routerPort := 0 -}}
-{{- range $f.settings }}{{ if eq .name "router_port" }}{{ $routerPort = int ($s.router_port | default .default) }}{{ end }}{{ end -}}
-{{- $port := int ($s.port | default $d.port) -}}
-{{- /* `--port N` among the vLLM arguments is every engine's port, as in plan (the user's arguments win);
-      another spelling of it is left to the container, which refuses what vLLM would not take */ -}}
-{{- $argPort := 0 -}}
-{{- with regexFind "(^|\\s)--port(=|\\s+)[0-9]+" ($s.extra_args | default "") }}{{ $argPort = int (regexFind "[0-9]+$" .) }}{{ end -}}
-{{- if $argPort }}{{ $port = $argPort }}{{ end -}}
-{{- /* the image: settings.image (KIMI_IMAGE), else image.repository with image.tag or image.digest, else the hardware's published image */ -}}
+{{- $hwf := index $f.hardware $hw | default dict -}}
+{{- /* the image: settings.image (KIMI_IMAGE), else image.repository with image.tag or image.digest, else the
+      hardware's published image; settings.image_digest pins it (render/deployment.image) */ -}}
 {{- $image := $s.image | default $hwf.image -}}
-{{- $iv := .Values.image | default dict -}}
+{{- $iv := $v.image | default dict -}}
 {{- if $iv.repository -}}
   {{- if and (not $iv.tag) (not $iv.digest) }}{{ fail "image.repository needs image.tag or image.digest (sha256:...)" }}{{ end -}}
-  {{- $image = printf "%s%s%s" $iv.repository (ternary (printf ":%s" $iv.tag) "" (not (empty $iv.tag))) (ternary (printf "@%s" $iv.digest) "" (not (empty $iv.digest))) -}}
   {{- if $s.image }}{{ fail "settings.image and image.repository both name the image: keep one" }}{{ end -}}
+  {{- $image = printf "%s%s%s" $iv.repository (ternary (printf ":%s" $iv.tag) "" (not (empty $iv.tag))) (ternary (printf "@%s" $iv.digest) "" (not (empty $iv.digest))) -}}
 {{- else if or $iv.tag $iv.digest -}}
   {{- fail "image.tag / image.digest need image.repository" -}}
 {{- end -}}
-{{- /* issue 30: settings.image_digest pins it (render/deployment.image) */ -}}
-{{- with $s.image_digest -}}
-  {{- $named := first (splitList "@" $image) -}}
-  {{- if and (contains "@" $image) (ne (last (splitList "@" $image)) .) }}{{ fail (printf "settings.image=%s names another digest than settings.image_digest=%s: keep one of them" $image .) }}{{ end -}}
-  {{- $image = printf "%s@%s" $named . -}}
+{{- with $s.image_digest }}{{ $image = printf "%s@%s" (first (splitList "@" $image)) . }}{{ end -}}
+{{- $helmLabels := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" (toString .Chart.AppVersion) -}}
+{{- $o := include "kimi.operate" . | fromJson -}}
+{{- /* what the hook's kimi-serve is given: every setting as the user wrote it (normalised), the names,
+      and the operating values under their KIMI_* names */ -}}
+{{- $judged := list -}}
+{{- range $f.settings }}{{ if and (hasKey $s .name) (not (has .name (list "name" "namespace"))) }}{{ $judged = append $judged (dict "name" .env "value" (include "kimi.envValue" (index $s .name))) }}{{ end }}{{ end -}}
+{{- $judged = concat $judged (list (dict "name" "KIMI_NAME" "value" $name) (dict "name" "KIMI_NAMESPACE" "value" $ns)) -}}
+{{- range $k, $path := $f.chart_values -}}
+  {{- $value := index $o $k -}}
+  {{- if not (kindIs "invalid" $value) }}{{ $judged = append $judged (dict "name" (printf "KIMI_%s" (upper $k)) "value" (include "kimi.envValue" $value)) }}{{ end -}}
 {{- end -}}
+{{- $base := dict "ok" false "name" $name "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
+      "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict -}}
+{{- /* the shape table's entry for the settings: recipe x hardware, strategy, variant, KV choice */ -}}
+{{- $slug := $s.recipe | default $f.default_recipe -}}
+{{- $r := index $f.recipes $slug | default dict -}}
+{{- $rhw := index ($r.hardware | default dict) $hw | default dict -}}
+{{- $nodes := int (hasKey $s "nodes" | ternary $s.nodes 1) -}}
+{{- $sid := $s.strategy | default (ternary ($r.default_strategy | default dict).multi ($r.default_strategy | default dict).single (gt $nodes 1)) -}}
+{{- $vid := toString ($s.variant | default "default") -}}
+{{- $kid := toString ($s.kv_offload | default "") -}}
+{{- $kvs := index $f.kv.stores $kid | default dict -}}
+{{- $kvo := index $f.kv.options $kid | default dict -}}
+{{- /* KIMI_PRELOAD: `vllm preload` beside a single-node engine, its health path the release's */ -}}
+{{- $release := trimPrefix "v" (toString ($s.vllm_version | default $f.preload.default_vllm)) -}}
+{{- $preload := and (eq (toString $s.preload) "true") (hasKey $f.preload.health_paths $release) -}}
+{{- if not (and (or (not $s.preload) $preload) $hwf $rhw (has $sid (ternary (index $f.tables (int ($rhw.strategies | default 0))) list (hasKey $rhw "strategies"))) (has $vid ($r.variants | default list)) (or (not $kid) $kvs (hasKey $f.kv.options $kid))) -}}
+{{- toJson $base -}}
+{{- else -}}
+{{- $st := index $r.strategies $sid -}}
+{{- $ff := $f.fleet -}}
+{{- $front := toString ($s.router | default "vllm-router") -}}
+{{- $copies := int $o.replicas -}}
+{{- /* a fleet (docs/fleet.md): copies behind vllm-router or the cluster's Gateway, asked for by replicas > 1 or a
+      fleet setting unless settings.router is none; an autoscaled PD cluster is a PD fleet, even of one unit */ -}}
+{{- $pdScaled := and (eq $st.shape "pd_cluster") (ne $o.autoscaling "off") -}}
+{{- $fleet := and (ne $front "none") (or (gt $copies 1) $pdScaled (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
+{{- $cacheDir := "" -}}{{- $routerPort := 0 -}}{{- $drain := 0 -}}{{- $lf := "recipe" -}}
+{{- range $f.settings -}}
+  {{- if eq .name "cache_dir" }}{{ $cacheDir = $s.cache_dir | default .default }}{{ end -}}
+  {{- if eq .name "router_port" }}{{ $routerPort = int ($s.router_port | default .default) }}{{ end -}}
+  {{- if eq .name "drain_timeout" }}{{ $drain = int (hasKey $s "drain_timeout" | ternary $s.drain_timeout .default) }}{{ end -}}
+  {{- if eq .name "load_format" }}{{ $lf = toString ($s.load_format | default .default) }}{{ end -}}
+{{- end -}}
+{{- $port := int ($s.port | default $d.port) -}}
 {{- /* the settings every container gets: the user's, the pinned choices, the addresses the deployment gives its pods */ -}}
 {{- $pinned := dict "hardware" $hw "strategy" $sid -}}
 {{- $eff := deepCopy $s -}}
 {{- $groups := list -}}
-{{- $lws := $f.defaults.lws -}}
+{{- $lws := $d.lws -}}
 {{- $selector := dict -}}
 {{- $apiPort := $port -}}
-{{- /* a KV store's master (Deployment + Service) and store (StatefulSet of one + headless Service), the
-      addresses the deployment gives them (k8s_kv.deployment_environ; as in plan, they take the place
-      of the settings' own) */ -}}
+{{- /* a KV store's master (Deployment + Service) and store (StatefulSet of one + headless Service), at the
+      addresses the deployment gives them (k8s_kv.deployment_environ) */ -}}
 {{- $kvFront := list -}}
 {{- $pdRouter := dict -}}{{- $pdFleet := dict -}}
 {{- if $kvs -}}
@@ -190,7 +182,6 @@ epp-*.yaml). Every helper returns JSON.
         "procs" (list (dict "role" "single" "serves" true "port" $port "gpu" true))) -}}
   {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "single" -}}
 {{- else if eq $st.shape "multi_node" -}}
-  {{- if lt $nodes 2 }}{{ fail (printf "settings.strategy=%s spans nodes: set settings.nodes to 2 or more" $sid) }}{{ end -}}
   {{- $_ := set $pinned "nodes" $nodes -}}
   {{- $_ := set $eff "iface" $d.auto_iface.KIMI_IFACE -}}
   {{- $procs := list (dict "role" "head" "serves" true "port" $port "gpu" true) -}}
@@ -206,27 +197,13 @@ epp-*.yaml). Every helper returns JSON.
   {{- $pdTerms := list -}}{{- $pdPort := 0 -}}{{- $grouped := dict -}}
   {{- range $role := list "prefill" "decode" -}}
     {{- $key := printf "%s_nodes" $role -}}
-    {{- $pools := index ($rhw.pd_pools | default dict) $vid -}}
+    {{- $pools := index (index $f.tables (int $rhw.pd_pools)) $vid -}}
     {{- $pool := index $pools $role -}}
     {{- $derived := $pool.nodes -}}
     {{- with index $s (printf "%s_parallelism" $role) }}{{ with index ($pool.nodes_by_parallelism | default dict) . }}{{ $derived = . }}{{ end }}{{ end -}}
     {{- $n := int (hasKey $s $key | ternary (index $s $key) $derived) -}}
-    {{- if eq $n 0 }}{{ fail "A pool of 0 nodes shares one node's GPUs with the other pool, which Kubernetes cannot give to two pods. Set settings.prefill_nodes and settings.decode_nodes to 1 or more, or render the shared node for Compose: kimi-serve plan --format compose." }}{{ end -}}
     {{- $_ := set $pinned $key $n -}}
     {{- $par := index $s (printf "%s_parallelism" $role) | default (index $pools $role).parallelism -}}
-    {{- if not (has $par $r.pd.parallelisms) }}{{ fail (printf "KIMI_%s_PARALLELISM=%s is not offered by the recipe's strategies; use one of %s." (upper $role) $par (join ", " $r.pd.parallelisms)) }}{{ end -}}
-    {{- /* the recipe's rules for the pool (select.pool_rules), in plan's words */ -}}
-    {{- $rules := index $rhw.pd_rules $role -}}{{- $layout := index $rules.layouts $par -}}
-    {{- $count := int (index $hwf.resources (first (without (keys $hwf.resources | sortAlpha) "cpu" "memory"))) -}}
-    {{- $poolGpus := mul $n $count -}}{{- $setting := printf "KIMI_%s" (upper $role) -}}
-    {{- if $layout.unsupported -}}
-      {{- $others := list -}}{{- range $m := list "tp" "tep" "dep" }}{{ if and (ne $m $par) (not (index $rules.layouts $m).unsupported) }}{{ $others = append $others $m }}{{ end }}{{ end -}}
-      {{- fail (printf "The %s pool's %s layout: the %s recipe marks multi_node_%s unsupported on %s. Set %s_PARALLELISM to %s." $role $par $r.title $par $hw $setting (join " or " $others)) -}}
-    {{- end -}}
-    {{- if lt $poolGpus (int $layout.min_gpus) }}{{ fail (printf "The %s pool spans %d x %s GPUs, but the %s recipe runs a %s layout on at least %d (strategy_min_gpus). Set %s_NODES=%d." $role $poolGpus $hw $r.title $par (int $layout.min_gpus) $setting (div (add (int $layout.min_gpus) (sub $count 1)) $count)) }}{{ end -}}
-    {{- if and $rules.tp (eq $par "dep") (gt (int $rules.tp) $count) }}{{ fail (printf "The %s recipe gives the %s pool tensor parallel size %d per data-parallel rank, but its dep layout keeps each rank on one node and a %s node gives the pool %d GPUs. Use %s." $r.title $role (int $rules.tp) $hw $count $rules.rank_way) }}{{ end -}}
-    {{- if and $rules.tp (has $par (list "tp" "tep")) (ne $poolGpus (int $rules.tp)) }}{{ fail (printf "The %s recipe gives the %s pool tensor parallel size %d, but its %s layout spans %d x %s GPUs and would run TP %d, not what the recipe means. Use %s." $r.title $role (int $rules.tp) $par $poolGpus $hw $poolGpus $rules.tp_way) }}{{ end -}}
-    {{- if and (gt $n 1) (kindIs "invalid" (index (index $r.pd.worker_serves_http $role) $par)) }}{{ fail (printf "the %s recipe runs no %s pool of %d nodes with %s parallelism: kimi-serve plan says why" $r.title $role $n $par) }}{{ end -}}
     {{- $lname := printf "%s-%s" $name $role -}}
     {{- $hosts := list (printf "%s-0.%s" $lname $lname) -}}
     {{- range $i := untilStep 1 $n 1 }}{{ $hosts = append $hosts (printf "%s-0-%d.%s" $lname $i $lname) }}{{ end -}}
@@ -235,7 +212,7 @@ epp-*.yaml). Every helper returns JSON.
     {{- $own := list (printf "%s-%s.%s" $lname $var $lname) -}}
     {{- range $i := untilStep 1 $n 1 }}{{ $own = append $own (printf "%s-%s-%d.%s" $lname $var $i $lname) }}{{ end -}}
     {{- $_ := set $grouped (printf "KIMI_%s_ADDRS" (upper $role)) (join "," $own) -}}
-    {{- $rport := int (ternary $argPort (index $r.pd.ports $role) (gt $argPort 0)) -}}
+    {{- $rport := int (index $r.pd.ports $role) -}}
     {{- if and $fleet $pdPort }}{{ $rport = $pdPort }}{{ end }}{{ $pdPort = $rport -}}
     {{- $pdTerms = append $pdTerms (printf "%s:%s=%s" $role $lws.name_label $lname) -}}
     {{- if and (gt $n 1) (not (index (index $r.pd.worker_serves_http $role) $par)) }}{{ $pdTerms = append $pdTerms (printf "%s:%s=0" $role $lws.index_label) }}{{ end -}}
@@ -252,75 +229,27 @@ epp-*.yaml). Every helper returns JSON.
   {{- $apiPort = $routerPort -}}
   {{- $pdFleet = dict "terms" $pdTerms "grouped" $grouped -}}
 {{- end -}}
-{{- /* the variant runs on this hardware and fits each pool's GPUs (the resolver's memory check) */ -}}
-{{- if not $s.skip_memory_check -}}
-  {{- $need := float64 (index $r.variants $vid) -}}
-  {{- range $g := $groups -}}
-    {{- if (first $g.procs).gpu -}}
-      {{- $have := mulf (len $g.procs) $hwf.vram_gb -}}
-      {{- if lt $have $need }}{{ fail (printf "settings.variant=%s needs at least %.0f GB of GPU memory, but %s's %d x %s nodes hold %.0f GB: add nodes (settings.nodes, or the pool's settings.<pool>_nodes), choose another variant, or settings.skip_memory_check=true to try anyway" $vid $need $g.name (len $g.procs) $hw $have) }}{{ end -}}
-    {{- end -}}
-  {{- end -}}
-{{- end -}}
-{{- /* the load: plan's refusal for this load format and model form, or its start-up budget (core/loading.py) */ -}}
+
+{{- /* the start-up budget (core/loading.py): the floor, or the load of the checkpoint by its format and form,
+      over the nodes of the smallest group */ -}}
 {{- $model := toString ($s.model | default "") -}}
 {{- $form := "hub" -}}
 {{- if or (hasPrefix "s3://" $model) (hasPrefix "gs://" $model) }}{{ $form = "object" }}{{ else if hasPrefix "/" $model }}{{ $form = "path" }}{{ end -}}
-{{- $lf := "recipe" -}}
-{{- range $f.settings }}{{ if eq .name "load_format" }}{{ $lf = toString ($s.load_format | default .default) }}{{ end }}{{ end -}}
-{{- /* a named load format (or auto, for object storage, which picks one at render) needs the formats of the vLLM release */ -}}
-{{- if and (ne $lf "recipe") (or (ne $lf "auto") (eq $form "object")) $ver (not (has $ver $f.loading.versions)) -}}
-  {{- fail (printf $f.loading.unlisted_version $ver (join ", " $f.loading.versions)) -}}
-{{- end -}}
 {{- $h := $f.monitoring.health -}}
 {{- $budget := int $h.start_period_s -}}
-{{- with index (index $f.tables (int (index $rhw "load"))) (printf "%s|%s" $lf $form) -}}
-  {{- if hasKey . "refused" }}{{ fail (index $f.kv.messages (int .refused)) }}{{ end -}}
+{{- with index (index $f.tables (int $rhw.load)) (printf "%s|%s" $lf $form) -}}
   {{- with .per_variant -}}
     {{- $least := 0 -}}
     {{- range $g := $groups }}{{ if (first $g.procs).gpu }}{{ if or (eq $least 0) (lt (len $g.procs) $least) }}{{ $least = len $g.procs }}{{ end }}{{ end }}{{ end -}}
-    {{- $want := addf $f.loading.engine_overhead_s (divf (index . $vid) (max $least 1)) -}}
+    {{- $want := addf $f.loading.engine_overhead_s (divf (index . $vid | default 0) (max $least 1)) -}}
     {{- $whole := int (addf $want 0.999) -}}
     {{- $budget = mul (int (ceil (divf (max $budget $whole) $h.interval_s))) (int $h.interval_s) -}}
   {{- end -}}
 {{- end -}}
-{{- /* a role belongs to a process of the plan (placement.check_role) */ -}}
-{{- with $s.role -}}
-  {{- $roles := list -}}
-  {{- range $g := $groups }}{{ range $g.procs }}{{ $roles = append $roles .role }}{{ end }}{{ end -}}
-  {{- with $kvo.companion }}{{ $roles = append $roles .role }}{{ end -}}
-  {{- if and $fleet (eq $front "vllm-router") }}{{ $roles = append $roles "router" }}{{ end -}}
-  {{- if not (has . $roles) }}{{ fail (printf "KIMI_ROLE=%s, but the %s plan has no %s process (%s): a role belongs to a pd_cluster deployment (KIMI_STRATEGY=pd_cluster) or a KV deployment (KIMI_KV_OFFLOAD, docs/kv-cache.md). Unset KIMI_ROLE, or choose one of those." . $sid . (join ", " (uniq $roles | sortAlpha))) }}{{ end -}}
-{{- end -}}
-{{- /* the cache directory is a mount of its own (deployment.cache_mount) */ -}}
-{{- $cacheClean := clean $cacheDir -}}
-{{- range $d.mounted }}{{ if or (eq $cacheClean (index . 1)) (eq $cacheClean "/") }}{{ fail (printf "KIMI_CACHE_DIR=%s is %s, which the rendered containers mount separately: the cache volume would be hidden (the download step's files lost). Choose a directory of its own, e.g. /cache." $cacheDir (ternary "the root" (index . 0) (eq $cacheClean "/"))) }}{{ end }}{{ end -}}
-{{- /* copies of a KV store without pools (autoscaling._kv_store_copies) */ -}}
-{{- $o := include "kimi.operate" . | fromJson -}}
-{{- /* the fleet (render/k8s_fleet.py, render/gateway.py): what the plan's fleet layer refuses (fleet._check), and
-      the router or the Gateway's pool in front of the copies */ -}}
+{{- /* the fleet (render/k8s_fleet.py, render/gateway.py): the router or the Gateway's pool in front of the copies */ -}}
 {{- $fleetOut := dict -}}
 {{- if $fleet -}}
-  {{- $policy := toString ($s.router_policy | default $ff.default_policy) -}}
-  {{- $pol := index $ff.policies $policy -}}
   {{- $isPd := eq $st.shape "pd_cluster" -}}
-  {{- if $kvs }}{{ fail (index $f.kv.messages (int (index (ternary $fr.kv_store_pd $fr.kv_store $isPd) $kid))) }}{{ end -}}
-  {{- with index $fr.min_replicas $policy }}{{ with index . (toString $copies) }}{{ fail (index $f.kv.messages (int .)) }}{{ end }}{{ end -}}
-  {{- if and $isPd (eq $front "gateway") }}{{ fail (index $f.kv.messages (int $fr.gateway_pd)) }}{{ end -}}
-  {{- /* the token-id policies need the engines' render endpoints: judged by the newest recorded vLLM grammar not newer than the version (vllm_cli.spec_for) */ -}}
-  {{- $rver := $ver | default $ff.default_vllm_version -}}
-  {{- if and $pol.token_ids (eq $front "vllm-router") -}}
-    {{- $grammar := "" -}}{{- $oldest := "" -}}
-    {{- range $v, $_ := $ff.token_ids_versions -}}
-      {{- if or (not $oldest) (semverCompare (printf "<%s" $oldest) $v) }}{{ $oldest = $v }}{{ end -}}
-      {{- if and (semverCompare (printf "<=%s" $rver) $v) (or (not $grammar) (semverCompare (printf ">%s" $grammar) $v)) }}{{ $grammar = $v }}{{ end -}}
-    {{- end -}}
-    {{- if not (index $ff.token_ids_versions ($grammar | default $oldest)) }}{{ fail (printf (index $fr.token_ids $policy) $rver) }}{{ end -}}
-  {{- end -}}
-  {{- if $pol.kv_events -}}
-    {{- if ne $st.shape "single" }}{{ fail (printf (index $fr.kv_events $policy).spread $sid) }}{{ end -}}
-    {{- fail (index $f.kv.messages (int (index $fr.kv_events $policy).discovered)) -}}
-  {{- end -}}
   {{- /* the copies' API pods: the single-node pods, or each group's leader (render/fleet.selector) */ -}}
   {{- $poolLabels := list (list "app.kubernetes.io/name" $name) (list "app.kubernetes.io/component" "single") -}}
   {{- if eq $st.shape "multi_node" }}{{ $poolLabels = list (list $lws.name_label $name) (list $lws.index_label "0") }}{{ end -}}
@@ -328,7 +257,6 @@ epp-*.yaml). Every helper returns JSON.
   {{- range $poolLabels }}{{ $_ := set $pool (index . 0) (index . 1) }}{{ end -}}
   {{- if eq $front "vllm-router" -}}
     {{- $rp := ternary $routerPort (int ($s.router_port | default $ff.router.port)) $isPd -}}
-    {{- if eq $rp (int $ff.router.metrics_port) }}{{ fail (index $f.kv.messages (int (ternary $fr.pd_metrics_port $fr.metrics_port $isPd))) }}{{ end -}}
     {{- $discover := list -}}
     {{- range $poolLabels }}{{ $discover = append $discover (printf "%s=%s" (index . 0) (index . 1)) }}{{ end -}}
     {{- if $isPd }}{{ $discover = $pdFleet.terms }}{{ end -}}
@@ -355,10 +283,6 @@ epp-*.yaml). Every helper returns JSON.
     {{- $fleetOut = dict "gateway" true "pool" $pool "port" $port -}}
   {{- end -}}
 {{- end -}}
-{{- if and $kvs (ne $st.shape "pd_cluster") (or (gt (int $o.replicas) 1) (ne $o.autoscaling "off")) -}}
-  {{- $asked := ternary (printf "KIMI_REPLICAS=%d" (int $o.replicas)) (printf "KIMI_AUTOSCALING=%s" $o.autoscaling) (gt (int $o.replicas) 1) -}}
-  {{- fail (printf $f.kv.copies_message $kid (int ($s.kv_instances | default $kvs.default_instances)) $asked) -}}
-{{- end -}}
 {{- $env := list -}}
 {{- range $f.settings -}}
   {{- if .passed -}}
@@ -367,22 +291,10 @@ epp-*.yaml). Every helper returns JSON.
     {{- end -}}
   {{- end -}}
 {{- end -}}
-{{- /* issue 30, the stop sequence (render/deployment.stop): the drain every engine gets as --shutdown-timeout */ -}}
-{{- $drain := 0 -}}
-{{- range $f.settings }}{{ if eq .name "drain_timeout" }}{{ $drain = int (hasKey $s "drain_timeout" | ternary $s.drain_timeout .default) }}{{ end }}{{ end -}}
-{{- /* what only the chart decides: Helm's labels, the service account, the token's Secret, the user's env, the cache volume */ -}}
-{{- $v := .Values -}}
-{{- $helmLabels := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" (toString .Chart.AppVersion) -}}
+{{- /* what only the chart decides: the service account, the token's Secret, the user's env, the cache volume */ -}}
 {{- $sa := $v.serviceAccount | default dict -}}
 {{- $saCreate := eq (toString $sa.create) "true" -}}
 {{- $saName := ternary ($sa.name | default $name) ($sa.name | default "") $saCreate -}}
-{{- $userEnv := list -}}
-{{- range ($v.extraEnv | default list) -}}
-  {{- if and (hasKey . "value") (regexMatch $f.secrets.env_pattern .name) -}}
-    {{- fail (printf "extraEnv %s is named like a secret, and its value would be written into the pod spec: give it as valueFrom (secretKeyRef: a Secret you create), or through envFrom" .name) -}}
-  {{- end -}}
-  {{- $userEnv = append $userEnv . -}}
-{{- end -}}
 {{- $pers := $v.persistence | default dict -}}
 {{- $cacheVolume := dict -}}
 {{- if eq (toString $pers.enabled) "false" -}}
@@ -391,15 +303,18 @@ epp-*.yaml). Every helper returns JSON.
   {{- $cacheVolume = dict "persistentVolumeClaim" (dict "claimName" $pers.existingClaim) -}}
 {{- end -}}
 {{- $hf := $v.hfToken | default dict -}}
-{{- $out := dict "engineResources" (index (index ($rhw.engine_resources | default dict) $vid | default dict) $sid | default dict) "drain" $drain "name" $name "namespace" $ns "image" $image "hardware" $hw "strategy" $sid "shape" $st.shape "budget" $budget
-      "pullPolicy" ($iv.pullPolicy | default "Always") "helmLabels" $helmLabels "serviceAccount" $saName
-      "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" $userEnv "envFrom" ($v.envFrom | default list)
+{{- $engineResources := dict -}}
+{{- with $rhw.engine_resources }}{{ $engineResources = index (index (index $f.tables (int .)) $vid | default dict) $sid | default dict }}{{ end -}}
+{{- $out := merge (dict "ok" true "engineResources" $engineResources "drain" $drain "strategy" $sid "shape" $st.shape "budget" $budget
+      "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
       "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
       "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
       "groups" $groups "selector" $selector "apiPort" $apiPort "env" $env "cacheDir" $cacheDir
       "pd" (eq $st.shape "pd_cluster") "roles" (or (eq $st.shape "pd_cluster") (not (empty $kvs)))
-      "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) "fleet" $fleetOut -}}
+      "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) "fleet" $fleetOut
+      "preload" (ternary (dict "path" (index $f.preload.health_paths $release) "gpusEnv" (index $f.preload.gpus_env $hw)) dict $preload)) $base -}}
 {{- toJson $out -}}
+{{- end -}}
 {{- end -}}
 
 {{/* kimi.scraper: (list facts ctx) -> the `from` peer of the Prometheus that scrapes the metrics ports: its
@@ -496,6 +411,14 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
   {{- $volumes = append $volumes (dict "name" $d.volumes.shm "emptyDir" (dict "medium" "Memory")) -}}
   {{- if $claim }}{{ $volumes = append $volumes (dict "name" $d.volumes.cache "persistentVolumeClaim" (dict "claimName" $claim)) }}
   {{- else if $c.cacheVolume }}{{ $volumes = append $volumes (merge (dict "name" $d.volumes.cache) $c.cacheVolume) }}{{ end -}}
+  {{- if and $c.preload (eq $p.role "single") -}}
+    {{- /* KIMI_PRELOAD: the weight cache's sockets, in a memory-backed volume (k8s_pod.add_weight_cache) */ -}}
+    {{- $mounts = append $mounts (deepCopy $f.preload.socket) -}}
+    {{- $volumes = append $volumes (dict "name" $f.preload.socket.name "emptyDir" (dict "medium" "Memory")) -}}
+  {{- end -}}
+  {{- /* Helm's escape hatches: the user's volumes on every GPU pod, mounted in the server and the download step */ -}}
+  {{- $volumes = concat $volumes ($v.extraVolumes | default list) -}}
+  {{- $mounts = concat $mounts ($v.extraVolumeMounts | default list) -}}
 {{- end -}}
 {{- $container := dict "name" $d.containers.server "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "env" $env "resources" $resources "securityContext" (deepCopy $d.container_security) "volumeMounts" $mounts -}}
 {{- with $c.envFrom }}{{ $_ := set $container "envFrom" . }}{{ end -}}
@@ -536,13 +459,23 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
 {{- $_ := set $spec "terminationGracePeriodSeconds" $grace -}}
 {{- if $p.gpu -}}
   {{- $dmounts := list -}}
-  {{- range $mounts }}{{ if ne .mountPath "/dev/shm" }}{{ $dmounts = append $dmounts . }}{{ end }}{{ end -}}
+  {{- range $mounts }}{{ if not (has .mountPath (list "/dev/shm" $f.preload.socket.mountPath)) }}{{ $dmounts = append $dmounts . }}{{ end }}{{ end -}}
   {{- $dres := dict -}}
   {{- range $kind, $am := $resources }}{{ $_ := set $dres $kind (pick $am "cpu" "memory") }}{{ end -}}
   {{- $download := dict "name" $d.containers.download "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "args" (list "download") "env" $env "resources" $dres "securityContext" (deepCopy $d.container_security) "volumeMounts" $dmounts -}}
   {{- with $c.envFrom }}{{ $_ := set $download "envFrom" . }}{{ end -}}
   {{- $_ := set $spec "initContainers" (list $download) -}}
+  {{- if and $c.preload (eq $p.role "single") -}}
+    {{- /* `vllm preload` as a native sidecar (an init container that keeps running): it starts before the engine,
+          survives its restarts, sees the node's GPUs the brand's way (recipes/hardware.yaml k8s_sidecar_gpus_env) */ -}}
+    {{- $penv := concat (append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" $f.preload.role)) (list (dict "name" $d.token.path_env "value" (printf "%s/%s" $d.token.dir $d.token.file))) $c.preload.gpusEnv $c.userEnv -}}
+    {{- $sidecar := merge (dict "name" $f.preload.role "image" $c.image "imagePullPolicy" $c.pullPolicy "env" $penv "volumeMounts" (deepCopy $mounts))
+          (fromJson (toJson $f.preload.container | replace "${health_path}" $c.preload.path)) -}}
+    {{- with $c.envFrom }}{{ $_ := set $sidecar "envFrom" . }}{{ end -}}
+    {{- $_ := set $spec "initContainers" (append $spec.initContainers $sidecar) -}}
+  {{- end -}}
   {{- $_ := set $spec "nodeSelector" (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) -}}
+  {{- range $k := list "runtimeClassName" "priorityClassName" "schedulerName" }}{{ with index $v $k }}{{ $_ := set $spec $k . }}{{ end }}{{ end -}}
 {{- end -}}
 {{- range $k, $x := $d.pod_extra }}{{ $_ := set $spec $k (deepCopy $x) }}{{ end -}}
 {{- with $v.tolerations }}{{ $_ := set $spec "tolerations" . }}{{ end -}}

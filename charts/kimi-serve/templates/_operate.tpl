@@ -117,7 +117,7 @@ it is given (their maps are shared), as autoscaling.apply does.
   {{- $components := list -}}
   {{- range $g := $c.groups }}{{ range $g.procs }}{{ if and .serves (ne .role "router") (not (has .role $components)) }}{{ $components = append $components .role }}{{ end }}{{ end }}{{ end -}}
   {{- $relabel := list -}}
-  {{- range $label, $target := $m.pod_labels }}{{ $relabel = append $relabel (dict "sourceLabels" (list (printf "__meta_kubernetes_pod_label_%s" (regexReplaceAll "[^a-zA-Z0-9]" $label "_"))) "targetLabel" $target) }}{{ end -}}
+  {{- range $label, $target := $m.pod_labels }}{{ $relabel = append $relabel (dict "sourceLabels" (list (index $m.pod_label_sources $label)) "targetLabel" $target) }}{{ end -}}
   {{- $selector := dict "matchLabels" (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve")
         "matchExpressions" (list (dict "key" "app.kubernetes.io/component" "operator" "In" "values" $components)) -}}
   {{- $out = append $out (dict "apiVersion" "monitoring.coreos.com/v1" "kind" "PodMonitor"
