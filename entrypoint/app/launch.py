@@ -38,7 +38,7 @@ class Launch:
     kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
     load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.loading.Decision)
     fleet: Any = None  # KIMI_REPLICAS' fleet (entrypoint.core.fleet.FleetChoice), None for one copy
-    notes: tuple = ()  # what the cluster wiring chose on this machine that a reader should know (the interface)
+    notes: tuple = ()  # what a reader should know: a release judged by another's grammar, the interface chosen here
 
     @property
     def name(self) -> str:
@@ -88,7 +88,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     rendered deployment's, see app/deploy.py); it gets the addresses of `settings` and is not made
     again."""
     from entrypoint.core import placement
-    from entrypoint.core.vllm_cli import spec_for
+    from entrypoint.core.vllm_cli import spec_for, unrecorded_note
 
     from entrypoint.core.files import local_model_gb  # a local model is sized from its own files
 
@@ -118,8 +118,9 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice, model_gb=model_gb)  # the one composition (docs/composition.md)
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
+    unrecorded = unrecorded_note(selection.vllm_version)  # judged by another release's grammar: said, never silent
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice,
-                  fleet=fleet_choice)
+                  fleet=fleet_choice, notes=(unrecorded,) if unrecorded else ())
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
@@ -188,15 +189,15 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
     def storage(model: str):  # the volume the weights are read from decides `auto`, and the budget
         return weights_storage(model, settings.cache_dir, wiring.environ, sample=False)
 
-    notes: tuple = ()
+    launch = compose(settings, detected, detected_vllm=vllm, storage=storage)
+    notes: tuple = launch.notes
     if wiring.iface:  # this machine's routing chose the interface: say so (a rendering reader may not be there)
         said = "KIMI_IFACE=auto" if (platform.environ.get("KIMI_IFACE") or "").strip().lower() == "auto" else \
             "KIMI_IFACE is unset"
         found, how = wiring.iface
-        notes = (f"{said}: this plan uses {found} ({how} on this machine), and each node's container finds its "
+        notes += (f"{said}: this plan uses {found} ({how} on this machine), and each node's container finds its "
                  "own at its start. Set KIMI_IFACE to name the interface between the nodes.",)
-    return _checked(replace(compose(settings, detected, detected_vllm=vllm, storage=storage), platform=platform,
-                            notes=notes))
+    return _checked(replace(launch, platform=platform, notes=notes))
 
 
 def weights_storage(model: str, cache_dir: str, environ: Mapping[str, str], sample: bool = True):

@@ -289,7 +289,7 @@ def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional
 
     raw = settings.vllm_version or detected or known[-1]
     source = "KIMI_VLLM_VERSION" if settings.vllm_version else ("the installed vLLM" if detected else "")
-    match = re.match(r"^v?(\d+\.\d+\.\d+)", raw.strip())
+    match = re.match(r"^v?([0-9]+\.[0-9]+\.[0-9]+)", raw.strip())  # ASCII digits only: '０.３３.０' is no release
     if not match:
         raise KimiError(E.INVALID_VALUE, f"{source or 'KIMI_VLLM_VERSION'}={raw!r} is not a vLLM release like "
                         f"{known[-1]}. Supported: {', '.join(known)}.")

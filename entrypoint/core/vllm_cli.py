@@ -149,13 +149,34 @@ def _spec_of(raw: dict) -> Spec:
 
 
 def spec_for(version: str) -> Spec:
-    """The grammar of `version`: its own file, else the newest checked-in one not newer than it
-    (the oldest one for a version below all of them)."""
+    """The grammar of `version`: its own file, else the nearest recorded one (`grammar_version`)."""
+    return load_spec(grammar_version(version))
+
+
+def grammar_version(version: str) -> str:
+    """The recorded release whose grammar judges `version`: its own, else the newest recorded one
+    not newer than it (the oldest one for a version below all of them)."""
     known = available_versions()
     if version in known:
-        return load_spec(version)
+        return version
     older = [v for v in known if version_key(v) <= version_key(version)]
-    return load_spec(older[-1] if older else known[0])
+    return older[-1] if older else known[0]
+
+
+def unrecorded_note(version: str) -> Optional[str]:
+    """One line for a release with no grammar of its own in recipes/vllm (never judged silently by
+    another's), or None for a recorded one."""
+    judge = grammar_version(version)
+    if judge == version:
+        return None
+    known = available_versions()
+    why = ("the newest recorded release before it" if version_key(judge) < version_key(version)
+           else "the oldest recorded release: nothing older is recorded")
+    newer = " (newer than every recorded release: options it added are unknown here)" \
+        if version_key(version) > version_key(known[-1]) else ""
+    return (f"vLLM {version} is not a recorded release (recorded: {', '.join(known)}): its launch is judged by "
+            f"vLLM {judge}'s grammar, {why}{newer}. Record its own with `python build.py vllm-spec --python "
+            f"<venv with vllm=={version}>/bin/python`, or set KIMI_VLLM_VERSION to a recorded release.")
 
 
 def newest_version() -> str:
