@@ -167,6 +167,10 @@ def _write_inside(out: Path, name: str, text: str) -> None:
 @guarded
 def command(fmt: str, batch: Optional[str], output: Optional[str], check: bool) -> None:
     """Print every process of the deployment: head and workers, prefill, decode and router."""
+    if output is not None and (batch is not None or fmt not in FILE_RENDERERS):
+        what = "--batch" if batch is not None else f"--format {fmt}"
+        raise KimiError(INVALID_VALUE, f"--output writes the files of a rendering ({', '.join(FILE_RENDERERS)}); "
+                        f"{what} prints to standard output: redirect it (> FILE), or drop --output.")
     if batch is not None:
         _run_batch(batch)
         return

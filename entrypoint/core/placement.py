@@ -96,9 +96,10 @@ def check_role(settings: Settings, plan: Plan) -> None:
     role = settings.role
     if role and plan.find(role, 0) is None and not any(p.role == role for p in plan.processes):
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_ROLE={role}, but the {plan.strategy} plan has no {role} "
-                        f"process ({', '.join(sorted({p.role for p in plan.processes}))}): a role belongs to a "
-                        "pd_cluster deployment (KIMI_STRATEGY=pd_cluster) or a KV deployment (KIMI_KV_OFFLOAD, "
-                        "docs/kv-cache.md). Unset KIMI_ROLE, or choose one of those.")
+                        f"process ({', '.join(sorted({p.role for p in plan.processes}))}). The settings that make "
+                        "roles: prefill and decode, KIMI_STRATEGY=pd_cluster; router, a fleet (KIMI_REPLICAS > 1 "
+                        "with KIMI_ROUTER other than none) or a pd_cluster; preload, KIMI_PRELOAD=1; the KV "
+                        "helpers, KIMI_KV_OFFLOAD (docs/kv-cache.md). Set the one for this role, or unset KIMI_ROLE.")
 
 
 def _host(settings: Settings, proc: Process) -> Optional[str]:
