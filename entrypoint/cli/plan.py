@@ -66,7 +66,9 @@ def batch_line(line) -> dict:
     env: dict = {}
     try:
         env = _line_env(line)
-        return _plan_json(platform_launch(env))
+        # through the one mask, with this line's own secrets: a URL password in KIMI_MODEL or the vLLM
+        # arguments is masked here as `plan --format json` masks it (masking keeps the JSON valid)
+        return json.loads(mask_output(json.dumps(_plan_json(platform_launch(env))), env))
     except KimiError as err:
         error = err.as_dict()
     except (RecursionError, MemoryError) as err:
@@ -116,7 +118,7 @@ def _run_batch(path: str) -> None:
     with _open_batch(path) as stream:
         try:
             for line in _lines(stream):
-                sys.stdout.write(json.dumps(batch_line(line) if line is not None else too_long) + "\n")
+                echo(json.dumps(batch_line(line) if line is not None else too_long))  # the one mask, as every print
         except OSError as exc:  # a directory opens but cannot be read
             raise KimiError(INVALID_VALUE, f"--batch {path}: cannot read it ({exc.strerror or exc}). Give a file "
                             "of JSON lines, or - for standard input.") from None
