@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError
-from entrypoint.core.plan import Plan, Process
+from entrypoint.core.plan import Kind, Plan, Process
 from entrypoint.core.settings import BY_NAME, Settings
 from entrypoint.core.vllm_cli import SHAPE_DESTS
 
@@ -137,6 +137,15 @@ def check_node_fit(plan: Plan, gpu_count: int, settings: Settings) -> None:
                             f"on its node (TP x PP x local DP of its layout), but a {plan.hardware} node has "
                             f"{gpu_count}. Choose a smaller layout (KIMI_STRATEGY, KIMI_PREFILL_PARALLELISM / "
                             "KIMI_DECODE_PARALLELISM) or span nodes with a multi-node strategy (`kimi-serve list`).")
+    for cache in (p for p in plan.processes if p.kind is Kind.PRELOAD):  # beside its engine: one node, one pod
+        for proc in plan.processes:
+            shared = sorted(set(cache.listens) & set(proc.listens)) if proc is not cache and proc.rank == cache.rank \
+                and proc.is_engine else []
+            if shared:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"the weight cache ({cache.role}, KIMI_PRELOAD=1) and the engine "
+                                f"({proc.role} rank {proc.rank}) run on one node (one pod on Kubernetes) and would both "
+                                f"listen on port {shared[0]}, the weight cache's health port (recipes/vllm/preload.yaml). "
+                                "Give the engine another port (KIMI_PORT), or unset KIMI_PRELOAD.")
     seen: Dict[str, List[Tuple[Process, Tuple[int, ...], List[int]]]] = {}
     for proc in plan.processes:
         ports = proc.listens

@@ -52,3 +52,14 @@ def test_a_role_the_plan_lacks_names_the_setting_that_makes_it(role, env, settin
     done = run(["plan"], KIMI_ROLE=role, **env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and setting in done.stderr and "unset KIMI_ROLE" in done.stderr
+
+
+@pytest.mark.parametrize("fmt", ["shell", "json", "k8s", "compose"])
+def test_the_engine_and_the_weight_cache_never_share_a_port(tmp_path, fmt):
+    """Repro s5-03: KIMI_PRELOAD's sidecar health port is the engine's API port: refused in every
+    format (one pod on Kubernetes, one host elsewhere), naming KIMI_PORT."""
+    done = run(["plan", "--format", fmt], KIMI_PRELOAD="1", KIMI_VLLM_VERSION="0.32.0", KIMI_PORT="8790")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "8790" in done.stderr
+    assert "KIMI_PORT" in done.stderr and done.stderr.count("\n") == 1
+    assert run(["plan", "--format", fmt], KIMI_PRELOAD="1", KIMI_VLLM_VERSION="0.32.0",
+               KIMI_PORT="8791").returncode == 0
