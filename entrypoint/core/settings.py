@@ -135,9 +135,10 @@ FIELDS: tuple = (
     F("host", "str", None, "vLLM's default (not emitted)", "API bind address."),
     F("port", "int", None, "vLLM's default, 8000 (not emitted)", "API port (single node and multi-node head).",
       minimum=1, maximum=65535),
-    F("vllm_version", "str", None, "the image's vLLM (baked in at build); else the installed vLLM's; else the newest "
-      "supported", "vLLM release the launch is for (e.g. 0.19.1): flags, choices and env are checked against its "
-      "grammar (recipes/vllm/); set it for `print`/`plan` of another image."),
+    F("vllm_version", "str", None, "the image's vLLM (baked in at build); else the installed vLLM's; else "
+      "recipes/serving.yaml `default_vllm.release` (a recipe whose floor is later: its floor)",
+      "vLLM release the launch is for (e.g. 0.19.1): flags, choices and env are checked against its "
+      "grammar (recipes/vllm/); set it for `print`/`plan` of another image. Renderings run the image built on it."),
     F("load_format", "str", "recipe", "`recipe`", "How vLLM loads the weights: `recipe` (the recipe's own flags), "
       "`auto` (the fastest measured loader for this node's storage: recipes/loaders.yaml, docs/cold-start.md), or a "
       "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`).",

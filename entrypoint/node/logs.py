@@ -52,7 +52,6 @@ def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] =
     """Log the start-up decisions made before preflight: settings warnings, hardware, cluster, cache.
     `wiring` is the cluster wiring the launch was built with (wired again when not given)."""
     from entrypoint.node.cache import cache_env
-    from entrypoint.core.vllm_cli import unrecorded_note
     from entrypoint.node.cluster import wire
 
     settings = launch.settings
@@ -70,9 +69,8 @@ def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] =
         log.info("cluster", f"node rank {settings.node_rank} of {launch.plan.nodes}, head {settings.head_addr}, "
                  f"interface {settings.iface}", rank=settings.node_rank, nodes=launch.plan.nodes,
                  head=settings.head_addr, iface=settings.iface)
-    unrecorded = unrecorded_note(launch.selection.vllm_version)  # judged by another release's grammar: said
-    if unrecorded:
-        log.warning("vllm", unrecorded)
+    for note in launch.notes:  # e.g. a vLLM release judged by another's grammar
+        log.warning("vllm", note)
     added = cache_env(settings.cache_dir, environ, compiled)
     if added:
         log.info("cache", "cache: " + " ".join(f"{k}={v}" for k, v in added.items()), env=added)

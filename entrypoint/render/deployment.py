@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.mask import mask_argv
 from entrypoint.core.plan import Kind, Process
 from entrypoint.core.record import Record as Hardware
@@ -126,16 +126,24 @@ def health(launch) -> Hardware:
 
 
 def image(launch) -> str:
-    """KIMI_IMAGE, else the published image of this hardware's target (recipes/serving.yaml), by
-    tag and, once one is locked there for the target, by digest too; KIMI_IMAGE_DIGEST pins either
+    """KIMI_IMAGE, else the published image of this hardware's target built on the vLLM release the
+    launch is judged by (recipes/serving.yaml `image.releases`: <registry>/<name>:<vllm>-<target>),
+    by tag and, once one is locked there for that tag, by digest too; KIMI_IMAGE_DIGEST pins either
     to that digest (issue 30: an upgrade is a new digest, never a moved tag)."""
     pin = launch.settings.image_digest
     if launch.settings.image:
         ref = launch.settings.image
     else:
         repo, target = launch.catalog.serving.image, hardware(launch).image_target
-        locked = None if pin else repo.digests.get(target)
-        ref = f"{repo.registry.rstrip('/')}/{repo.name}:{target}" + (f"@{locked}" if locked else "")
+        tag = f"{launch.selection.vllm_version}-{target}"
+        if target not in repo.releases.get(launch.selection.vllm_version, ()):
+            built = [v for v, targets in repo.releases.items() if target in targets]
+            raise KimiError(UNSUPPORTED_COMBINATION, f"no {repo.name} image is built on vLLM "
+                            f"{launch.selection.vllm_version} for {launch.plan.hardware} (image target {target}; "
+                            f"built: {', '.join(built) or 'none'}): set KIMI_VLLM_VERSION to one of those, or KIMI_IMAGE "
+                            f"to an image of vLLM {launch.selection.vllm_version} for it.")
+        locked = None if pin else repo.digests.get(tag)
+        ref = f"{repo.registry.rstrip('/')}/{repo.name}:{tag}" + (f"@{locked}" if locked else "")
     if not pin:
         return ref
     named, _, given = ref.partition("@")

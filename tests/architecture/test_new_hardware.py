@@ -70,7 +70,7 @@ def test_print_and_plan_in_every_format(recipes, tmp_path):
         out = kimi(recipes, "plan", "--format", fmt, "--output", str(where), **env)
         assert out.returncode == 0, out.stderr
         text = "".join(p.read_text() for p in where.iterdir())
-        assert "ghcr.io/kimi-serve/kimi:b200" in text
+        assert "ghcr.io/kimi-serve/kimi:0.33.0-b200" in text
         if fmt == "k8s":
             assert "nvidia.com/gpu.product: NVIDIA-X900" in text and "nvidia.com/gpu: '8'" in text
 

@@ -105,7 +105,7 @@ def test_print_plan_and_batch(recipes, tmp_path):
         else:  # the containers resolve the same recipe: it is passed on, and names the deployment
             passed = "name: KIMI_RECIPE\n          value: kimi-k9" if fmt == "k8s" else "KIMI_RECIPE: kimi-k9"
             assert passed in text and ("name: kimi-k9" if fmt == "k8s" else "  kimi-k9:") in text
-            assert "ghcr.io/kimi-serve/kimi:b200" in text
+            assert "ghcr.io/kimi-serve/kimi:0.33.0-b200" in text
 
 
 def test_explain_and_list(recipes):

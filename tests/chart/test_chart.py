@@ -51,8 +51,8 @@ CASES = {
     # a profile that needs a variant other than the default, with it (seed 1111 of a local sweep: the chart refused it)
     "k2.5-mi355x-mxfp4-aiter-profile": ({"hardware": "mi355x", "variant": "mxfp4", "profile": "aiter-mxfp4"}, {}, {}),
     # a release the chart has no key for, past one a recipe refuses (its class: select.version_classes)
-    "kimi-linear-h200-vllm-0.12.3": ({"recipe": "kimi-linear-48b-a3b-instruct", "hardware": "h200",
-                                      "vllm_version": "0.12.3"}, {}, {}),
+    "kimi-linear-h200-vllm-0.19.1": ({"recipe": "kimi-linear-48b-a3b-instruct", "hardware": "h200",
+                                      "vllm_version": "0.19.1"}, {}, {}),
     "pd-h200-2x1-tp": ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
                         "prefill_parallelism": "tp", "router_port": 8080}, {}, {}),
     "single-h200-operated-keda": (
@@ -275,9 +275,9 @@ _K3_PD = {"recipe": "kimi-k3", "strategy": "pd_cluster"}
     # a release under the recipe's floor that the chart has no table key for, spelled as plan reads it (v, no v)
     ({"recipe": "kimi-k3", "hardware": "b200", "vllm_version": "v0.27.0"},
      "KIMI_VLLM_VERSION=0.27.0: the Kimi-K3 recipe needs vLLM >= 0.27.1. It runs on vLLM >= 0.27.1: use an image "
-     "built on vLLM 0.32.0, 0.33.0 (the default tags; <vllm>-<target> for another release), or another KIMI_RECIPE."),
+     "built on vLLM 0.32.0, 0.33.0, 0.34.0 (the default tags; <vllm>-<target> for another release), or another KIMI_RECIPE."),
     ({"hardware": "h200", "vllm_version": "latest"},
-     "KIMI_VLLM_VERSION='latest' is not a vLLM release like 0.33.0. Supported: 0.19.1, 0.32.0, 0.33.0."),
+     "KIMI_VLLM_VERSION='latest' is not a vLLM release like 0.34.0. Supported: 0.19.1, 0.32.0, 0.33.0, 0.34.0."),
     # a profile without the variant it needs
     ({"hardware": "mi355x", "profile": "aiter-mxfp4"},
      "KIMI_PROFILE=aiter-mxfp4 (Tuned AITER MXFP4 (RadeonFlow) MoE path with fused shared experts; TP4 or TP8) "

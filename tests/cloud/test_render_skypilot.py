@@ -25,7 +25,7 @@ def test_single_node_task(sky, tmp_path):
     t = task(sky, {"KIMI_HARDWARE": "h200"}, tmp_path)
     res, = t.resources
     assert res.accelerators == {"H200": 8} and res.disk_size >= 600 and t.num_nodes == 1
-    assert res.extract_docker_image() == "ghcr.io/kimi-serve/kimi:h200"
+    assert res.extract_docker_image() == "ghcr.io/kimi-serve/kimi:0.33.0-h200"
     assert t.envs["KIMI_PLATFORM"] == "skypilot" and t.run.strip() == "kimi-serve"
 
 

@@ -74,7 +74,9 @@ def test_one_service_per_process(case):
     assert "deploy" not in download and "devices" not in download  # fetching needs no GPU
     for proc, svc in zip(launch.plan.processes, doc["services"].values()):
         target = launch.catalog.hardware[launch.plan.hardware].image_target
-        assert svc["image"] == f"ghcr.io/kimi-serve/kimi:{target}"
+        # the default release (serving.yaml default_vllm 0.33.0), except where no image is built on it
+        release = environ.get("KIMI_VLLM_VERSION") or ("0.34.0" if target == "rocm-gfx950" else "0.33.0")
+        assert svc["image"] == f"ghcr.io/kimi-serve/kimi:{release}-{target}"
         assert "command" not in svc and "entrypoint" not in svc
         env = svc["environment"]
         assert "HF_TOKEN" not in env and env["KIMI_HARDWARE"] == environ["KIMI_HARDWARE"]

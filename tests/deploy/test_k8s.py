@@ -129,7 +129,7 @@ def test_single_node_is_a_deployment_with_a_cache_claim_and_a_service():
     pod = dep["spec"]["template"]["spec"]
     cache = next(v for v in pod["volumes"] if v["name"] == k8s_pod.CACHE_VOLUME)
     assert cache["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
-    assert pod["containers"][0]["image"] == "ghcr.io/kimi-serve/kimi:h200"
+    assert pod["containers"][0]["image"] == "ghcr.io/kimi-serve/kimi:0.33.0-h200"
     assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8", "cpu": "48", "memory": "896Gi"}
     assert svc["spec"]["selector"] == dep["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": "http"}]
@@ -140,7 +140,7 @@ def test_amd_pods_ask_for_amd_gpus():
     container = dep["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["amd.com/gpu"] == "8"
     assert dep["spec"]["template"]["spec"]["securityContext"]["supplementalGroups"] == [44]  # video
-    assert container["image"] == "ghcr.io/kimi-serve/kimi:rocm-gfx942"
+    assert container["image"] == "ghcr.io/kimi-serve/kimi:0.33.0-rocm-gfx942"
     assert {"name": "KIMI_FEATURES", "value": "-spec_decoding"} in container["env"]
 
 
@@ -202,7 +202,7 @@ def test_image_and_name_settings():
 
 def test_default_image_is_the_published_one_of_the_target():
     launch = k8s_launch({"KIMI_HARDWARE": "mi300x"})
-    assert deployment.image(launch) == "ghcr.io/kimi-serve/kimi:rocm-gfx942"
+    assert deployment.image(launch) == "ghcr.io/kimi-serve/kimi:0.33.0-rocm-gfx942"
     targets = yaml.safe_load((ROOT / "images" / "targets.yaml").read_text())
     assert {hw.image_target for hw in load_catalog().hardware.values()} <= set(targets["targets"])
 

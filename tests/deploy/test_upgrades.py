@@ -23,7 +23,7 @@ PUBLISHED = "ghcr.io/kimi-serve/kimi"
 def test_every_rendering_runs_the_pinned_build(fmt):
     text = "".join(render(fmt, {**FORMATS[fmt], "KIMI_IMAGE_DIGEST": DIGEST}).values())
     refs = set(re.findall(re.escape(PUBLISHED) + r"[^\s\"',]*", text))
-    assert refs == {f"{PUBLISHED}:h200@{DIGEST}"}, refs
+    assert refs == {f"{PUBLISHED}:0.33.0-h200@{DIGEST}"}, refs
     assert "KIMI_IMAGE_DIGEST" not in text  # the renderer's setting: no container needs it
 
 
@@ -50,6 +50,6 @@ def test_the_rollout_gate_is_a_verify_job_against_the_service(env):
     (container,) = pod["containers"]
     port = 8000  # the API Service's port: vLLM's default, the router's KIMI_ROUTER_PORT default
     assert container["args"] == ["verify", "--url", f"http://kimi-k2-5-api.kimi-serve.svc:{port}"]
-    assert container["image"] == f"{PUBLISHED}:h200@{DIGEST}"  # the build being rolled out
+    assert container["image"] == f"{PUBLISHED}:0.33.0-h200@{DIGEST}"  # the build being rolled out
     assert job["spec"]["backoffLimit"] == 0 and pod["restartPolicy"] == "Never"  # one verdict, no retry
     assert "rollout undo" in text  # the header says what a failure means

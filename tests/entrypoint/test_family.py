@@ -63,7 +63,7 @@ def test_an_unknown_recipe_lists_the_valid_ones_and_the_closest():
 def test_a_recipes_vllm_floor_is_enforced(catalog, slug, floor):
     err = refused(catalog, KIMI_RECIPE=slug, KIMI_HARDWARE="b300", KIMI_VLLM_VERSION="0.19.1")
     assert err.code == "unsupported_combination"
-    assert f"recipe needs vLLM >= {floor}" in err.message and "0.32.0, 0.33.0" in err.message
+    assert f"recipe needs vLLM >= {floor}" in err.message and "0.32.0, 0.33.0, 0.34.0" in err.message
     plan(catalog, KIMI_RECIPE=slug, KIMI_HARDWARE="b300", KIMI_VLLM_VERSION="0.32.0")
 
 
@@ -179,13 +179,13 @@ def test_a_refused_release_is_refused_like_one_below_the_floor(catalog):
     assert err.code == "unsupported_combination"
     assert "refuses vLLM 0.12.0" in err.message and "known Kimi-Linear regression" in err.message
     assert "indexer_rotary_emb" in err.message  # the error users would see at load
-    assert "runs on vLLM >= 0.11.2, not 0.12.0" in err.message and "0.19.1, 0.32.0, 0.33.0" in err.message
+    assert "runs on vLLM >= 0.11.2, not 0.12.0" in err.message and "0.19.1, 0.32.0, 0.33.0, 0.34.0" in err.message
     for spelled in ("v0.12.0", "0.12.0+cu129"):  # any spelling of the release
         assert "refuses vLLM 0.12.0" in refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="h200",
                                                 KIMI_VLLM_VERSION=spelled).message
     below = refused(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="h200", KIMI_VLLM_VERSION="0.11.1")
     assert "needs vLLM >= 0.11.2" in below.message
-    for fine in ("0.11.2", "0.12.1", "0.19.1", "0.33.0"):  # the floor itself, the next release, the shipped ones
+    for fine in ("0.11.2", "0.12.1", "0.19.1", "0.33.0", "0.34.0"):  # the floor itself, the next release, the shipped ones
         assert plan(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE="h200", KIMI_VLLM_VERSION=fine).recipe == LINEAR
     plan(catalog, KIMI_RECIPE="kimi-k2-thinking", KIMI_HARDWARE="h200", KIMI_VLLM_VERSION="0.12.0")  # its floor
 
@@ -200,8 +200,8 @@ def test_a_release_gets_the_verdict_of_its_class(catalog):
 
     classes = version_classes(catalog)
     assert classes[0] == "0.0.0" and classes == sorted(classes, key=version_key)
-    for floor in ("0.11.2", "0.12.0", "0.12.1", "0.19.1", "0.24.0", "0.27.1", "0.32.0", "0.33.0"):
-        assert floor in classes  # Kimi-Linear's floor, its refused release and the next, grammars, flydsl, K3
+    for floor in ("0.11.2", "0.12.0", "0.12.1", "0.19.1", "0.24.0", "0.27.1", "0.32.0", "0.33.0", "0.34.0"):
+        assert floor in classes  # Kimi-Linear's floor, its refused release and the next, grammars, flydsl, K3, a removed env
 
     def verdict(env):
         try:
@@ -236,7 +236,7 @@ def test_the_issues_command_is_refused_without_any_other_setting():
                                                       "KIMI_VLLM_VERSION": "0.12.0"})
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "refuses vLLM 0.12.0" in out.stderr and "known Kimi-Linear regression" in out.stderr
-    assert "use an image built on vLLM 0.19.1, 0.32.0, 0.33.0" in out.stderr
+    assert "use an image built on vLLM 0.19.1, 0.32.0, 0.33.0, 0.34.0" in out.stderr
 
 
 def test_the_installed_vllm_is_held_to_the_same_window(catalog):

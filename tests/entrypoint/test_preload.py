@@ -153,7 +153,7 @@ def test_kubernetes_refuses_what_a_sidecar_cannot_see(monkeypatch):
     real = k8s_pod.brand
     monkeypatch.setattr(k8s_pod, "brand", lambda launch: Record("Brand", {
         **real(launch)._fields, "k8s_sidecar_gpus_env": {"AMD_VISIBLE_DEVICES": "all"}}))
-    half = {**ON, "KIMI_HARDWARE": "mi355x", "KIMI_VARIANT": "mxfp4", "KIMI_PROFILE": "inferencex",
+    half = {**ON, "KIMI_VLLM_VERSION": "0.34.0", "KIMI_HARDWARE": "mi355x", "KIMI_VARIANT": "mxfp4", "KIMI_PROFILE": "inferencex",
             "KIMI_EXTRA_ARGS": "--max-model-len 9472", "KIMI_SKIP_MEMORY_CHECK": "1"}
     with pytest.raises(KimiError) as err:
         render("k8s", half)

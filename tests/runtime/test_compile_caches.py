@@ -9,7 +9,7 @@ import io
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.vllm_cli import load_spec
+from entrypoint.core.vllm_cli import available_versions, load_spec
 from entrypoint.node.cache import cache_env
 from entrypoint.node.logs import log_decisions
 from entrypoint.node.preflight import check_compile_cache
@@ -75,7 +75,7 @@ def test_only_engines_compile_and_the_plan_env_stays_the_recipes():
         assert not NVIDIA & set(proc.env)
 
 
-@pytest.mark.parametrize("version", ["0.19.1", "0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", available_versions())  # every recorded release
 def test_the_vllm_variables_are_ones_that_release_reads(version):
     known = load_spec(version).env
     assert {n for n in NVIDIA | AMD if n.startswith("VLLM_")} <= set(known)

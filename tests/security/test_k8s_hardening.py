@@ -131,13 +131,13 @@ def _recipes_with_digests(where, digests) -> str:
 
 def test_a_digest_locked_in_the_data_pins_the_published_image(tmp_path, monkeypatch):
     digest = "sha256:" + "0123456789abcdef" * 4
-    monkeypatch.setenv("KIMI_RECIPES_DIR", _recipes_with_digests(tmp_path / "good", {"h200": digest}))
+    monkeypatch.setenv("KIMI_RECIPES_DIR", _recipes_with_digests(tmp_path / "good", {"0.33.0-h200": digest, "0.34.0-rocm-gfx942": digest}))
     (dep,) = [d for d in documents("k8s", K8S["single-h200"]) if d["kind"] == "Deployment"]
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == f"ghcr.io/kimi-serve/kimi:h200@{digest}"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == f"ghcr.io/kimi-serve/kimi:0.33.0-h200@{digest}"
     assert "annotations" not in dep["metadata"]  # nothing left to skip
     (dep,) = [d for d in documents("k8s", K8S["single-mi300x-features"]) if d["kind"] == "Deployment"]
     assert "@" not in dep["spec"]["template"]["spec"]["containers"][0]["image"]  # no digest locked for it
     assert "CKV_K8S_43" in dep["metadata"]["annotations"]["checkov.io/skip1"]
-    monkeypatch.setenv("KIMI_RECIPES_DIR", _recipes_with_digests(tmp_path / "bad", {"h200": "sha256:short"}))
+    monkeypatch.setenv("KIMI_RECIPES_DIR", _recipes_with_digests(tmp_path / "bad", {"0.33.0-h200": "sha256:short"}))
     with pytest.raises(Exception, match="sha256:<64 hex digits>"):
         documents("k8s", K8S["single-h200"])

@@ -17,7 +17,8 @@ import yaml
 from entrypoint.app.launch import build
 from entrypoint.core.args import tag
 from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import default_recipes_dir, load_catalog_from
+from entrypoint.core.recipe import default_recipes_dir, load_catalog, load_catalog_from
+from entrypoint.core.select import default_release
 from entrypoint.core.vllm_cli import available_versions, dedupe, engine_args, load_spec, newest_version
 
 SECRET = "sk-Sup3rSecretValue"
@@ -150,7 +151,7 @@ def test_bad_vllm_args_exit_2_before_the_launch(extra, words):
     assert "Traceback" not in out.stderr
     for word in words:
         assert word in out.stderr
-    assert f"vLLM {newest_version()}" in out.stderr
+    assert f"vLLM {default_release(load_catalog(), 'h200')}" in out.stderr  # the release a plan is for when unset
 
 
 def test_container_args_are_checked_too_and_nothing_is_execd(tmp_path):
@@ -190,6 +191,17 @@ def test_flashinfer_fp4_env_only_where_vllm_knows_it():
     assert "VLLM_USE_FLASHINFER_MOE_FP4" not in new.env
     assert "VLLM_USE_FLASHINFER_MOE_FP4" in load_spec("0.19.1").env
     assert "VLLM_USE_FLASHINFER_MOE_FP4" not in load_spec(newest_version()).env
+
+
+@pytest.mark.parametrize("hardware", ["h200", "b300"])
+def test_k3_v2_runner_env_only_where_vllm_knows_it(hardware):
+    """Kimi-K3's recipe sets VLLM_USE_V2_MODEL_RUNNER=1; vLLM 0.34.0 removed it (removed_env.yaml)."""
+    env = {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": hardware, "KIMI_SKIP_MEMORY_CHECK": "1"}
+    old = plan({**env, "KIMI_VLLM_VERSION": "0.33.0"}).processes[0]
+    new = plan({**env, "KIMI_VLLM_VERSION": "0.34.0"}).processes[0]
+    assert old.env.get("VLLM_USE_V2_MODEL_RUNNER") == "1" and "VLLM_USE_V2_MODEL_RUNNER" not in new.env
+    assert "VLLM_USE_V2_MODEL_RUNNER" in load_spec("0.33.0").env
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in load_spec("0.34.0").env
 
 
 @pytest.mark.parametrize("value, code", [("0.18.0", "unsupported_combination"), ("latest", "invalid_value")])

@@ -77,8 +77,17 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $ns := $s.namespace | default .Release.Namespace -}}
 {{- $hwf := index $f.hardware $hw | default dict -}}
 {{- /* the image: settings.image (KIMI_IMAGE), else image.repository with image.tag or image.digest, else the
-      hardware's published image; settings.image_digest pins it (render/deployment.image) */ -}}
-{{- $image := $s.image | default $hwf.image -}}
+      hardware's published image built on the release (<vllm>-<target>, where one is built: else the hook's
+      kimi-serve, on the default release's image, refuses); settings.image_digest pins it (render/deployment.image) */ -}}
+{{- $slug := $s.recipe | default $f.default_recipe -}}
+{{- $r := index $f.recipes $slug | default dict -}}
+{{- $fi := $f.images -}}
+{{- $dv := index ($r.default_vllm | default dict) $hw | default $fi.default_vllm -}}
+{{- $vllm := trimPrefix "v" (toString ($s.vllm_version | default $dv)) -}}
+{{- $target := $hwf.image_target | default "cpu" -}}
+{{- $built := has $target (index $fi.releases $vllm | default list) -}}
+{{- $tag := printf "%s-%s" (ternary $vllm $dv $built) $target -}}
+{{- $image := $s.image | default (printf "%s:%s%s" $fi.repository $tag (ternary (printf "@%s" (index $fi.digests $tag | default "")) "" (and (hasKey $fi.digests $tag) (not $s.image_digest)))) -}}
 {{- $iv := $v.image | default dict -}}
 {{- if $iv.repository -}}
   {{- if and (not $iv.tag) (not $iv.digest) }}{{ fail "image.repository needs image.tag or image.digest (sha256:...)" }}{{ end -}}
@@ -102,8 +111,6 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $base := dict "ok" false "name" $name "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
       "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict -}}
 {{- /* the shape table's entry for the settings: recipe x hardware, strategy, variant, KV choice */ -}}
-{{- $slug := $s.recipe | default $f.default_recipe -}}
-{{- $r := index $f.recipes $slug | default dict -}}
 {{- $rhw := index ($r.hardware | default dict) $hw | default dict -}}
 {{- $nodes := int (hasKey $s "nodes" | ternary $s.nodes 1) -}}
 {{- $sid := $s.strategy | default (ternary ($r.default_strategy | default dict).multi ($r.default_strategy | default dict).single (gt $nodes 1)) -}}
@@ -112,9 +119,9 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $kvs := index $f.kv.stores $kid | default dict -}}
 {{- $kvo := index $f.kv.options $kid | default dict -}}
 {{- /* KIMI_PRELOAD: `vllm preload` beside a single-node engine, its health path the release's */ -}}
-{{- $release := trimPrefix "v" (toString ($s.vllm_version | default $f.preload.default_vllm)) -}}
+{{- $release := $vllm -}}
 {{- $preload := and (eq (toString $s.preload) "true") (hasKey $f.preload.health_paths $release) -}}
-{{- if not (and (or (not $s.preload) $preload) $hwf $rhw (has $sid (ternary (index $f.tables (int ($rhw.strategies | default 0))) list (hasKey $rhw "strategies"))) (has $vid ($r.variants | default list)) (or (not $kid) $kvs (hasKey $f.kv.options $kid))) -}}
+{{- if not (and (or $s.image $iv.repository $built) (or (not $s.preload) $preload) $hwf $rhw (has $sid (ternary (index $f.tables (int ($rhw.strategies | default 0))) list (hasKey $rhw "strategies"))) (has $vid ($r.variants | default list)) (or (not $kid) $kvs (hasKey $f.kv.options $kid))) -}}
 {{- toJson $base -}}
 {{- else -}}
 {{- $st := index $r.strategies $sid -}}
