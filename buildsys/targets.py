@@ -15,6 +15,7 @@ from buildsys import ROOT
 from entrypoint.core.recipe import RecipeDataError, load_catalog_from
 from entrypoint.core.recipe_schema import Strict
 from entrypoint.core.versions import is_digest, release_refusal, stack_shortfall, version_key
+from entrypoint.core.select import left_out
 
 TARGETS_FILE = ROOT / "images" / "targets.yaml"
 RECIPES_DIR = ROOT / "recipes"
@@ -186,9 +187,13 @@ class Targets(Strict):
         the hardware it serves, it runs on this vLLM release (its floor, the releases it refuses)
         and its min_stack is met by the base's."""
         t, base = self.targets[target], self.bases[self.targets[target].base]
-        every = any(catalog.hardware[h].serves_every_recipe for h in t.serves)  # the cpu target: any recipe
+
+        def offered(recipe) -> bool:  # a hardware it serves that the recipe launches on
+            return any((h in recipe.hardware or catalog.hardware[h].serves_every_recipe)  # the cpu target: any recipe
+                       and not left_out(recipe, catalog, h) for h in t.serves)
+
         return [slug for slug, recipe in catalog.recipes.items()
-                if (every or set(t.serves) & set(recipe.hardware)) and release_refusal(recipe.model, self.vllm_version) is None
+                if offered(recipe) and release_refusal(recipe.model, self.vllm_version) is None
                 and not stack_shortfall(recipe.model.min_stack, {"cuda": base.cuda, "rocm": base.rocm})]
 
 

@@ -119,8 +119,13 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
     unrecorded = unrecorded_note(selection.vllm_version)  # judged by another release's grammar: said, never silent
+    notes = (unrecorded,) if unrecorded else ()
+    provisional = catalog.recipe.provisional
+    if provisional:  # made from cited sources, no recipe page yet: said wherever the plan is shown
+        notes += (f"the {catalog.recipe.title} recipe is provisional: {provisional.why.rstrip('.')}; until "
+                  f"{provisional.until.rstrip('.')} (its sources: recipes/models/{catalog.recipe.id}.yaml).",)
     return Launch(settings=settings, catalog=catalog, selection=selection, plan=plan, load=decision, kv=choice,
-                  fleet=fleet_choice, notes=(unrecorded,) if unrecorded else ())
+                  fleet=fleet_choice, notes=notes)
 
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,

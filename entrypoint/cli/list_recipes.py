@@ -43,7 +43,8 @@ def recipes_summary(catalog) -> dict:
                                  if v},
                    "variants": list(r.variants), "features": list(r.features),
                    "opt_in_features": list(r.opt_in_features), "default_hardware": r.default_hardware,
-                   "description": r.description}
+                   "description": r.description,
+                   "provisional": {"why": r.provisional.why, "until": r.provisional.until} if r.provisional else None}
             for slug, r in catalog.recipes.items()}
 
 
@@ -99,11 +100,16 @@ def command(fmt: str, recipe) -> None:
         return
     click.echo("Recipes (KIMI_RECIPE)")
     click.echo(text_table(["id", "model", "vllm", "variants", "features (opt-in: *)"],
-                          [[("> " if s == summary["recipe"] else "  ") + s, d["model"],
+                          [[("> " if s == summary["recipe"] else "  ") + s + (" (provisional)" if d["provisional"] else ""),
+                            d["model"],
                             d["vllm"] + "".join(f", {k.upper()} >= {v}" for k, v in d["min_stack"].items()),
                             ",".join(d["variants"]),
                             ",".join(f + ("*" if f in d["opt_in_features"] else "") for f in d["features"])]
                            for s, d in summary["recipes"].items()]))
+    for s, d in summary["recipes"].items():
+        if d["provisional"]:
+            click.echo(f"  {s} is provisional: {d['provisional']['why'].rstrip('.')}; until "
+                       f"{d['provisional']['until'].rstrip('.')}.")
     title = summary["recipes"][summary["recipe"]]["title"]
     variants = list(summary["variants"])
     click.echo(f"\n{title}: hardware (cells: nodes a variant needs; - = not supported)")

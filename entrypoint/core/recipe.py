@@ -165,6 +165,8 @@ def _dangling(directory: Path, catalog, kv, loaders, bench) -> List[str]:
               "KV store")
         for store, hw in r.kv_cache_strategy_hardware.items():
             check(f"{models / slug}.yaml: kv_cache_strategy_hardware.{store}", hw, catalog.hardware, "hardware")
+        check(f"{models / slug}.yaml: hardware_left_out", r.hardware_left_out,
+              {**catalog.hardware, **catalog.brands}, "hardware or brand")
     kv_file = directory / KV_FILE
     for oid, opt in kv.options.items():
         check(f"{kv_file}: options.{oid}.strategies", opt.strategies or (), catalog.strategies, "strategy")

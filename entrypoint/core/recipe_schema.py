@@ -447,8 +447,19 @@ StrategySupport = Literal["supported", "unsupported"]
 DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
 
 
+class Provisional(Strict):
+    """A recipe made from cited sources before the vLLM recipe collection publishes a page for the
+    model: `list`, `plan` and the docs say so, with `why` and what ends it (`until`)."""
+    why: str
+    until: str
+
+
 class Recipe(Strict):
     id: str  # the recipe's slug (KIMI_RECIPE), the file's name
+    provisional: Optional[Provisional] = None  # None: the recipe collection's page is the source
+    # fact -> where it was read (a page, a file of a release's wheel with lines): every fact of a
+    # provisional recipe has one
+    sources: Dict[str, str] = {}
     title: str
     provider: str
     description: str = ""
@@ -459,6 +470,8 @@ class Recipe(Strict):
     model: ModelInfo
     chat: Chat = Chat()
     hardware: List[str]
+    # hw id or brand -> why the recipe has no launch there (said when one asks for it)
+    hardware_left_out: Dict[str, str] = {}
     default_hardware: Optional[str] = None  # the site's landing hardware (shown by `list`)
     features: Dict[str, Feature]
     opt_in_features: List[str] = []
@@ -477,6 +490,12 @@ class Recipe(Strict):
     profiles: Dict[str, Profile] = {}
     kv_offload_support: Dict[str, Literal["verified"]] = {}  # KV Offload option -> verified (requires_opt_in)
     kv_cache_strategy_hardware: Dict[str, List[str]] = {}  # KV store -> the hardware it runs on (absent = all)
+
+    @model_validator(mode="after")
+    def _provisional_cites(self):
+        if self.provisional is not None and not self.sources:
+            raise ValueError("a provisional recipe cites its sources: `sources` (fact -> where it was read)")
+        return self
 
 
 # ---------------------------------------------------------------- catalog

@@ -94,9 +94,10 @@ def _valid_hardware(settings: Settings, catalog: Catalog, detected: Optional[str
         hw = detected
     if hw not in catalog.hardware:
         raise unknown_value(source, hw, recipe.hardware, "Or use auto to detect it.")
-    if hw not in recipe.hardware and not catalog.hardware[hw].serves_every_recipe:
-        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe has no launch for {hw}. Supported: "
-                        f"{', '.join(recipe.hardware)}.")
+    why = left_out(recipe, catalog, hw)
+    if hw not in recipe.hardware and (why or not catalog.hardware[hw].serves_every_recipe):
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe has no launch for {hw}"
+                        f"{': ' + why.rstrip('.') if why else ''}. Supported: {', '.join(recipe.hardware)}.")
     serves = settings.image_serves
     if serves and hw not in serves:
         target = settings.image_target or "this image"
@@ -142,10 +143,18 @@ def strategy_support(catalog: Catalog, sid: str, hw: str) -> Optional[str]:
     return None
 
 
+def left_out(recipe, catalog: Catalog, hw: str) -> Optional[str]:
+    """Why `recipe` has no launch on `hw` where its data says (`hardware_left_out`, by hw id or
+    brand), else None: it wins over a target that serves every recipe (the `cpu` target)."""
+    return recipe.hardware_left_out.get(hw) or recipe.hardware_left_out.get(catalog.hardware[hw].brand)
+
+
 def offered_strategies(catalog: Catalog, hw: str) -> list:
     """The strategies the recipe offers on this hardware: its list, plus what `strategy_hardware`
-    grants there, less what it takes away there."""
+    grants there, less what it takes away there; none where the recipe leaves the hardware out."""
     recipe = catalog.recipe
+    if left_out(recipe, catalog, hw):
+        return []
     candidates = list(recipe.compatible_strategies) + [s for s in recipe.strategy_hardware
                                                        if s not in recipe.compatible_strategies]
     # A host backend (KIMI_HARDWARE=cpu) stands in for any of the recipe's targets at toy scale: a

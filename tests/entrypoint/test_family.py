@@ -1,4 +1,4 @@
-"""The Kimi family: KIMI_RECIPE selects one of the seven recipes, and each recipe's own rules
+"""The Kimi family: KIMI_RECIPE selects one of the eight recipes (seven of the recipe collection, Kimi-K3.1-Pro provisional), and each recipe's own rules
 (version floor, CUDA stack, strategy grants and floors, feature allowlists, PD pools, the site's
 renderings it corrects) hold. Expected values are written by hand from the recipes' YAML."""
 
@@ -344,7 +344,10 @@ def test_each_image_lists_the_recipes_it_serves(catalog):
     data = targets.load()
     every = list(catalog.recipes)
     assert data.recipes_served("h200", catalog) == every
-    assert data.recipes_served("rocm-gfx950", catalog) == every  # K3's CUDA floor is not a ROCm rule
+    # K3's CUDA floor is not a ROCm rule; K3.1-Pro leaves AMD (and the cpu target) out
+    assert data.recipes_served("rocm-gfx950", catalog) == [s for s in every if s != "kimi-k3.1-pro"]
+    assert data.recipes_served("cpu", catalog) == [s for s in every if s != "kimi-k3.1-pro"]
+    assert data.for_release("0.33.0").recipes_served("h200", catalog) == [s for s in every if s != "kimi-k3.1-pro"]
     old = data.for_release("0.19.1")
     assert old.recipes_served("h200", catalog) == ["kimi-k2-instruct", "kimi-k2-thinking", "kimi-k2.5",
                                                    "kimi-k2.7-code", "kimi-linear-48b-a3b-instruct"]

@@ -231,7 +231,7 @@ def test_the_real_master_and_store_start_with_the_plan(tmp_path):
                   "KIMI_INSTANCE_ADDRS": "127.0.0.1,127.0.0.2", "KIMI_MOONCAKE_MASTER_ADDR": "127.0.0.1",
                   "KIMI_MOONCAKE_STORE_HOST": "127.0.0.1"}).plan
     master, store = plan.find("master", 0), plan.find("store", 0)
-    loopback = [f"-rpc_address=127.0.0.1", f"-rpc_port={rpc}", f"-metrics_port={metrics}", "-metrics_host=127.0.0.1"]
+    loopback = ["-rpc_address=127.0.0.1", f"-rpc_port={rpc}", f"-metrics_port={metrics}", "-metrics_host=127.0.0.1"]
     mlog = tmp_path / "master.log"
     procs = [subprocess.Popen([str(bindir / master.argv[0]), *master.argv[1:], *loopback], stdout=mlog.open("w"),
                               stderr=subprocess.STDOUT)]

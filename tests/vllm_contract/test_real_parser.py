@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 
 from buildsys import vllm_spec
-from entrypoint.app.launch import build
 from entrypoint.core.args import tag
 from entrypoint.core.errors import KimiError
 from entrypoint.core.vllm_cli import dedupe, load_spec
 
-from tests.vllm_contract.sweep import configurations
+from tests.vllm_contract.verdicts import sweep_argvs
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]  # installs its vLLM environment on first use
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,16 +55,7 @@ def test_the_checked_in_grammar_is_what_vllm_gives():
 
 
 def test_every_plan_of_the_sweep_parses_with_vllms_real_parser():
-    version = real_version()
-    argvs = {}
-    for cid, settings in configurations():
-        try:
-            plan = build({**settings, "KIMI_VLLM_VERSION": version}).plan
-        except KimiError:
-            continue
-        for proc in plan.processes:
-            if proc.argv[:2] == ("vllm", "serve"):
-                argvs.setdefault(tuple(proc.argv[1:]), cid)
+    argvs = sweep_argvs(real_version())
     assert len(argvs) > 300
     results = real_check([list(a) for a in argvs])
     bad = [(cid, r["error"]) for (argv, cid), r in zip(argvs.items(), results) if not r["ok"]]
