@@ -72,6 +72,16 @@ def mask_argv(argv: Sequence[str]) -> list:
     return out
 
 
+_USER_PASSWORD = re.compile(r"(?<![\w/.:+-])[^\s/@:]+:[^\s/@]*@")
+
+
+def mask_value(text: str) -> str:
+    """A value a user typed, as a message quotes it: a URL's password (`s3://u:****@bucket`) and a
+    bare `user:password@` (`****@h1`) masked. Not for whole renderings: `name:tag@sha256:...`
+    there is an image reference."""
+    return _USER_PASSWORD.sub(MASK + "@", mask_userinfo(text))
+
+
 def mask_text(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         if secret and len(secret) >= 4:

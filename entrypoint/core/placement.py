@@ -18,10 +18,11 @@ from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError
 from entrypoint.core.plan import Kind, Plan, Process
 from entrypoint.core.settings import BY_NAME, Settings
+from entrypoint.core.mask import MASK
 from entrypoint.core.vllm_cli import SHAPE_DESTS
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
-ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs", "instance_addrs",
+ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs", "instance_addrs", "replica_addrs",
                     "mooncake_master_addr", "mooncake_store_host")
 # Variables a process's env names its GPUs with (declared in core/settings.py).
 VISIBILITY_SETTINGS = ("cuda_visible_devices", "hip_visible_devices", "rocr_visible_devices")
@@ -35,6 +36,8 @@ def host_problem(text: str) -> Optional[str]:
         return None
     except ValueError:
         pass
+    if "@" in text:
+        return "carries user information (user:password@): give the host alone; credentials never go in an address"
     if text.startswith("["):
         return "is not an IPv6 address in brackets"
     if re.fullmatch(r"[^:]+:[0-9]+", text):
@@ -57,6 +60,12 @@ def same_host(text: str) -> str:
         return text.rstrip(".").lower()
 
 
+def shown(item: str) -> str:
+    """An address as a message may quote it: at most 80 characters, anything before an '@' (user
+    information, a password) masked."""
+    return (MASK + "@" + item.rsplit("@", 1)[1] if "@" in item else item)[:80]
+
+
 def check_addresses(settings: Settings) -> None:
     for name in ADDRESS_SETTINGS:
         field, value = BY_NAME[name], settings.values[name]
@@ -64,14 +73,14 @@ def check_addresses(settings: Settings) -> None:
         for item in items:
             why = host_problem(item)
             if why:
-                raise KimiError(E.INVALID_VALUE, f"{field.env}: {item[:80]!r} {why}. Write one host per entry, e.g. "
+                raise KimiError(E.INVALID_VALUE, f"{field.env}: {shown(item)!r} {why}. Write one host per entry, e.g. "
                                 "10.0.0.1, node-1.cluster.local or fd00::1.")
         first: Dict[str, int] = {}
         for i, item in enumerate(items):  # each entry of a list is a node of its own, as a pool's are
             j = first.setdefault(same_host(item), i)
             if j != i:
-                raise KimiError(E.INVALID_VALUE, f"{field.env} lists one host twice: entry {j + 1} ({items[j][:80]}) "
-                                f"and entry {i + 1} ({item[:80]}). Each entry is a node of its own: give each its "
+                raise KimiError(E.INVALID_VALUE, f"{field.env} lists one host twice: entry {j + 1} ({shown(items[j])}) "
+                                f"and entry {i + 1} ({shown(item)}). Each entry is a node of its own: give each its "
                                 "own address.")
 
 

@@ -78,6 +78,12 @@ class Process:
         return self.kind is Kind.ENGINE
 
     @property
+    def reads_weights(self) -> bool:
+        """It reads the checkpoint from the cache or the model's source: an engine, and the weight
+        cache (`vllm preload`) that loads them for the engine beside it."""
+        return self.kind in (Kind.ENGINE, Kind.PRELOAD)
+
+    @property
     def serves_http(self) -> bool:
         return Port.HTTP in self.ports
 

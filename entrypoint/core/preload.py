@@ -59,6 +59,13 @@ def release(sel, cat, deploy_type: str, kv=None, data: Record = None) -> Record:
         raise KimiError(UNSUPPORTED_COMBINATION, "KIMI_PRELOAD=1 launches the engine with --load-format "
                         f"{found.engine_load_format}, but the vLLM args set --load-format too. Remove it from "
                         "KIMI_EXTRA_ARGS (the weight cache loads with the launch's own loader), " + WAY_OUT + ".")
+    dest = found.engine_extra_config_option.lstrip("-").replace("-", "_")
+    if sel.user is not None and sel.user.get(dest) is not None:
+        raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_PRELOAD=1 gives the engine {found.engine_extra_config_option} "
+                        f"{{\"{found.engine_socket_key}\": ...}} (where the weight cache's daemons listen), but the vLLM "
+                        f"args set {found.engine_extra_config_option} too, which would replace it: the engine would "
+                        "miss the daemons and load every weight from disk. Remove it from KIMI_EXTRA_ARGS, "
+                        + WAY_OUT + ".")
     return found
 
 

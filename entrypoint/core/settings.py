@@ -375,6 +375,9 @@ def _shown(field: Field, raw: Any) -> str:
         from entrypoint.core.mask import mask_argv
 
         text = " ".join(mask_argv(text.split()))
+    from entrypoint.core.mask import mask_value
+
+    text = mask_value(text)  # `u:password@host` typed into any setting
     return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
@@ -450,11 +453,13 @@ def _convert(field: Field, raw: Any, where: str) -> Any:
     if field.kind == "choice":
         if text == "":
             return field.default
-        if text.lower() not in field.choices:
+        if not text.isascii() or text.lower() not in field.choices:  # 'K' (KELVIN SIGN) folds to 'k': no choice
             raise unknown_value(field.env, text, field.choices)
         return text.lower()
     if not text:
         return field.default  # an empty value means the default (as if unset)
+    if field.lower and not text.isascii():  # 'K' (KELVIN SIGN) would fold to 'k'
+        raise KimiError(INVALID_VALUE, f"{label}={_shown(field, text)} is not ASCII: write it in ASCII letters.")
     text = text.lower() if field.lower else text
     if field.pattern and not (re.fullmatch(field.pattern, text) and
                               (field.name != "name" or len(text) <= limits.MAX_NAME_LENGTH)):

@@ -220,7 +220,7 @@ def model_is_moe(model: str) -> bool:
 
 def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     c = facts.cache
-    if not proc.is_engine or c is None:
+    if not proc.reads_weights or c is None:
         return NodeCheck("cache", "skipped", f"the {proc.role} loads no weights")
     if c.problem:
         return NodeCheck("cache", "error", f"KIMI_CACHE_DIR: {c.problem}: point KIMI_CACHE_DIR at a directory "
@@ -267,8 +267,8 @@ def check_model_source(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     from entrypoint.core.platforms import model_source
 
     model = launch.plan.model
-    if not proc.is_engine or not model_source(model).is_object_store:
-        return NodeCheck("model_source", "skipped", "the model is not in object storage" if proc.is_engine
+    if not proc.reads_weights or not model_source(model).is_object_store:
+        return NodeCheck("model_source", "skipped", "the model is not in object storage" if proc.reads_weights
                          else f"the {proc.role} loads no weights")
     from entrypoint.node.objectstore import check
 

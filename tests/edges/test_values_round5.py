@@ -1,0 +1,83 @@
+"""Issue 40's value classes (repros s5-01, s5-02, s5-20, and the rest of each class): every address
+a setting carries is checked as a host, and a `user:password@` typed into any setting never comes
+back in a message; the weight cache's socket is the plan's alone; the container that reads the
+checkpoint checks its cache; choices and lower-cased values are ASCII (KELVIN SIGN is no 'k')."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+H200 = {"KIMI_HARDWARE": "h200"}
+PW = "R5PASSWORD"
+
+
+def run(args, **env):
+    full = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), **H200, **env}
+    return subprocess.run([sys.executable, "-m", "entrypoint", *args], env=full, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("addrs, words", [
+    ("a:9000,b", ["carries a port"]),
+    ("a,A.", ["lists one host twice", "entry 1 (a) and entry 2 (A.)"]),
+    ("--evil,b", ["is not a host name"]),
+    (f"u:{PW}@h1,h2", ["carries user information", "'****@h1'"]),
+    (f"{PW}@h1,h2", ["carries user information"]),
+])
+@pytest.mark.parametrize("fmt", ["shell", "compose"])
+def test_replica_addresses_are_hosts(addrs, words, fmt):
+    done = run(["plan", "--format", fmt], KIMI_REPLICAS="2", KIMI_REPLICA_ADDRS=addrs)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.startswith("kimi-serve: error: KIMI_REPLICA_ADDRS") and done.stderr.count("\n") == 1
+    for word in words:
+        assert word in done.stderr, done.stderr
+    assert PW not in done.stderr
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("KIMI_NODE_ADDR", f"u:{PW}@x"), ("KIMI_HEAD_ADDR", f"u:{PW}@x"), ("KIMI_CACHE_DIR", f"rel:{PW}@x"),
+    ("KIMI_NAME", f"u:{PW}@x"), ("KIMI_ROUTER_HOST", f"admin:{PW}@10.0.0.1"),
+])
+def test_a_password_typed_into_any_setting_is_never_echoed(setting, value):
+    done = run(["plan"], **{setting: value, "KIMI_NODES": "2", "KIMI_STRATEGY": "multi_node_tp", "KIMI_IFACE": "eth0"})
+    assert done.returncode == 2 and setting in done.stderr and "Traceback" not in done.stderr
+    assert PW not in done.stderr and "****@" in done.stderr
+
+
+@pytest.mark.parametrize("spelling", ["--model-loader-extra-config", "--model_loader_extra_config",
+                                      "--model-loader-extra"])
+def test_the_weight_caches_socket_is_not_replaced_by_the_users_loader_config(spelling):
+    done = run(["plan", "--format", "json"], KIMI_PRELOAD="1", KIMI_VLLM_VERSION="0.32.0",
+               KIMI_EXTRA_ARGS=f"{spelling} '{{\"socket_dir\":\"/tmp/elsewhere\"}}'")
+    assert done.returncode == 2 and "KIMI_PRELOAD=1" in done.stderr and "load every weight from disk" in done.stderr
+    # without KIMI_PRELOAD the option is the user's to give
+    ok = run(["plan", "--format", "json"], KIMI_EXTRA_ARGS=f"{spelling} '{{\"enable_multithread_load\":true}}'")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_the_weight_cache_container_checks_the_cache_it_reads(tmp_path):
+    (tmp_path / "not-a-dir").write_text("")
+    done = run(["doctor", "--format", "json"], KIMI_ROLE="preload", KIMI_PRELOAD="1", KIMI_VLLM_VERSION="0.32.0",
+               KIMI_CACHE_DIR=str(tmp_path / "not-a-dir"))
+    cache = next(c for c in json.loads(done.stdout)["checks"] if c["check"] == "cache")
+    assert cache["status"] == "error" and "is not a directory" in cache["message"]
+    router = run(["doctor", "--format", "json"], KIMI_ROLE="router", KIMI_REPLICAS="2", KIMI_REPLICA_ADDRS="a,b",
+                 KIMI_CACHE_DIR=str(tmp_path / "not-a-dir"))
+    cache = next(c for c in json.loads(router.stdout)["checks"] if c["check"] == "cache")
+    assert cache["status"] == "skipped"  # the router reads no weights
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("KIMI_AUTOSCALING", "\u212aeda"),            # KELVIN SIGN + "eda": 'keda' after case folding
+    ("KIMI_ROUTER", "vllm-router\u0130"[:-1] + "\u212a"),
+    ("KIMI_LOAD_FORMAT", "\u212aauto"),
+    ("KIMI_RECIPE", "\u212aimi-k3"),
+])
+def test_choices_and_folded_values_are_ascii(setting, value):
+    done = run(["plan"], **{setting: value})
+    assert done.returncode == 2 and setting in done.stderr and "Traceback" not in done.stderr
