@@ -282,7 +282,7 @@ class FleetLayer:
         args += ["--host", sel.values.get("ROUTER_HOST", "0.0.0.0"), "--port", str(port)]
         if policy.tuned:
             args += list(router.args)
-        args += [*data.health_args, *data.metrics.args]
+        args += [*data.router_fault_args, *data.metrics.args]
         if policy.kv_events:
             args += self._kv_event_args(sel, engines[0], urls)
         provenance = {tok: SOURCE for tok in args if tok.startswith("--")}
@@ -321,7 +321,7 @@ class FleetLayer:
     @property
     def pd_router_args(self) -> List[str]:
         """What the PD router adds, after its own arguments: the prefill pool's policy, health, metrics."""
-        return ["--prefill-policy", self.choice.policy, *self.data.health_args, *self.data.metrics.args]
+        return ["--prefill-policy", self.choice.policy, *self.data.router_fault_args, *self.data.metrics.args]
 
 
 def layer(sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str] = None) -> FleetLayer:

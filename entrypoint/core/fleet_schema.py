@@ -87,7 +87,7 @@ class FleetFile(Strict):
     token_ids_args: List[str]
     kv_events: KvEvents
     discovery: Discovery
-    health_args: List[str]
+    router_fault_args: List[str]  # health checks, retries, circuit breaker
     metrics: Metrics
     gateway: Gateway
 

