@@ -39,3 +39,17 @@ def health_target(environ: Optional[Mapping[str, str]] = None) -> HealthTarget:
         return HealthTarget(proc.role, proc.rank, port=proc.port or None)
     told = launch.settings.is_set("router_port" if proc.kind is Kind.ROUTER else "port")
     return HealthTarget(proc.role, proc.rank, url=local_url(launch, proc, None if told else recorded_port()) + path)
+
+
+def stop_begun(environ: Mapping[str, str]) -> bool:
+    """Whether this container's stop has begun (`kimi-serve drain`, node/stopping.py)."""
+    from entrypoint.node.stopping import begun
+
+    return begun(environ)
+
+
+def begin_stop(environ: Mapping[str, str]) -> str:
+    """Mark this container as stopping (its readiness fails from now on); the mark's path."""
+    from entrypoint.node.stopping import begin
+
+    return begin(environ)

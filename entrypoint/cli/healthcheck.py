@@ -41,9 +41,17 @@ def listening(port: int, timeout: float) -> tuple:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--timeout", type=float, default=5.0, show_default=True, callback=check_timeout,
               help="Seconds the whole request may take.")
-def command(timeout: float) -> None:
+@click.option("--ready", is_flag=True, help="Readiness, not liveness: unready too once the container's stop has "
+              "begun (`kimi-serve drain`, its preStop hook), while vLLM drains with /health still 200.")
+def command(timeout: float, ready: bool) -> None:
     """Query /health of the server this container runs (the router's port for the router role)."""
-    from entrypoint.app.healthcheck import health_target
+    import os
+
+    from entrypoint.app.healthcheck import health_target, stop_begun
+
+    if ready and stop_begun(os.environ):
+        echo("unready: this container is stopping (kimi-serve drain): no new requests, the held ones drain")
+        sys.exit(EXIT_UNHEALTHY)
 
     try:
         target = health_target()

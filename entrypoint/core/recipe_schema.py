@@ -174,6 +174,14 @@ class Stop(Strict):
     """How a process is stopped (docs/day2.md): taken out of routing, a pause, SIGTERM, the drain."""
     pause_s: int = Field(gt=0)  # preStop: time for endpoints, proxies and gateways to stop routing to it
     margin_s: int = Field(gt=0)  # after the drain: the process's own exit (engine teardown, log flush)
+    readiness_period_s: int = Field(gt=0)  # how often readiness is asked: a stop is seen within it
+
+    @model_validator(mode="after")
+    def _the_pause_outlasts_a_readiness_period(self):
+        if self.pause_s < 2 * self.readiness_period_s:
+            raise ValueError(f"stop.pause_s ({self.pause_s}) must cover two readiness periods "
+                             f"({self.readiness_period_s} s each): the probe that sees the stop, then the endpoints")
+        return self
 
 
 class CacheVar(Strict):

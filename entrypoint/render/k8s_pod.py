@@ -72,12 +72,20 @@ def _env(launch, proc: Process) -> list:
     return env_list({**container_env(launch, proc), HF_TOKEN_PATH: token_path()})
 
 
+READY = ["kimi-serve", "healthcheck", "--ready"]  # readiness: /health, and no stop begun (node/stopping.py)
+
+
 def _probes(launch) -> dict:
-    h = health(launch)
+    """Liveness is vLLM's /health; readiness is /health and no stop begun (`kimi-serve healthcheck
+    --ready`), asked every `stop.readiness_period_s` and failing at once: a stop takes the pod out of
+    rotation before vLLM, healthy while it drains, gets its SIGTERM (docs/day2.md)."""
+    h, period = health(launch), launch.catalog.serving.stop.readiness_period_s
     get = {"httpGet": {"path": h.path, "port": "http"}, "timeoutSeconds": h.timeout_s}
+    ready = {"exec": {"command": [*READY, "--timeout", str(min(h.timeout_s, period))]},
+             "timeoutSeconds": min(h.timeout_s, period) + 1}
     return {
         "startupProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": -(-h.start_period_s // h.interval_s)},
-        "readinessProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": h.retries},
+        "readinessProbe": {**ready, "periodSeconds": period, "failureThreshold": 1},
         "livenessProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": h.retries},
     }
 
@@ -154,9 +162,12 @@ def _volumes(launch, proc: Process, cache_claim: Optional[str]):
     return mounts, volumes
 
 
-def pre_stop(budget) -> dict:
-    """The container's stop: a preStop sleep (the kubelet's own, no binary in the image needed) of
-    the pause, or of the pause and the drain for a process that backs the engines."""
+def pre_stop(budget, serves: bool = False) -> dict:
+    """The container's stop. A process that serves clients (an engine's API, the router): `kimi-serve
+    drain --pause`, which takes it out of readiness and waits the pause; one that backs the engines
+    (a headless worker, a KV helper): a preStop sleep (the kubelet's own) of the pause and the drain."""
+    if serves:
+        return {"preStop": {"exec": {"command": ["kimi-serve", "drain", "--pause", str(budget.wait_s)]}}}
     return {"preStop": {"sleep": {"seconds": budget.wait_s}}}
 
 
@@ -167,7 +178,7 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     container = {"name": CONTAINER, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
                  "env": _env(launch, proc),
                  "resources": _resources(launch, proc), "securityContext": _container_security(launch),
-                 "volumeMounts": mounts, "lifecycle": pre_stop(stop(launch, proc))}
+                 "volumeMounts": mounts, "lifecycle": pre_stop(stop(launch, proc), serves=proc.serves_http)}
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
         container.update(_probes(launch))

@@ -169,10 +169,12 @@ def test_a_shared_claim_is_read_write_many_and_read_write_once_is_refused_there(
 def test_probes_are_configurable_over_the_plans(helm, tmp_path):
     server = _pod(_render(helm, {**H200, "probes": {"readiness": {"periodSeconds": 10}, "startup": {"failureThreshold": 300}}},
                           tmp_path))["spec"]["containers"][0]
-    assert server["readinessProbe"]["periodSeconds"] == 10 and server["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert server["readinessProbe"]["periodSeconds"] == 10
+    assert server["readinessProbe"]["exec"]["command"][:3] == ["kimi-serve", "healthcheck", "--ready"]
     assert server["startupProbe"]["failureThreshold"] == 300
     plain = _pod(_render(helm, H200, tmp_path))["spec"]["containers"][0]
-    assert plain["readinessProbe"]["periodSeconds"] == 30
+    assert plain["readinessProbe"]["periodSeconds"] == 5  # recipes/serving.yaml stop.readiness_period_s
+    assert plain["livenessProbe"]["periodSeconds"] == 30 and plain["livenessProbe"]["httpGet"]["path"] == "/health"
 
 
 def test_helm_test_runs_verify_against_the_release_service(helm, tmp_path):

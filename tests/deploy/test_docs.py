@@ -52,15 +52,18 @@ def test_the_documented_probe_timings_are_the_rendered_ones():
     from tests.deploy.shapes import documents
 
     text = " ".join(DOC.read_text().split())
-    found = re.search(r"a startupProbe allowing (\d+) s \((\d+) x (\d+) s\) for the load .*?then readiness every "
-                      r"(\d+) s \((\d+) failures\) and liveness every (\d+) s \((\d+) failures\), each with a (\d+) s "
-                      r"timeout", text)
+    found = re.search(r"a startupProbe allowing (\d+) s \((\d+) x (\d+) s\) for the load .*?then liveness every "
+                      r"(\d+) s \((\d+) failures\) with a (\d+) s timeout .*?and readiness every (\d+) s \((\d+) "
+                      r"failures?\) with a (\d+) s timeout: `kimi-serve healthcheck --ready`.*?`kimi-serve drain --pause "
+                      r"(\d+)`", text)
     assert found, "docs/deploy.md no longer states the probe timings"
-    total, s_fail, s_period, r_period, r_fail, l_period, l_fail, timeout = map(int, found.groups())
+    total, s_fail, s_period, l_period, l_fail, timeout, r_period, r_fail, r_timeout, pause = map(int, found.groups())
     (deployment,) = [d for d in documents("k8s", {"KIMI_HARDWARE": "h200"}) if d["kind"] == "Deployment"]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     start, ready, live = (container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe"))
     assert (start["failureThreshold"], start["periodSeconds"]) == (s_fail, s_period) and s_fail * s_period == total
-    assert (ready["periodSeconds"], ready["failureThreshold"]) == (r_period, r_fail)
+    assert (ready["periodSeconds"], ready["failureThreshold"], ready["timeoutSeconds"]) == (r_period, r_fail, r_timeout)
+    assert ready["exec"]["command"][:3] == ["kimi-serve", "healthcheck", "--ready"]
     assert (live["periodSeconds"], live["failureThreshold"]) == (l_period, l_fail)
-    assert start["timeoutSeconds"] == ready["timeoutSeconds"] == live["timeoutSeconds"] == timeout
+    assert start["timeoutSeconds"] == live["timeoutSeconds"] == timeout
+    assert container["lifecycle"]["preStop"]["exec"]["command"] == ["kimi-serve", "drain", "--pause", str(pause)]

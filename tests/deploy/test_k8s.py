@@ -116,8 +116,11 @@ def test_serving_pods_have_probes_long_enough_for_the_load(case):
                 continue
             startup = container["startupProbe"]
             assert startup["periodSeconds"] * startup["failureThreshold"] >= 3600  # a 600 GB load
-            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            for probe in ("startupProbe", "livenessProbe"):
                 assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+            # readiness: /health and no stop begun; the stop flips it first (issue 38)
+            assert container["readinessProbe"]["exec"]["command"][:3] == ["kimi-serve", "healthcheck", "--ready"]
+            assert container["lifecycle"]["preStop"]["exec"]["command"][:3] == ["kimi-serve", "drain", "--pause"]
 
 
 def test_single_node_is_a_deployment_with_a_cache_claim_and_a_service():

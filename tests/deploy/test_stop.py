@@ -38,18 +38,31 @@ def _k8s(environ):
 
 
 def _fronts(container) -> bool:
-    """Whether the container takes client requests (an HTTP readiness probe routes them to it)."""
-    return "httpGet" in container.get("readinessProbe", {})
+    """Whether the container takes client requests (its readiness, `kimi-serve healthcheck --ready`,
+    routes them to it)."""
+    return container.get("readinessProbe", {}).get("exec", {}).get("command", [])[:3] == \
+        ["kimi-serve", "healthcheck", "--ready"]
+
+
+def _wait(container) -> int:
+    """The preStop hook's wait: `kimi-serve drain --pause N` (out of readiness first) or a sleep."""
+    hook = container["lifecycle"]["preStop"]
+    if "exec" in hook:
+        command = hook["exec"]["command"]
+        assert command[:3] == ["kimi-serve", "drain", "--pause"] and _fronts(container), container["name"]
+        return int(command[3])
+    return hook["sleep"]["seconds"]
 
 
 def _check_pod(pod: dict, drain: int) -> None:
     grace = pod["terminationGracePeriodSeconds"]
     fronting = [c for c in pod["containers"] if _fronts(c)]
-    pauses = [c["lifecycle"]["preStop"]["sleep"]["seconds"] for c in fronting]
+    pauses = [_wait(c) for c in fronting]
     for container in pod["containers"]:
-        wait = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        wait = _wait(container)
         if _fronts(container):
-            assert wait == PAUSE  # out of routing, then SIGTERM
+            assert wait == PAUSE  # out of readiness and routing, then SIGTERM
+            assert "exec" in container["lifecycle"]["preStop"]  # the hook flips readiness (issue 38)
             assert grace >= wait + drain + 1, (container["name"], grace)  # pause + drain + a margin
         else:  # backs the engines (a headless worker, a KV helper, LMCache): SIGTERM once they drained
             assert wait >= PAUSE + drain, (container["name"], wait)

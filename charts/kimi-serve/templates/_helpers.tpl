@@ -441,7 +441,8 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
 {{- /* issue 30: preStop pause (through the drain for a process that serves no client), grace = pause + drain + margin */ -}}
 {{- $stop := $d.stop -}}
 {{- $grace := add $stop.pause_s $c.drain $stop.margin_s -}}
-{{- $_ := set $container "lifecycle" (dict "preStop" (dict "sleep" (dict "seconds" (ternary $stop.pause_s (add $stop.pause_s $c.drain) (eq $p.serves true))))) -}}
+{{- /* a process that serves clients: out of readiness first (`kimi-serve drain`), then the pause; one that backs them: a sleep through the drain */ -}}
+{{- $_ := set $container "lifecycle" (ternary (dict "preStop" (dict "exec" (dict "command" (list "kimi-serve" "drain" "--pause" (toString $stop.pause_s))))) (dict "preStop" (dict "sleep" (dict "seconds" (add $stop.pause_s $c.drain)))) (eq $p.serves true)) -}}
 {{- range $k, $x := $d.container_extra }}{{ $_ := set $container $k (deepCopy $x) }}{{ end -}}
 {{- $containers := list $container -}}
 {{- with $c.companion -}}{{- if $p.gpu -}}

@@ -1,0 +1,66 @@
+"""Readiness is not liveness (issue 38): vLLM keeps /health at 200 while it drains, so a container's
+readiness (`kimi-serve healthcheck --ready`) also fails once its stop has begun (`kimi-serve drain
+--pause N`, the preStop hook), while liveness (`healthcheck`, /health) stays good through the drain.
+Against a real HTTP server standing in for vLLM's /health (200 while it drains, as vLLM 0.33's)."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - the stdlib's name
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+
+
+def run(args, tmp_path, port, **env):
+    full = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "TMPDIR": str(tmp_path),
+            "KIMI_HARDWARE": "h200", "KIMI_PORT": str(port), **env}
+    return subprocess.run([sys.executable, "-m", "entrypoint", *args], env=full, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_a_stop_flips_readiness_first_and_liveness_stays(tmp_path, server):
+    assert run(["healthcheck", "--ready"], tmp_path, server).returncode == 0
+    started = time.monotonic()
+    drain = run(["drain", "--pause", "1"], tmp_path, server)
+    assert drain.returncode == 0 and time.monotonic() - started >= 1  # it waits the pause
+    assert drain.stdout.startswith("stopping: out of readiness") and drain.stdout.count("\n") == 1
+    ready = run(["healthcheck", "--ready"], tmp_path, server)
+    assert ready.returncode == 1 and ready.stdout.startswith("unready: this container is stopping")
+    alive = run(["healthcheck"], tmp_path, server)  # vLLM drains with /health 200: alive, not restarted
+    assert alive.returncode == 0 and alive.stdout.startswith("healthy")
+
+
+def test_readiness_needs_the_server_too(tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = run(["healthcheck", "--ready", "--timeout", "2"], tmp_path, port)
+    assert done.returncode == 1 and "connection refused" in done.stdout
+
+
+def test_drain_refuses_a_bad_pause(tmp_path, server):
+    done = run(["drain", "--pause", "-1"], tmp_path, server)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert not (tmp_path / "kimi-serve-stopping").exists()
