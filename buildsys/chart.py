@@ -569,10 +569,13 @@ def values_schema() -> dict:
                  "additionalProperties": {"type": "string", "pattern": r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"}}
     probe_keys = ("periodSeconds", "failureThreshold", "timeoutSeconds", "initialDelaySeconds", "successThreshold")
     probe = {**obj, "properties": {k: {"type": "integer", "minimum": 0} for k in probe_keys}}
-    from entrypoint.core.mask import SECRET_ENV
+    from entrypoint.core.mask import SECRET_ENV, SECRET_PATH_NAMES
 
-    # a variable named like a secret takes valueFrom (a Secret), never a value written into the objects
-    secret_named = {"required": ["name", "value"], "properties": {"name": {"pattern": _either_case(SECRET_ENV.pattern)}}}
+    # a variable named like a secret takes valueFrom (a Secret), never a value written into the objects:
+    # mask.is_secret_name's rule, its very patterns (the words of the name; not the path of a secret)
+    secret_name = {"allOf": [{"pattern": _either_case(SECRET_ENV.pattern)},
+                             {"not": {"pattern": _either_case(SECRET_PATH_NAMES.pattern)}}]}
+    secret_named = {"required": ["name", "value"], "properties": {"name": secret_name}}
     env_item = {"allOf": [_k8s("EnvVar"), {"oneOf": [{"required": ["value"]}, {"required": ["valueFrom"]}]},
                           {"properties": {"name": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "not": {"pattern": "^KIMI_"}},
                                           "value": _plain({"type": "string"})}},

@@ -6,19 +6,59 @@ import re
 from typing import Mapping, Sequence
 
 MASK = "****"
-SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+
+# Which variable names are secrets (issue 40): whole `_`-delimited words of the name, in any case, never
+# a substring (TOKENIZERS_PARALLELISM, VLLM_USE_FASTOKENS, VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE are knobs).
+# A name holds a secret when one of SECRET_WORDS (a word, or a run of words) is among its words:
+# AZURE_CLIENT_SECRET, DB_PASSWORD, AWS_SECRET_ACCESS_KEY, S3_ACCESS_KEY_ID, OPENAI_API_KEY.
+SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS",
+                "API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET_KEY")
+# TOKEN, in a server of language models, is as often the unit of text (VLLM_..._STREAM_TOKEN_THRESHOLD,
+# BOS_TOKEN_ID) as a credential: it names a secret only as the name's last word, a number aside
+# (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, AWS_SESSION_TOKEN, GITHUB_TOKEN_2).
+SECRET_LAST_WORDS = ("TOKEN",)
+
+
+def _secret_name_pattern() -> str:
+    """The rule as one anchored regular expression of `_`-delimited words, upper case (matched
+    ignoring case here; the chart's schema spells each letter in both cases): no lookaround, so that
+    the chart's JSON Schema (Go's RE2) takes the very same text."""
+    anywhere = "|".join(SECRET_WORDS)
+    last = "|".join(SECRET_LAST_WORDS)
+    return f"^(?:[^_]*_)*(?:(?:{anywhere})(?:_[^_]*)*|(?:{last})(?:_[0-9]+)*)$"
+
+
+SECRET_ENV = re.compile(_secret_name_pattern(), re.I)
 
 
 # Variables that name a file or a directory holding a secret: their values are paths (a rendered
 # deployment writes HF_TOKEN_PATH's down), the secret is the file's content (`file_secrets`).
-_PATH_NAMES = re.compile(r"(_PATH|_FILE|_DIR|^GOOGLE_APPLICATION_CREDENTIALS)$", re.I)
+# (The chart's schema takes SECRET_ENV and these, as is_secret_name does: buildsys/chart.py.)
+SECRET_PATH_NAMES = _PATH_NAMES = re.compile(r"(_PATH|_FILE|_DIR|^GOOGLE_APPLICATION_CREDENTIALS)$", re.I)
 # The files whose content is a secret the product's own libraries read and could echo: the hub's
 # token (HF_TOKEN_PATH, else $HF_HOME/token, as huggingface_hub reads it).
 _TOKEN_FILES = ("HF_TOKEN_PATH",)
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(SECRET_ENV.search(name)) and not _PATH_NAMES.search(name)
+    """Whether a variable's value is a secret: its name's words hold a secret word (SECRET_ENV), and
+    it does not name the path of one (_PATH_NAMES: HF_TOKEN_PATH, DB_PASSWORD_FILE)."""
+    return bool(SECRET_ENV.match(name)) and not _PATH_NAMES.search(name)
+
+
+# Values never hunted for in what is printed or written, whoever holds them: a boolean, or a number of
+# at most SHORT_NUMBER digits (every port, count, size or id a rendered file writes is one: `true`,
+# `8000`, `65534`). A "secret" that short is guessed, not kept; hunting it masks every `true` and
+# every port of a manifest, and refuses the file. A longer number (a PIN, a key) is still hunted.
+BOOLEANS = frozenset({"true", "false", "yes", "no", "on", "off"})
+SHORT_NUMBER = 5
+
+
+def is_plain_value(value: str) -> bool:
+    """A value that cannot be told from the words around it (a boolean, a short number): never a
+    secret to look for in a text."""
+    word = value.strip()
+    return word.lower() in BOOLEANS or (word.isascii() and word.isdigit() and len(word) <= SHORT_NUMBER)
 
 
 def _home_token(environ: Mapping[str, str]) -> str:
@@ -84,7 +124,7 @@ def mask_value(text: str) -> str:
 
 def mask_text(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
-        if secret and len(secret) >= 4:
+        if secret and len(secret) >= 4 and not is_plain_value(secret):
             text = text.replace(secret, MASK)
     return text
 
@@ -92,14 +132,16 @@ def mask_text(text: str, secrets: Sequence[str]) -> str:
 def secret_values(environ: Mapping[str, str], argv: Sequence[str] = ()) -> list:
     """Every secret a message could leak: values of secret-named variables, and the values of
     vLLM's credential options in argv and in KIMI_EXTRA_ARGS (split on blanks, quotes or not, so
-    that an unbalanced quote still hides them)."""
+    that an unbalanced quote still hides them). A boolean or a short number is none
+    (is_plain_value): where it stands after a credential option or in a URL's userinfo, the
+    mask of that spelling (mask_flags, mask_userinfo) still hides it."""
     found = [v for k, v in environ.items() if is_secret_name(k) and v]
     found += file_secrets(environ) + url_passwords(environ)
     for words in (list(argv), [w.strip("'\"") for w in environ.get("KIMI_EXTRA_ARGS", "").split()]):
         masked = mask_argv(words)
         found += [w.split("=", 1)[1] if w.startswith("-") and "=" in w else w
                   for w, m in zip(words, masked) if w != m]
-    return sorted({s for s in found if s}, key=len, reverse=True)
+    return sorted({s for s in found if s and not is_plain_value(s)}, key=len, reverse=True)
 
 
 _FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w.-]*)")
