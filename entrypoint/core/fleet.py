@@ -318,6 +318,17 @@ class FleetLayer:
                 out += [(f"--{role}", "strategy"), (f"http://{host}:{port}", SOURCE)]
         return out
 
+    def shedding_args(self, found, spec) -> List[str]:
+        """An engine's in-flight bound behind the vLLM router (recipes/fleet.yaml `shedding`): a full
+        copy answers 503 and the router retries another. None where the release lacks the flag, where
+        the launch sets it already, or without the vLLM router (no retries in front)."""
+        shed = self.data.shedding
+        option = spec.lookup(shed.flag)[0]
+        if self.choice.front != "vllm-router" or option is None or found.get(option.dest) is not None:
+            return []
+        running = found.number("max_num_seqs", shed.default_max_num_seqs)
+        return [shed.flag, str(shed.factor * running)]
+
     @property
     def pd_router_args(self) -> List[str]:
         """What the PD router adds, after its own arguments: the prefill pool's policy, health, metrics."""

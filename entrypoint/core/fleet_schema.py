@@ -80,6 +80,12 @@ class Gateway(Strict):
     picker: Picker
 
 
+class Shedding(Strict):
+    flag: str  # vLLM's in-flight bound (503 beyond it), where the release's grammar has it
+    factor: int = Field(ge=1)  # x the engine's --max-num-seqs
+    default_max_num_seqs: int = Field(ge=1)  # vLLM's own default where the launch sets none
+
+
 class FleetFile(Strict):
     router_of: str  # the KV store (recipes/kv_offload.yaml) whose router the fleet runs
     default_policy: str
@@ -88,6 +94,7 @@ class FleetFile(Strict):
     kv_events: KvEvents
     discovery: Discovery
     router_fault_args: List[str]  # health checks, retries, circuit breaker
+    shedding: Shedding
     metrics: Metrics
     gateway: Gateway
 

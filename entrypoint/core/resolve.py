@@ -445,7 +445,7 @@ def _finish(ctx: _Ctx, draft: _Draft, kv=None, budget_s: Optional[int] = None, r
                 origin[key] = kv.source
         files = dict(kv.files)
     if fleet is not None:
-        args += tag(fleet.source, fleet.args)
+        args += tag(fleet.source, [*fleet.args, *fleet.shedding_args(draft.found, ctx.spec)])
     args = dedupe(args, ctx.spec)
     base = _placeholder_lookup(ctx.sel)
     lookup = (lambda name: values[name] if name in values else base(name)) if values else base

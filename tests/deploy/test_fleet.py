@@ -214,8 +214,8 @@ def test_the_router_does_not_start_without_every_copys_address(env, missing):
 
 
 @pytest.mark.parametrize("policy, added", [
-    ("cache_aware", ["--enable-scale-out"]), ("round_robin", []),
-    ("kv_aware", ["--enable-scale-out", "--kv-events-config"])])
+    ("cache_aware", ["--enable-scale-out", "--max-num-queued-reqs"]), ("round_robin", ["--max-num-queued-reqs"]),
+    ("kv_aware", ["--enable-scale-out", "--kv-events-config", "--max-num-queued-reqs"])])
 def test_every_engine_serves_what_the_routers_policy_asks_of_it(policy, added):
     from entrypoint.core.vllm_cli import spec_for, values
 
@@ -321,3 +321,31 @@ def test_each_pd_group_runs_as_its_own_units_pd_cluster(case):
     assert sorted(s["spec"]["scaleTargetRef"]["name"] for s in scalers) == sorted(sets)
     assert sorted(p["spec"]["selector"]["matchLabels"]["leaderworkerset.sigs.k8s.io/name"]
                   for p in _by(docs, "PodDisruptionBudget").values()) == sorted(sets)
+
+
+# ---------------------------------------------------------------- shedding (issue 38)
+
+
+def _queued(env) -> list:
+    from entrypoint.app.launch import build
+
+    return [p.args[p.args.index("--max-num-queued-reqs") + 1] if "--max-num-queued-reqs" in p.args else None
+            for p in build(env).plan.engines]
+
+
+@pytest.mark.parametrize("env, want", [
+    # behind the vLLM router: 2 x the running batch (vLLM's API-server default 1024; recipes/fleet.yaml)
+    ({"KIMI_HARDWARE": "h200", "KIMI_VLLM_VERSION": "0.33.0"}, ["2048"]),
+    ({"KIMI_HARDWARE": "h200", "KIMI_VLLM_VERSION": "0.32.0"}, ["2048"]),
+    # the recipe's own --max-num-seqs (Kimi-K3 on Hopper: 5)
+    ({"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "multi_node_tp", "KIMI_NODES": "2",
+      "KIMI_HEAD_ADDR": "10.0.0.1", "KIMI_IFACE": "eth0"}, ["10", "10"]),
+    # the user's bound wins; 0.19.1 has no such flag; no router in front: nothing retries a 503
+    ({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--max-num-queued-reqs 7"}, ["7"]),
+    ({"KIMI_HARDWARE": "h200", "KIMI_VLLM_VERSION": "0.19.1", "KIMI_ROUTER_POLICY": "round_robin"}, [None]),
+    ({"KIMI_HARDWARE": "h200", "KIMI_ROUTER": "none"}, [None]),
+])
+def test_fleet_engines_shed_load_past_their_bound(env, want):
+    assert _queued({"KIMI_REPLICAS": "2", "KIMI_REPLICA_ADDRS": "10.0.1.1,10.0.1.2", **env}) == want
+    if "KIMI_EXTRA_ARGS" not in env:  # one copy: no fleet, no bound
+        assert _queued({k: v for k, v in env.items() if k != "KIMI_ROUTER_POLICY"}) == [None] * len(want)
