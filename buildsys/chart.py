@@ -416,6 +416,8 @@ def facts() -> dict:
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
             "router": _router(catalog), "defaults": _defaults(catalog), "kv": _kv(catalog),
             "preload": _preload(catalog), "images": _images(catalog),
+            "ingress_annotations": {k: str(catalog.serving.streams.idle_timeout_s)
+                                    for k in catalog.serving.streams.ingress_annotations},
             "monitoring": _monitoring(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
 
 

@@ -180,6 +180,12 @@ def _dangling(directory: Path, catalog, kv, loaders, bench) -> List[str]:
     for slug, sizes in loaders.checkpoints.items():
         if slug in catalog.recipes:
             check(f"{loaders_file}: checkpoints.{slug}", sizes, catalog.recipes[slug].variants, "variant")
+    idle = catalog.serving.streams.idle_timeout_s
+    for slug, r in catalog.recipes.items():
+        silence = r.chat.longest_silence
+        if silence is not None and 2 * silence.seconds > idle:
+            problems.append(f"{models / slug}.yaml: chat.longest_silence {silence.seconds} s does not fit twice in "
+                            f"{directory / 'serving.yaml'} streams.idle_timeout_s ({idle} s): raise the timeout")
     recorded = sorted(p.stem for p in (directory / "vllm").glob("*.json"))
     check(f"{directory / 'serving.yaml'}: default_vllm.release", [catalog.serving.default_vllm.release], recorded,
           "vLLM release (recorded in vllm/<release>.json)")

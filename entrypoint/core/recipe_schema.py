@@ -248,6 +248,12 @@ class PeerWatch(Strict):
     grace_s: int = Field(gt=0)  # after SIGTERM, before SIGKILL
 
 
+class Streams(Strict):
+    """What a proxy in front of a stream waits between two chunks (ingress, gateways)."""
+    idle_timeout_s: int = Field(gt=0)
+    ingress_annotations: List[str] = []  # the Ingress annotations that set it (their value: the seconds)
+
+
 class DefaultVllm(Strict):
     release: str  # a recorded release (recipes/vllm/<release>.json): checked where the catalog is loaded
     why: str
@@ -255,6 +261,7 @@ class DefaultVllm(Strict):
 
 class Serving(Strict):
     default_vllm: DefaultVllm  # the release a plan is for when nothing names one
+    streams: Streams
     image: ImageRepo
     health: Health
     stop: Stop
@@ -449,6 +456,14 @@ class Chat(Strict):
     # The model's own tool-call markup: all of these in a reply's content = a whole tool call that
     # the server's tool-call parser did not split out (verify names the recipe's parser flags)
     tool_call_markup: List[str] = []
+    # The longest a streamed answer may go without a chunk (a tool call's arguments are held back
+    # until whole), with its source: proxies in front of a stream must wait longer (serving.yaml streams)
+    longest_silence: Optional["Silence"] = None
+
+
+class Silence(Strict):
+    seconds: int = Field(gt=0)
+    source: str
 
 
 StrategySupport = Literal["supported", "unsupported"]

@@ -120,6 +120,20 @@ def test_service_port_ingress_and_notes(helm, tmp_path):
         assert what in notes, notes
 
 
+def test_the_ingress_waits_out_a_silent_stream(helm, tmp_path):
+    """Issue 38: a Kimi-K3 tool call streams nothing for ~32 s; ingress-nginx cuts a connection idle
+    for 60 s by default. The Ingress waits recipes/serving.yaml streams.idle_timeout_s (600 s); a
+    user's annotation wins."""
+    values = {**H200, "ingress": {"enabled": True, "className": "nginx"}}
+    annotations = _one(_render(helm, values, tmp_path), "Ingress", "kimi-api")["metadata"]["annotations"]
+    assert annotations == {"nginx.ingress.kubernetes.io/proxy-read-timeout": "600",
+                           "nginx.ingress.kubernetes.io/proxy-send-timeout": "600"}
+    values["ingress"]["annotations"] = {"nginx.ingress.kubernetes.io/proxy-read-timeout": "900", "team": "ml"}
+    annotations = _one(_render(helm, values, tmp_path), "Ingress", "kimi-api")["metadata"]["annotations"]
+    assert annotations == {"nginx.ingress.kubernetes.io/proxy-read-timeout": "900",
+                           "nginx.ingress.kubernetes.io/proxy-send-timeout": "600", "team": "ml"}
+
+
 def test_env_from_secrets_and_the_token_secret(helm, tmp_path):
     ref = {"secretKeyRef": {"name": "vllm", "key": "api-key"}}
     values = {**H200, "extraEnv": [{"name": "VLLM_API_KEY", "valueFrom": ref}, {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}],

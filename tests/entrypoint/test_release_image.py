@@ -150,3 +150,20 @@ def load_catalog_dir():
     from entrypoint.core.recipe import default_recipes_dir
 
     return default_recipes_dir()
+
+
+def test_a_recipes_longest_silence_fits_twice_in_the_proxies_idle_timeout(tmp_path):
+    """Issue 38: Kimi-K3 (and K3.1-Pro, same tool parser) may stream nothing for ~32 s (vllm#50604);
+    recipes/serving.yaml streams.idle_timeout_s (600 s) must hold it twice, or the data is refused."""
+    import shutil
+
+    from entrypoint.core.recipe import RecipeDataError, default_recipes_dir, load_catalog_from
+
+    silences = {s: r.chat.longest_silence.seconds for s, r in load_catalog().recipes.items() if r.chat.longest_silence}
+    assert silences == {"kimi-k3.1-pro": 32, "kimi-k3": 32}
+    data = tmp_path / "recipes"
+    shutil.copytree(default_recipes_dir(), data, ignore=shutil.ignore_patterns(".validated"))
+    serving = data / "serving.yaml"
+    serving.write_text(serving.read_text().replace("idle_timeout_s: 600", "idle_timeout_s: 60"))
+    with pytest.raises(RecipeDataError, match="longest_silence 32 s does not fit twice"):
+        load_catalog_from(data)
