@@ -37,7 +37,7 @@ def expectations(launch: Launch) -> ServiceExpectations:
 
     proc = front_process(launch)
     return ServiceExpectations(url=local_url(launch, proc), served_model_name=served_name(launch, proc),
-                               features=frozenset(launch.plan.features), chat=ChatFacts.of(launch.catalog.recipe))
+                               features=frozenset(launch.plan.features), chat=ChatFacts.of(launch.catalog.recipe, launch.catalog.serving.streams.idle_timeout_s))
 
 
 def verify_targets(expected: bool, fleet: bool, environ: Optional[Mapping[str, str]] = None) -> VerifyTargets:

@@ -72,6 +72,7 @@ class Response:
     headers: dict  # lower-case name -> value
     content: bytes = b""
     _chunks: Optional[Iterator[bytes]] = field(default=None, repr=False)  # the unread body
+    longest_gap_s: float = 0.0  # the longest wait for the next piece of the body (request(): a stream's silence)
 
     @property
     def text(self) -> str:
@@ -275,8 +276,10 @@ def request(method: str, url: str, *, timeout: float, json_body=None, headers: O
     with open_request(method, url, timeout=timeout, json_body=json_body, headers=headers,
                       max_bytes=max_bytes) as response:
         try:
-            body = b""
+            body, last = b"", time.monotonic()
             for chunk in response._chunks:
+                now = time.monotonic()
+                response.longest_gap_s, last = max(response.longest_gap_s, now - last), now
                 body += chunk
                 if until and until in body[-(len(chunk) + len(until)):]:
                     break

@@ -42,17 +42,20 @@ class ChatFacts:
     thinking_off: Optional[dict]
     images: bool  # the model reads images (the recipe's tasks name `multimodal`)
     tool_call_markup: tuple  # every one of these in content = a whole tool call left unparsed
+    idle_timeout_s: Optional[int] = None  # what the rendered proxies wait between chunks (serving.yaml streams)
 
     @classmethod
-    def of(cls, recipe) -> "ChatFacts":
-        """The facts of a recipe (a record of recipes/models/<slug>.yaml)."""
+    def of(cls, recipe, idle_timeout_s: Optional[int] = None) -> "ChatFacts":
+        """The facts of a recipe (a record of recipes/models/<slug>.yaml); `idle_timeout_s`: the
+        proxies' wait between two chunks (recipes/serving.yaml streams)."""
         def args(fid: str) -> str:
             return " ".join(recipe.features[fid].args) if fid in recipe.features else f"(the recipe has no {fid})"
 
         return cls(title=recipe.title, reasoning_args=args("reasoning"), tool_args=args("tool_calling"),
                    thinking_on=dict(recipe.chat.thinking_on) if recipe.chat.thinking_on else None,
                    thinking_off=dict(recipe.chat.thinking_off) if recipe.chat.thinking_off else None,
-                   images="multimodal" in recipe.tasks, tool_call_markup=tuple(recipe.chat.tool_call_markup))
+                   images="multimodal" in recipe.tasks, tool_call_markup=tuple(recipe.chat.tool_call_markup),
+                   idle_timeout_s=idle_timeout_s)
 
 
 def skip_reason(check: str, features: frozenset[str], chat: ChatFacts) -> str | None:
@@ -276,7 +279,13 @@ class Verifier:
         if not is_number_only(text, SUM_ANSWER):
             raise CheckFailed(f"the streamed answer {excerpt(text)!r} does not give {SUM_ANSWER}; "
                               f"{WRONG_ANSWER_CAUSES}")
-        return f"content chunks: {chunks}, finish_reason {finish_reason!r}"
+        gap = getattr(self.server, "last_gap_s", 0.0)
+        said = f"content chunks: {chunks}, finish_reason {finish_reason!r}, longest gap between chunks {gap:.1f} s"
+        limit = self.chat.idle_timeout_s
+        if limit and gap >= limit / 2:  # a proxy that waits `limit` s would soon cut such a stream
+            said += (f"; warning: that is near the {limit} s a proxy in front waits between chunks "
+                     "(recipes/serving.yaml streams.idle_timeout_s): raise the proxies' idle timeouts")
+        return said
 
     # --- requests --------------------------------------------------------------------------------
 

@@ -116,6 +116,7 @@ class Server:
             raise CheckFailed(f"{path}: {error}: {NOT_READY}") from None
         except HttpError as error:
             raise CheckFailed(f"{path}: {error}") from None
+        self.last_gap_s = response.longest_gap_s  # a stream's longest silence (streaming check)
         return response.status_code, response.content
 
     def _late(self) -> str:

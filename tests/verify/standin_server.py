@@ -22,6 +22,8 @@ Runs http.server in a thread on 127.0.0.1 (ephemeral port). `mode` picks the ser
   stream_no_finish   the stream never sends a finish_reason
   hang               every request sleeps longer than any client timeout in the tests
   drip               answers arrive one byte at a time, each well within a read timeout
+  silent_stream      a stream that sends nothing for 1.2 s after its first event, as a Kimi-K3 tool
+                     call's arguments are held back (vllm-project/vllm#50604: ~32 s), then the rest
   huge               answers never end
   garbage            /v1/* answers with invalid JSON (and invalid stream events)
   overlap_tool_deltas  as ok, but a tool-call stream that overlaps another gets empty tool-call
@@ -37,6 +39,8 @@ character, then one delta with that character.
 """
 
 from __future__ import annotations
+
+SILENCE_S = 1.2  # silent_stream: the pause after the first event
 
 import base64
 import json
@@ -59,7 +63,7 @@ TOOL_CALLS = {  # prompt keyword -> (function, JSON-string arguments), as kimi_k
 FINAL_ANSWERS = {"appears 3 times": "There are 3 r's in strawberry.", "9.9 is greater": "9.9 is larger than 9.11."}
 
 
-MODES = ("ok", "text_only", "plain", "small_context", "no_parsers", "wrong_tool_parser", "always_thinks", "random",
+MODES = ("ok", "silent_stream", "text_only", "plain", "small_context", "no_parsers", "wrong_tool_parser", "always_thinks", "random",
          "path_model", "stream_no_finish", "hang", "drip", "huge", "garbage", "overlap_tool_deltas", "overlap_repeats")
 OVERLAP_MODES = ("overlap_tool_deltas", "overlap_repeats")
 OVERLAP_HOLD_S = 0.5  # an overlap mode holds each stream open this long, so concurrent ones overlap
@@ -322,7 +326,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.standin.mode == "huge":
             return self._endless()
-        self._write(b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n")
+        chunks = [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
+        if self.standin.mode == "silent_stream":
+            self.wfile.write(chunks[0])
+            self.wfile.flush()
+            self.standin.release.wait(SILENCE_S)
+            chunks = chunks[1:]
+        self._write(b"".join(chunks))
 
     def _write(self, payload: bytes) -> None:
         if self.standin.mode != "drip":

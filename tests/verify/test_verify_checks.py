@@ -274,6 +274,21 @@ def test_stream_without_finish_reason_fails(standin):
     assert "without a finish_reason" in checks["streaming"].message
 
 
+def test_streaming_reports_its_longest_silence_and_warns_near_the_proxies_timeout(standin):
+    """Issue 38: verify measures the longest gap between a stream's chunks and warns when it nears what
+    the rendered proxies wait (recipes/serving.yaml streams.idle_timeout_s)."""
+    url = standin("silent_stream").url
+    recipe = load_catalog().recipes["kimi-k2.5"]
+    quiet = by_name(run_verify(url, model=None, expected_model=SERVED_NAME, features=TOOLS_AND_REASONING, timeout=5.0,
+                               chat=ChatFacts.of(recipe, idle_timeout_s=600)))["streaming"]
+    assert quiet.status == PASS and "longest gap between chunks 1." in quiet.message and "warning" not in quiet.message
+    near = by_name(run_verify(url, model=None, expected_model=SERVED_NAME, features=TOOLS_AND_REASONING, timeout=5.0,
+                              chat=ChatFacts.of(recipe, idle_timeout_s=2)))["streaming"]
+    assert near.status == PASS and "warning: that is near the 2 s a proxy in front waits" in near.message
+    steady = by_name(verify(standin("ok").url))["streaming"]
+    assert "longest gap between chunks 0.0 s" in steady.message
+
+
 def test_openai_base_url_is_accepted(standin):
     server = standin("ok")
     report = verify(server.url + "/v1/")
