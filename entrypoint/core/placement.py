@@ -161,8 +161,9 @@ def check_node_fit(plan: Plan, gpu_count: int, settings: Settings) -> None:
         twice = sorted({p for p in ports if ports.count(p) > 1})
         if twice:
             raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank} would listen twice on port "
-                            f"{twice[0]} (its HTTP port, its data-parallel RPC port and its KV side channel must "
-                            "differ, and a fleet router's API and Prometheus ports). Choose another KIMI_PORT / "
+                            f"{twice[0]} (its HTTP port, its data-parallel RPC port, its KV side channel and its KV-event "
+                            "publisher's ports, 5557 on, one per local DP rank, must differ, and a fleet router's API "
+                            "and Prometheus ports). Choose another KIMI_PORT / "
                             "KIMI_ROUTER_PORT / KIMI_*_DP_RPC_PORT.")
         host = _host(settings, proc)
         if host is None:

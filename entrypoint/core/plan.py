@@ -9,6 +9,7 @@ re-parses argv (tests/architecture/test_typed_plan.py).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Dict, Optional, Sequence
@@ -38,6 +39,7 @@ class Port(Enum):
     KV_RPC = "kv rpc"  # a KV cache server's connection from the engine
     SERVICE = "service"  # a KV store's own API (what its health check connects to)
     HEALTH = "health"  # a /health endpoint and nothing else (the `vllm preload` launcher's)
+    KV_EVENTS = "kv events"  # vLLM's KV-event publisher (--kv-events-config): the first of one per local DP rank
 
 
 # How the name of an engine's env variable that sets a port it listens on ends, by purpose.
@@ -91,7 +93,10 @@ class Process:
     def listens(self) -> list:
         """The ports it binds, one per socket (vLLM's /metrics is on its HTTP socket; a fleet's router
         binds its Prometheus endpoint on a socket of its own)."""
-        return [port for purpose, port in self.ports.items() if not (purpose is Port.METRICS and self.is_engine)]
+        out = [port for purpose, port in self.ports.items() if not (purpose is Port.METRICS and self.is_engine)]
+        if Port.KV_EVENTS in self.ports and self.vllm is not None:  # vLLM offsets the port by the local DP rank
+            out += [self.ports[Port.KV_EVENTS] + i for i in range(1, max(1, self.vllm.data_parallel_local))]
+        return out
 
     @property
     def served_name(self) -> Optional[str]:
@@ -110,6 +115,20 @@ class Process:
 ENGINE_PROGRAM = ("vllm", "serve")
 
 
+def _kv_events_port(config) -> Optional[int]:
+    """The port a --kv-events-config's publisher binds (`"endpoint": "tcp://*:5557"`), None when it
+    publishes nothing or connects out instead."""
+    try:
+        found = json.loads(config) if isinstance(config, str) else None
+    except ValueError:
+        return None
+    if not isinstance(found, dict) or not found.get("enable_kv_cache_events"):
+        return None
+    endpoint = str(found.get("endpoint") or "")
+    head, _, port = endpoint.rpartition(":")
+    return int(port) if head.startswith("tcp://") and port.isdigit() else None
+
+
 def engine(role: str, rank: int, model: str, args: Sequence[str], env: dict, provenance: dict, spec: Spec,
            files: Optional[dict] = None) -> Process:
     """A vLLM engine, its arguments parsed once by `spec` (the grammar of the release launched)
@@ -120,6 +139,9 @@ def engine(role: str, rank: int, model: str, args: Sequence[str], env: dict, pro
         ports[Port.HTTP] = ports[Port.METRICS] = found.port
     if rank == 0 and found.data_parallel_rpc_port is not None:
         ports[Port.DP_RPC] = found.data_parallel_rpc_port  # the pool's DP head listens on it
+    events = _kv_events_port(found.get("kv_events_config"))
+    if events is not None:
+        ports[Port.KV_EVENTS] = events
     for name, value in env.items():
         for suffix, purpose in ENV_PORTS.items():
             if name.endswith(suffix) and str(value).isdigit():

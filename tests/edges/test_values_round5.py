@@ -81,3 +81,13 @@ def test_the_weight_cache_container_checks_the_cache_it_reads(tmp_path):
 def test_choices_and_folded_values_are_ascii(setting, value):
     done = run(["plan"], **{setting: value})
     assert done.returncode == 2 and setting in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("port", ["5557", "5560", "5564"])
+def test_the_kv_event_publishers_ports_are_counted_among_the_engines(port):
+    """kv_aware: each engine publishes its KV events on 5557 + its local DP rank (8 ranks of DEP on one
+    H200 node: 5557-5564), so an API port among them is refused, as any other collision."""
+    env = {"KIMI_REPLICA_ADDRS": "a,b", "KIMI_ROUTER_POLICY": "kv_aware", "KIMI_STRATEGY": "single_node_dep"}
+    done = run(["plan"], KIMI_PORT=port, **env)
+    assert done.returncode == 2 and f"would listen twice on port {port}" in done.stderr
+    assert run(["plan"], KIMI_PORT="5565", **env).returncode == 0
