@@ -110,6 +110,7 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(
                 f"{name}: a copy killed under load ({faults['clients']} clients): {faults['failed']} of {faults['sent']} "
                 f"requests failed ({faults['in_flight_at_kill']} in flight at the kill), the last "
-                f"{faults['last_failure_s']} s after it; restarted copy healthy in {faults.get('restart_healthy_s')} s, "
+                f"{faults['last_failure_s']} s after it; the router sent it requests until {faults['last_routed_s']} s, "
+                f"marked it unhealthy at {faults['unhealthy_s']} s; restarted copy healthy in {faults.get('restart_healthy_s')} s, "
                 f"sent requests again {faults.get('readmitted_s')} s later")
     sys.stdout.flush()

@@ -21,7 +21,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional
 
-from tests.live.shape import Node, Shape, _die_with_parent, healthy, metric
+from tests.live.shape import Node, Shape, _die_with_parent, healthy, host_data, metric
 
 SETTLED_AFTER_S = 30.0  # "every request sent 30 s after the kill succeeds" (issue 38)
 
@@ -43,6 +43,9 @@ class KillFigures:
     failed_after_settled: int  # failures among requests sent SETTLED_AFTER_S or more after the kill
     last_failure_s: Optional[float]  # after the kill: the router stopped failing requests by then
     failures_at_s: List[float] = field(default_factory=list)
+    unhealthy_s: Optional[float] = None  # the router marks the dead copy unhealthy (its health checks)
+    circuit_open_s: Optional[float] = None  # the router's circuit for it opens (failed requests)
+    last_routed_s: Optional[float] = None  # the last time the router sent the dead copy a request
     restart_healthy_s: Optional[float] = None  # the restarted copy's /health 200, from its start
     readmitted_s: Optional[float] = None  # ... and its first request through the router, from healthy
     statuses: dict = field(default_factory=dict)
@@ -66,12 +69,30 @@ def _restart(shape: Shape, node: Node) -> None:
     """Start the node's entrypoint again, as its container's restart would (same env, same host)."""
     base = {"PATH": f"{shape.venv / 'bin'}:{os.environ.get('PATH', '')}", "HOME": os.environ.get("HOME", "/root"),
             "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1",
-            **shape.extra_env}
+            **host_data(), **shape.extra_env}
     out = node.log.open("ab")
     node.popen = subprocess.Popen([str(shape.venv / "bin" / "kimi-serve")], env={**base, **node.env},
                                   cwd=shape.logs / node.name, stdin=subprocess.DEVNULL, stdout=out,
                                   stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
     out.close()
+
+
+def _router_view(url: str, worker: str) -> dict:
+    """The router's own view of one worker (vllm-router 0.1.17 /metrics): health, circuit state,
+    requests it sent there."""
+    import re
+
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=3) as answer:  # noqa: S310 - loopback
+            text = answer.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for name in ("vllm_router_worker_health", "vllm_router_cb_state", "vllm_router_processed_requests_total"):
+        m = re.search(rf'^{name}{{[^}}]*worker="{re.escape(worker)}"[^}}]*}} ([0-9.e+-]+)$', text, re.M)
+        if m:
+            out[name] = float(m.group(1))
+    return out
 
 
 def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5.0, after_s: float = 45.0,
@@ -101,7 +122,20 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
                 sent.append(Sent(at=start - ref, took=end - start, status=status))
             i += 1
 
+    from entrypoint.core.plan import Port
+
+    metrics_url = f"http://{shape.front.addr}:{shape.front.proc.ports[Port.METRICS]}"
+    worker = victim.url()
+    views: List[tuple] = []  # (seconds after the kill, the router's view of the victim)
+
+    def watch() -> None:
+        while not stop.is_set():
+            ref = killed_at[0] if killed_at else t0 + before_s
+            views.append((time.monotonic() - ref, _router_view(metrics_url, worker)))
+            time.sleep(0.5)
+
     threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(clients)]
+    threads.append(threading.Thread(target=watch, daemon=True))
     for t in threads:
         t.start()
     time.sleep(before_s)
@@ -138,6 +172,16 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
     failed = [s for s in sent if s.status != 200]
     # a request that was on its way at the kill ends after it, having started before it
     failures_after = sorted(round(s.at + s.took, 2) for s in failed if s.at + s.took >= 0)
+    dead = [(t, v) for t, v in views if 0 <= t < after_s]  # after the kill, before the restart
+    unhealthy = next((round(t, 1) for t, v in dead if v.get("vllm_router_worker_health") == 0), None)
+    circuit = next((round(t, 1) for t, v in dead if v.get("vllm_router_cb_state", 0) != 0), None)
+    last_routed, previous = None, next((v.get("vllm_router_processed_requests_total")
+                                        for t, v in reversed(views) if t < 0), None)
+    for t, v in dead:  # the router counts a request it sent the dead copy (then retried elsewhere)
+        count = v.get("vllm_router_processed_requests_total")
+        if count is not None and previous is not None and count > previous:
+            last_routed = round(t, 1)
+        previous = count if count is not None else previous
     statuses: dict = {}
     for s in sent:
         statuses[str(s.status)] = statuses.get(str(s.status), 0) + 1
@@ -147,6 +191,7 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
         in_flight_at_kill=at_kill[0],
         failed_after_settled=sum(1 for s in after if s.status != 200 and s.at >= SETTLED_AFTER_S),
         last_failure_s=failures_after[-1] if failures_after else None, failures_at_s=failures_after,
+        unhealthy_s=unhealthy, circuit_open_s=circuit, last_routed_s=last_routed,
         statuses=statuses, **figures_restart)
 
 

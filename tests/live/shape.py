@@ -124,7 +124,7 @@ class Shape:
         self.logs.mkdir(parents=True, exist_ok=True)
         base = {"PATH": f"{self.venv / 'bin'}:{os.environ.get('PATH', '')}", "HOME": os.environ.get("HOME", "/root"),
                 "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1",
-                **self.extra_env}
+                **host_data(), **self.extra_env}
         t0 = time.monotonic()
         for node in self.nodes:
             cwd = self.logs / node.name
@@ -179,6 +179,12 @@ class Shape:
                     os.killpg(node.popen.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+def host_data() -> Dict[str, str]:
+    """KIMI_RECIPES_DIR where the test run sets it: the recipe data every container reads (an image
+    built with that data; benchmarks/faults.py compares router settings this way)."""
+    return {k: os.environ[k] for k in ("KIMI_RECIPES_DIR",) if os.environ.get(k)}
 
 
 def healthy(url: str) -> bool:

@@ -67,6 +67,8 @@ def test_a_copy_killed_under_load_costs_only_what_it_held(running):
     assert figures.sent > 20 and figures.failed_before_kill == 0, running.faults
     assert figures.failed_after_settled == 0, running.faults  # taken out well within 30 s
     assert figures.last_failure_s is None or figures.last_failure_s < 30, running.faults
+    # the router stops sending to the dead copy within ~15 s (issue 38; recipes/fleet.yaml router_fault_args)
+    assert figures.last_routed_s is None or figures.last_routed_s <= 15, running.faults
     assert figures.restart_healthy_s is not None and figures.readmitted_s is not None, running.faults
 
 

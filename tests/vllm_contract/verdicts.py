@@ -17,6 +17,7 @@ import datetime as _dt
 import hashlib
 import json
 import subprocess
+from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -29,10 +30,12 @@ from tests.vllm_contract.sweep import configurations
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def sweep_argvs(version: str) -> Dict[Tuple[str, ...], str]:
-    """Every distinct `vllm serve` argv (less `vllm`) of the sweep's plans for `version` -> the first
-    configuration id that makes it; configurations plan refuses are left out."""
+@lru_cache(maxsize=4)
+def _sweep(version: str) -> Tuple[Dict[Tuple[str, ...], str], Dict[str, str]]:
+    """One pass over the sweep's plans for `version`: (argv -> first config id, VLLM_* name -> first
+    config id); configurations plan refuses are left out."""
     argvs: Dict[Tuple[str, ...], str] = {}
+    names: Dict[str, str] = {}
     for cid, settings in configurations():
         try:
             plan = build({**settings, "KIMI_VLLM_VERSION": version}).plan
@@ -41,22 +44,21 @@ def sweep_argvs(version: str) -> Dict[Tuple[str, ...], str]:
         for proc in plan.processes:
             if proc.argv[:2] == ("vllm", "serve"):
                 argvs.setdefault(tuple(proc.argv[1:]), cid)
-    return argvs
+            for name in proc.env:
+                if name.startswith("VLLM_"):
+                    names.setdefault(name, cid)
+    return argvs, names
+
+
+def sweep_argvs(version: str) -> Dict[Tuple[str, ...], str]:
+    """Every distinct `vllm serve` argv (less `vllm`) of the sweep's plans for `version` -> the first
+    configuration id that makes it."""
+    return dict(_sweep(version)[0])
 
 
 def sweep_env_names(version: str) -> Dict[str, str]:
     """Every VLLM_* variable the sweep's plans for `version` set -> the first configuration id."""
-    names: Dict[str, str] = {}
-    for cid, settings in configurations():
-        try:
-            plan = build({**settings, "KIMI_VLLM_VERSION": version}).plan
-        except KimiError:
-            continue
-        for proc in plan.processes:
-            for name in proc.env:
-                if name.startswith("VLLM_"):
-                    names.setdefault(name, cid)
-    return names
+    return dict(_sweep(version)[1])
 
 
 def digest(argv) -> str:
