@@ -112,7 +112,7 @@ def mask_argv(argv: Sequence[str]) -> list:
     return out
 
 
-_USER_PASSWORD = re.compile(r"(?<![\w/.:+-])[^\s/@:]+:[^\s/@]*@")
+_USER_PASSWORD = re.compile(r"(?<![\w/.:+@-])[^\s/@:]+:[^\s/@]*@")
 
 
 def mask_value(text: str) -> str:

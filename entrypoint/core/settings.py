@@ -19,6 +19,12 @@ from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
 from entrypoint.core.versions import DIGEST
 
+# An image reference (github.com/distribution/reference, regexp.go): [domain[:port]/]path[:tag][@digest]
+_DOMAIN = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])(?:\.(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9]))*(?::[0-9]+)?"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = (rf"(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+                   r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+
 PYTHON_TYPES = {"str": Optional[str], "int": Optional[int], "bool": bool, "list": tuple, "choice": Optional[str],
                 "spec": Optional[str]}
 
@@ -164,7 +170,9 @@ FIELDS: tuple = (
     F("cache_dir", "str", "/cache", "`/cache`", "Mount point for the Hugging Face and vLLM caches.",
       pattern=r"/.*", pattern_doc="an absolute path"),
     F("debug", "bool", False, "`0`", "1 = an unexpected error shows its full Python traceback (for a bug report)."),
-    F("image", "str", None, "the project's published image for the target", "Image that rendered deployments run."),
+    F("image", "str", None, "the project's published image for the target", "Image that rendered deployments run.",
+      pattern=IMAGE_REFERENCE, pattern_doc="an image reference like registry.example/team/kimi:v1 (the OCI "
+      "grammar: [registry[:port]/]name[:tag][@algorithm:digest], no blanks, one tag and one digest at most)"),
     F("image_digest", "str", None, "the digest recipes/serving.yaml locks for the target, if any",
       "Pin the rendered image by content: `sha256:<64 hex digits>`, added to KIMI_IMAGE (or the published image) "
       "as `@sha256:...`, so every pod and service runs exactly that build; an upgrade is a new digest (docs/day2.md).",

@@ -91,3 +91,23 @@ def test_the_kv_event_publishers_ports_are_counted_among_the_engines(port):
     done = run(["plan"], KIMI_PORT=port, **env)
     assert done.returncode == 2 and f"would listen twice on port {port}" in done.stderr
     assert run(["plan"], KIMI_PORT="5565", **env).returncode == 0
+
+
+DIGEST_A, DIGEST_B = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+@pytest.mark.parametrize("image, ok", [
+    ("ghcr.io/kimi-serve/kimi:0.34.0-h200", True), ("kimi", True), ("localhost:5000/kimi:h200@" + DIGEST_A, True),
+    ("123456789012.dkr.ecr.us-east-1.amazonaws.com/kimi:b200", True), ("registry.example/team/kimi@" + DIGEST_A, True),
+    ("registry.example/kimi:v3 --privileged", False),       # a blank: two words
+    (f"r.example/kimi@{DIGEST_A}@{DIGEST_B}", False),        # two digests
+    ("r.example/kimi:a:b", False),                           # two tags
+    ("Kimi:UP", False),                                      # a repository name is lower case
+    ("r.example/kimi:" + "t" * 129, False),                  # a tag is at most 128 characters
+])
+def test_image_references_follow_the_oci_grammar(image, ok):
+    done = run(["plan", "--format", "k8s"], KIMI_IMAGE=image)
+    assert (done.returncode == 0) is ok, done.stderr
+    if not ok:
+        assert "KIMI_IMAGE=" in done.stderr and "image reference" in done.stderr and "Traceback" not in done.stderr
+        assert "****" not in done.stderr  # a digest is no password (mask_value)
