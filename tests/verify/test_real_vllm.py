@@ -201,7 +201,12 @@ def test_recorded_answers_still_match_the_live_server(vllm_servers, case):
 
 def test_recorded_stream_still_matches_the_live_server(vllm_servers):
     server = vllm_servers.get(SCRIPTED)
-    assert stream_shapes(server.url) == [shape(e) for e in RECORDED["chat_stream"]["events"]]
+    want, got = [shape(e) for e in RECORDED["chat_stream"]["events"]], []
+    for _ in range(3):  # under load vLLM may merge the last content delta into the finish event: ask again
+        got.append(stream_shapes(server.url))
+        if got[-1] == want:
+            break
+    assert want in got, got
 
 
 def test_random_model_fails_every_chat_check_without_blaming_the_parsers(vllm_servers):
