@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 import urllib.error
@@ -21,7 +20,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional
 
-from tests.live.shape import Node, Shape, _die_with_parent, healthy, host_data, metric
+from tests.live.shape import Shape, healthy, metric
 
 SETTLED_AFTER_S = 30.0  # "every request sent 30 s after the kill succeeds" (issue 38)
 
@@ -63,18 +62,6 @@ def _send(url: str, model: str, i: int, timeout: float) -> int:
         return exc.code
     except OSError:
         return 0
-
-
-def _restart(shape: Shape, node: Node) -> None:
-    """Start the node's entrypoint again, as its container's restart would (same env, same host)."""
-    base = {"PATH": f"{shape.venv / 'bin'}:{os.environ.get('PATH', '')}", "HOME": os.environ.get("HOME", "/root"),
-            "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1",
-            **host_data(), **shape.extra_env}
-    out = node.log.open("ab")
-    node.popen = subprocess.Popen([str(shape.venv / "bin" / "kimi-serve")], env={**base, **node.env},
-                                  cwd=shape.logs / node.name, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
-    out.close()
 
 
 def _router_view(url: str, worker: str) -> dict:
@@ -149,7 +136,7 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
     if restart:
         started = time.monotonic()
         served_before = None
-        _restart(shape, victim)
+        shape.start_node(victim, append=True)  # as its container's restart would: same env, same host
         while time.monotonic() - started < 900:
             if victim.popen.poll() is not None:
                 raise RuntimeError(f"the restarted {victim.name} exited {victim.popen.returncode}\n{victim.tail()}")

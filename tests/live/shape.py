@@ -122,18 +122,9 @@ class Shape:
         """Start every container's entrypoint; wait until the front and every engine with an API
         answer /health. Seconds from the first start to ready."""
         self.logs.mkdir(parents=True, exist_ok=True)
-        base = {"PATH": f"{self.venv / 'bin'}:{os.environ.get('PATH', '')}", "HOME": os.environ.get("HOME", "/root"),
-                "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1",
-                **host_data(), **self.extra_env}
         t0 = time.monotonic()
         for node in self.nodes:
-            cwd = self.logs / node.name
-            cwd.mkdir(exist_ok=True)
-            out = node.log.open("wb")
-            node.popen = subprocess.Popen([str(self.venv / "bin" / "kimi-serve")], env={**base, **node.env}, cwd=cwd,
-                                          stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                          start_new_session=True, preexec_fn=_die_with_parent)
-            out.close()
+            self.start_node(node)
         waiting = [n for n in self.nodes if Port.HTTP in n.proc.ports]
         while waiting:
             if time.monotonic() - t0 > READY_WITHIN_S:
@@ -146,6 +137,19 @@ class Shape:
             time.sleep(1)
         self.started_s = time.monotonic() - t0
         return self.started_s
+
+    def start_node(self, node: Node, append: bool = False) -> None:
+        """Start one container's entrypoint (again, with `append`: its log kept), as its runtime does."""
+        base = {"PATH": f"{self.venv / 'bin'}:{os.environ.get('PATH', '')}", "HOME": os.environ.get("HOME", "/root"),
+                "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1",
+                **host_data(), **self.extra_env}
+        cwd = self.logs / node.name
+        cwd.mkdir(exist_ok=True)
+        out = node.log.open("ab" if append else "wb")
+        node.popen = subprocess.Popen([str(self.venv / "bin" / "kimi-serve")], env={**base, **node.env}, cwd=cwd,
+                                      stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                      start_new_session=True, preexec_fn=_die_with_parent)
+        out.close()
 
     def rss_mb(self) -> float:
         return sum(_rss_kb(n.popen.pid) for n in self.nodes if n.popen and n.popen.poll() is None) / 1024

@@ -139,20 +139,17 @@ def test_the_charts_schema_takes_a_knob_as_a_value_and_a_secret_only_from_a_secr
 
 # ---------------------------------------------------------------- the real commands
 
-def test_tokenizers_parallelism_no_longer_refuses_the_k8s_manifest(tmp_path):
-    env = base_env(**H200, TOKENIZERS_PARALLELISM="false")
-    result = run_proc(["plan", "--format", "k8s"], env).assert_clean({0})
-    assert "enableServiceLinks: false" in result.out and MASK not in result.out, result.err
-    run_proc(["plan", "--format", "k8s", "--output", str(tmp_path)], env).assert_clean({0})
-    assert "enableServiceLinks: false" in (tmp_path / "kubernetes.yaml").read_text()
-
-
-def test_vllm_use_fastokens_no_longer_refuses_the_compose_file(tmp_path):
-    env = base_env(**H200, VLLM_USE_FASTOKENS="true")
-    result = run_proc(["plan", "--format", "compose"], env).assert_clean({0})
-    assert "read_only: true" in result.out and MASK not in result.out, result.err
-    run_proc(["plan", "--format", "compose", "--output", str(tmp_path)], env).assert_clean({0})
-    assert "read_only: true" in (tmp_path / "compose.yaml").read_text()
+@pytest.mark.parametrize("variable, fmt, line, written", [
+    ("TOKENIZERS_PARALLELISM=false", "k8s", "enableServiceLinks: false", "kubernetes.yaml"),
+    ("VLLM_USE_FASTOKENS=true", "compose", "read_only: true", "compose.yaml"),
+])
+def test_a_tuning_knob_no_longer_refuses_the_rendering(tmp_path, variable, fmt, line, written):
+    name, _, value = variable.partition("=")
+    env = base_env(**H200, **{name: value})
+    result = run_proc(["plan", "--format", fmt], env).assert_clean({0})
+    assert line in result.out and MASK not in result.out, result.err
+    run_proc(["plan", "--format", fmt, "--output", str(tmp_path)], env).assert_clean({0})
+    assert line in (tmp_path / written).read_text()
 
 
 def test_a_secret_whose_value_is_a_boolean_refuses_nothing():
