@@ -11,6 +11,7 @@ import os
 from typing import Mapping, NoReturn, Tuple
 
 from entrypoint.core.plan import Process
+from entrypoint.node import stopping
 
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_EXECUTE = 126  # found but not runnable (as a shell says)
@@ -59,6 +60,7 @@ def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str, comp
     from entrypoint.node import cache
 
     write_files(proc.files)
+    stopping.clear(environ)  # a restarted container is ready again (node/stopping.py)
     problem = cache.path_problem(cache_dir)
     if problem and not os.path.isdir(cache_dir):  # HF_HOME=<file>/huggingface would fail after the start
         raise KimiError(INVALID_VALUE, f"KIMI_CACHE_DIR: {problem}: point it at a directory (a mounted volume).")

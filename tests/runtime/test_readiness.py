@@ -64,3 +64,22 @@ def test_drain_refuses_a_bad_pause(tmp_path, server):
     done = run(["drain", "--pause", "-1"], tmp_path, server)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert not (tmp_path / "kimi-serve-stopping").exists()
+
+
+def test_a_restarted_container_is_ready_again(tmp_path, server):
+    """A liveness failure runs the preStop hook too, and the container restarts in the same pod, whose
+    scratch /tmp (an emptyDir) keeps the stop mark: the entrypoint clears it before it execs vLLM, or
+    the restarted engine would stay out of readiness for good."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    record = tmp_path / "record"
+    fake = bindir / "vllm"  # stands in for vLLM: records that it was exec'd, then exits
+    fake.write_text(f"#!{sys.executable}\nimport pathlib\npathlib.Path({str(record)!r}).write_text('ran')\n")
+    fake.chmod(0o755)
+    assert run(["drain", "--pause", "0"], tmp_path, server).returncode == 0
+    assert run(["healthcheck", "--ready"], tmp_path, server).returncode == 1
+    started = run([], tmp_path, server, PATH=f"{bindir}:{os.environ['PATH']}", KIMI_PREFLIGHT="off",
+                  KIMI_CACHE_DIR=str(tmp_path / "cache"))
+    assert started.returncode == 0 and record.read_text() == "ran", started.stderr
+    ready = run(["healthcheck", "--ready"], tmp_path, server)
+    assert ready.returncode == 0, ready.stdout
