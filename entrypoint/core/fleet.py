@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError, unknown_value
@@ -281,7 +281,7 @@ class FleetLayer:
             args += [router.workers_arg, *urls]
         args += ["--host", sel.values.get("ROUTER_HOST", "0.0.0.0"), "--port", str(port)]
         if policy.tuned:
-            args += list(router.args)
+            args += tuned_args(router.args, policy.tuning)
         args += [*data.router_fault_args, *data.metrics.args]
         if policy.kv_events:
             args += self._kv_event_args(sel, engines[0], urls)
@@ -333,6 +333,17 @@ class FleetLayer:
     def pd_router_args(self) -> List[str]:
         """What the PD router adds, after its own arguments: the prefill pool's policy, health, metrics."""
         return ["--prefill-policy", self.choice.policy, *self.data.router_fault_args, *self.data.metrics.args]
+
+
+def tuned_args(store_args: Sequence[str], tuning: Dict[str, str]) -> List[str]:
+    """The store router's cache-aware tuning with the fleet's own values (recipes/fleet.yaml
+    `policies.<policy>.tuning`) in place of its own."""
+    args = list(store_args)
+    for flag, value in tuning.items():
+        if flag not in args[:-1]:
+            raise ValueError(f"recipes/fleet.yaml tuning: {flag} is not among the store router's options {args}")
+        args[args.index(flag) + 1] = value
+    return args
 
 
 def layer(sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str] = None) -> FleetLayer:

@@ -17,6 +17,14 @@ class Strict(BaseModel):
 class Policy(Strict):
     description: str
     tuned: bool = False  # the store router's cache-aware tuning applies
+    # the fleet's own values for some of those options (flag -> value), measured by benchmarks/fleet.py
+    tuning: Dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _tuning_needs_tuned(self):
+        if self.tuning and not self.tuned:
+            raise ValueError("tuning replaces values of the store router's tuning: set tuned: true")
+        return self
     kv_events: bool = False  # the engines publish KV events, the router subscribes
     token_ids: bool = False  # the router asks the engines for the prompt's token ids (token_ids_args)
     min_replicas: int = Field(default=1, ge=1)

@@ -349,3 +349,29 @@ def test_fleet_engines_shed_load_past_their_bound(env, want):
     assert _queued({"KIMI_REPLICAS": "2", "KIMI_REPLICA_ADDRS": "10.0.1.1,10.0.1.2", **env}) == want
     if "KIMI_EXTRA_ARGS" not in env:  # one copy: no fleet, no bound
         assert _queued({k: v for k, v in env.items() if k != "KIMI_ROUTER_POLICY"}) == [None] * len(want)
+
+
+def test_the_fleets_threshold_replaces_the_store_routers_and_nothing_else():
+    """recipes/fleet.yaml policies.cache_aware.tuning: the fleet's router is the KV store router's
+    tuning with the fleet's --balance-abs-threshold (measured: docs/fleet.md); a tuning flag the store
+    router does not take, or tuning without `tuned`, is a data defect."""
+    from pydantic import ValidationError
+
+    from entrypoint.core.fleet import load_fleet, tuned_args
+    from entrypoint.core.fleet_schema import Policy
+
+    store = ["--cache-threshold", "0.5", "--balance-abs-threshold", "4", "--balance-rel-threshold", "1.1"]
+    assert tuned_args(store, {"--balance-abs-threshold": "2"}) == [
+        "--cache-threshold", "0.5", "--balance-abs-threshold", "2", "--balance-rel-threshold", "1.1"]
+    assert tuned_args(store, {}) == store
+    with pytest.raises(ValueError, match="--balance-typo"):
+        tuned_args(store, {"--balance-typo": "2"})
+    with pytest.raises(ValidationError, match="tuned: true"):
+        Policy(description="x", tuning={"--balance-abs-threshold": "2"})
+    fleet = load_fleet()
+    router = build({"KIMI_HARDWARE": "h200", "KIMI_REPLICAS": "2", "KIMI_REPLICA_ADDRS": "10.0.0.1,10.0.0.2",
+                    "KIMI_ROLE": "router"}).plan.find("router", 0)
+    argv = list(router.argv)
+    for flag, value in fleet.policies["cache_aware"].tuning.items():
+        assert argv[argv.index(flag) + 1] == value
+    assert argv[argv.index("--balance-rel-threshold") + 1] == "1.1"  # the store router's own, kept

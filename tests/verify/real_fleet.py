@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from real_vllm import STOP_WITHIN_S, free_port
 
@@ -55,13 +55,16 @@ def _stop(process: subprocess.Popen) -> None:
             continue
 
 
-def fleet_settings(port: int, policy: str, models: Path, cache: Path) -> Dict[str, str]:
-    """The settings every container of the fleet gets: what a user of the `cpu` target sets."""
-    return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(models / MODEL), "KIMI_SERVED_MODEL_NAME": MODEL,
+def fleet_settings(port: int, policy: str, models: Path, cache: Path, checkpoint: str = MODEL,
+                   extra_args: Sequence[str] = ()) -> Dict[str, str]:
+    """The settings every container of the fleet gets: what a user of the `cpu` target sets (`checkpoint`:
+    the tiny model's directory, served as MODEL; `extra_args`: more of the user's vLLM arguments)."""
+    return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(models / checkpoint), "KIMI_SERVED_MODEL_NAME": MODEL,
             "KIMI_FEATURES": "", "KIMI_VLLM_VERSION": "0.32.0", "KIMI_PORT": str(port), "KIMI_REPLICAS": "2",
             "KIMI_REPLICA_ADDRS": ",".join(HOSTS), "KIMI_ROUTER_POLICY": policy, "KIMI_CPU_KVCACHE_GIB": "1",
             "KIMI_CPU_THREADS": "1", "KIMI_CACHE_DIR": str(cache), "KIMI_DRAIN_TIMEOUT": "0",
-            "KIMI_EXTRA_ARGS": shlex.join(["--enforce-eager", "--enable-prefix-caching", "--max-model-len", "4096"])}
+            "KIMI_EXTRA_ARGS": shlex.join(["--enforce-eager", "--enable-prefix-caching", "--max-model-len", "4096",
+                                           *extra_args])}
 
 
 def _entrypoint(venv: Path, settings: Dict[str, str], log: Path) -> subprocess.Popen:
@@ -112,7 +115,11 @@ class Engine:
 class Router:
     """The fleet's router container (KIMI_ROLE=router) for `policy`: the plan's vllm-router."""
 
-    def __init__(self, venv: Path, settings: Dict[str, str], policy: str, log: Path):
+    def __init__(self, venv: Path, settings: Dict[str, str], policy: str, log: Path,
+                 tuning: Optional[Dict[str, str]] = None):
+        """`tuning`: option -> value replacing the plan's own values (benchmarks/fleet.py's sweep of the
+        cache-aware thresholds); the router is then the plan's argv with those values, exec'd as the
+        entrypoint would exec it. Without it, the router container itself (the entrypoint)."""
         from entrypoint.app.launch import build
         from entrypoint.core.plan import Port
 
@@ -124,7 +131,20 @@ class Router:
         self.metrics_port = router.ports[Port.METRICS]
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        self.process = _entrypoint(venv, mine, log)
+        if not tuning:
+            self.process = _entrypoint(venv, mine, log)
+            return
+        for option, value in tuning.items():
+            if option not in self.argv:
+                raise ValueError(f"{option} is not in the plan's router argv: {self.argv}")
+            self.argv[self.argv.index(option) + 1] = value
+        env = {**os.environ, **dict(router.env), "PATH": f"{ROUTER_EXE.parent}:{os.environ.get('PATH', '')}"}
+        out = log.open("wb")
+        try:
+            self.process = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=log.parent,
+                                            start_new_session=True, preexec_fn=_die_with_parent)
+        finally:
+            out.close()
 
     def wait_ready(self, within_s: float = 120) -> None:
         deadline = time.monotonic() + within_s
@@ -148,12 +168,13 @@ class Router:
 class Pair:
     """The two engines; `router(policy)` puts a real router in front of them."""
 
-    def __init__(self, venv: Path, models: Path, logs: Path, cpus=(0, 1), policy: str = "cache_aware"):
+    def __init__(self, venv: Path, models: Path, logs: Path, cpus=(0, 1), policy: str = "cache_aware",
+                 checkpoint: str = MODEL, extra_args: Sequence[str] = ()):
         from entrypoint.core.fleet import engine_args, load_fleet
 
         self.venv, self.port, self.logs = venv, free_port(), logs
         (logs / "cache").mkdir(exist_ok=True)
-        self.settings = fleet_settings(self.port, policy, models, logs / "cache")
+        self.settings = fleet_settings(self.port, policy, models, logs / "cache", checkpoint, extra_args)
         # what the fleet plan adds to every engine for `policy` (cache_aware: the render endpoints the router
         # asks for token ids), the same engines for every router then
         self.engine_args = engine_args(load_fleet(), policy)
@@ -171,9 +192,9 @@ class Pair:
             raise RuntimeError(f"vLLM was not ready within {within_s} s:\n{pending[0].tail()}")
         return time.monotonic() - start
 
-    def router(self, policy: str) -> Router:
+    def router(self, policy: str, tuning: Optional[Dict[str, str]] = None) -> Router:
         self.routers += 1
-        router = Router(self.venv, self.settings, policy, self.logs / f"router-{self.routers}-{policy}.log")
+        router = Router(self.venv, self.settings, policy, self.logs / f"router-{self.routers}-{policy}.log", tuning)
         router.wait_ready()
         return router
 

@@ -229,28 +229,38 @@ def build_scripted(out: Path, tokenizer) -> None:
     _save(out, _config(vocab, hidden, inter, ids[EOS]), w)
 
 
-def build_random(out: Path, tokenizer, seed: int = 0) -> None:
+def build_random(out: Path, tokenizer, seed: int = 0, layers: int = 1, hidden: int = 2 * HEAD_DIM) -> None:
     import torch
 
-    vocab, hidden, inter = len(tokenizer), 2 * HEAD_DIM, 4 * HEAD_DIM
+    vocab, inter = len(tokenizer), 2 * hidden
     gen = torch.Generator().manual_seed(seed)
 
     def rand(*shape):
         return torch.randn(*shape, generator=gen) * 0.02
 
-    n = _layer_names()
-    w = {
-        "model.embed_tokens.weight": rand(vocab, hidden), "lm_head.weight": rand(vocab, hidden),
-        "model.norm.weight": torch.ones(hidden),
-        n["q"]: rand(hidden, hidden), n["k"]: rand(hidden, hidden), n["v"]: rand(hidden, hidden),
-        n["o"]: rand(hidden, hidden), n["gate"]: rand(inter, hidden), n["up"]: rand(inter, hidden),
-        n["down"]: rand(hidden, inter), n["ln1"]: torch.ones(hidden), n["ln2"]: torch.ones(hidden),
-    }
+    w = {"model.embed_tokens.weight": rand(vocab, hidden), "lm_head.weight": rand(vocab, hidden),
+         "model.norm.weight": torch.ones(hidden)}
+    for layer in range(layers):
+        n = _layer_names(f"model.layers.{layer}.")
+        w.update({
+            n["q"]: rand(hidden, hidden), n["k"]: rand(hidden, hidden), n["v"]: rand(hidden, hidden),
+            n["o"]: rand(hidden, hidden), n["gate"]: rand(inter, hidden), n["up"]: rand(inter, hidden),
+            n["down"]: rand(hidden, inter), n["ln1"]: torch.ones(hidden), n["ln2"]: torch.ones(hidden),
+        })
     # A constant dimension that dominates after the final norm, read only by </think>'s logit.
     w["model.embed_tokens.weight"][:, 0] = 1.0
     w["lm_head.weight"][tokenizer.convert_tokens_to_ids("</think>"), 0] = 0.4
     eos = tokenizer.convert_tokens_to_ids(EOS)
-    _save(out, _config(vocab, hidden, inter, eos), w)
+    config = _config(vocab, hidden, inter, eos)
+    config["num_hidden_layers"] = layers
+    _save(out, config, w)
+
+
+def build_prefill_heavy(out: Path, tokenizer, seed: int = 0) -> None:
+    """`random` made deeper and wider (2 layers of 256, ~1.5 M parameters): a prompt's prefill then costs
+    ~10x its cached answer on one core, as a long prompt's does on a large model (benchmarks/fleet.py's
+    --model prefill-heavy). Built only when asked (`tiny_models.py OUT prefill-heavy`)."""
+    build_random(out, tokenizer, seed, layers=2, hidden=8 * HEAD_DIM)
 
 
 # Kimi-K2's config.json, shrunk: routing, MLA latent sizes and rope as in the real one.
@@ -291,9 +301,11 @@ def build_kimi(out: Path, tokenizer, seed: int = 0) -> None:
     (out / "generation_config.json").write_text(json.dumps({"eos_token_id": eos, "bos_token_id": eos}))
 
 
-def main(out: str) -> None:
+def main(out: str, *also: str) -> None:
     root = Path(out)
-    for name, build in (("scripted", build_scripted), ("random", build_random), ("kimi", build_kimi)):
+    builds = {"scripted": build_scripted, "random": build_random, "kimi": build_kimi}
+    asked = {"prefill-heavy": build_prefill_heavy}
+    for name, build in (*builds.items(), *((a, asked[a]) for a in also)):
         target = root / name
         target.mkdir(parents=True, exist_ok=True)
         build(target, build_tokenizer(target))
@@ -301,4 +313,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])
