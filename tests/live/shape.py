@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -145,11 +146,26 @@ class Shape:
                 **host_data(), **self.extra_env}
         cwd = self.logs / node.name
         cwd.mkdir(exist_ok=True)
+        scratch = self.scratch(node)  # the container's own /tmp (the renderings mount a fresh one)
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir()
         out = node.log.open("ab" if append else "wb")
-        node.popen = subprocess.Popen([str(self.venv / "bin" / "kimi-serve")], env={**base, **node.env}, cwd=cwd,
+        node.popen = subprocess.Popen([str(self.venv / "bin" / "kimi-serve")],
+                                      env={**base, "TMPDIR": str(scratch), **node.env}, cwd=cwd,
                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                       start_new_session=True, preexec_fn=_die_with_parent)
         out.close()
+
+    def scratch(self, node: Node) -> Path:
+        return self.logs / node.name / "tmp"
+
+    def in_container(self, node: Node, args: List[str], timeout: float) -> subprocess.CompletedProcess:
+        """`kimi-serve ARGS` run inside `node`'s container (as a preStop hook or a probe runs): its
+        environment and its /tmp."""
+        env = {"PATH": f"{self.venv / 'bin'}:{os.environ.get('PATH', '')}", "HOME": os.environ.get("HOME", "/root"),
+               "TMPDIR": str(self.scratch(node)), **host_data(), **self.extra_env, **node.env}
+        return subprocess.run([str(self.venv / "bin" / "kimi-serve"), *args], env=env, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
     def rss_mb(self) -> float:
         return sum(_rss_kb(n.popen.pid) for n in self.nodes if n.popen and n.popen.poll() is None) / 1024
