@@ -6,23 +6,30 @@ from __future__ import annotations
 from typing import Mapping
 
 from entrypoint.app.launch import load_launch, wire_platform
-from entrypoint.core.settings import BY_NAME, read_settings
+from entrypoint.core.settings import read_settings
+
+
+def _hardware_unset(environ: Mapping[str, str]) -> bool:
+    """Neither KIMI_HARDWARE nor an image's own target: the launch is refused, as print refuses it."""
+    from entrypoint.core.errors import KimiError
+
+    try:
+        settings = read_settings(environ)
+    except KimiError:
+        return False
+    return not (settings.hardware or settings.image_hardware)
 
 
 def diagnose(environ: Mapping[str, str]) -> dict:
-    """The report as a dict (cli/doctor.py prints it). A node with no hardware configured is
-    checked as `auto`; a launch that cannot be composed is the report's one failed check."""
-    from entrypoint.core.errors import KimiError
+    """The report as a dict (cli/doctor.py prints it). The launch is the one `print` shows: an
+    unset KIMI_HARDWARE is the image's own target, and outside an image the same refusal, which
+    here names the hardware the detection found; a launch that cannot be composed is the report's
+    one failed check, and says what to set (never to run doctor: this is doctor)."""
+    from entrypoint.core.errors import MISSING_SETTING, KimiError
     from entrypoint.node.cluster import wire
     from entrypoint.node.detect import detect_node
     from entrypoint.node.preflight import node_facts, run_checks
 
-    try:
-        settings = read_settings(environ)
-        if not (settings.hardware or settings.image_hardware):
-            environ = {**environ, BY_NAME["hardware"].env: "auto"}  # a bare node: check what it has
-    except KimiError:
-        pass  # reported below, as the launch's error
     detection = detect_node(environ)
     report = {"detection": detection.as_dict(), "platform": None, "cluster": {"source": "", "decisions": []},
               "launch": None, "checks": []}
@@ -35,7 +42,9 @@ def diagnose(environ: Mapping[str, str]) -> dict:
         launch = load_launch((), wiring=wiring, platform=platform)
         proc = launch.this_process()
     except KimiError as err:
-        report["checks"].append({"check": "launch", "status": "error", "message": err.message})
+        found = f" This node has {detection.hardware}: KIMI_HARDWARE={detection.hardware} (or auto)." \
+            if detection.hardware and err.code == MISSING_SETTING and _hardware_unset(environ) else ""
+        report["checks"].append({"check": "launch", "status": "error", "message": err.own + found})
         return report
     report["launch"] = {"recipe": launch.plan.recipe, "model": launch.plan.model,
                         "hardware": launch.plan.hardware, "variant": launch.plan.variant,

@@ -20,11 +20,14 @@ EXIT_USAGE = 2
 class KimiError(Exception):
     """A user-facing error: ends the program with exit code 2 (or `exit_code`) and one clear message."""
 
-    def __init__(self, code: str, message: str, exit_code: int = EXIT_USAGE):
-        super().__init__(message)
+    def __init__(self, code: str, message: str, exit_code: int = EXIT_USAGE, see: str = ""):
+        full = f"{message} {see}" if see else message
+        super().__init__(full)
         self.code = code
-        self.message = message
+        self.message = full
         self.exit_code = exit_code  # 2; the exec edge uses 126/127 as a shell does
+        self.own = message  # without `see`: what a command that is itself the pointer shows (doctor)
+        self.see = see  # the sentence that points at another command (`kimi-serve doctor`), or ""
 
     def as_dict(self) -> dict:
         return {"code": self.code, "message": self.message}

@@ -89,8 +89,9 @@ def _valid_hardware(settings: Settings, catalog: Catalog, detected: Optional[str
                         f"Set KIMI_HARDWARE to one of: {', '.join(recipe.hardware)}, or auto.")
     if hw == "auto":
         if detected is None:
-            raise KimiError(E.MISSING_SETTING, "KIMI_HARDWARE=auto but no supported GPU was detected on this node. "
-                            "Run `kimi-serve doctor` to see what was found, or set KIMI_HARDWARE explicitly.")
+            raise KimiError(E.MISSING_SETTING, "KIMI_HARDWARE=auto but no supported GPU was detected on this node: "
+                            f"set KIMI_HARDWARE to its target, one of: {', '.join(recipe.hardware)}.",
+                            see="`kimi-serve doctor` shows what each probe saw.")
         hw = detected
     if hw not in catalog.hardware:
         raise unknown_value(source, hw, recipe.hardware, "Or use auto to detect it.")

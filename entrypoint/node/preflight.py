@@ -62,7 +62,9 @@ def check_hardware(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
                          f"{ram:.1f} GB of RAM{gpus}")
     if det.hardware is None:
         return NodeCheck("hardware", "warning", f"configured {configured}; detection found no known GPU model "
-                     f"({det.summary() if det.gpus else det.reason}). Run `kimi-serve doctor` on the node.")
+                     f"({det.summary() if det.gpus else det.reason}), so the model is not confirmed: give the "
+                     "container the node's GPUs (docker --gpus all, or --device /dev/kfd --device /dev/dri for "
+                     "AMD; on Kubernetes the device plugin's resource).")
     if det.hardware == configured:
         return NodeCheck("hardware", "ok", f"configured {configured}, detected {det.hardware}: {det.summary()}")
     brands = launch.catalog.hardware[configured].brand, launch.catalog.hardware[det.hardware].brand

@@ -43,10 +43,10 @@ def run_doctor(monkeypatch, fake_tools, hw_file, *args, **env):
 
 def test_doctor_json_on_a_bare_node_detects_and_checks(monkeypatch, fake_tools, tmp_path):
     result = run_doctor(monkeypatch, fake_tools, TOOLS / "nvidia-smi" / "h200.csv", "--format", "json",
-                        KIMI_CACHE_DIR=str(tmp_path))
+                        KIMI_CACHE_DIR=str(tmp_path), KIMI_HARDWARE="auto")
     report = json.loads(result.output)
     assert report["detection"]["hardware"] == "h200" and report["detection"]["count"] == 8
-    assert report["launch"]["hardware"] == "h200"  # KIMI_HARDWARE unset: auto
+    assert report["launch"]["hardware"] == "h200"  # KIMI_HARDWARE=auto: the detected one
     names = [c["check"] for c in report["checks"]]
     assert names == ["hardware", "gpu_count", "vram", "host_limits", "shm", "platform", "firmware", "cache", "model_source",
                      "kv_components", "load_time", "compile_cache"]
@@ -66,11 +66,52 @@ def test_doctor_table_and_exit_1_with_one_gpu(monkeypatch, fake_tools, tmp_path)
 
 
 def test_doctor_reports_a_launch_that_cannot_be_built(monkeypatch, fake_tools):
-    result = run_doctor(monkeypatch, fake_tools, None, "--format", "json")
+    result = run_doctor(monkeypatch, fake_tools, None, "--format", "json", KIMI_HARDWARE="auto")
     report = json.loads(result.output)
     assert result.exit_code == 1 and report["checks"][0]["check"] == "launch"
-    assert "no supported GPU was detected" in report["checks"][0]["message"]
+    message = report["checks"][0]["message"]
+    assert "no supported GPU was detected" in message and "set KIMI_HARDWARE to its target, one of: " in message
     assert {p["source"]: p["saw"] for p in report["detection"]["probes"]}["nvidia-smi"] == "not installed"
+
+
+def _print(monkeypatch, **env):
+    from entrypoint.cli import print_launch
+
+    _clean_env(monkeypatch, **env)
+    return CliRunner().invoke(print_launch.command, [])
+
+
+@pytest.mark.parametrize("hw_file", [None, TOOLS / "nvidia-smi" / "h200.csv"])
+def test_doctor_never_tells_the_user_to_run_doctor(monkeypatch, fake_tools, tmp_path, hw_file):
+    """Issue 40: doctor's messages say what to set; `run kimi-serve doctor` is for the other commands."""
+    for env in ({"KIMI_HARDWARE": "auto"}, {"KIMI_HARDWARE": "h200"}, {}):
+        result = run_doctor(monkeypatch, fake_tools, hw_file, "--format", "json", KIMI_CACHE_DIR=str(tmp_path), **env)
+        report = json.loads(result.output)
+        assert report["checks"] and result.exit_code in (0, 1), result.output
+        for check in report["checks"]:
+            assert "kimi-serve doctor" not in check["message"], (env, check)
+    if hw_file is None:  # the other commands point at doctor, which shows what each probe saw
+        printed = _print(monkeypatch, KIMI_HARDWARE="auto", PATH=str(fake_tools.bindir))
+        assert printed.exit_code == 2 and "`kimi-serve doctor` shows what each probe saw" in printed.output
+
+
+def test_doctor_and_print_agree_on_an_unset_hardware(monkeypatch, fake_tools, tmp_path):
+    """Issue 40: with neither KIMI_HARDWARE nor an image target, print refuses and doctor's launch
+    is the same refusal (naming what detection found), not a launch print would not make."""
+    printed = _print(monkeypatch, PATH=str(fake_tools.bindir), KIMI_CACHE_DIR=str(tmp_path))
+    assert printed.exit_code == 2 and "KIMI_HARDWARE is not set" in printed.output
+    result = run_doctor(monkeypatch, fake_tools, TOOLS / "nvidia-smi" / "h200.csv", "--format", "json",
+                        KIMI_CACHE_DIR=str(tmp_path))
+    report = json.loads(result.output)
+    assert result.exit_code == 1 and report["launch"] is None and report["detection"]["hardware"] == "h200"
+    message = report["checks"][0]["message"]
+    assert message.startswith("KIMI_HARDWARE is not set") and "This node has h200: KIMI_HARDWARE=h200" in message
+    # an image's own target: both use it
+    image = {"KIMI_IMAGE_HARDWARE": "h200", "KIMI_CACHE_DIR": str(tmp_path)}
+    printed = _print(monkeypatch, PATH=str(fake_tools.bindir), **image)
+    assert printed.exit_code == 0 and "tensor-parallel-size 8" in printed.output.replace("=", " ")
+    result = run_doctor(monkeypatch, fake_tools, TOOLS / "nvidia-smi" / "h200.csv", "--format", "json", **image)
+    assert json.loads(result.output)["launch"]["hardware"] == "h200"
 
 
 def test_doctor_passes_on_a_good_node(monkeypatch, fake_tools, tmp_path):
