@@ -319,6 +319,10 @@ def _defaults(catalog) -> dict:
     proc, pod = _serving_pod(single, single.plan.first_engine.role)
     container = pod["containers"][0]
     probes = {k: container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
+    # the readiness command ends in `--port <the server's port>`: the templates append each pod's own
+    ready = probes["readinessProbe"]["exec"]["command"]
+    assert ready[-2:] == ["--port", str(proc.port)], ready
+    probes["readinessProbe"] = {**probes["readinessProbe"], "exec": {"command": ready[:-2]}}
     return {"port": proc.port, "probes": probes, "container_security": container["securityContext"],
             "scratch": [[k, v] for k, v in dep.scratch(single).items()],
             "mounted": [[k, v] for k, v in dep.separate_mounts(single).items()],

@@ -41,6 +41,23 @@ def health_target(environ: Optional[Mapping[str, str]] = None) -> HealthTarget:
     return HealthTarget(proc.role, proc.rank, url=local_url(launch, proc, None if told else recorded_port()) + path)
 
 
+def port_target(port: int, environ: Optional[Mapping[str, str]] = None) -> HealthTarget:
+    """The HTTP server on `port` (the port a rendering wrote into its probe: `healthcheck --ready
+    --port N`), without composing the launch: a readiness probe runs every few seconds. Its bind
+    address is the settings' (the router's for KIMI_ROLE=router), the health path the serving data's."""
+    import os
+
+    from entrypoint.core.fleet import ROLE as ROUTER
+    from entrypoint.core.net import client_url
+    from entrypoint.core.recipe import load_catalog
+    from entrypoint.core.settings import read_settings
+
+    settings = read_settings(os.environ if environ is None else environ)
+    host = settings.router_host if settings.role == ROUTER else settings.host
+    return HealthTarget(settings.role or "server", settings.node_rank,
+                        url=client_url(host, port) + load_catalog().serving.health.path)
+
+
 def stop_begun(environ: Mapping[str, str]) -> bool:
     """Whether this container's stop has begun (`kimi-serve drain`, node/stopping.py)."""
     from entrypoint.node.stopping import begun

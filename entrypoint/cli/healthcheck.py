@@ -5,6 +5,7 @@ wrong). One line of output either way; the whole request is bounded by --timeout
 from __future__ import annotations
 
 import sys
+from typing import Optional
 
 import click
 
@@ -43,18 +44,21 @@ def listening(port: int, timeout: float) -> tuple:
               help="Seconds the whole request may take.")
 @click.option("--ready", is_flag=True, help="Readiness, not liveness: unready too once the container's stop has "
               "begun (`kimi-serve drain`, its preStop hook), while vLLM drains with /health still 200.")
-def command(timeout: float, ready: bool) -> None:
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="The server's port, as a rendering writes it into its probe: asked without composing the "
+              "launch (without it, the launch says which server and port).")
+def command(timeout: float, ready: bool, port: Optional[int]) -> None:
     """Query /health of the server this container runs (the router's port for the router role)."""
     import os
 
-    from entrypoint.app.healthcheck import health_target, stop_begun
+    from entrypoint.app.healthcheck import health_target, port_target, stop_begun
 
     if ready and stop_begun(os.environ):
         echo("unready: this container is stopping (kimi-serve drain): no new requests, the held ones drain")
         sys.exit(EXIT_UNHEALTHY)
 
     try:
-        target = health_target()
+        target = port_target(port) if port else health_target()
     except KimiError as err:
         echo(f"unhealthy: cannot tell which server to ask: {err.message}")
         sys.exit(EXIT_UNHEALTHY)

@@ -75,13 +75,14 @@ def _env(launch, proc: Process) -> list:
 READY = ["kimi-serve", "healthcheck", "--ready"]  # readiness: /health, and no stop begun (node/stopping.py)
 
 
-def _probes(launch) -> dict:
+def _probes(launch, port: int) -> dict:
     """Liveness is vLLM's /health; readiness is /health and no stop begun (`kimi-serve healthcheck
     --ready`), asked every `stop.readiness_period_s` and failing at once: a stop takes the pod out of
-    rotation before vLLM, healthy while it drains, gets its SIGTERM (docs/day2.md)."""
+    rotation before vLLM, healthy while it drains, gets its SIGTERM (docs/day2.md). The probe is
+    given the server's `port`, so it composes no launch every few seconds."""
     h, period = health(launch), launch.catalog.serving.stop.readiness_period_s
     get = {"httpGet": {"path": h.path, "port": "http"}, "timeoutSeconds": h.timeout_s}
-    ready = {"exec": {"command": [*READY, "--timeout", str(min(h.timeout_s, period))]},
+    ready = {"exec": {"command": [*READY, "--timeout", str(min(h.timeout_s, period)), "--port", str(port)]},
              "timeoutSeconds": min(h.timeout_s, period) + 1}
     return {
         "startupProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": -(-h.start_period_s // h.interval_s)},
@@ -181,7 +182,7 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
                  "volumeMounts": mounts, "lifecycle": pre_stop(stop(launch, proc), serves=proc.serves_http)}
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
-        container.update(_probes(launch))
+        container.update(_probes(launch, proc.port))
     elif proc.port:  # a KV helper: its TCP port, checked by `kimi-serve healthcheck` (it connects)
         container["ports"] = [{"name": "tcp", "containerPort": proc.port}]
         container.update(helper_probes(launch))

@@ -188,6 +188,10 @@ def test_probes_are_configurable_over_the_plans(helm, tmp_path):
     assert server["startupProbe"]["failureThreshold"] == 300
     plain = _pod(_render(helm, H200, tmp_path))["spec"]["containers"][0]
     assert plain["readinessProbe"]["periodSeconds"] == 5  # recipes/serving.yaml stop.readiness_period_s
+    # the server's port is in the probe: it composes no launch every 5 s (issue 40 review)
+    assert plain["readinessProbe"]["exec"]["command"][-2:] == ["--port", str(plain["ports"][0]["containerPort"])]
+    moved = _pod(_render(helm, {"settings": {"hardware": "h200", "port": 8123}}, tmp_path))["spec"]["containers"][0]
+    assert moved["readinessProbe"]["exec"]["command"][-2:] == ["--port", "8123"]
     assert plain["livenessProbe"]["periodSeconds"] == 30 and plain["livenessProbe"]["httpGet"]["path"] == "/health"
 
 

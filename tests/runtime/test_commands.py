@@ -196,6 +196,39 @@ def test_router_role_uses_the_router_port(monkeypatch, health_server):
     assert result.exit_code == 0 and f":{port}/health" in result.output and "router" in result.output
 
 
+def test_ready_with_the_rendered_port_composes_no_launch(monkeypatch, health_server):
+    """Issue 40 review: the readiness probe runs every 5 s; the rendering writes the server's port
+    into it (`healthcheck --ready --port N`), so it asks that port without composing the launch."""
+    from entrypoint.app import healthcheck as app
+
+    port = health_server(200)
+    monkeypatch.setattr(app, "load_launch", lambda *a, **k: pytest.fail("composed the launch"))
+    _clean_env(monkeypatch)  # not even a hardware: a probe needs none
+    result = CliRunner().invoke(healthcheck.command, ["--ready", "--timeout", "2", "--port", str(port)])
+    assert result.exit_code == 0 and result.output == f"healthy: server http://127.0.0.1:{port}/health: HTTP 200\n"
+    _clean_env(monkeypatch, KIMI_ROLE="router", KIMI_ROUTER_HOST="127.0.0.1")
+    result = CliRunner().invoke(healthcheck.command, ["--ready", "--port", str(_free_port())])
+    assert result.exit_code == 1 and result.output.startswith("unhealthy: router http://127.0.0.1:")
+    bad = CliRunner().invoke(healthcheck.command, ["--port", "0"])
+    assert bad.exit_code == 2 and "--port" in bad.output
+
+
+def test_the_rendered_readiness_probe_names_each_servers_port():
+    """plan's k8s rendering gives each serving container's readiness probe its own port."""
+    from entrypoint.app.deploy import deployment_launch
+    from entrypoint.render import k8s, k8s_pod
+
+    env = {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_PORT": "8123", "KIMI_ROUTER_PORT": "8111"}
+    launch = deployment_launch(k8s, env)
+    ports = set()
+    for proc in launch.plan.processes:
+        if proc.serves_http:
+            ready = k8s_pod.pod_spec(launch, proc, "c")["containers"][0]["readinessProbe"]["exec"]["command"]
+            assert ready[:3] == k8s_pod.READY and ready[-2:] == ["--port", str(proc.port)]
+            ports.add(proc.port)
+    assert 8111 in ports and len(ports) >= 2
+
+
 def test_bad_settings_are_unhealthy_not_exit_2(monkeypatch):
     result = run_health(monkeypatch, KIMI_HARDWARE="h20")
     assert result.exit_code == 1 and result.output.startswith("unhealthy: cannot tell")

@@ -354,11 +354,14 @@ namespace (monitoring.scraper.namespace) and, when named, its pods' labels (k8s.
 {{- toJson $out -}}
 {{- end -}}
 
-{{/* kimi.probes: (list facts ctx values) -> the serving container's probes: plan's, the startup
-probe sized to the launch's start-up budget, each overlaid with the chart's `probes` values */}}
+{{/* kimi.probes: (list facts ctx values port) -> the serving container's probes: plan's, the startup
+probe sized to the launch's start-up budget, readiness given the server's port (it composes no
+launch), each overlaid with the chart's `probes` values */}}
 {{- define "kimi.probes" -}}
 {{- $d := (index . 0).defaults -}}{{- $c := index . 1 -}}{{- $v := index . 2 -}}
 {{- $probes := deepCopy $d.probes -}}
+{{- $ready := $probes.readinessProbe.exec -}}
+{{- $_ := set $ready "command" (concat $ready.command (list "--port" (toString (index . 3)))) -}}
 {{- $h := (index . 0).monitoring.health -}}
 {{- $_ := set $probes.startupProbe "failureThreshold" (int (ceil (divf $c.budget $h.interval_s))) -}}
 {{- range $k, $user := ($v.probes | default dict) -}}
@@ -432,7 +435,7 @@ probe sized to the launch's start-up budget, each overlaid with the chart's `pro
 {{- if $p.serves -}}
   {{- $_ := set $container "ports" (list (dict "name" "http" "containerPort" $p.port)) -}}
   {{- with $p.fleet }}{{ $_ := set $container "ports" (append $container.ports (dict "name" .metricsName "containerPort" .metricsPort)) }}{{ end -}}
-  {{- range $k, $probe := (include "kimi.probes" (list $f $c $v) | fromJson) }}{{ $_ := set $container $k $probe }}{{ end -}}
+  {{- range $k, $probe := (include "kimi.probes" (list $f $c $v $p.port) | fromJson) }}{{ $_ := set $container $k $probe }}{{ end -}}
 {{- else if $p.helper -}}
   {{- /* a KV helper: its TCP port, checked by `kimi-serve healthcheck` */ -}}
   {{- $_ := set $container "ports" (list (dict "name" "tcp" "containerPort" $p.port)) -}}
