@@ -21,12 +21,8 @@ docker run --rm --network none "$image" print
 free_kb="$(awk '/MemAvailable/ {print $2}' /proc/meminfo)"
 if [[ "${KIMI_DEMO_REAL:-1}" == 1 && "$free_kb" -ge 4000000 ]]; then
   echo "== a real engine on this machine: KIMI_HARDWARE=cpu, the tiny Kimi-architecture model (scripts/try-cpu.sh)"
-  bash scripts/try-cpu.sh || echo "== the real engine did not run here (see above): the demo showed the image's launch only"
+  if bash scripts/try-cpu.sh; then engine="ran"; else engine="did not run here (see above)"; fi
 else
-  echo "== no real engine here (KIMI_DEMO_REAL=0 or under 4 GB free): the demo showed the image's launch only;" \
-       "bash scripts/try-cpu.sh runs one on a machine with room"
+  engine="skipped (KIMI_DEMO_REAL=0 or under 4 GB free: bash scripts/try-cpu.sh runs one on a machine with room)"
 fi
-echo "== what ran: the $target image built from stand-in bases and smoke-tested, its launch (kimi-serve print)" \
-     "and, where it could, a real vLLM engine through the same entrypoint."
-echo "== next: kimi-serve list (what runs where); KIMI_HARDWARE=cpu kimi-serve plan --format k8s;" \
-     "docs/shapes.md (every strategy live)"
+scripts/demo-summary.sh "$target" "$image" "$engine"

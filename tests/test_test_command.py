@@ -19,6 +19,16 @@ def test_readme_and_ci_run_the_same_command():
     assert "exec bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
 
 
+def test_each_of_the_readmes_two_commands_says_how_long_it_takes():
+    """Issue 40 (a newcomer's path): the demo and the tests each say their time beside the command."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Two commands"):readme.index("## What it does")]
+    before_demo, rest = section.split("```bash\nbash scripts/demo.sh\n```")
+    before_tests = rest.split("```bash\nbash scripts/test.sh\n```")[0]
+    assert "Time: about 5-6 minutes on a 2-core machine from a fresh clone." in before_demo
+    assert "Time: about 30 minutes on 2 cores (45 on a busy\nmachine)." in before_tests
+
+
 @pytest.mark.skipif(os.geteuid() != 0 and not shutil.which("sudo"), reason="scripts/test.sh sets up the host as root")
 def test_the_command_passes_pytests_status_and_summary_through():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_DOCKERD", "PYTEST_"))}
@@ -42,3 +52,34 @@ def test_a_shared_resource_test_runs_in_the_one_serial_group(request):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         pytest.skip("not under pytest-xdist: no groups")
     assert request.node.nodeid.endswith("@serial"), request.node.nodeid
+
+
+def test_the_demo_ends_with_what_it_ran_and_three_next_things_that_work(tmp_path):
+    """Issue 40 (a newcomer's path): the demo's last step prints one block of what it ran and the
+    next three things to try, and each of those commands works as printed."""
+    import shlex
+
+    demo = [line for line in (ROOT / "scripts" / "demo.sh").read_text().splitlines() if line.strip()]
+    assert demo[-1] == 'scripts/demo-summary.sh "$target" "$image" "$engine"'
+    out = subprocess.run(["bash", "scripts/demo-summary.sh", "h200", "kimi.local/kimi:h200", "ran"], cwd=ROOT,
+                         capture_output=True, text=True, check=True, env={**os.environ, "KIMI_VENV": ".venv"}).stdout
+    ran, _, nxt = out.partition("== next, three things to try:\n")
+    assert ran.startswith("== what ran:\n") and "build.py build h200 --smoke" in ran
+    assert "docker run --rm --network none kimi.local/kimi:h200 print" in ran and "(KIMI_HARDWARE=cpu): ran" in ran
+    commands = re.findall(r"^   \d\. (.*)$", nxt, re.M)
+    assert len(commands) == 3 and len(ran.splitlines()) + len(nxt.splitlines()) <= 20
+    base = {k: v for k, v in os.environ.items() if not k.startswith("KIMI_")}
+    for command in commands:
+        words = shlex.split(command)
+        env = dict(w.split("=", 1) for w in words if re.fullmatch(r"KIMI_\w+=\S+", w))
+        argv = [w for w in words if not re.fullmatch(r"KIMI_\w+=\S+", w)]
+        assert argv[0] == ".venv/bin/kimi-serve", command
+        args = [str(tmp_path / a) if a == "k8s/" else a for a in argv[1:]]
+        options = [a for a in args[1:] if a.startswith("--")]
+        if args[0] == "verify":  # it needs a server: the options as printed are its own
+            args = ["verify", "--help"]
+        proc = subprocess.run([sys.executable, "-m", "entrypoint", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, env={**base, **env, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 0, (command, proc.stdout[-2000:], proc.stderr[-2000:])
+        assert args[0] != "verify" or all(o in proc.stdout for o in options), proc.stdout
+    assert any((tmp_path / "k8s").iterdir())
