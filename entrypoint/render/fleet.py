@@ -6,7 +6,9 @@ checkov skip, and a ServiceAccount with its Role and RoleBinding."""
 
 from __future__ import annotations
 
-from entrypoint.core.errors import MISSING_SETTING, UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, UNSUPPORTED_COMBINATION, KimiError
+
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index
 
 
 def check_hosts(settings, sel, fmt: str) -> None:
@@ -73,3 +75,49 @@ def rbac(k8s, launch, name: str, component: str, rules) -> list:
             {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": k8s._meta(launch, name, component),
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
              "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": launch.settings.namespace}]}]
+
+
+def pod_labels(obj: dict, lws_labels) -> list:
+    """The labels of each pod a rendered Deployment or LeaderWorkerSet makes: its templates' own
+    and, for a LeaderWorkerSet, the set's name and each pod's worker index, which LWS adds (the
+    leader is worker 0); the group index, also LWS's, is any group's."""
+    if obj.get("kind") == "Deployment":
+        return [dict(obj["spec"]["template"]["metadata"].get("labels", {}))]
+    if obj.get("kind") != "LeaderWorkerSet":
+        return []
+    name_label, index_label = lws_labels
+    spec, name = obj["spec"]["leaderWorkerTemplate"], obj["metadata"]["name"]
+    templates = [spec.get("leaderTemplate", spec["workerTemplate"])] + [spec["workerTemplate"]] * (spec["size"] - 1)
+    return [{**t["metadata"].get("labels", {}), name_label: name, index_label: str(i)} for i, t in enumerate(templates)]
+
+
+def _matches(terms, labels: dict) -> bool:
+    for term in terms:
+        key, _, value = term.partition("=")
+        if key == GROUP_INDEX_LABEL and value.isdigit():
+            continue  # every group's pods: group 0 and those KIMI_REPLICAS / an autoscaler adds
+        if labels.get(key) != value:
+            return False
+    return True
+
+
+def check_selector(launch, copies: list, lws_labels) -> None:
+    """The router discovers the copies by KIMI_ROUTER_SELECTOR (`plan --format k8s` sets it; a value
+    set by hand is kept): refuse one that matches none of the rendered copies' pods (or, for a PD
+    fleet, none of a pool's), which would leave the router with no copy to send a request to."""
+    choice = launch.fleet
+    if choice is None or choice.front != "vllm-router" or not choice.selector:
+        return
+    pods = [(obj["metadata"]["labels"].get("app.kubernetes.io/component"), labels)
+            for obj in copies for labels in pod_labels(obj, lws_labels)]
+    pools = [p.role for p in (launch.selection.prefill, launch.selection.decode)] \
+        if launch.selection.prefill is not None else [None]
+    for pool in pools:
+        terms = choice.pool_selector(pool)
+        own = [labels for role, labels in pods if pool is None or role == pool]
+        if own and not any(_matches(terms, labels) for labels in own):
+            whose = f"the {pool} pool's pods" if pool else "the copies' pods"
+            shown = ",".join(f"{k}={v}" for k, v in sorted(own[0].items()))
+            raise KimiError(INVALID_VALUE, f"KIMI_ROUTER_SELECTOR={','.join(choice.selector)[:200]} matches none of "
+                            f"{whose} (the first carries {shown[:300]}), so the router would discover no copy: "
+                            "give terms those pods carry, or unset KIMI_ROUTER_SELECTOR (plan --format k8s sets it).")

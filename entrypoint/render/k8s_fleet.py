@@ -24,7 +24,7 @@ from typing import Mapping
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.fleet import router_of
 from entrypoint.core.plan import Kind, Port
-from entrypoint.render.fleet import rbac, selector, with_skip
+from entrypoint.render.fleet import GROUP_INDEX_LABEL, check_selector, rbac, selector, with_skip
 from entrypoint.render.k8s_pod import env_list
 
 METRICS_PORT_NAME = "metrics"
@@ -84,7 +84,6 @@ def _engine_launch(launch):
     return dataclasses.replace(launch, plan=dataclasses.replace(launch.plan, processes=engines))
 
 
-GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index
 GROUP_VAR = "LWS_GROUP_INDEX"  # that label, read into each pool pod by the downward API
 GROUP_FIELD = f"metadata.labels['{GROUP_INDEX_LABEL}']"  # the downward API's path to it
 
@@ -114,6 +113,7 @@ def _own_group(k8s, launch, lws: dict) -> None:
 def _behind_router(k8s, launch, copies: list) -> list:
     """The copies' objects, the router's RBAC and Deployment, exposed through the router's API port."""
     router = router_of(launch.plan)
+    check_selector(launch, copies, (k8s.LWS_NAME_LABEL, k8s.LWS_INDEX_LABEL))  # it discovers some copy
     return k8s._exposed(launch, copies + _rbac(k8s, launch) + [_router_deployment(k8s, launch, router)],
                         k8s._labels(launch, "router"), router.port)
 

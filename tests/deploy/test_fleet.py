@@ -375,3 +375,34 @@ def test_the_fleets_threshold_replaces_the_store_routers_and_nothing_else():
     for flag, value in fleet.policies["cache_aware"].tuning.items():
         assert argv[argv.index(flag) + 1] == value
     assert argv[argv.index("--balance-rel-threshold") + 1] == "1.1"  # the store router's own, kept
+
+
+SELECTORS = {  # a router's selector set by hand, against the real rendering of the copies
+    "single": ({**H200, "KIMI_REPLICAS": "2"}, "app.kubernetes.io/component=single",
+               "app.kubernetes.io/component=singel", "the copies' pods"),
+    "multi-node": ({**MULTI, "KIMI_REPLICAS": "2"},
+                   "leaderworkerset.sigs.k8s.io/worker-index=0,app.kubernetes.io/part-of=kimi-serve",
+                   "leaderworkerset.sigs.k8s.io/worker-index=9", "the copies' pods"),
+    "pd": ({**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_REPLICAS": "2"},
+           "prefill:app.kubernetes.io/component=prefill,decode:app.kubernetes.io/component=decode,"
+           "decode:leaderworkerset.sigs.k8s.io/group-index=1",
+           "prefill:app.kubernetes.io/component=prefill,decode:app.kubernetes.io/component=prefill",
+           "the decode pool's pods"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SELECTORS))
+def test_a_router_selector_that_matches_no_rendered_copy_is_refused(case):
+    """Issue 40: KIMI_ROUTER_SELECTOR set by hand must select some rendered copy's pods (their
+    template labels and those LeaderWorkerSet adds), else the router discovers nothing: exit 2 at
+    plan time, one line naming the setting."""
+    env, good, bad, whose = SELECTORS[case]
+    router = next(d for d in documents("k8s", {**env, "KIMI_ROUTER_SELECTOR": good})
+                  if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("router"))
+    assert any(e == {"name": "KIMI_ROUTER_SELECTOR", "value": good} for e in router["spec"]["template"]["spec"]
+               ["containers"][0]["env"])
+    with pytest.raises(KimiError) as err:
+        render("k8s", {**env, "KIMI_ROUTER_SELECTOR": bad})
+    message = err.value.message
+    assert err.value.exit_code == 2 and "\n" not in message
+    assert message.startswith(f"KIMI_ROUTER_SELECTOR={bad} matches none of {whose}") and "unset" in message
