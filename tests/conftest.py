@@ -68,6 +68,49 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("serial"))
 
 
+# ---------------------------------------------------------------- nothing outside tmp (issue 40)
+# The images' cache mount, KIMI_CACHE_DIR's default. A test on the host never creates it (nor
+# anything under it): a test that reaches the exec edge or a download gives KIMI_CACHE_DIR a tmp_path.
+HOST_CACHE = "/cache"
+_MADE_UNDER_CACHE: list = []
+
+
+def _record_host_cache_mkdir(event: str, args: tuple) -> None:
+    """An audit hook (in this process: every os.mkdir, so os.makedirs and Path.mkdir too)."""
+    if event != "os.mkdir" or not args or isinstance(args[0], int) or (len(args) > 2 and args[2] not in (None, -1)):
+        return
+    path = os.fsdecode(args[0])
+    path = os.path.normpath(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+    if path == HOST_CACHE or path.startswith(HOST_CACHE + "/"):
+        _MADE_UNDER_CACHE.append(path)
+
+
+sys.addaudithook(_record_host_cache_mkdir)
+
+
+@pytest.fixture(autouse=True)
+def _creates_nothing_under_the_host_cache():
+    """Fails the test that made a directory under /cache in this process (whether /cache was there)."""
+    start = len(_MADE_UNDER_CACHE)
+    yield
+    made = _MADE_UNDER_CACHE[start:]
+    del _MADE_UNDER_CACHE[start:]
+    if made:
+        pytest.fail(f"the test created {made[0]} on the host ({len(made)} directories under {HOST_CACHE}): give it "
+                    "KIMI_CACHE_DIR in tmp_path (plan time creates nothing; the exec edge and a download do)",
+                    pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _host_cache_absent_stays_absent():
+    """A run (its subprocesses too) that began without /cache ends without it."""
+    existed = os.path.lexists(HOST_CACHE)
+    yield
+    if not existed and os.path.lexists(HOST_CACHE):
+        pytest.fail(f"{HOST_CACHE} did not exist when the tests began and does now: a test (or a process it ran) "
+                    "created it on the host; give it KIMI_CACHE_DIR in tmp_path", pytrace=False)
+
+
 def _no_engine(reason: str):
     if IN_CI:
         pytest.fail(f"CI=true but no Docker engine: {reason}", pytrace=False)

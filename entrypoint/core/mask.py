@@ -115,10 +115,14 @@ def mask_argv(argv: Sequence[str]) -> list:
 _USER_PASSWORD = re.compile(r"(?<![\w/.:+@-])[^\s/@:]+:[^\s/@]*@")
 
 
-def mask_value(text: str) -> str:
+def mask_value(text: str, host: bool = False) -> str:
     """A value a user typed, as a message quotes it: a URL's password (`s3://u:****@bucket`) and a
-    bare `user:password@` (`****@h1`) masked. Not for whole renderings: `name:tag@sha256:...`
-    there is an image reference."""
+    bare `user:password@` (`****@h1`) masked; with `host` (the text is one host entry of an address
+    setting) anything before its last '@' is user information (`pw@h1` -> `****@h1`). The one mask
+    of user information in messages. Not for whole renderings: `name:tag@sha256:...` there is an
+    image reference."""
+    if host and "@" in text:
+        return MASK + "@" + text.rsplit("@", 1)[1]
     return _USER_PASSWORD.sub(MASK + "@", mask_userinfo(text))
 
 

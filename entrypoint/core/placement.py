@@ -18,7 +18,7 @@ from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError
 from entrypoint.core.plan import Kind, Plan, Process
 from entrypoint.core.settings import BY_NAME, Settings
-from entrypoint.core.mask import MASK
+from entrypoint.core.mask import mask_value
 from entrypoint.core.vllm_cli import SHAPE_DESTS
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
@@ -60,10 +60,10 @@ def same_host(text: str) -> str:
         return text.rstrip(".").lower()
 
 
-def shown(item: str) -> str:
-    """An address as a message may quote it: at most 80 characters, anything before an '@' (user
-    information, a password) masked."""
-    return (MASK + "@" + item.rsplit("@", 1)[1] if "@" in item else item)[:80]
+def _quoted(item: str) -> str:
+    """An address as a message may quote it: at most 80 characters, its user information masked
+    (the one mask, core/mask.py)."""
+    return mask_value(item, host=True)[:80]
 
 
 def check_addresses(settings: Settings) -> None:
@@ -73,14 +73,14 @@ def check_addresses(settings: Settings) -> None:
         for item in items:
             why = host_problem(item)
             if why:
-                raise KimiError(E.INVALID_VALUE, f"{field.env}: {shown(item)!r} {why}. Write one host per entry, e.g. "
+                raise KimiError(E.INVALID_VALUE, f"{field.env}: {_quoted(item)!r} {why}. Write one host per entry, e.g. "
                                 "10.0.0.1, node-1.cluster.local or fd00::1.")
         first: Dict[str, int] = {}
         for i, item in enumerate(items):  # each entry of a list is a node of its own, as a pool's are
             j = first.setdefault(same_host(item), i)
             if j != i:
-                raise KimiError(E.INVALID_VALUE, f"{field.env} lists one host twice: entry {j + 1} ({shown(items[j])}) "
-                                f"and entry {i + 1} ({shown(item)}). Each entry is a node of its own: give each its "
+                raise KimiError(E.INVALID_VALUE, f"{field.env} lists one host twice: entry {j + 1} ({_quoted(items[j])}) "
+                                f"and entry {i + 1} ({_quoted(item)}). Each entry is a node of its own: give each its "
                                 "own address.")
 
 

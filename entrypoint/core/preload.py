@@ -16,7 +16,7 @@ from typing import List
 from entrypoint.core.args import Tagged, tag
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.record import Record
-from entrypoint.core.vllm_cli import parse
+from entrypoint.core.vllm_cli import parse, spec_for
 
 ROLE = "preload"  # KIMI_ROLE of the sidecar / companion container
 SOURCE = "settings (KIMI_PRELOAD)"
@@ -59,8 +59,8 @@ def release(sel, cat, deploy_type: str, kv=None, data: Record = None) -> Record:
         raise KimiError(UNSUPPORTED_COMBINATION, "KIMI_PRELOAD=1 launches the engine with --load-format "
                         f"{found.engine_load_format}, but the vLLM args set --load-format too. Remove it from "
                         "KIMI_EXTRA_ARGS (the weight cache loads with the launch's own loader), " + WAY_OUT + ".")
-    dest = found.engine_extra_config_option.lstrip("-").replace("-", "_")
-    if sel.user is not None and sel.user.get(dest) is not None:
+    option = spec_for(sel.user.version).lookup(found.engine_extra_config_option)[0] if sel.user is not None else None
+    if option is not None and sel.user.get(option.dest) is not None:  # the recorded grammar's own destination
         raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_PRELOAD=1 gives the engine {found.engine_extra_config_option} "
                         f"{{\"{found.engine_socket_key}\": ...}} (where the weight cache's daemons listen), but the vLLM "
                         f"args set {found.engine_extra_config_option} too, which would replace it: the engine would "

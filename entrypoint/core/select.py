@@ -15,7 +15,8 @@ from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.plan import Choice
 from entrypoint.core.recipe import Catalog, default_features
 from entrypoint.core.settings import Settings
-from entrypoint.core.versions import version_key  # noqa: F401 - resolve imports it from here
+from entrypoint.core.versions import release_refusal, version_key  # noqa: F401 - resolve imports version_key from here
+from entrypoint.core.vllm_cli import available_versions
 
 # Placeholders the recipe data uses, and the setting that fills each one.
 PLACEHOLDER_SETTINGS = {
@@ -297,9 +298,6 @@ def default_release(catalog: Catalog, hw: Optional[str] = None) -> str:
     """The release a plan is for when nothing names one: recipes/serving.yaml default_vllm, unless the
     recipe refuses it (a later floor) or no image of it is built for `hw`'s image target; then the
     nearest recorded release that has both, later ones first."""
-    from entrypoint.core.versions import release_refusal
-    from entrypoint.core.vllm_cli import available_versions
-
     default = catalog.serving.default_vllm.release
     known = available_versions()
     later = [v for v in known if version_key(v) > version_key(default)]
@@ -323,7 +321,7 @@ def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional
         raise KimiError(E.INVALID_VALUE, f"{source or 'KIMI_VLLM_VERSION'}={raw!r} is not a vLLM release like "
                         f"{known[-1]}. Supported: {', '.join(known)}.")
     version = match.group(1)
-    from entrypoint.core.versions import release_refusal, release_window
+    from entrypoint.core.versions import release_window
 
     model = catalog.recipe.model
     why = release_refusal(model, version)  # before any grammar lookup (it falls back to the oldest file)
@@ -371,8 +369,6 @@ def version_classes(catalog: Catalog) -> list:
     with the one after it. A release is judged as the newest class not newer than it; "0.0.0"
     stands for those below all. (KV options' floors, the loaders' exact release lists and the
     router's grammar needs are judged by their own rules.)"""
-    from entrypoint.core.vllm_cli import available_versions
-
     found = {"0.0.0", *available_versions(), *(r.removed_in for r in catalog.vllm_env_removed.values())}
     for recipe in catalog.recipes.values():
         found.add(recipe.model.min_vllm_version)
@@ -517,8 +513,6 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
            detected_vllm: Optional[str] = None, model_gb: Optional[float] = None) -> Selection:
     """`model_gb`: a local model's weights (KIMI_MODEL=/path), which size derived PD pools instead of
     the recipe variant's minimum."""
-    from entrypoint.core.vllm_cli import available_versions
-
     # The recipe's vLLM window first: a release it refuses is refused on any hardware (and before
     # any grammar lookup, which falls back to the oldest grammar file for a release it lacks).
     named = settings.vllm_version or detected_vllm

@@ -66,3 +66,15 @@ def test_the_data_directory_lookup_reads_the_declared_variable(tmp_path):
     assert datadir.RECIPES_DIR_ENV == BY_NAME["recipes_dir"].env
     assert datadir.default_recipes_dir({datadir.RECIPES_DIR_ENV: str(tmp_path)}) == tmp_path
     assert (datadir.default_recipes_dir({}) / "models" / "kimi-k2.5.yaml").is_file()
+
+
+def test_default_release_imports_nothing_when_called():
+    """Review (issue 40): core/select.py's default_release (every plan asks it) has its imports at
+    module level: neither module imports select, so there is no cycle to break."""
+    import ast
+    import inspect
+
+    from entrypoint.core import select
+
+    tree = ast.parse(inspect.getsource(select.default_release))
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -111,3 +111,17 @@ def test_image_references_follow_the_oci_grammar(image, ok):
     if not ok:
         assert "KIMI_IMAGE=" in done.stderr and "image reference" in done.stderr and "Traceback" not in done.stderr
         assert "****" not in done.stderr  # a digest is no password (mask_value)
+
+
+def test_one_mask_of_user_information_in_messages():
+    """Review (issue 40): the address checks quote an entry through core/mask.py's mask_value, the
+    one mask of user information in messages, instead of a masking of their own."""
+    import inspect
+
+    from entrypoint.core import placement
+    from entrypoint.core.mask import mask_value
+
+    assert mask_value(f"{PW}@h1", host=True) == "****@h1" and mask_value(f"u:{PW}@h1") == "****@h1"
+    assert mask_value("ghcr.io/kimi-serve/kimi:h200@sha256:" + "a" * 64).endswith("@sha256:" + "a" * 64)
+    source = inspect.getsource(placement)
+    assert not hasattr(placement, "shown") and "rsplit(\"@\"" not in source and "MASK" not in source

@@ -177,3 +177,19 @@ def test_compose_draws_a_companion_service_the_engine_waits_for(hardware):
     sockets = [v for v in engine["volumes"] if v.endswith(":/run/weight-cache")]
     assert sockets and sockets[0] in daemon["volumes"]
     assert doc["volumes"][sockets[0].split(":")[0]]["driver_opts"]["type"] == "tmpfs"
+
+
+def test_the_users_loader_config_is_found_by_the_recorded_grammars_destination(monkeypatch):
+    """Review (issue 40): the option the engine's socket travels in is looked up in the recorded
+    grammar (its `dest`), not derived by editing its string: a grammar whose destination is not the
+    option's name (argparse's dest=) still refuses the user's own value."""
+    import dataclasses
+
+    from entrypoint.core.vllm_cli import spec_for
+
+    spec = spec_for("0.32.0")
+    option = spec.options["--model-loader-extra-config"]
+    monkeypatch.setitem(spec.options, "--model-loader-extra-config", dataclasses.replace(option, dest="loader_config"))
+    with pytest.raises(KimiError) as err:
+        build({**ON, "KIMI_EXTRA_ARGS": "--model-loader-extra-config {}"}).plan
+    assert err.value.code == UNSUPPORTED_COMBINATION and "load every weight from disk" in err.value.message
