@@ -31,13 +31,28 @@ def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None
     return compose(wired, catalog=catalog, selection=selection)
 
 
-def deployment_files(render_module, environ: Optional[Mapping[str, str]] = None) -> dict:
-    """The files a renderer writes ({name: text}). A file that would write a secret down is
-    refused. For a cloud platform with a port/bind contract, the rendered container's own start
-    is also composed here (to its launch, not exec) as the platform will start it, so that a
-    container the platform would see exit 2 is refused before anything is written."""
+def deployment_notes(launch: Launch, environ: Optional[Mapping[str, str]] = None) -> list:
+    """What a reader of the rendering should know that no refusal says: the interface between the
+    nodes, when KIMI_IFACE is unset (each container finds its own at its start: never this
+    machine's, which is not where the deployment runs)."""
+    environ = os.environ if environ is None else environ
+    if (launch.settings.iface or "").lower() != "auto" or read_settings(environ).iface:  # set (file or env)
+        return []
+    return ["KIMI_IFACE is unset: the rendered containers run with KIMI_IFACE=auto, each finding the interface "
+            "between the nodes at its start (its default route's, logged), not this machine's. Set KIMI_IFACE to "
+            "name it."]
+
+
+def deployment_files(render_module, environ: Optional[Mapping[str, str]] = None, notes: Optional[list] = None) -> dict:
+    """The files a renderer writes ({name: text}); `notes`, when given, receives deployment_notes.
+    A file that would write a secret down is refused. For a cloud platform with a port/bind
+    contract, the rendered container's own start is also composed here (to its launch, not exec)
+    as the platform will start it, so that a container the platform would see exit 2 is refused
+    before anything is written."""
     launch = deployment_launch(render_module, environ)
     files = render_module.render(launch)
+    if notes is not None:
+        notes += deployment_notes(launch, environ)
     refuse_written_secrets(files, os.environ if environ is None else environ)
     pid = getattr(render_module, "PID", None)
     if pid:

@@ -203,7 +203,10 @@ def _render_files(fmt: str, output: Optional[str], check: bool = False) -> None:
     path, _, attribute = FILE_RENDERERS[fmt].partition(":")
     module = importlib.import_module(path)
     module = getattr(module, attribute) if attribute else module
-    files = deployment_files(module)
+    notes: list = []
+    files = deployment_files(module, notes=notes)
+    for note in notes:  # the interface between the nodes, when KIMI_IFACE is unset
+        say(note, level="note")
     if check:
         echo(f"ok: kimi-serve plan renders the {fmt} deployment ({', '.join(sorted(files))}); every "
              "container judges its own launch again when it starts")

@@ -30,7 +30,9 @@ def fake_vllm(tmp_path):
         exe = bindir / name
         exe.write_text(RECORDER.format(python=sys.executable))
         exe.chmod(0o755)
-    return {"PATH": f"{bindir}:{os.environ['PATH']}", "RECORD_TO": str(tmp_path / "record.json")}, tmp_path
+    # the exec edge makes the cache's directories: KIMI_CACHE_DIR in tmp, never the host's /cache
+    return {"PATH": f"{bindir}:{os.environ['PATH']}", "RECORD_TO": str(tmp_path / "record.json"),
+            "KIMI_CACHE_DIR": str(tmp_path / "cache")}, tmp_path
 
 
 def test_launch_execs_the_printed_argv_and_keeps_user_env(fake_vllm):
@@ -183,3 +185,43 @@ def test_a_missing_head_address_gets_an_example_and_the_schedulers_that_fill_it(
         build({"KIMI_HARDWARE": "h200", "KIMI_NODES": "2", "KIMI_IFACE": "eth0"})
     assert "e.g. KIMI_HEAD_ADDR=10.0.0.1" in info.value.message
     assert "LWS_LEADER_ADDRESS" in info.value.message and "SLURM_JOB_NODELIST" in info.value.message
+
+
+@pytest.mark.parametrize("fmt", ["k8s", "skypilot"])
+def test_a_rendered_two_node_deployment_never_bakes_this_machines_interface(monkeypatch, fmt):
+    """Issue 40: without KIMI_IFACE, a rendering for other machines does not use this machine's
+    interface: its containers get KIMI_IFACE=auto (each finds its own at its start and logs it), and
+    plan says so in one note naming the setting."""
+    from click.testing import CliRunner
+
+    from entrypoint.cli import plan
+    from entrypoint.node import cluster
+
+    monkeypatch.setattr(cluster, "resolve_iface", lambda head, proc_root="/proc": ("ens5", "the default route's interface"))
+    for key in ("KIMI_IFACE", "KIMI_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    env = {"KIMI_HARDWARE": "h200", "KIMI_NODES": "2", "KIMI_HEAD_ADDR": "10.0.0.1"}
+    result = CliRunner().invoke(plan.command, ["--format", fmt], env=env)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "ens5" not in result.stdout + result.stderr and "KIMI_IFACE" in result.stdout
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(
+        "kimi-serve: note: KIMI_IFACE is unset: the rendered containers run with KIMI_IFACE=auto")
+    named = CliRunner().invoke(plan.command, ["--format", fmt], env={**env, "KIMI_IFACE": "ib0"})
+    assert named.exit_code == 0 and "ib0" in named.stdout and named.stderr == ""
+
+
+def test_a_two_node_plan_here_with_no_interface_found_refuses_naming_kimi_iface(monkeypatch):
+    """Issue 40: where this machine's routing finds no interface, a two-node plan (or a node's start)
+    refuses with the setting that fixes it, instead of a launch without one."""
+    from click.testing import CliRunner
+
+    from entrypoint.cli import plan
+    from entrypoint.node import cluster
+
+    monkeypatch.setattr(cluster, "resolve_iface", lambda head, proc_root="/proc": (None, "no default route"))
+    for key in ("KIMI_IFACE", "KIMI_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    result = CliRunner().invoke(plan.command, [], env={"KIMI_HARDWARE": "h200", "KIMI_NODES": "2",
+                                                                        "KIMI_HEAD_ADDR": "10.0.0.1"})
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "KIMI_IFACE is required for this configuration" in result.stderr and "e.g. eth0" in result.stderr
