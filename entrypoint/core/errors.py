@@ -35,18 +35,25 @@ class KimiError(Exception):
 
 def unknown_value(setting: str, value: str, valid: Iterable[str], way_out: str = "") -> KimiError:
     """An unknown value: name the valid ones and the closest match."""
-    import difflib
-
     valid = list(valid)
     tail = f" {way_out}" if way_out else ""
     if not valid:  # never an empty list of valid values: say there are none, and the way out
         return KimiError(UNKNOWN_VALUE, f"{setting}={value!r} is not known: there are no valid values here.{tail}")
-    close = difflib.get_close_matches(str(value), valid, n=1)
-    if not close:  # a short form: `k3` for `kimi-k3`, `h200` written `H200` is matched above
-        text = str(value).strip().lower()
-        close = [v for v in valid if text and (v.lower().endswith("-" + text) or v.lower().startswith(text + "-"))][:1]
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    hint = did_you_mean(value, valid)
     return KimiError(
         UNKNOWN_VALUE,
         f"{setting}={value!r} is not known. Valid values: {', '.join(valid)}.{hint}{tail}",
     )
+
+
+def did_you_mean(value: str, valid: Iterable[str]) -> str:
+    """` Did you mean 'x'?` for the valid value closest to `value` (a near spelling, or a short form:
+    `k3` for `kimi-k3`), else ""."""
+    import difflib
+
+    valid = list(valid)
+    close = difflib.get_close_matches(str(value), valid, n=1)
+    if not close:  # a short form: `k3` for `kimi-k3`, `h200` written `H200` is matched above
+        text = str(value).strip().lower()
+        close = [v for v in valid if text and (v.lower().endswith("-" + text) or v.lower().startswith(text + "-"))][:1]
+    return f" Did you mean '{close[0]}'?" if close else ""

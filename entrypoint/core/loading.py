@@ -279,7 +279,8 @@ def decide(setting: str, vllm_version: str, user_args: Sequence[str], spec, mode
     accepted = formats_of(vllm_version, data)
     if fmt not in accepted:
         raise KimiError(E.UNKNOWN_VALUE, f"{SETTING}={setting} is not a load format of vLLM {vllm_version}. It "
-                        f"accepts: {', '.join(accepted)}; or `recipe` (the recipe's own flags) or `auto`.")
+                        f"accepts: {', '.join(accepted)}; or `recipe` (the recipe's own flags) or `auto`."
+                        + E.did_you_mean(fmt, [*accepted, "recipe", "auto"]))
     if model_is_object and fmt != data.loaders[object_rule].load_format:
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"{SETTING}={setting}, but the model is in object storage, "
                         f"which vLLM loads only with {data.loaders[object_rule].load_format}. Set {SETTING}=auto "

@@ -156,6 +156,25 @@ def test_a_short_recipe_name_gets_the_full_one_suggested():
         _build({"KIMI_RECIPE": "K2.5", "KIMI_HARDWARE": "h200"})
 
 
+@pytest.mark.parametrize("setting, typed, meant", [
+    ("KIMI_HARDWARE", "h20", "h200"), ("KIMI_STRATEGY", "single_node_pt", "single_node_tp"),
+    ("KIMI_VARIANT", "nvfp", "nvfp4"), ("KIMI_PREFLIGHT", "warm", "warn"), ("KIMI_ROLE", "prefil", "prefill"),
+    ("KIMI_KV_OFFLOAD", "lmcach", "lmcache"), ("KIMI_ROUTER_POLICY", "round-robin", "round_robin"),
+    ("KIMI_LOAD_FORMAT", "fastsafetensor", "fastsafetensors"), ("KIMI_FEATURES", "+tool_caling", "tool_calling"),
+])
+def test_an_unknown_choice_suggests_the_nearest_valid_one(setting, typed, meant):
+    """Issue 40: every setting with a list of valid values names the nearest one to a near miss."""
+    from entrypoint.app.launch import build as _build
+    from entrypoint.core.errors import KimiError
+
+    env = {"KIMI_HARDWARE": "h200", setting: typed}
+    if setting == "KIMI_ROUTER_POLICY":
+        env["KIMI_REPLICAS"] = "2"
+    with pytest.raises(KimiError) as err:
+        _build(env).plan
+    assert f"Did you mean '{meant}'?" in err.value.message and err.value.exit_code == 2, err.value.message
+
+
 def test_a_two_node_plan_says_which_interface_it_uses(monkeypatch):
     """Issue 40: without KIMI_IFACE, a multi-node plan printed here uses this machine's interface;
     it says so, with the way out, instead of rendering it silently."""
