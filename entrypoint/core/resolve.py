@@ -380,8 +380,8 @@ def _placeholder_lookup(sel: Selection):
                                     f"{index} (a comma list, one address per node of the {prefix.lower()} pool).")
             raise KimiError(E.MISSING_SETTING, f"The launch needs ${name}, which no setting provides.")
         why = {"KIMI_HEAD_ADDR": "the address of rank 0, reachable from every node, e.g. KIMI_HEAD_ADDR=10.0.0.1 (a "
-                                 "LeaderWorkerSet's LWS_LEADER_ADDRESS or a Slurm job's SLURM_JOB_NODELIST fills it "
-                                 "in the cluster)",
+                                 "LeaderWorkerSet's LWS_LEADER_ADDRESS, the first host of a Slurm job's "
+                                 "SLURM_JOB_NODELIST or SkyPilot's SKYPILOT_NODE_IPS fills it in the cluster)",
                "KIMI_IFACE": "the network interface GLOO/NCCL use between nodes, e.g. eth0"}.get(setting, "")
         raise KimiError(E.MISSING_SETTING, f"{setting} is required for this configuration"
                         + (f": {why}." if why else "."))

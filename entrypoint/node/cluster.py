@@ -125,7 +125,7 @@ def _scheduler_values(environ: Mapping[str, str], settings: Settings) -> Tuple[s
             else:
                 raise KimiError(INVALID_VALUE, f"{name}={(ext.get(name) or '')[:80]!r} is not a Slurm host list "
                                 f"({exc}), so the head node is unknown: set KIMI_HEAD_ADDR to rank 0's "
-                                "address.") from None
+                                "address, e.g. KIMI_HEAD_ADDR=10.0.0.1, or give a host list such as gpu[01-04].") from None
         if hosts:
             values["KIMI_HEAD_ADDR"] = hosts[0]
         return "Slurm", values

@@ -203,7 +203,15 @@ def test_a_missing_head_address_gets_an_example_and_the_schedulers_that_fill_it(
     with pytest.raises(KimiError) as info:
         build({"KIMI_HARDWARE": "h200", "KIMI_NODES": "2", "KIMI_IFACE": "eth0"})
     assert "e.g. KIMI_HEAD_ADDR=10.0.0.1" in info.value.message
-    assert "LWS_LEADER_ADDRESS" in info.value.message and "SLURM_JOB_NODELIST" in info.value.message
+    assert "LWS_LEADER_ADDRESS" in info.value.message and "first host of a Slurm job's SLURM_JOB_NODELIST" in \
+        info.value.message and "SKYPILOT_NODE_IPS" in info.value.message  # every scheduler node/cluster.py reads
+    # a Slurm host list that names no head: the same example and the list's form
+    from entrypoint.app.launch import load_launch
+
+    with pytest.raises(KimiError) as info:
+        load_launch((), {"KIMI_HARDWARE": "h200", "KIMI_IFACE": "eth0", "SLURM_NNODES": "2", "SLURM_NODEID": "0",
+                         "SLURM_JOB_NODELIST": "gpu[04-01]"})
+    assert "e.g. KIMI_HEAD_ADDR=10.0.0.1" in info.value.message and "gpu[01-04]" in info.value.message
 
 
 @pytest.mark.parametrize("fmt", ["k8s", "skypilot"])
