@@ -91,7 +91,7 @@ def test_doctor_detects_it_with_fake_tools(recipes, tmp_path):
     smi.write_text(f"#!/bin/sh\nexec /bin/cat {tmp_path / 'smi.csv'}\n")
     smi.chmod(0o755)
     out = kimi(recipes, "doctor", "--format", "json", PATH=f"{bindir}:{os.environ['PATH']}",
-               KIMI_CACHE_DIR=str(tmp_path / "cache"))
+               KIMI_CACHE_DIR=str(tmp_path / "cache"), KIMI_HARDWARE="auto")  # detection asked for, as print
     report = json.loads(out.stdout)
     assert report["detection"]["hardware"] == NEW_ID and report["detection"]["count"] == 8, out.stderr
     assert report["launch"]["hardware"] == NEW_ID

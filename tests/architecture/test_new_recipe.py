@@ -135,7 +135,7 @@ def test_doctor_and_download_name_the_new_models(recipes, tmp_path):
     smi.write_text(f"#!/bin/sh\nexec /bin/cat {tmp_path / 'smi.csv'}\n")
     smi.chmod(0o755)
     env = {"PATH": f"{bindir}:{os.environ['PATH']}", "KIMI_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    out = kimi(recipes, "doctor", "--format", "json", **env)
+    out = kimi(recipes, "doctor", "--format", "json", KIMI_HARDWARE="auto", **env)  # detection asked for, as print
     report = json.loads(out.stdout)
     assert report["detection"]["hardware"] == NEW_ID, out.stderr
     assert report["launch"]["recipe"] == SLUG and report["launch"]["model"] == "example-org/Kimi-K9"
