@@ -252,3 +252,14 @@ def test_a_two_node_plan_here_with_no_interface_found_refuses_naming_kimi_iface(
                                                                         "KIMI_HEAD_ADDR": "10.0.0.1"})
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert "KIMI_IFACE is required for this configuration" in result.stderr and "e.g. eth0" in result.stderr
+
+
+def test_plan_time_creates_no_directory(tmp_path):
+    """Issue 40: only the exec edge (and a download) makes the cache's directories: print, plan,
+    explain and the renderings leave a missing KIMI_CACHE_DIR missing."""
+    cache = tmp_path / "cache"
+    env = {"KIMI_HARDWARE": "h200", "KIMI_CACHE_DIR": str(cache), "HOME": str(tmp_path / "home")}
+    for args in (["print"], ["plan"], ["explain"], ["plan", "--format", "k8s"], ["plan", "--format", "compose"]):
+        proc = run(args, env, cwd=tmp_path)
+        assert proc.returncode == 0, (args, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
