@@ -70,7 +70,7 @@ def _check_one_node(sel: Selection) -> None:
                         + way_out)
 
 
-def _hardened(launch, proc: Process) -> dict:
+def hardened(launch, proc: Process) -> dict:
     """What every service gets: the image's user, the settings, the token file, a read-only root
     with scratch tmpfs, no capabilities, no new privileges."""
     # user: the UID alone, so the process keeps the image user's groups (video, render)
@@ -82,7 +82,7 @@ def _hardened(launch, proc: Process) -> dict:
 
 
 def _service(launch, proc: Process) -> dict:
-    svc = {"image": image(launch), **_hardened(launch, proc), "network_mode": "host", "restart": "unless-stopped"}
+    svc = {"image": image(launch), **hardened(launch, proc), "network_mode": "host", "restart": "unless-stopped"}
     if proc.local_gpus or is_companion(proc):  # LMCache's server takes the engine's GPU memory over IPC
         svc["ipc"] = "host"  # vLLM's tensor-parallel workers share memory through /dev/shm
         access = brand(launch).compose  # the GPU brand's devices (recipes/hardware.yaml)
@@ -125,7 +125,7 @@ def download_name(launch) -> str:
 def _download(launch) -> dict:
     """The one-shot service that fills the cache (`kimi-serve download`) before vLLM starts."""
     proc = next(p for p in launch.plan.processes if p.local_gpus)
-    return {"image": image(launch), "command": ["download"], **_hardened(launch, proc), "network_mode": "host",
+    return {"image": image(launch), "command": ["download"], **hardened(launch, proc), "network_mode": "host",
             "volumes": [f"{CACHE_VOLUME}:{cache_mount(launch)}"], "restart": "no"}
 
 

@@ -7,6 +7,7 @@ checkov skip, and a ServiceAccount with its Role and RoleBinding."""
 from __future__ import annotations
 
 from entrypoint.core.errors import MISSING_SETTING, UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.render.k8s_objects import meta
 
 
 def check_hosts(settings, sel, fmt: str) -> None:
@@ -61,15 +62,15 @@ def with_skip(obj: dict, skip: str) -> dict:
 RBAC_API = "rbac.authorization.k8s.io/v1"
 
 
-def rbac(k8s, launch, name: str, component: str, rules) -> list:
+def rbac(launch, name: str, component: str, rules) -> list:
     """The ServiceAccount `name` (its token not mounted unless the pod asks), a Role granting
     `rules` (records with api_groups, resources, verbs) in the launch's namespace only, and the
     RoleBinding between them."""
-    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": k8s._meta(launch, name, component),
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(launch, name, component),
              "automountServiceAccountToken": False},
-            {"apiVersion": RBAC_API, "kind": "Role", "metadata": k8s._meta(launch, name, component),
+            {"apiVersion": RBAC_API, "kind": "Role", "metadata": meta(launch, name, component),
              "rules": [{"apiGroups": list(r.api_groups), "resources": list(r.resources), "verbs": list(r.verbs)}
                        for r in rules]},
-            {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": k8s._meta(launch, name, component),
+            {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": meta(launch, name, component),
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
              "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": launch.settings.namespace}]}]
