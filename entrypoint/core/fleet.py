@@ -356,7 +356,7 @@ def layer(sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str
 
 def router_of(plan: Plan) -> Optional[Process]:
     """The fleet's router of a plan (its one router process), None without one."""
-    return next((p for p in plan.processes if p.kind is Kind.ROUTER), None)
+    return plan.topology.router
 
 
 def unfilled(proc: Process) -> List[str]:

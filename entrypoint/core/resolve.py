@@ -773,17 +773,17 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
 
 def this_process(plan: Plan, sel: Selection) -> Process:
     """The process this container runs: by KIMI_NODE_RANK, and KIMI_ROLE for a pd_cluster."""
-    if sel.role is not None and sel.prefill is None and any(p.kind is Kind.PRELOAD for p in plan.processes):
-        found = plan.find(sel.role, 0)  # the weight cache's container (KIMI_ROLE=preload)
+    topology = plan.topology
+    if sel.role is not None and not topology.pd and topology.helper(Kind.PRELOAD) is not None:
+        found = topology.process(sel.role, 0)  # the weight cache's container (KIMI_ROLE=preload)
         if found is not None and found.kind is Kind.PRELOAD:
             return found
-    if sel.prefill is None:
+    if not topology.pd:
         return plan.processes[sel.node_rank]
     if sel.role is None:
         raise KimiError(E.MISSING_SETTING, "KIMI_ROLE is required to launch a pd_cluster process: prefill, decode "
                         "or router (`kimi-serve plan` shows all of them).")
-    rank = sel.node_rank if any(p.is_engine for p in plan.processes if p.role == sel.role) else 0
-    proc = plan.find(sel.role, rank)
+    proc = topology.process(sel.role, sel.node_rank)
     if proc is None:
         pool = sel.prefill if sel.role == "prefill" else sel.decode
         raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={sel.node_rank} but the {sel.role} pool has "

@@ -20,7 +20,7 @@ from typing import Mapping
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.kv import choose
 from entrypoint.render.fleet import check_hosts
-from entrypoint.core.plan import Kind, Process
+from entrypoint.core.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
                                           health, image, image_user, is_companion, scratch, service_name, stop,
                                           token_path, weight_cache, with_defaults)
@@ -95,9 +95,8 @@ def _service(launch, proc: Process) -> dict:
                              # what the engine connects to at start: LMCache's server, the KV store, the
                              # weight cache (healthy: every daemon holds its shard)
                              **{service_name(launch, p): {"condition": "service_healthy"}
-                                for p in launch.plan.processes
-                                if not p.is_engine and p.kind is not Kind.ROUTER and p is not proc}}
-    elif proc.kind is Kind.ROUTER:
+                                for p in launch.plan.topology.helpers if p is not proc}}
+    elif proc is launch.plan.topology.router:
         svc["depends_on"] = [service_name(launch, p) for p in launch.plan.engines]
     svc.update(stop_settings(launch, proc))
     h = health(launch)

@@ -22,8 +22,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.fleet import router_of
-from entrypoint.core.plan import Kind, Port
+from entrypoint.core.plan import Port
 from entrypoint.render.fleet import rbac, selector, with_skip
 from entrypoint.render.k8s_objects import (NETPOL_API, component_labels, deployment, exposed, lws_name, meta,
                                            pd_pools, pod_addresses, scraper)
@@ -71,7 +70,7 @@ def _router_deployment(launch, router) -> dict:
     container = pod["containers"][0]
     # what the router's own plan needs that no other container gets: where to discover, how many copies
     own = {"KIMI_NAMESPACE": launch.settings.namespace, "KIMI_REPLICAS": str(launch.fleet.replicas)}
-    if launch.selection.is_multi_node:  # the copy's plan resolves with group 0's head (the router runs none of it)
+    if launch.plan.topology.multi_node:  # the copy's plan resolves with group 0's head (the router runs none of it)
         own["KIMI_HEAD_ADDR"] = launch.settings.head_addr
     container["env"][:0] = env_list(own)
     container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": router.ports[Port.METRICS]})
@@ -82,8 +81,7 @@ def _engine_launch(launch):
     """The launch of one copy (the router left out), which k8s.py draws as it always has."""
     import dataclasses
 
-    engines = tuple(p for p in launch.plan.processes if p.kind is not Kind.ROUTER)
-    return dataclasses.replace(launch, plan=dataclasses.replace(launch.plan, processes=engines))
+    return dataclasses.replace(launch, plan=launch.plan.without_router())
 
 
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index
@@ -98,10 +96,10 @@ def _own_group(launch, lws: dict) -> None:
     each group's head, DP address and NIXL side channels are its own pods'. A value set by hand
     stays as given."""
     own = {}
-    for pool in (launch.selection.prefill, launch.selection.decode):
-        name = lws_name(launch.name, pool.role)
-        own[f"KIMI_{pool.role.upper()}_ADDRS"] = (",".join(pod_addresses(name, pool.node_count)),
-                                                   ",".join(pod_addresses(name, pool.node_count, f"$({GROUP_VAR})")))
+    for pool in launch.plan.topology.pools:
+        name = lws_name(launch.name, pool.name)
+        own[f"KIMI_{pool.name.upper()}_ADDRS"] = (",".join(pod_addresses(name, pool.group_nodes)),
+                                                   ",".join(pod_addresses(name, pool.group_nodes, f"$({GROUP_VAR})")))
     spec = lws["spec"]["leaderWorkerTemplate"]
     for key in ("leaderTemplate", "workerTemplate"):
         for container in spec.get(key, {}).get("spec", {}).get("containers", ()):
@@ -115,9 +113,9 @@ def _own_group(launch, lws: dict) -> None:
 
 def _behind_router(launch, copies: list) -> list:
     """The copies' objects, the router's RBAC and Deployment, exposed through the router's API port."""
-    router = router_of(launch.plan)
+    router = launch.plan.topology.router
     return exposed(launch, copies + _rbac(launch) + [_router_deployment(launch, router)],
-                        component_labels(launch, "router"), router.port)
+                   component_labels(launch, router.role), router.port)
 
 
 def pd_fleet(launch) -> list:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import List, Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.plan import Process
+from entrypoint.core.plan import INSTANCE, Kind, Process
 from entrypoint.render.deployment import (SHM, TERMINATION_MESSAGE, container_env, helper_resources, image, is_companion,
                                           scratch, stop)
 from entrypoint.render.k8s_objects import (Drawn, cache_claim_spec, component_labels, deployment, meta, pd_cluster,
@@ -88,24 +88,24 @@ def _master_service(launch, master: Process) -> dict:
                      "ports": [{"name": "tcp", "port": master.port, "targetPort": "tcp"}]}}
 
 
-def kv_store(launch):
-    """The KV store's objects (k8s.Drawn): its master, store and instances, or its PD pools."""
-    plan = launch.plan
-    master, store = plan.find("master", 0), plan.find("store", 0)
+def kv_store(launch) -> Drawn:
+    """The KV store's objects: its master, store and instances, or its PD pools."""
+    topology = launch.plan.topology
+    master, store = topology.helper(Kind.KV_MASTER), topology.helper(Kind.KV_STORE)
     objects: List[dict] = [deployment(launch, master), _master_service(launch, master)]
     if store is not None:
         objects += [_stateful_set(launch, store, 1, claims=False),
-                    _headless(launch, f"{launch.name}-store", "store")]
-    router = plan.find("router", 0)
-    if launch.selection.prefill is not None:  # PD pools + their router, as k8s.py draws them
+                    _headless(launch, f"{launch.name}-{store.role}", store.role)]
+    if topology.pd:  # PD pools + their router, as k8s_objects.py draws them
         pd = pd_cluster(launch)
         return Drawn(objects + pd.objects, pd.selector, pd.port)
-    instances = [p for p in plan.processes if p.role == "instance"]
+    instances = topology.pool(INSTANCE).engines
     objects += [_stateful_set(launch, instances[0], len(instances), claims=True),
-                _headless(launch, f"{launch.name}-instance", "instance")]
+                _headless(launch, f"{launch.name}-{INSTANCE}", INSTANCE)]
+    router = topology.router
     if router is None:  # one instance serves the API itself
-        return Drawn(objects, component_labels(launch, "instance"), instances[0].port)
-    return Drawn(objects + [deployment(launch, router)], component_labels(launch, "router"), router.port)
+        return Drawn(objects, component_labels(launch, INSTANCE), instances[0].port)
+    return Drawn(objects + [deployment(launch, router)], component_labels(launch, router.role), router.port)
 
 
 def add_companions(launch, pod: dict) -> dict:

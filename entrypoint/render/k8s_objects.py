@@ -177,19 +177,15 @@ def exposed(launch, objects: list, selector: dict, port: int) -> list:
 
 def pd_pools(launch) -> list:
     """A PD cluster's pools: a LeaderWorkerSet each."""
-    pools = (launch.selection.prefill, launch.selection.decode)
-    if any(pool.nodes == 0 for pool in pools):
+    pools = launch.plan.topology.pools
+    if any(pool.shares_node for pool in pools):
         raise KimiError(UNSUPPORTED_COMBINATION, "A pool of 0 nodes shares one node's GPUs with the other pool, which "
                         "Kubernetes cannot give to two pods. Set KIMI_PREFILL_NODES and KIMI_DECODE_NODES to 1 or "
                         "more, or render the shared node for Compose: kimi-serve plan --format compose.")
-    objects = []
-    for pool in pools:
-        group = sorted((p for p in launch.plan.processes if p.role == pool.role), key=lambda p: p.rank)
-        objects.append(leader_worker_set(launch, lws_name(launch.name, pool.role), group))
-    return objects
+    return [leader_worker_set(launch, lws_name(launch.name, pool.name), list(pool.groups[0].nodes)) for pool in pools]
 
 
 def pd_cluster(launch) -> Drawn:
-    router = launch.plan.front
-    return Drawn(pd_pools(launch) + [deployment(launch, router)], component_labels(launch, "router"), router.port)
+    router = launch.plan.topology.router
+    return Drawn(pd_pools(launch) + [deployment(launch, router)], component_labels(launch, router.role), router.port)
 
