@@ -1,8 +1,8 @@
 """What a fleet (core/fleet.py, docs/fleet.md) asks of a rendering for hosts (Compose): one node holds
 one copy, so the router on this node is given every copy's address (KIMI_REPLICA_ADDRS, this node's
 own included, e.g. 127.0.0.1); a Gateway is a Kubernetes rendering. Also what the Kubernetes
-renderings of a fleet share (render/k8s_fleet.py, render/gateway.py): the copies' selector, the
-checkov skip, and a ServiceAccount with its Role and RoleBinding."""
+renderings of a fleet share (render/k8s_fleet.py, render/gateway.py): the copies' selector and a
+ServiceAccount with its Role and RoleBinding (their checkov skips: render/k8s_objects.py with_skips)."""
 
 from __future__ import annotations
 
@@ -46,17 +46,6 @@ def selector(name: str, sel, lws_labels) -> list:
     if sel.is_multi_node:
         return [f"{name_label}={name}", f"{index_label}=0"]
     return [f"app.kubernetes.io/name={name}", "app.kubernetes.io/component=single"]
-
-
-def with_skip(obj: dict, skip: str) -> dict:
-    """`obj` (a Deployment) with one more checkov skip annotation (`CKV_ID=reason`), on it and on its
-    pod template (docs/security.md lists each)."""
-    from entrypoint.render.k8s_pod import SKIP_ANNOTATION
-
-    for meta in (obj["metadata"], obj["spec"]["template"]["metadata"]):
-        annotations = meta.setdefault("annotations", {})
-        annotations[SKIP_ANNOTATION.format(len(annotations) + 1)] = skip
-    return obj
 
 
 RBAC_API = "rbac.authorization.k8s.io/v1"

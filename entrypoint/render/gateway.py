@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from entrypoint.render.deployment import TERMINATION_MESSAGE
 from entrypoint.render.fleet import rbac
-from entrypoint.render.k8s_objects import LWS_INDEX_LABEL, LWS_NAME_LABEL, NETPOL_API, component_labels, meta
+from entrypoint.render.k8s_objects import (LWS_INDEX_LABEL, LWS_NAME_LABEL, NETPOL_API, RECREATE, component_labels, meta,
+                                           with_skips)
 from entrypoint.render.yamltext import dump
 
 COMPONENT = "epp"
@@ -85,13 +86,11 @@ def _picker(launch, g) -> dict:
            "securityContext": {"runAsNonRoot": True, "runAsUser": picker.uid, "runAsGroup": picker.uid,
                                "seccompProfile": dict(RUNTIME_DEFAULT)},
            "containers": [container], "volumes": [{"name": "plugins-config", "configMap": {"name": name}}]}
-    from entrypoint.render.fleet import with_skip
-
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(launch, name, COMPONENT),
-                  # the chart's: one active picker (its prefix-cache state), replaced at once
-                  "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": labels},
-                           "template": {"metadata": {"labels": labels}, "spec": pod}}}
-    return with_skip(with_skip(deployment, TAG_SKIP), TOKEN_SKIP)
+    skips = with_skips({}, (TAG_SKIP, TOKEN_SKIP))
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(launch, name, COMPONENT, skips),
+            # the chart's: one active picker (its prefix-cache state), replaced at once
+            "spec": {"replicas": 1, "strategy": dict(RECREATE), "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels, "annotations": dict(skips)}, "spec": pod}}}
 
 
 def objects(launch) -> list:

@@ -23,10 +23,10 @@ from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Port
-from entrypoint.render.fleet import rbac, selector, with_skip
+from entrypoint.render.fleet import rbac, selector
 from entrypoint.render.k8s_objects import (NETPOL_API, component_labels, deployment, exposed, lws_name, meta,
                                            pd_pools, pod_addresses, scraper)
-from entrypoint.render.k8s_pod import env_list
+from entrypoint.render.k8s_pod import env_list, pod_spec
 
 METRICS_PORT_NAME = "metrics"
 
@@ -60,21 +60,24 @@ TOKEN_SKIP = ("CKV_K8S_38=the fleet's router discovers the copies' pods (--servi
               "with its ServiceAccount's token; its Role grants get, list and watch of pods in its namespace only")
 
 
+ROLLING = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+
+
 def _router_deployment(launch, router) -> dict:
-    drawn = deployment(launch, router)
-    spec = drawn["spec"]
-    spec["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
-    pod = spec["template"]["spec"]
-    pod["serviceAccountName"] = f"{launch.name}-router"
-    pod["automountServiceAccountToken"] = True  # the router lists and watches the copies' pods (its Role)
-    container = pod["containers"][0]
-    # what the router's own plan needs that no other container gets: where to discover, how many copies
+    """The router's Deployment: rolled one at a time, its ServiceAccount's token mounted (it lists and
+    watches the copies' pods: its Role), and what the router's own plan needs that no other container
+    gets: where to discover, how many copies, and its Prometheus port."""
+    pod = pod_spec(launch, router, None)
     own = {"KIMI_NAMESPACE": launch.settings.namespace, "KIMI_REPLICAS": str(launch.fleet.replicas)}
     if launch.plan.topology.multi_node:  # the copy's plan resolves with group 0's head (the router runs none of it)
         own["KIMI_HEAD_ADDR"] = launch.settings.head_addr
-    container["env"][:0] = env_list(own)
-    container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": router.ports[Port.METRICS]})
-    return with_skip(drawn, TOKEN_SKIP)
+    container, *others = pod["containers"]
+    container = {**container, "env": [*env_list(own), *container["env"]],
+                 "ports": [*container["ports"], {"name": METRICS_PORT_NAME,
+                                                 "containerPort": router.ports[Port.METRICS]}]}
+    pod = {**pod, "automountServiceAccountToken": True, "containers": [container, *others],
+           "serviceAccountName": f"{launch.name}-router"}
+    return deployment(launch, router, pod=pod, strategy=ROLLING, skips=[TOKEN_SKIP])
 
 
 def _engine_launch(launch):
@@ -89,7 +92,7 @@ GROUP_VAR = "LWS_GROUP_INDEX"  # that label, read into each pool pod by the down
 GROUP_FIELD = f"metadata.labels['{GROUP_INDEX_LABEL}']"  # the downward API's path to it
 
 
-def _own_group(launch, lws: dict) -> None:
+def _own_group(launch, lws: dict) -> dict:
     """Each group of a pool's LeaderWorkerSet its own pool addresses: KIMI_<ROLE>_ADDRS, rendered as
     group 0's pod names, become `<set>-$(LWS_GROUP_INDEX).<set>,...`, the index read from the pod's
     own label just before them (the kubelet expands `$(NAME)` of a variable defined earlier), so
@@ -100,15 +103,25 @@ def _own_group(launch, lws: dict) -> None:
         name = lws_name(launch.name, pool.name)
         own[f"KIMI_{pool.name.upper()}_ADDRS"] = (",".join(pod_addresses(name, pool.group_nodes)),
                                                    ",".join(pod_addresses(name, pool.group_nodes, f"$({GROUP_VAR})")))
+
+    def grouped(container: dict) -> dict:
+        env = container["env"]
+        at = [i for i, e in enumerate(env) if e["name"] in own and e.get("value") == own[e["name"]][0]]
+        if not at:
+            return container
+        env = [{"name": e["name"], "value": own[e["name"]][1]} if i in at else e  # its `$(...)` meant: unescaped
+               for i, e in enumerate(env)]
+        env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {"fieldPath": GROUP_FIELD}}})
+        return {**container, "env": env}
+
+    def pod(template: dict) -> dict:  # the download step too: it resolves the same plan
+        found = template["spec"]
+        return {**template, "spec": {**found, **{key: [grouped(c) for c in found[key]]
+                                                  for key in ("containers", "initContainers") if key in found}}}
+
     spec = lws["spec"]["leaderWorkerTemplate"]
-    for key in ("leaderTemplate", "workerTemplate"):
-        for container in spec.get(key, {}).get("spec", {}).get("containers", ()):
-            env = container["env"]
-            at = [i for i, e in enumerate(env) if e["name"] in own and e.get("value") == own[e["name"]][0]]
-            for i in at:
-                env[i] = {"name": env[i]["name"], "value": own[env[i]["name"]][1]}  # its `$(...)` meant: unescaped
-            if at:
-                env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {"fieldPath": GROUP_FIELD}}})
+    templates = {key: pod(spec[key]) for key in ("leaderTemplate", "workerTemplate") if key in spec}
+    return {**lws, "spec": {**lws["spec"], "leaderWorkerTemplate": {**spec, **templates}}}
 
 
 def _behind_router(launch, copies: list) -> list:
@@ -121,10 +134,7 @@ def _behind_router(launch, copies: list) -> list:
 def pd_fleet(launch) -> list:
     """A PD fleet: each pool's LeaderWorkerSet with a group per unit (each group its own addresses),
     and the PD router discovering every group's prefill and decode pods, with its RBAC."""
-    pools = pd_pools(launch)
-    for lws in pools:
-        _own_group(launch, lws)
-    return _behind_router(launch, pools)
+    return _behind_router(launch, [_own_group(launch, lws) for lws in pd_pools(launch)])
 
 
 def fleet(launch, draw_one) -> list:

@@ -65,9 +65,9 @@ def _headless(launch, name: str, component: str) -> dict:
 def _with_rank(spec: dict) -> dict:
     """Each pod's KIMI_NODE_RANK is its StatefulSet ordinal (the downward API)."""
     rank = {"name": "KIMI_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": POD_INDEX}}}
-    for container in spec["containers"] + spec.get("initContainers", []):
-        container["env"] = [rank, *container["env"]]
-    return spec
+    ranked = {key: [{**c, "env": [rank, *c["env"]]} for c in spec[key]]
+              for key in ("containers", "initContainers") if key in spec}
+    return {**spec, **ranked}
 
 
 def _stateful_set(launch, proc: Process, replicas: int, claims: bool) -> dict:

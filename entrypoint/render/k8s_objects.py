@@ -13,7 +13,7 @@ from typing import List, NamedTuple
 from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.plan import Port, Process
 from entrypoint.render.deployment import service_name
-from entrypoint.render.k8s_pod import CACHE_VOLUME, pod_spec, skip_annotations
+from entrypoint.render.k8s_pod import CACHE_VOLUME, SKIP_ANNOTATION, pod_spec, skip_annotations
 from entrypoint.render.monitoring import engine_components
 
 CACHE_SIZE = "1Ti"  # the INT4 checkpoint is ~600 GB; room for a second variant or an update
@@ -55,9 +55,19 @@ def meta(launch, name: str, component: str, annotations=None) -> dict:
     return meta
 
 
-def template_meta(launch, proc: Process) -> dict:
+def with_skips(annotations: dict, skips=()) -> dict:
+    """`annotations` (checkov skip annotations) with one more for each `CKV_ID=reason` of `skips`,
+    numbered after them (docs/security.md lists each)."""
+    out = dict(annotations)
+    for skip in skips:
+        out[SKIP_ANNOTATION.format(len(out) + 1)] = skip
+    return out
+
+
+def template_meta(launch, proc: Process, skips=()) -> dict:
+    """A pod template's labels and its skip annotations: the process's own, then `skips`."""
     meta = {"labels": component_labels(launch, proc.role)}
-    skips = skip_annotations(launch, proc)
+    skips = with_skips(skip_annotations(launch, proc), skips)
     if skips:
         meta["annotations"] = skips  # the pods carry their skips, for scanners of live objects too
     return meta
@@ -80,13 +90,19 @@ def cache_access(launch) -> str:
     return "ReadWriteMany" if shared_claim(launch) else "ReadWriteOnce"
 
 
-def deployment(launch, proc: Process, cache_claim=None) -> dict:
+RECREATE = {"type": "Recreate"}  # the GPUs cannot hold two copies
+
+
+def deployment(launch, proc: Process, cache_claim=None, pod=None, strategy=None, skips=()) -> dict:
+    """The Deployment of one process: its pod (`pod`, else the process's pod_spec with `cache_claim`),
+    replaced by `strategy` (else Recreate), with the process's skip annotations and `skips`."""
     labels = component_labels(launch, proc.role)
     return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": meta(launch, service_name(launch, proc), proc.role, skip_annotations(launch, proc)),
-            "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": labels},
-                     "template": {"metadata": template_meta(launch, proc),
-                                  "spec": pod_spec(launch, proc, cache_claim)}}}
+            "metadata": meta(launch, service_name(launch, proc), proc.role,
+                             with_skips(skip_annotations(launch, proc), skips)),
+            "spec": {"replicas": 1, "strategy": dict(strategy or RECREATE), "selector": {"matchLabels": labels},
+                     "template": {"metadata": template_meta(launch, proc, skips),
+                                  "spec": pod if pod is not None else pod_spec(launch, proc, cache_claim)}}}
 
 
 def leader_worker_set(launch, name: str, group: List[Process]) -> dict:
