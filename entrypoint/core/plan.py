@@ -3,8 +3,10 @@
 A Plan is what the pure resolver returns; renderers, preflight and exec only read it. Each process
 knows what it is (`Kind`), its program and arguments, its ports by purpose and, for a vLLM engine,
 its effective vLLM arguments (`vllm_cli.EngineArgs`, parsed once when it is made: `engine`); the
-deployment's facts (engines, GPUs, TP, served name, tokenizer) are the Plan's. No reader slices or
-re-parses argv (tests/architecture/test_typed_plan.py).
+deployment's facts (engines, GPUs, TP, served name, tokenizer) are the Plan's, and so is its shape:
+`Plan.topology` (engine pools and their groups of nodes, the router in front, the helpers beside,
+the one role-to-process lookup), computed once when the Plan is made. No reader slices or re-parses
+argv (tests/architecture/test_typed_plan.py), nor works the shape out again from role names.
 """
 
 from __future__ import annotations
@@ -230,6 +232,11 @@ class EnginePool:
     def group_nodes(self) -> int:
         """Nodes of one group (1 for a single-node copy)."""
         return len(self.groups[0].nodes) if self.groups else 0
+
+    @property
+    def nodes(self) -> int:
+        """A PD pool's KIMI_<POOL>_NODES: its nodes, 0 when it shares one node with the other pool."""
+        return 0 if self.shares_node else self.group_nodes
 
 
 @dataclass(frozen=True)

@@ -255,7 +255,7 @@ def settings_env(launch) -> dict:
     if shape(launch) == MULTI_NODE:
         pinned["nodes"] = sel.nodes
     if launch.plan.topology.pd:
-        pinned.update(prefill_nodes=sel.prefill.nodes, decode_nodes=sel.decode.nodes)
+        pinned.update({f"{pool.name}_nodes": pool.nodes for pool in launch.plan.topology.pools})
     if launch.kv is not None and launch.kv.store and not launch.plan.topology.pd:
         pinned["kv_instances"] = launch.kv.instances
     env = {}

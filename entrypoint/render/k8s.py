@@ -26,11 +26,12 @@ from typing import Mapping
 
 from entrypoint.render import autoscaling, k8s_fleet, k8s_kv, monitoring
 from entrypoint.render.deployment import KV_STORE, MULTI_NODE, PD_CLUSTER, SINGLE, shape, with_defaults
-from entrypoint.render.k8s_objects import (CACHE_SIZE, LWS_API, LWS_INDEX_LABEL, LWS_NAME_LABEL,  # noqa: F401 (the chart's facts)
-                                           NAMESPACE_LABEL, NETPOL_API, PSS_LEVEL, Drawn, cache_access, cache_claim_spec,
-                                           component_labels, deployment, exposed, leader_worker_set, lws_name, meta,
-                                           pd_cluster, pod_addresses)
-from entrypoint.render.k8s_pod import add_weight_cache, hf_token_secret
+# the chart's facts (buildsys/chart.py) read the constants here too
+from entrypoint.render.k8s_objects import (CACHE_SIZE, LWS_API, LWS_INDEX_LABEL, LWS_NAME_LABEL,  # noqa: F401
+                                           NAMESPACE_LABEL, NETPOL_API, PSS_LEVEL, Drawn, cache_access,
+                                           cache_claim_spec, component_labels, deployment, exposed, leader_worker_set,
+                                           lws_name, meta, pd_cluster, pod_addresses)
+from entrypoint.render.k8s_pod import add_weight_cache, hf_token_secret, pod_spec
 from entrypoint.render.yamltext import dump_all
 
 FILE = "kubernetes.yaml"
@@ -56,9 +57,9 @@ def _single(launch) -> Drawn:
     claim = f"{launch.name}-cache"
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta(launch, claim, "cache"),
            "spec": cache_claim_spec(cache_access(launch))}
-    engine = deployment(launch, proc, claim)
-    k8s_kv.add_companions(launch, engine["spec"]["template"]["spec"])  # LMCache's server beside the engine
-    add_weight_cache(launch, engine["spec"]["template"]["spec"])  # KIMI_PRELOAD's `vllm preload` beside it
+    # LMCache's server beside the engine, KIMI_PRELOAD's `vllm preload` beside it
+    pod = add_weight_cache(launch, k8s_kv.add_companions(launch, pod_spec(launch, proc, claim)))
+    engine = deployment(launch, proc, pod=pod)
     return Drawn([pvc, engine], component_labels(launch, proc.role), proc.port)
 
 

@@ -109,16 +109,18 @@ def kv_store(launch) -> Drawn:
 
 
 def add_companions(launch, pod: dict) -> dict:
-    """The engine's pod with each companion (LMCache's server) as a second container."""
-    for proc in (p for p in launch.plan.processes if is_companion(p)):
+    """The engine's pod with each companion (LMCache's server) as a second container (a new pod)."""
+
+    def container(proc: Process) -> dict:
         sized = helper_resources(launch, proc)
         amounts = {"cpu": str(sized.cpu), "memory": f"{sized.memory_gib}Gi"}
         mounts = [{"name": n, "mountPath": path} for n, path in scratch(launch).items()]
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM})  # the engine hands it shared memory
-        pod["containers"].append({
-            "name": proc.role, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
-            "env": env_list(container_env(launch, proc)),
-            "resources": {"limits": amounts, "requests": dict(amounts)},
-            "securityContext": container_security(launch), "volumeMounts": mounts, **helper_probes(launch),
-            "lifecycle": pre_stop(stop(launch, proc))})  # SIGTERM once the engine beside it has drained
-    return pod
+        return {"name": proc.role, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
+                "env": env_list(container_env(launch, proc)),
+                "resources": {"limits": amounts, "requests": dict(amounts)},
+                "securityContext": container_security(launch), "volumeMounts": mounts, **helper_probes(launch),
+                "lifecycle": pre_stop(stop(launch, proc))}  # SIGTERM once the engine beside it has drained
+
+    companions = [container(p) for p in launch.plan.topology.helpers if is_companion(p)]
+    return {**pod, "containers": [*pod["containers"], *companions]}

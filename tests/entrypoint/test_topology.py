@@ -64,13 +64,14 @@ def test_pd_is_a_prefill_and_a_decode_pool_behind_the_router(case, prefill, deco
     assert t.pd and not t.multi_node and not t.kv_store and t.helpers == ()
     assert t.router.kind is Kind.ROUTER and t.front is t.router is p.front
     assert not any(pool.shares_node for pool in t.pools)
+    assert [pool.nodes for pool in t.pools] == [prefill, decode]  # KIMI_PREFILL_NODES, KIMI_DECODE_NODES
     assert t.process("router", 3) is t.router  # one per deployment: any rank asks for it
     assert t.process("decode", decode - 1) is t.pool("decode").engines[-1] and t.process("decode", decode) is None
 
 
 def test_pd_pools_of_0_nodes_share_one_node():
     t = plan(COMPOSE["pd-shared-b200"], "compose").topology
-    assert t.pd and [pool.shares_node for pool in t.pools] == [True, True]
+    assert t.pd and [pool.shares_node for pool in t.pools] == [True, True] and [pool.nodes for pool in t.pools] == [0, 0]
     assert shape(t) == [("prefill", [["prefill:0"]]), ("decode", [["decode:0"]])]
 
 
