@@ -68,7 +68,7 @@ def _probe(catalog, slug: str, hw: str, sid: str, **more):
 
 
 def _serving_pod(launch, role: str):
-    proc = next(p for p in launch.plan.processes if p.role == role)
+    proc = launch.plan.topology.process(role, 0)
     return proc, k8s_pod.pod_spec(launch, proc, "claim")
 
 
@@ -137,7 +137,7 @@ def _pd_pool_facts(catalog, slug: str, hw: str, pd: dict) -> None:
                 launch = _probe(catalog, slug, hw, "pd_cluster", **{f"{role}_nodes": nodes, f"{role}_parallelism": par})
                 if launch is None:
                     continue
-                group = [p for p in launch.plan.processes if p.role == role]
+                group = launch.plan.topology.pool(role).engines
                 pd["ports"][role] = group[0].port
                 if nodes > 1:
                     pd["worker_serves_http"][role][par] = all(p.serves_http for p in group)
@@ -251,7 +251,7 @@ def _kv(catalog) -> dict:
         launch = first_launch(kid, kv_instances=2)
         roles = {}
         for role in ("master", "store", "router"):
-            proc = launch.plan.find(role, 0)
+            proc = launch.plan.topology.process(role, 0)
             if proc is not None:
                 _, pod = _serving_pod(launch, role)
                 roles[role] = {"port": proc.port, "resources": pod["containers"][0]["resources"]["limits"]}

@@ -35,10 +35,10 @@ def _rendered(launch) -> list:
 
 
 def _router(launch) -> dict:
-    from entrypoint.core.fleet import load_fleet, router_of
+    from entrypoint.core.fleet import load_fleet
     from entrypoint.render import k8s_fleet
 
-    proc = router_of(launch.plan)
+    proc = launch.plan.topology.router
     name = f"{launch.name}-router"
     deployment = next(d for d in _rendered(launch) if d["kind"] == "Deployment" and d["metadata"]["name"] == name)
     pod = deployment["spec"]["template"]["spec"]

@@ -12,7 +12,7 @@ from entrypoint.core.plan import Process
 def front_process(launch: Launch) -> Process:
     """The process a client of the deployment talks to: this container's when KIMI_ROLE names it
     (or the plan is one engine per node), else the router, else the first engine."""
-    if launch.selection.role or (launch.kv is None and launch.selection.prefill is None):
+    if launch.selection.role or (launch.kv is None and not launch.plan.topology.pd):
         return launch.this_process()
     return launch.plan.front
 

@@ -21,15 +21,15 @@ def fleet_targets(launch: Launch) -> FleetTargets:
     """The launch's fleet router and copies; a clear error when the launch is no fleet with
     addresses. A PD unit has no API of its own: its copies are reached through the router only."""
     from entrypoint.core.errors import MISSING_SETTING, KimiError
-    from entrypoint.core.fleet import replica_hosts, router_of
+    from entrypoint.core.fleet import replica_hosts
     from entrypoint.core.net import url_host
 
-    router = router_of(launch.plan)
+    router = launch.plan.topology.router
     if launch.fleet is None or router is None or not launch.fleet.addrs:
         raise KimiError(MISSING_SETTING, "--fleet checks the configured fleet's router and each copy: set "
                         "KIMI_REPLICA_ADDRS (one address per copy), or give --url (the router) and --replica URL "
                         "for each copy.")
     port = next(p.port for p in launch.plan.engines if p.serves_http)
-    replicas = () if launch.selection.prefill is not None else tuple(
+    replicas = () if launch.plan.topology.pd else tuple(
         f"http://{url_host(h)}:{port}" for h in replica_hosts(launch.fleet))
     return FleetTargets(url=local_url(launch, router), replicas=replicas)

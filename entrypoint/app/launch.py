@@ -57,15 +57,7 @@ class Launch:
         """The process this container runs (KIMI_ROLE / KIMI_NODE_RANK): the fleet's router, a KV
         store's process, or the plan's own; a process that is not a vLLM engine refuses vLLM
         arguments given to the container."""
-        from entrypoint.core import fleet
-
-        if self.fleet is not None and self.selection.role == fleet.ROLE:  # the fleet's router (core/fleet.py)
-            proc = fleet.router_of(self.plan)
-            fleet.check_start(proc)
-        elif self.kv:
-            proc = kv.this_process(self.plan, self.selection, self.kv)
-        else:
-            proc = this_process(self.plan, self.selection)
+        proc = this_process(self.plan, self.selection, kv=self.kv, fleet=self.fleet)
         if self.settings.node_addr and proc.is_engine:  # where the other nodes reach this one (vLLM's own variable)
             proc = replace(proc, env={**proc.env, NODE_ADDR_ENV: self.settings.node_addr},
                             provenance={**proc.provenance, NODE_ADDR_ENV: "settings (KIMI_NODE_ADDR)"})

@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.net import url_host
-from entrypoint.core.plan import Kind, Plan, Port, Process, service
+from entrypoint.core.plan import Kind, Port, Process, service
 from entrypoint.core.record import Record
 
 ROLE = "router"  # the fleet router's role (KIMI_ROLE=router), as a PD cluster's
@@ -352,11 +352,6 @@ def layer(sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str
     _check(choice, data, sel, kv_choice, cat.strategies[sel.strategy].deploy_type)
     extra = engine_args(data, choice.policy) if choice.front == "vllm-router" else []
     return FleetLayer(choice=choice, data=data, args=tuple(extra))
-
-
-def router_of(plan: Plan) -> Optional[Process]:
-    """The fleet's router of a plan (its one router process), None without one."""
-    return next((p for p in plan.processes if p.kind is Kind.ROUTER), None)
 
 
 def unfilled(proc: Process) -> List[str]:

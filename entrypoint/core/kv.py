@@ -28,7 +28,7 @@ from entrypoint.core import errors as E
 from entrypoint.core.args import substitute
 from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.net import url_host
-from entrypoint.core.plan import Kind, Plan, Port, Process, service
+from entrypoint.core.plan import Kind, Port, Process, service
 from entrypoint.core.record import Record
 from entrypoint.core.select import Selection, version_key
 
@@ -291,27 +291,6 @@ def layer(sel: Selection, cat, choice: KvChoice, deploy_type: str, directory: Op
     return KvLayer(choice, source, {"*": tuple(_filled(list(store.vllm.args), lookup))}, env, files,
                    front=tuple(front), instances=choice.instances,
                    router=store.router if choice.instances > 1 else None)
-
-
-def this_process(plan: Plan, sel: Selection, choice: KvChoice) -> Process:
-    """The process this container runs in a KV deployment: KIMI_ROLE (+ KIMI_NODE_RANK)."""
-    roles = list(dict.fromkeys(p.role for p in plan.processes))
-    role = sel.role
-    if role is None:
-        if not choice.store and sel.prefill is None:
-            return plan.processes[sel.node_rank]
-        raise KimiError(E.MISSING_SETTING, f"KIMI_ROLE is required to launch a process of KIMI_KV_OFFLOAD={choice.id}: "
-                        f"{', '.join(roles)} (`kimi-serve plan` shows all of them).")
-    if role not in roles:
-        raise KimiError(E.INVALID_VALUE, f"KIMI_ROLE={role} is not a process of this deployment; its roles: "
-                        f"{', '.join(roles)}.")
-    rank = sel.node_rank if any(p.is_engine for p in plan.processes if p.role == role) else 0  # engines have ranks
-    proc = plan.find(role, rank)
-    if proc is None:
-        count = sum(1 for p in plan.processes if p.role == role)
-        raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={sel.node_rank} but the deployment has {count} {role} "
-                        f"process(es): ranks run from 0 to {count - 1}.")
-    return proc
 
 
 def engine_needs(choice: Optional[KvChoice], proc: Process) -> Tuple[str, ...]:

@@ -103,9 +103,9 @@ def check_user_args(user, spec) -> None:
 
 def check_role(settings: Settings, plan: Plan) -> None:
     role = settings.role
-    if role and plan.find(role, 0) is None and not any(p.role == role for p in plan.processes):
+    if role and role not in plan.topology.roles():
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_ROLE={role}, but the {plan.strategy} plan has no {role} "
-                        f"process ({', '.join(sorted({p.role for p in plan.processes}))}). The settings that make "
+                        f"process ({', '.join(sorted(plan.topology.roles()))}). The settings that make "
                         "roles: prefill and decode, KIMI_STRATEGY=pd_cluster; router, a fleet (KIMI_REPLICAS > 1 "
                         "with KIMI_ROUTER other than none) or a pd_cluster; preload, KIMI_PRELOAD=1; the KV "
                         "helpers, KIMI_KV_OFFLOAD (docs/kv-cache.md). Set the one for this role, or unset KIMI_ROLE.")

@@ -3,8 +3,10 @@
 A Plan is what the pure resolver returns; renderers, preflight and exec only read it. Each process
 knows what it is (`Kind`), its program and arguments, its ports by purpose and, for a vLLM engine,
 its effective vLLM arguments (`vllm_cli.EngineArgs`, parsed once when it is made: `engine`); the
-deployment's facts (engines, GPUs, TP, served name, tokenizer) are the Plan's. No reader slices or
-re-parses argv (tests/architecture/test_typed_plan.py).
+deployment's facts (engines, GPUs, TP, served name, tokenizer) are the Plan's, and so is its shape:
+`Plan.topology` (engine pools and their groups of nodes, the router in front, the helpers beside,
+the one role-to-process lookup), computed once when the Plan is made. No reader slices or re-parses
+argv (tests/architecture/test_typed_plan.py), nor works the shape out again from role names.
 """
 
 from __future__ import annotations
@@ -192,6 +194,134 @@ class Pool:
     vram_gb: float  # memory those GPUs hold
 
 
+# The roles of the engines, as the resolver names them (KIMI_ROLE, the plan's `role`).
+SINGLE, HEAD, WORKER, INSTANCE, PREFILL, DECODE = "single", "head", "worker", "instance", "prefill", "decode"
+PD_POOLS = (PREFILL, DECODE)  # a PD cluster's pools, in plan order
+
+
+@dataclass(frozen=True)
+class Group:
+    """The engines of one copy of the model in a pool: one per node, the leader (rank 0 of the group) first."""
+
+    nodes: tuple  # of Process
+
+    @property
+    def leader(self) -> Process:
+        return self.nodes[0]
+
+    @property
+    def serves_every_node(self) -> bool:
+        """Every node's engine serves the API (DEP), not only the leader's."""
+        return all(p.serves_http for p in self.nodes)
+
+
+@dataclass(frozen=True)
+class EnginePool:
+    """Engines that do one job: the deployment's (`deployment`), a KV store's instances (`instance`),
+    or a PD cluster's `prefill` / `decode` pool; each of its groups one copy of the model."""
+
+    name: str  # "deployment", "instance", "prefill", "decode"
+    groups: tuple  # of Group
+    shares_node: bool = False  # a PD pool of 0 nodes: half of one node's GPUs, beside the other pool
+
+    @property
+    def engines(self) -> tuple:
+        return tuple(p for g in self.groups for p in g.nodes)
+
+    @property
+    def group_nodes(self) -> int:
+        """Nodes of one group (1 for a single-node copy)."""
+        return len(self.groups[0].nodes) if self.groups else 0
+
+    @property
+    def nodes(self) -> int:
+        """A PD pool's KIMI_<POOL>_NODES: its nodes, 0 when it shares one node with the other pool."""
+        return 0 if self.shares_node else self.group_nodes
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What a deployment is made of, computed once from its processes (`topology`): its engine pools,
+    the router in front of them (a PD cluster's, a KV store's, a fleet's) if any, and the processes
+    beside them (a KV store's master and store, LMCache's server, the weight cache). The one
+    answer to "is this PD?", "multi-node?", "which process is KIMI_ROLE / KIMI_NODE_RANK?"."""
+
+    pools: tuple  # of EnginePool, in plan order
+    router: Optional[Process] = None  # the router in front of the engines, None where an engine serves clients
+    helpers: tuple = ()  # the processes that are neither an engine nor the router, in plan order
+    processes: tuple = ()  # every process, in plan order
+
+    @property
+    def pd(self) -> bool:
+        """Prefill and decode pools (KIMI_STRATEGY=pd_cluster)."""
+        return any(pool.name in PD_POOLS for pool in self.pools)
+
+    @property
+    def multi_node(self) -> bool:
+        """A copy of the model spans several nodes (multi_node_* strategies, a KV store's multi-node instances)."""
+        return any(pool.group_nodes > 1 for pool in self.pools if pool.name not in PD_POOLS)
+
+    @property
+    def kv_store(self) -> bool:
+        """A KV store's master (and store) beside the engines (docs/kv-cache.md)."""
+        return any(p.kind is Kind.KV_MASTER for p in self.helpers)
+
+    @property
+    def front(self) -> Optional[Process]:
+        """The process a client of the whole deployment reaches: the router, else the first engine."""
+        return self.router or next((p for pool in self.pools for p in pool.engines), None)
+
+    def pool(self, name: str) -> Optional[EnginePool]:
+        return next((pool for pool in self.pools if pool.name == name), None)
+
+    def helper(self, kind: Kind) -> Optional[Process]:
+        """The one process beside the engines of this kind (a KV master, a KV store), None without one."""
+        return next((p for p in self.helpers if p.kind is kind), None)
+
+    def roles(self) -> list:
+        """Every process's role, once each, in plan order."""
+        return list(dict.fromkeys(p.role for p in self.processes))
+
+    def count(self, role: str) -> int:
+        return sum(1 for p in self.processes if p.role == role)
+
+    def process(self, role: str, rank: int) -> Optional[Process]:
+        """The process of `role` a container runs: an engine by its node rank, any other (the router,
+        a KV helper, the weight cache: one per deployment) at rank 0; None when there is none."""
+        ranked = any(p.is_engine for p in self.processes if p.role == role)
+        return find(self.processes, role, rank if ranked else 0)
+
+
+def find(processes, role: str, rank: int) -> Optional[Process]:
+    for proc in processes:
+        if proc.role == role and proc.rank == rank:
+            return proc
+    return None
+
+
+def topology(processes: Sequence[Process], group_nodes: int, shared: Sequence[str] = ()) -> Topology:
+    """The topology of a plan's processes: PD engines make a pool per role (`prefill`, `decode`: one
+    group, by rank); any other engines one pool, `instance` for a KV store's instances, else
+    `deployment`, cut in groups of `group_nodes` nodes (a KV store's instance i holds ranks
+    i*nodes..); `shared`: the PD pools of 0 nodes."""
+    engines = [p for p in processes if p.is_engine]
+    pools = []
+    if any(p.role in PD_POOLS for p in engines):
+        for name in PD_POOLS:
+            members = tuple(sorted((p for p in engines if p.role == name), key=lambda p: p.rank))
+            if members:
+                pools.append(EnginePool(name, (Group(members),), shares_node=name in shared))
+    elif engines:
+        name = "instance" if any(p.role == INSTANCE for p in engines) else "deployment"
+        size = max(1, group_nodes)
+        ordered = sorted(engines, key=lambda p: p.rank)
+        groups = tuple(Group(tuple(ordered[i:i + size])) for i in range(0, len(ordered), size))
+        pools.append(EnginePool(name, groups))
+    router = next((p for p in processes if p.kind is Kind.ROUTER), None)
+    helpers = tuple(p for p in processes if not p.is_engine and p.kind is not Kind.ROUTER)
+    return Topology(pools=tuple(pools), router=router, helpers=helpers, processes=tuple(processes))
+
+
 @dataclass(frozen=True)
 class Choice:
     """What a deployment is: the choices a Selection makes and its Plan carries."""
@@ -218,6 +348,20 @@ class Plan(Choice):
     pools: tuple  # of Pool
     processes: tuple  # of Process
     local_model_gb: Optional[float] = None  # a local model's weights (KIMI_MODEL=/path), which size it
+    # Its engine pools and groups, router and helpers (`topology`), computed from the processes when
+    # the plan is made (and again by dataclasses.replace): what every reader asks instead of the
+    # strategy's name, the roles or the argv.
+    topology: Topology = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self):
+        shared = tuple(pool.name for pool in self.pools if pool.name in PD_POOLS and pool.nodes == 0)
+        object.__setattr__(self, "topology", topology(self.processes, self.nodes, shared))
+
+    def without_router(self) -> "Plan":
+        """The plan of one copy of a fleet: its router left out (render/k8s_fleet.py draws the copies)."""
+        import dataclasses
+
+        return dataclasses.replace(self, processes=tuple(p for p in self.processes if p is not self.topology.router))
 
     def as_dict(self) -> dict:
         return {"recipe": self.recipe, "processes": [p.as_dict() for p in self.processes]}
@@ -235,7 +379,7 @@ class Plan(Choice):
     def front(self) -> Optional[Process]:
         """The process a client of the whole deployment reaches: its router (a PD cluster's, a KV
         store's or a fleet's, rank 0), else its first engine."""
-        return self.find("router", 0) or self.first_engine
+        return self.topology.front
 
     @property
     def gpus(self) -> int:
@@ -266,7 +410,4 @@ class Plan(Choice):
         return (first.vllm.text("tokenizer") if first is not None else None) or self.model
 
     def find(self, role: str, rank: int) -> Optional[Process]:
-        for proc in self.processes:
-            if proc.role == role and proc.rank == rank:
-                return proc
-        return None
+        return find(self.processes, role, rank)

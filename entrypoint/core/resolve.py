@@ -771,21 +771,51 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
     return out
 
 
-def this_process(plan: Plan, sel: Selection) -> Process:
-    """The process this container runs: by KIMI_NODE_RANK, and KIMI_ROLE for a pd_cluster."""
-    if sel.role is not None and sel.prefill is None and any(p.kind is Kind.PRELOAD for p in plan.processes):
-        found = plan.find(sel.role, 0)  # the weight cache's container (KIMI_ROLE=preload)
+def this_process(plan: Plan, sel: Selection, kv=None, fleet=None) -> Process:
+    """The process this container runs, read from the plan's topology by KIMI_ROLE and KIMI_NODE_RANK
+    (the one role-to-process lookup): a fleet's router (`fleet`: its FleetChoice), a process of a KV
+    deployment (`kv`: its KvChoice), the weight cache, a PD pool's node, else the node's own rank."""
+    topology = plan.topology
+    from entrypoint.core.fleet import ROLE, check_start
+
+    if fleet is not None and sel.role == ROLE:  # the fleet's router (core/fleet.py)
+        check_start(topology.router)
+        return topology.router
+    if kv is not None:
+        return _kv_process(plan, sel, kv)
+    if sel.role is not None and not topology.pd and topology.helper(Kind.PRELOAD) is not None:
+        found = topology.process(sel.role, 0)  # the weight cache's container (KIMI_ROLE=preload)
         if found is not None and found.kind is Kind.PRELOAD:
             return found
-    if sel.prefill is None:
+    if not topology.pd:
         return plan.processes[sel.node_rank]
     if sel.role is None:
         raise KimiError(E.MISSING_SETTING, "KIMI_ROLE is required to launch a pd_cluster process: prefill, decode "
                         "or router (`kimi-serve plan` shows all of them).")
-    rank = sel.node_rank if any(p.is_engine for p in plan.processes if p.role == sel.role) else 0
-    proc = plan.find(sel.role, rank)
+    proc = topology.process(sel.role, sel.node_rank)
     if proc is None:
         pool = sel.prefill if sel.role == "prefill" else sel.decode
         raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={sel.node_rank} but the {sel.role} pool has "
                         f"{pool.node_count} node(s): ranks run from 0 to {pool.node_count - 1}.")
+    return proc
+
+
+def _kv_process(plan: Plan, sel: Selection, choice) -> Process:
+    """The process this container runs in a KV deployment: KIMI_ROLE (+ KIMI_NODE_RANK)."""
+    topology = plan.topology
+    roles = topology.roles()
+    role = sel.role
+    if role is None:
+        if not choice.store and not topology.pd:
+            return plan.processes[sel.node_rank]
+        raise KimiError(E.MISSING_SETTING, f"KIMI_ROLE is required to launch a process of KIMI_KV_OFFLOAD={choice.id}: "
+                        f"{', '.join(roles)} (`kimi-serve plan` shows all of them).")
+    if role not in roles:
+        raise KimiError(E.INVALID_VALUE, f"KIMI_ROLE={role} is not a process of this deployment; its roles: "
+                        f"{', '.join(roles)}.")
+    proc = topology.process(role, sel.node_rank)  # engines have ranks
+    if proc is None:
+        count = topology.count(role)
+        raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={sel.node_rank} but the deployment has {count} {role} "
+                        f"process(es): ranks run from 0 to {count - 1}.")
     return proc

@@ -48,7 +48,7 @@ def _statvfs(path: str):
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-def _mount_of(path: str, proc_root: str) -> tuple:
+def mount_of(path: str, proc_root: str) -> tuple:
     """(mount point, fs type) of the longest mount prefix of `path` in /proc/mounts."""
     best = ("/", "")
     try:
@@ -65,7 +65,7 @@ def _mount_of(path: str, proc_root: str) -> tuple:
     return best
 
 
-def _existing_parent(path: str) -> str:
+def existing_parent(path: str) -> str:
     """The deepest existing directory on the way to `path` that this user can reach."""
     p = Path(path)
     while p != p.parent:
@@ -78,8 +78,8 @@ def _existing_parent(path: str) -> str:
 
 
 def cache_facts(cache_dir: str, model: str, environ: Mapping[str, str], proc_root: str = "/proc") -> CacheFacts:
-    base = _existing_parent(cache_dir)
-    point, fs_type = _mount_of(os.path.realpath(base), proc_root)
+    base = existing_parent(cache_dir)
+    point, fs_type = mount_of(os.path.realpath(base), proc_root)
     weights, weights_problem = cache.weights_search(model, cache_dir, environ)
     local_model = model.startswith(("/", "."))
     model_problem = cache.path_problem(model) if local_model else ""

@@ -65,7 +65,7 @@ def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] =
     wiring = wiring or wire(environ)
     for decision in wiring.decisions:
         log.info("cluster", decision, source=wiring.source)
-    if launch.plan.nodes > 1 or launch.selection.prefill is not None:
+    if launch.plan.topology.multi_node or launch.plan.topology.pd:
         log.info("cluster", f"node rank {settings.node_rank} of {launch.plan.nodes}, head {settings.head_addr}, "
                  f"interface {settings.iface}", rank=settings.node_rank, nodes=launch.plan.nodes,
                  head=settings.head_addr, iface=settings.iface)

@@ -16,7 +16,7 @@ from entrypoint.core import limits
 from entrypoint.core.files import open_regular, walk_files
 from entrypoint.core.loading import StorageFacts
 from entrypoint.node import cache
-from entrypoint.node.facts import _existing_parent, _mount_of
+from entrypoint.node.facts import existing_parent, mount_of
 
 
 def _sample_file(weights: Path) -> Optional[Path]:
@@ -113,8 +113,8 @@ def _probe(model: str, cache_dir: str, environ: Mapping[str, str], gds_driver: s
     weights = cache.weights_present(model, cache_dir, environ)
     local = model.startswith(("/", "."))
     target = str(weights) if weights else (model if local else cache_dir)
-    base = os.path.realpath(_existing_parent(target))
-    _, fstype = _mount_of(base, proc_root)
+    base = os.path.realpath(existing_parent(target))
+    _, fstype = mount_of(base, proc_root)
     gds = os.path.exists(gds_driver)
     if not sample:
         return StorageFacts(path=base, fstype=fstype, gds_driver=gds, note="no sample asked for")

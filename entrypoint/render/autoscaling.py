@@ -67,7 +67,7 @@ def _kv_store_copies(launch) -> None:
     """A KV store's instances (no PD pools) are KIMI_KV_INSTANCES pods its router lists by name:
     copies or an autoscaler would add engines nobody routes to, or a second master."""
     values = launch.settings.values
-    if launch.kv is None or not launch.kv.store or launch.selection.prefill is not None:
+    if not launch.plan.topology.kv_store or launch.plan.topology.pd:
         return
     if values["replicas"] > 1 or values["autoscaling"] != "off":
         asked = f"KIMI_REPLICAS={values['replicas']}" if values["replicas"] > 1 else \

@@ -19,7 +19,7 @@ from __future__ import annotations
 from entrypoint.render import compose, k8s
 from entrypoint.render.deployment import (HF_TOKEN_PATH, TERMINATION_MESSAGE, image, serving_port, settings_env,
                                           token_path)
-from entrypoint.render.k8s_pod import (_container_security, _pod_security, env_list, hf_token_secret, scratch_and_token,
+from entrypoint.render.k8s_pod import (container_security, pod_security, env_list, hf_token_secret, scratch_and_token,
                                        skip_annotations)
 from entrypoint.render.yamltext import dump, dump_all
 
@@ -59,7 +59,7 @@ def client_job(launch, component: str, args: list, deadline_s: int, resources: d
     container = {"name": component, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
                  "args": list(args), "env": env,
                  "resources": {"limits": dict(resources), "requests": dict(resources)},
-                 "securityContext": _container_security(launch), "volumeMounts": base_mounts + list(mounts)}
+                 "securityContext": container_security(launch), "volumeMounts": base_mounts + list(mounts)}
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "kimi-serve",
               "app.kubernetes.io/component": component}
     skips = dict(skip_annotations(launch, proc))
@@ -71,7 +71,7 @@ def client_job(launch, component: str, args: list, deadline_s: int, resources: d
                      "template": {"metadata": {"labels": labels, "annotations": skips},
                                   "spec": {"restartPolicy": "Never", "enableServiceLinks": False,
                                            "automountServiceAccountToken": False,
-                                           "securityContext": _pod_security(launch, proc),
+                                           "securityContext": pod_security(launch, proc),
                                            "containers": [container], "volumes": base_volumes + list(volumes)}}}}
 
 
@@ -134,7 +134,7 @@ class ComposeBench:
         compose.render(launch)  # the same refusals as the deployment's file (one node only)
         proc = launch.plan.front
         service = {"image": image(launch), "command": bench_args(f"http://127.0.0.1:{_api_port(launch)}", "text"),
-                   **compose._hardened(launch, proc), "network_mode": "host", "restart": "no",
+                   **compose.hardened(launch, proc), "network_mode": "host", "restart": "no",
                    "profiles": ["bench"],
                    "volumes": [f"{compose.CACHE_VOLUME}:{launch.settings.cache_dir}",
                                f"{COMPOSE_RESULTS}:{RESULTS_DIR}"],

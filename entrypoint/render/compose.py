@@ -20,7 +20,7 @@ from typing import Mapping
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.kv import choose
 from entrypoint.render.fleet import check_hosts
-from entrypoint.core.plan import Kind, Process
+from entrypoint.core.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
                                           health, image, image_user, is_companion, scratch, service_name, stop,
                                           token_path, weight_cache, with_defaults)
@@ -70,7 +70,7 @@ def _check_one_node(sel: Selection) -> None:
                         + way_out)
 
 
-def _hardened(launch, proc: Process) -> dict:
+def hardened(launch, proc: Process) -> dict:
     """What every service gets: the image's user, the settings, the token file, a read-only root
     with scratch tmpfs, no capabilities, no new privileges."""
     # user: the UID alone, so the process keeps the image user's groups (video, render)
@@ -82,7 +82,7 @@ def _hardened(launch, proc: Process) -> dict:
 
 
 def _service(launch, proc: Process) -> dict:
-    svc = {"image": image(launch), **_hardened(launch, proc), "network_mode": "host", "restart": "unless-stopped"}
+    svc = {"image": image(launch), **hardened(launch, proc), "network_mode": "host", "restart": "unless-stopped"}
     if proc.local_gpus or is_companion(proc):  # LMCache's server takes the engine's GPU memory over IPC
         svc["ipc"] = "host"  # vLLM's tensor-parallel workers share memory through /dev/shm
         access = brand(launch).compose  # the GPU brand's devices (recipes/hardware.yaml)
@@ -95,9 +95,8 @@ def _service(launch, proc: Process) -> dict:
                              # what the engine connects to at start: LMCache's server, the KV store, the
                              # weight cache (healthy: every daemon holds its shard)
                              **{service_name(launch, p): {"condition": "service_healthy"}
-                                for p in launch.plan.processes
-                                if not p.is_engine and p.kind is not Kind.ROUTER and p is not proc}}
-    elif proc.kind is Kind.ROUTER:
+                                for p in launch.plan.topology.helpers if p is not proc}}
+    elif proc is launch.plan.topology.router:
         svc["depends_on"] = [service_name(launch, p) for p in launch.plan.engines]
     svc.update(stop_settings(launch, proc))
     h = health(launch)
@@ -125,7 +124,7 @@ def download_name(launch) -> str:
 def _download(launch) -> dict:
     """The one-shot service that fills the cache (`kimi-serve download`) before vLLM starts."""
     proc = next(p for p in launch.plan.processes if p.local_gpus)
-    return {"image": image(launch), "command": ["download"], **_hardened(launch, proc), "network_mode": "host",
+    return {"image": image(launch), "command": ["download"], **hardened(launch, proc), "network_mode": "host",
             "volumes": [f"{CACHE_VOLUME}:{cache_mount(launch)}"], "restart": "no"}
 
 

@@ -14,6 +14,7 @@ from typing import Mapping
 from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.mask import mask_argv
 from entrypoint.core.plan import Kind, Process
+from entrypoint.core.plan import SINGLE as ROLE_SINGLE
 from entrypoint.core.record import Record as Hardware
 from entrypoint.core.settings import BY_NAME, KIMI_FIELDS
 
@@ -56,13 +57,14 @@ def with_defaults(environ: Mapping[str, str], defaults: Mapping[str, str]) -> di
 
 
 def shape(launch) -> str:
-    kinds = {p.kind for p in launch.plan.processes}
-    if Kind.KV_MASTER in kinds:  # a Mooncake KV store (docs/kv-cache.md), PD pools included
+    """How the plan's topology is drawn: a KV store (its PD pools included), a PD cluster, several
+    nodes (a fleet's router fronts copies of it), or one node."""
+    topology = launch.plan.topology
+    if topology.kv_store:  # a Mooncake KV store (docs/kv-cache.md), PD pools included
         return KV_STORE
-    if Kind.ROUTER in kinds and launch.selection.prefill is not None:
+    if topology.pd:
         return PD_CLUSTER
-    # a fleet's router (core/fleet.py) fronts copies of a single-node or multi-node plan
-    return MULTI_NODE if len(launch.plan.engines) > 1 else SINGLE
+    return MULTI_NODE if topology.multi_node else SINGLE
 
 
 def is_companion(proc: Process) -> bool:
@@ -72,7 +74,7 @@ def is_companion(proc: Process) -> bool:
 
 def weight_cache(launch):
     """The weight cache's process (KIMI_PRELOAD, `vllm preload`) and where its sockets live, or None."""
-    found = next((p for p in launch.plan.processes if p.kind is Kind.PRELOAD), None)
+    found = launch.plan.topology.helper(Kind.PRELOAD)
     if found is None:
         return None
     from entrypoint.core.preload import load_preload
@@ -94,13 +96,13 @@ def helper_resources(launch, proc: Process) -> Hardware:
         if launch.kv.store:
             entry = data.stores[launch.kv.id]
             found = {Kind.KV_MASTER: entry.master, Kind.KV_STORE: entry.store,
-                     Kind.ROUTER: entry.router if launch.selection.prefill is None else None}.get(proc.kind)
+                     Kind.ROUTER: entry.router if not launch.plan.topology.pd else None}.get(proc.kind)
         else:
             companion = data.options[launch.kv.id].companion
             found = companion if companion is not None and is_companion(proc) else None
         if found is not None:
             return found.resources
-    if getattr(launch, "fleet", None) is not None and launch.selection.prefill is None:
+    if getattr(launch, "fleet", None) is not None and not launch.plan.topology.pd:
         from entrypoint.core.fleet import router_facts
 
         return router_facts().resources  # the fleet's router: the KV store's (recipes/fleet.yaml)
@@ -227,7 +229,7 @@ def token_path() -> str:
 
 def service_name(launch, proc: Process) -> str:
     """`<name>` for a single node, `<name>-<role>` for the processes of a PD cluster."""
-    return launch.name if proc.role == "single" else f"{launch.name}-{proc.role}"
+    return launch.name if proc.role == ROLE_SINGLE else f"{launch.name}-{proc.role}"
 
 
 def _env_value(value) -> str:
@@ -252,9 +254,9 @@ def settings_env(launch) -> dict:
     pinned = {"hardware": sel.hardware, "strategy": sel.strategy}
     if shape(launch) == MULTI_NODE:
         pinned["nodes"] = sel.nodes
-    if sel.prefill is not None:
-        pinned.update(prefill_nodes=sel.prefill.nodes, decode_nodes=sel.decode.nodes)
-    if launch.kv is not None and launch.kv.store and sel.prefill is None:
+    if launch.plan.topology.pd:
+        pinned.update({f"{pool.name}_nodes": pool.nodes for pool in launch.plan.topology.pools})
+    if launch.kv is not None and launch.kv.store and not launch.plan.topology.pd:
         pinned["kv_instances"] = launch.kv.instances
     env = {}
     for field in KIMI_FIELDS:

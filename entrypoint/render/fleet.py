@@ -1,12 +1,13 @@
 """What a fleet (core/fleet.py, docs/fleet.md) asks of a rendering for hosts (Compose): one node holds
 one copy, so the router on this node is given every copy's address (KIMI_REPLICA_ADDRS, this node's
 own included, e.g. 127.0.0.1); a Gateway is a Kubernetes rendering. Also what the Kubernetes
-renderings of a fleet share (render/k8s_fleet.py, render/gateway.py): the copies' selector, the
-checkov skip, and a ServiceAccount with its Role and RoleBinding."""
+renderings of a fleet share (render/k8s_fleet.py, render/gateway.py): the copies' selector and a
+ServiceAccount with its Role and RoleBinding (their checkov skips: render/k8s_objects.py with_skips)."""
 
 from __future__ import annotations
 
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.render.k8s_objects import meta
 
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index
 
@@ -49,30 +50,19 @@ def selector(name: str, sel, lws_labels) -> list:
     return [f"app.kubernetes.io/name={name}", "app.kubernetes.io/component=single"]
 
 
-def with_skip(obj: dict, skip: str) -> dict:
-    """`obj` (a Deployment) with one more checkov skip annotation (`CKV_ID=reason`), on it and on its
-    pod template (docs/security.md lists each)."""
-    from entrypoint.render.k8s_pod import SKIP_ANNOTATION
-
-    for meta in (obj["metadata"], obj["spec"]["template"]["metadata"]):
-        annotations = meta.setdefault("annotations", {})
-        annotations[SKIP_ANNOTATION.format(len(annotations) + 1)] = skip
-    return obj
-
-
 RBAC_API = "rbac.authorization.k8s.io/v1"
 
 
-def rbac(k8s, launch, name: str, component: str, rules) -> list:
+def rbac(launch, name: str, component: str, rules) -> list:
     """The ServiceAccount `name` (its token not mounted unless the pod asks), a Role granting
     `rules` (records with api_groups, resources, verbs) in the launch's namespace only, and the
     RoleBinding between them."""
-    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": k8s._meta(launch, name, component),
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(launch, name, component),
              "automountServiceAccountToken": False},
-            {"apiVersion": RBAC_API, "kind": "Role", "metadata": k8s._meta(launch, name, component),
+            {"apiVersion": RBAC_API, "kind": "Role", "metadata": meta(launch, name, component),
              "rules": [{"apiGroups": list(r.api_groups), "resources": list(r.resources), "verbs": list(r.verbs)}
                        for r in rules]},
-            {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": k8s._meta(launch, name, component),
+            {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": meta(launch, name, component),
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
              "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": launch.settings.namespace}]}]
 
@@ -110,8 +100,8 @@ def check_selector(launch, copies: list, lws_labels) -> None:
         return
     pods = [(obj["metadata"]["labels"].get("app.kubernetes.io/component"), labels)
             for obj in copies for labels in pod_labels(obj, lws_labels)]
-    pools = [p.role for p in (launch.selection.prefill, launch.selection.decode)] \
-        if launch.selection.prefill is not None else [None]
+    topology = launch.plan.topology
+    pools = [p.name for p in topology.pools] if topology.pd else [None]
     for pool in pools:
         terms = choice.pool_selector(pool)
         own = [labels for role, labels in pods if pool is None or role == pool]

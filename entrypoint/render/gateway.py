@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from entrypoint.render.deployment import TERMINATION_MESSAGE
 from entrypoint.render.fleet import rbac
+from entrypoint.render.k8s_objects import (LWS_INDEX_LABEL, LWS_NAME_LABEL, NETPOL_API, RECREATE, component_labels, meta,
+                                           with_skips)
 from entrypoint.render.yamltext import dump
 
 COMPONENT = "epp"
@@ -34,11 +36,11 @@ def _facts():
     return load_fleet().gateway
 
 
-def pool_selector(k8s, launch) -> dict:
+def pool_selector(launch) -> dict:
     """The labels of the copies' API pods, as KIMI_ROUTER_SELECTOR would name them."""
     from entrypoint.render.fleet import selector
 
-    labels = selector(launch.name, launch.selection, (k8s.LWS_NAME_LABEL, k8s.LWS_INDEX_LABEL))
+    labels = selector(launch.name, launch.selection, (LWS_NAME_LABEL, LWS_INDEX_LABEL))
     return dict(item.split("=", 1) for item in labels)
 
 
@@ -46,21 +48,21 @@ def api_port(launch) -> int:
     return next(p.port for p in launch.plan.engines if p.serves_http)
 
 
-def _inference_pool(k8s, launch, g) -> dict:
-    return {"apiVersion": g.api_version, "kind": "InferencePool", "metadata": k8s._meta(launch, launch.name, "pool"),
-            "spec": {"selector": {"matchLabels": pool_selector(k8s, launch)},
+def _inference_pool(launch, g) -> dict:
+    return {"apiVersion": g.api_version, "kind": "InferencePool", "metadata": meta(launch, launch.name, "pool"),
+            "spec": {"selector": {"matchLabels": pool_selector(launch)},
                      "targetPorts": [{"number": api_port(launch)}], "appProtocol": "http",
                      "endpointPickerRef": {"name": f"{launch.name}-{COMPONENT}",
                                            "port": {"number": g.picker.ports["grpc"]},
                                            "failureMode": g.failure_mode}}}
 
 
-def _rbac(k8s, launch, picker) -> list:
-    return rbac(k8s, launch, f"{launch.name}-{COMPONENT}", COMPONENT, picker.rbac)
+def _rbac(launch, picker) -> list:
+    return rbac(launch, f"{launch.name}-{COMPONENT}", COMPONENT, picker.rbac)
 
 
-def _picker(k8s, launch, g) -> dict:
-    from entrypoint.render.k8s_pod import _RUNTIME_DEFAULT, restricted_container
+def _picker(launch, g) -> dict:
+    from entrypoint.render.k8s_pod import RUNTIME_DEFAULT, restricted_container
 
     picker, name, ns = g.picker, f"{launch.name}-{COMPONENT}", launch.settings.namespace
     group = g.api_version.split("/", 1)[0]
@@ -78,36 +80,34 @@ def _picker(k8s, launch, g) -> dict:
         "resources": {"limits": amounts, "requests": dict(amounts)},
         "securityContext": restricted_container(picker.uid, picker.uid),
         "volumeMounts": [{"name": "plugins-config", "mountPath": picker.config_dir, "readOnly": True}]}
-    labels = k8s._labels(launch, COMPONENT)
+    labels = component_labels(launch, COMPONENT)
     pod = {"serviceAccountName": name, "automountServiceAccountToken": True,  # it watches pods and its pool
            "enableServiceLinks": False, "terminationGracePeriodSeconds": picker.termination_grace_s,
            "securityContext": {"runAsNonRoot": True, "runAsUser": picker.uid, "runAsGroup": picker.uid,
-                               "seccompProfile": dict(_RUNTIME_DEFAULT)},
+                               "seccompProfile": dict(RUNTIME_DEFAULT)},
            "containers": [container], "volumes": [{"name": "plugins-config", "configMap": {"name": name}}]}
-    from entrypoint.render.fleet import with_skip
-
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": k8s._meta(launch, name, COMPONENT),
-                  # the chart's: one active picker (its prefix-cache state), replaced at once
-                  "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": labels},
-                           "template": {"metadata": {"labels": labels}, "spec": pod}}}
-    return with_skip(with_skip(deployment, TAG_SKIP), TOKEN_SKIP)
+    skips = with_skips({}, (TAG_SKIP, TOKEN_SKIP))
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(launch, name, COMPONENT, skips),
+            # the chart's: one active picker (its prefix-cache state), replaced at once
+            "spec": {"replicas": 1, "strategy": dict(RECREATE), "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels, "annotations": dict(skips)}, "spec": pod}}}
 
 
-def objects(k8s, launch) -> list:
+def objects(launch) -> list:
     g = _facts()
     picker, name = g.picker, f"{launch.name}-{COMPONENT}"
-    labels = k8s._labels(launch, COMPONENT)
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": k8s._meta(launch, name, COMPONENT),
+    labels = component_labels(launch, COMPONENT)
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(launch, name, COMPONENT),
               "data": {picker.config_file: dump(picker.config)}}
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": k8s._meta(launch, name, COMPONENT),
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": meta(launch, name, COMPONENT),
                "spec": {"selector": labels, "ports": [
                    {"name": "grpc-ext-proc", "protocol": "TCP", "port": picker.ports["grpc"], "targetPort": "grpc",
                     "appProtocol": "http2"},
                    {"name": "http-metrics", "protocol": "TCP", "port": picker.ports["metrics"],
                     "targetPort": "metrics"}]}}
-    policy = {"apiVersion": k8s.NETPOL_API, "kind": "NetworkPolicy", "metadata": k8s._meta(launch, name, COMPONENT),
+    policy = {"apiVersion": NETPOL_API, "kind": "NetworkPolicy", "metadata": meta(launch, name, COMPONENT),
               "spec": {"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress"],
                        "ingress": [{"ports": [{"protocol": "TCP", "port": picker.ports[p]}
                                               for p in ("grpc", "metrics")]}]}}
-    return [_inference_pool(k8s, launch, g), config, *_rbac(k8s, launch, picker), _picker(k8s, launch, g), service,
+    return [_inference_pool(launch, g), config, *_rbac(launch, picker), _picker(launch, g), service,
             policy]

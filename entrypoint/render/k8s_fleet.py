@@ -22,10 +22,11 @@ from __future__ import annotations
 from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.fleet import router_of
-from entrypoint.core.plan import Kind, Port
-from entrypoint.render.fleet import GROUP_INDEX_LABEL, check_selector, rbac, selector, with_skip
-from entrypoint.render.k8s_pod import env_list
+from entrypoint.core.plan import Port
+from entrypoint.render.fleet import GROUP_INDEX_LABEL, check_selector, rbac, selector
+from entrypoint.render.k8s_objects import (LWS_INDEX_LABEL, LWS_NAME_LABEL, NETPOL_API, component_labels, deployment,
+                                           exposed, lws_name, meta, pd_pools, pod_addresses, scraper)
+from entrypoint.render.k8s_pod import env_list, pod_spec
 
 METRICS_PORT_NAME = "metrics"
 
@@ -49,96 +50,105 @@ def deployment_environ(environ: Mapping[str, str], settings, sel, lws_labels) ->
     return {"KIMI_ROUTER_SELECTOR": ",".join(selector(sel.name, sel, lws_labels))}
 
 
-def _rbac(k8s, launch) -> list:
+def _rbac(launch) -> list:
     from entrypoint.core.fleet import load_fleet
 
-    return rbac(k8s, launch, f"{launch.name}-router", "router", [load_fleet().discovery.rbac])
+    return rbac(launch, f"{launch.name}-router", "router", [load_fleet().discovery.rbac])
 
 
 TOKEN_SKIP = ("CKV_K8S_38=the fleet's router discovers the copies' pods (--service-discovery lists and watches them) "
               "with its ServiceAccount's token; its Role grants get, list and watch of pods in its namespace only")
 
 
-def _router_deployment(k8s, launch, router) -> dict:
-    deployment = k8s._deployment(launch, router)
-    spec = deployment["spec"]
-    spec["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
-    pod = spec["template"]["spec"]
-    pod["serviceAccountName"] = f"{launch.name}-router"
-    pod["automountServiceAccountToken"] = True  # the router lists and watches the copies' pods (its Role)
-    container = pod["containers"][0]
-    # what the router's own plan needs that no other container gets: where to discover, how many copies
+ROLLING = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+
+
+def _router_deployment(launch, router) -> dict:
+    """The router's Deployment: rolled one at a time, its ServiceAccount's token mounted (it lists and
+    watches the copies' pods: its Role), and what the router's own plan needs that no other container
+    gets: where to discover, how many copies, and its Prometheus port."""
+    pod = pod_spec(launch, router, None)
     own = {"KIMI_NAMESPACE": launch.settings.namespace, "KIMI_REPLICAS": str(launch.fleet.replicas)}
-    if launch.selection.is_multi_node:  # the copy's plan resolves with group 0's head (the router runs none of it)
+    if launch.plan.topology.multi_node:  # the copy's plan resolves with group 0's head (the router runs none of it)
         own["KIMI_HEAD_ADDR"] = launch.settings.head_addr
-    container["env"][:0] = env_list(own)
-    container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": router.ports[Port.METRICS]})
-    return with_skip(deployment, TOKEN_SKIP)
+    container, *others = pod["containers"]
+    container = {**container, "env": [*env_list(own), *container["env"]],
+                 "ports": [*container["ports"], {"name": METRICS_PORT_NAME,
+                                                 "containerPort": router.ports[Port.METRICS]}]}
+    pod = {**pod, "automountServiceAccountToken": True, "containers": [container, *others],
+           "serviceAccountName": f"{launch.name}-router"}
+    return deployment(launch, router, pod=pod, strategy=ROLLING, skips=[TOKEN_SKIP])
 
 
 def _engine_launch(launch):
     """The launch of one copy (the router left out), which k8s.py draws as it always has."""
     import dataclasses
 
-    engines = tuple(p for p in launch.plan.processes if p.kind is not Kind.ROUTER)
-    return dataclasses.replace(launch, plan=dataclasses.replace(launch.plan, processes=engines))
+    return dataclasses.replace(launch, plan=launch.plan.without_router())
 
 
 GROUP_VAR = "LWS_GROUP_INDEX"  # that label, read into each pool pod by the downward API
 GROUP_FIELD = f"metadata.labels['{GROUP_INDEX_LABEL}']"  # the downward API's path to it
 
 
-def _own_group(k8s, launch, lws: dict) -> None:
+def _own_group(launch, lws: dict) -> dict:
     """Each group of a pool's LeaderWorkerSet its own pool addresses: KIMI_<ROLE>_ADDRS, rendered as
     group 0's pod names, become `<set>-$(LWS_GROUP_INDEX).<set>,...`, the index read from the pod's
     own label just before them (the kubelet expands `$(NAME)` of a variable defined earlier), so
     each group's head, DP address and NIXL side channels are its own pods'. A value set by hand
     stays as given."""
     own = {}
-    for pool in (launch.selection.prefill, launch.selection.decode):
-        name = k8s.lws_name(launch.name, pool.role)
-        own[f"KIMI_{pool.role.upper()}_ADDRS"] = (",".join(k8s.pod_addresses(name, pool.node_count)),
-                                                   ",".join(k8s.pod_addresses(name, pool.node_count, f"$({GROUP_VAR})")))
+    for pool in launch.plan.topology.pools:
+        name = lws_name(launch.name, pool.name)
+        own[f"KIMI_{pool.name.upper()}_ADDRS"] = (",".join(pod_addresses(name, pool.group_nodes)),
+                                                   ",".join(pod_addresses(name, pool.group_nodes, f"$({GROUP_VAR})")))
+
+    def grouped(container: dict) -> dict:
+        env = container["env"]
+        at = [i for i, e in enumerate(env) if e["name"] in own and e.get("value") == own[e["name"]][0]]
+        if not at:
+            return container
+        env = [{"name": e["name"], "value": own[e["name"]][1]} if i in at else e  # its `$(...)` meant: unescaped
+               for i, e in enumerate(env)]
+        env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {"fieldPath": GROUP_FIELD}}})
+        return {**container, "env": env}
+
+    def pod(template: dict) -> dict:  # the download step too: it resolves the same plan
+        found = template["spec"]
+        return {**template, "spec": {**found, **{key: [grouped(c) for c in found[key]]
+                                                  for key in ("containers", "initContainers") if key in found}}}
+
     spec = lws["spec"]["leaderWorkerTemplate"]
-    for key in ("leaderTemplate", "workerTemplate"):
-        for container in spec.get(key, {}).get("spec", {}).get("containers", ()):
-            env = container["env"]
-            at = [i for i, e in enumerate(env) if e["name"] in own and e.get("value") == own[e["name"]][0]]
-            for i in at:
-                env[i] = {"name": env[i]["name"], "value": own[env[i]["name"]][1]}  # its `$(...)` meant: unescaped
-            if at:
-                env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {"fieldPath": GROUP_FIELD}}})
+    templates = {key: pod(spec[key]) for key in ("leaderTemplate", "workerTemplate") if key in spec}
+    return {**lws, "spec": {**lws["spec"], "leaderWorkerTemplate": {**spec, **templates}}}
 
 
-def _behind_router(k8s, launch, copies: list) -> list:
+def _behind_router(launch, copies: list) -> list:
     """The copies' objects, the router's RBAC and Deployment, exposed through the router's API port."""
-    router = router_of(launch.plan)
-    check_selector(launch, copies, (k8s.LWS_NAME_LABEL, k8s.LWS_INDEX_LABEL))  # it discovers some copy
-    return k8s._exposed(launch, copies + _rbac(k8s, launch) + [_router_deployment(k8s, launch, router)],
-                        k8s._labels(launch, "router"), router.port)
+    router = launch.plan.topology.router
+    check_selector(launch, copies, (LWS_NAME_LABEL, LWS_INDEX_LABEL))  # it discovers some copy
+    return exposed(launch, copies + _rbac(launch) + [_router_deployment(launch, router)],
+                   component_labels(launch, router.role), router.port)
 
 
-def pd_fleet(k8s, launch) -> list:
+def pd_fleet(launch) -> list:
     """A PD fleet: each pool's LeaderWorkerSet with a group per unit (each group its own addresses),
     and the PD router discovering every group's prefill and decode pods, with its RBAC."""
-    pools = k8s.pd_pools(launch)
-    for lws in pools:
-        _own_group(k8s, launch, lws)
-    return _behind_router(k8s, launch, pools)
+    return _behind_router(launch, [_own_group(launch, lws) for lws in pd_pools(launch)])
 
 
-def fleet(k8s, launch, draw_one) -> list:
+def fleet(launch, draw_one) -> list:
     """The copies (draw_one: k8s.py's drawing of one copy) and what fronts them."""
     one = draw_one(_engine_launch(launch)).objects
     if launch.fleet.front == "gateway":
         from entrypoint.render import gateway
 
-        return k8s._exposed(launch, one, gateway.pool_selector(k8s, launch), gateway.api_port(launch)) \
-            + gateway.objects(k8s, launch)
-    return _behind_router(k8s, launch, one)
+        return exposed(launch, one, gateway.pool_selector(launch), gateway.api_port(launch)) \
+            + gateway.objects(launch)
+    return _behind_router(launch, one)
 
 
-def monitoring_objects(k8s, launch) -> list:
+def monitoring_objects(launch) -> list:
     """The router's own metrics: a PodMonitor and the NetworkPolicy that admits its metrics port to
     the scraper only (KIMI_SCRAPER_NAMESPACE / KIMI_SCRAPER_LABELS, as the engines' metrics ports)."""
     from entrypoint.core.fleet import load_fleet
@@ -147,13 +157,13 @@ def monitoring_objects(k8s, launch) -> list:
     if launch.fleet is None or launch.fleet.front != "vllm-router" or not launch.settings.values["monitoring"]:
         return []
     metrics, name = load_fleet().metrics, launch.name
-    labels = k8s._labels(launch, "router")
+    labels = component_labels(launch, "router")
     pod_monitor = {"apiVersion": MONITORING_API, "kind": "PodMonitor",
-                   "metadata": k8s._meta(launch, f"{name}-router", "monitoring"),
+                   "metadata": meta(launch, f"{name}-router", "monitoring"),
                    "spec": {"selector": {"matchLabels": labels},
                             "podMetricsEndpoints": [{"port": METRICS_PORT_NAME, "path": metrics.path}]}}
-    policy = {"apiVersion": k8s.NETPOL_API, "kind": "NetworkPolicy",
-              "metadata": k8s._meta(launch, f"{name}-router-metrics", "router"),
+    policy = {"apiVersion": NETPOL_API, "kind": "NetworkPolicy",
+              "metadata": meta(launch, f"{name}-router-metrics", "router"),
               "spec": {"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress"],
-                       "ingress": [{"from": [k8s.scraper(launch)], "ports": [{"protocol": "TCP", "port": metrics.port}]}]}}
+                       "ingress": [{"from": [scraper(launch)], "ports": [{"protocol": "TCP", "port": metrics.port}]}]}}
     return [pod_monitor, policy]

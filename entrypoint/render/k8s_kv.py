@@ -10,7 +10,7 @@
 - LMCache: its server as a second container of the engine's pod (KIMI_ROLE=lmcache), bound to the
   pod (the engine reaches it on localhost), sharing the pod's /dev/shm.
 
-The NetworkPolicies are k8s.py's: the API port from anywhere to the router, any port between the
+The NetworkPolicies are render/k8s_objects.py's: the API port from anywhere to the router, any port between the
 deployment's own pods (master RPC, the store, the transfer engine's ports), nothing else.
 """
 
@@ -19,10 +19,13 @@ from __future__ import annotations
 from typing import List, Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.plan import Process
+from entrypoint.core.plan import INSTANCE, Kind, Process
 from entrypoint.render.deployment import (SHM, TERMINATION_MESSAGE, container_env, helper_resources, image, is_companion,
                                           scratch, stop)
-from entrypoint.render.k8s_pod import CACHE_VOLUME, SHM_VOLUME, env_list, helper_probes, pod_spec, pre_stop
+from entrypoint.render.k8s_objects import (Drawn, cache_claim_spec, component_labels, deployment, meta, pd_cluster,
+                                           template_meta)
+from entrypoint.render.k8s_pod import (CACHE_VOLUME, SHM_VOLUME, container_security, env_list, helper_probes, pod_spec,
+                                       pre_stop, skip_annotations)
 
 POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"  # Kubernetes >= 1.28 labels StatefulSet pods
 
@@ -53,71 +56,71 @@ def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
     return out
 
 
-def _headless(k8s, launch, name: str, component: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": k8s._meta(launch, name, component),
+def _headless(launch, name: str, component: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta(launch, name, component),
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
-                     "selector": k8s._labels(launch, component)}}
+                     "selector": component_labels(launch, component)}}
 
 
 def _with_rank(spec: dict) -> dict:
     """Each pod's KIMI_NODE_RANK is its StatefulSet ordinal (the downward API)."""
     rank = {"name": "KIMI_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": POD_INDEX}}}
-    for container in spec["containers"] + spec.get("initContainers", []):
-        container["env"] = [rank, *container["env"]]
-    return spec
+    ranked = {key: [{**c, "env": [rank, *c["env"]]} for c in spec[key]]
+              for key in ("containers", "initContainers") if key in spec}
+    return {**spec, **ranked}
 
 
-def _stateful_set(k8s, launch, proc: Process, replicas: int, claims: bool) -> dict:
+def _stateful_set(launch, proc: Process, replicas: int, claims: bool) -> dict:
     name = f"{launch.name}-{proc.role}"
     spec = {"replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": k8s._labels(launch, proc.role)},
-            "template": {"metadata": k8s._template_meta(launch, proc), "spec": _with_rank(pod_spec(launch, proc, None))}}
+            "selector": {"matchLabels": component_labels(launch, proc.role)},
+            "template": {"metadata": template_meta(launch, proc), "spec": _with_rank(pod_spec(launch, proc, None))}}
     if claims:
-        spec["volumeClaimTemplates"] = [{"metadata": {"name": CACHE_VOLUME}, "spec": k8s._cache_claim_spec()}]
+        spec["volumeClaimTemplates"] = [{"metadata": {"name": CACHE_VOLUME}, "spec": cache_claim_spec()}]
     return {"apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": k8s._meta(launch, name, proc.role, k8s.skip_annotations(launch, proc)), "spec": spec}
+            "metadata": meta(launch, name, proc.role, skip_annotations(launch, proc)), "spec": spec}
 
 
-def _master_service(k8s, launch, master: Process) -> dict:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": k8s._meta(launch, f"{launch.name}-master",
+def _master_service(launch, master: Process) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta(launch, f"{launch.name}-master",
                                                                          "master"),
-            "spec": {"selector": k8s._labels(launch, "master"),
+            "spec": {"selector": component_labels(launch, "master"),
                      "ports": [{"name": "tcp", "port": master.port, "targetPort": "tcp"}]}}
 
 
-def kv_store(k8s, launch):
-    """The KV store's objects (k8s.Drawn): its master, store and instances, or its PD pools."""
-    plan = launch.plan
-    master, store = plan.find("master", 0), plan.find("store", 0)
-    objects: List[dict] = [k8s._deployment(launch, master), _master_service(k8s, launch, master)]
+def kv_store(launch) -> Drawn:
+    """The KV store's objects: its master, store and instances, or its PD pools."""
+    topology = launch.plan.topology
+    master, store = topology.helper(Kind.KV_MASTER), topology.helper(Kind.KV_STORE)
+    objects: List[dict] = [deployment(launch, master), _master_service(launch, master)]
     if store is not None:
-        objects += [_stateful_set(k8s, launch, store, 1, claims=False),
-                    _headless(k8s, launch, f"{launch.name}-store", "store")]
-    router = plan.find("router", 0)
-    if launch.selection.prefill is not None:  # PD pools + their router, as k8s.py draws them
-        pd = k8s._pd_cluster(launch)
-        return k8s.Drawn(objects + pd.objects, pd.selector, pd.port)
-    instances = [p for p in plan.processes if p.role == "instance"]
-    objects += [_stateful_set(k8s, launch, instances[0], len(instances), claims=True),
-                _headless(k8s, launch, f"{launch.name}-instance", "instance")]
+        objects += [_stateful_set(launch, store, 1, claims=False),
+                    _headless(launch, f"{launch.name}-{store.role}", store.role)]
+    if topology.pd:  # PD pools + their router, as k8s_objects.py draws them
+        pd = pd_cluster(launch)
+        return Drawn(objects + pd.objects, pd.selector, pd.port)
+    instances = topology.pool(INSTANCE).engines
+    objects += [_stateful_set(launch, instances[0], len(instances), claims=True),
+                _headless(launch, f"{launch.name}-{INSTANCE}", INSTANCE)]
+    router = topology.router
     if router is None:  # one instance serves the API itself
-        return k8s.Drawn(objects, k8s._labels(launch, "instance"), instances[0].port)
-    return k8s.Drawn(objects + [k8s._deployment(launch, router)], k8s._labels(launch, "router"), router.port)
+        return Drawn(objects, component_labels(launch, INSTANCE), instances[0].port)
+    return Drawn(objects + [deployment(launch, router)], component_labels(launch, router.role), router.port)
 
 
 def add_companions(launch, pod: dict) -> dict:
-    """The engine's pod with each companion (LMCache's server) as a second container."""
-    from entrypoint.render.k8s_pod import _container_security
+    """The engine's pod with each companion (LMCache's server) as a second container (a new pod)."""
 
-    for proc in (p for p in launch.plan.processes if is_companion(p)):
+    def container(proc: Process) -> dict:
         sized = helper_resources(launch, proc)
         amounts = {"cpu": str(sized.cpu), "memory": f"{sized.memory_gib}Gi"}
         mounts = [{"name": n, "mountPath": path} for n, path in scratch(launch).items()]
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM})  # the engine hands it shared memory
-        pod["containers"].append({
-            "name": proc.role, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
-            "env": env_list(container_env(launch, proc)),
-            "resources": {"limits": amounts, "requests": dict(amounts)},
-            "securityContext": _container_security(launch), "volumeMounts": mounts, **helper_probes(launch),
-            "lifecycle": pre_stop(stop(launch, proc))})  # SIGTERM once the engine beside it has drained
-    return pod
+        return {"name": proc.role, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
+                "env": env_list(container_env(launch, proc)),
+                "resources": {"limits": amounts, "requests": dict(amounts)},
+                "securityContext": container_security(launch), "volumeMounts": mounts, **helper_probes(launch),
+                "lifecycle": pre_stop(stop(launch, proc))}  # SIGTERM once the engine beside it has drained
+
+    companions = [container(p) for p in launch.plan.topology.helpers if is_companion(p)]
+    return {**pod, "containers": [*pod["containers"], *companions]}

@@ -29,7 +29,7 @@ TOKEN_VOLUME = "hf-token"
 CONTAINER = "kimi-serve"
 DOWNLOAD_CONTAINER = "download"
 SKIP_ANNOTATION = "checkov.io/skip{}"  # checkov's own: `CKV_ID=reason` (the reason holds no '=')
-_RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
+RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 
 
 def hf_token_secret(launch) -> str:
@@ -114,11 +114,11 @@ def _resources(launch, proc: Process) -> dict:
     return {"limits": amounts, "requests": dict(amounts)}
 
 
-def _pod_security(launch, proc: Process) -> dict:
+def pod_security(launch, proc: Process) -> dict:
     user = image_user(launch)
     ctx = {"runAsNonRoot": True, "runAsUser": user.uid, "runAsGroup": user.gid, "fsGroup": user.gid,
            # a 600 GB cache would be walked and chowned on every start otherwise
-           "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": dict(_RUNTIME_DEFAULT)}
+           "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": dict(RUNTIME_DEFAULT)}
     groups = brand(launch).k8s_supplemental_groups if proc.local_gpus else []
     if groups:
         ctx["supplementalGroups"] = list(groups)
@@ -131,10 +131,10 @@ def restricted_container(uid: int, gid: int) -> dict:
     container we draw: the engines', the router's, the Gateway's endpoint picker's)."""
     return {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": gid, "allowPrivilegeEscalation": False,
             "privileged": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": dict(_RUNTIME_DEFAULT)}
+            "seccompProfile": dict(RUNTIME_DEFAULT)}
 
 
-def _container_security(launch) -> dict:
+def container_security(launch) -> dict:
     user = image_user(launch)
     return restricted_container(user.uid, user.gid)
 
@@ -178,7 +178,7 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     mounts, volumes = _volumes(launch, proc, cache_claim)
     container = {"name": CONTAINER, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
                  "env": _env(launch, proc),
-                 "resources": _resources(launch, proc), "securityContext": _container_security(launch),
+                 "resources": _resources(launch, proc), "securityContext": container_security(launch),
                  "volumeMounts": mounts, "lifecycle": pre_stop(stop(launch, proc), serves=proc.serves_http)}
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
@@ -190,7 +190,7 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     grace = deployment_stop(launch).grace_s if proc.local_gpus else stop(launch, proc).grace_s
     spec = {"enableServiceLinks": False, "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": grace,
-            "securityContext": _pod_security(launch, proc), "containers": [container], "volumes": volumes}
+            "securityContext": pod_security(launch, proc), "containers": [container], "volumes": volumes}
     if proc.local_gpus:
         spec["initContainers"] = [_download(container)]
         label = brand(launch).k8s_product_label
@@ -255,7 +255,7 @@ def add_weight_cache(launch, pod: dict) -> dict:
         "name": proc.role, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
         "restartPolicy": "Always",
         "env": env, "resources": {"limits": amounts, "requests": dict(amounts)},
-        "securityContext": _container_security(launch),
+        "securityContext": container_security(launch),
         "volumeMounts": [dict(m) for m in engine["volumeMounts"]],
         "ports": [{"name": HEALTH_PORT_NAME, "containerPort": proc.port}],
         "startupProbe": {**get, "failureThreshold": -(-h.start_period_s // h.interval_s)},

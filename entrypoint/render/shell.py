@@ -7,7 +7,7 @@ from typing import Iterable, List
 
 from entrypoint.core.args import display_units
 from entrypoint.core.mask import mask_argv, mask_env
-from entrypoint.core.plan import Kind, Plan, Process
+from entrypoint.core.plan import SINGLE, Kind, Plan, Process
 
 
 def _argv_lines(proc: Process) -> List[str]:
@@ -40,7 +40,7 @@ def render_process(proc: Process) -> str:
 def render_plan(plan: Plan, header: Iterable[str] = ()) -> str:
     out = [f"# {line}" for line in header]
     for proc in plan.processes:
-        one = proc.role == "single" or proc.kind in (Kind.ROUTER, Kind.PRELOAD)  # one per deployment: no rank
+        one = proc.role == SINGLE or proc.kind in (Kind.ROUTER, Kind.PRELOAD)  # one per deployment: no rank
         label = proc.role if one else f"{proc.role} rank {proc.rank}"
         out.append(f"# --- {label}")
         out.append(render_process(proc))
