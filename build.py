@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 try:
-    from buildsys.cli import run  # noqa: E402
+    from buildsys.cli import run
 except ImportError as exc:  # the project's own dependencies are missing: say what to install
     sys.exit(f"build.py: error: {exc.name or exc} is not installed; install the build tool's dependencies in a "
              "virtual environment: python3 -m venv .venv && .venv/bin/pip install -e '.[build]'")

@@ -86,7 +86,7 @@ def _hardware(catalog) -> dict:
         recipe_catalog = with_recipe(catalog, slug)
         sid = offered_strategies(recipe_catalog, hw)[0]
         launch = _probe(recipe_catalog, slug, hw, sid)
-        proc, pod = _serving_pod(launch, launch.plan.first_engine.role)
+        _, pod = _serving_pod(launch, launch.plan.first_engine.role)
         out[hw] = {"image_target": catalog.hardware[hw].image_target, "resources": pod["containers"][0]["resources"]["limits"],
                    "vram_gb": catalog.hardware[hw].vram_gb, "node_selector": pod["nodeSelector"],
                    "pod_security": pod["securityContext"]}
@@ -496,7 +496,7 @@ def _secret_options_pattern() -> str:
     for name in sorted(k for k, o in secret_spec().options.items() if o.secret):
         bare = name[2:]
         shortest = next(n for n in range(1, len(bare) + 1)
-                        if newest.lookup("--" + bare[:n])[0] is not None and newest.lookup("--" + bare[:n])[0].secret
+                        if (newest.lookup("--" + bare[:n])[0] is not None and newest.lookup("--" + bare[:n])[0].secret)
                         or n == len(bare))
 
         def dashes(text: str) -> str:

@@ -27,7 +27,7 @@ def _load(ctx) -> targets_mod.Targets:
         try:
             ctx.obj["targets"] = targets_mod.load(ctx.obj["targets_file"])
         except TargetsError as exc:
-            raise click.ClickException(str(exc))
+            raise click.ClickException(str(exc)) from exc
     return ctx.obj["targets"]
 
 
@@ -43,7 +43,7 @@ def _release(ctx, version):
     try:
         return data.for_release(version)
     except ValueError as exc:
-        raise click.UsageError(str(exc))
+        raise click.UsageError(str(exc)) from exc
 
 
 def _pick(data, names):
@@ -110,7 +110,7 @@ def build(ctx, names, registry, push, overrides, do_smoke, no_cache, json_out, v
         cli = engine.client()
         ov = engine.parse_overrides(overrides)
     except BuildError as exc:
-        raise click.ClickException(str(exc))
+        raise click.ClickException(str(exc)) from exc
     results, failed = [], False
     started = time.monotonic()
     for i, name in enumerate(chosen, 1):
@@ -147,7 +147,7 @@ def smoke(ctx, names, registry, do_pull):
     try:
         cli = engine.client()
     except BuildError as exc:
-        raise click.ClickException(str(exc))
+        raise click.ClickException(str(exc)) from exc
     bad = {}
     for name in chosen:
         image = data.ref(name, registry)
@@ -191,7 +191,7 @@ def bake(ctx, output, registry, overrides, vllm):
         ov = engine.parse_overrides(overrides)
         cli = engine.client() if ov else None  # an overridden base is asked for its Python and digest
     except BuildError as exc:
-        raise click.ClickException(str(exc))
+        raise click.ClickException(str(exc)) from exc
     src = engine.source_info()
     # RUN steps need no network (wheels are prepared on the host): none keeps the build hermetic.
     common = {"dockerfile": "Dockerfile", "pull": False, "network": "none",
@@ -231,9 +231,9 @@ def lock(ctx, dry_run):
                 release_digests.setdefault(version, {})[kind] = engine.registry_digest(cli, f"{b.name}:{b.tag}")
                 log(f"{version} {kind}: {b.name}:{b.tag} -> {release_digests[version][kind]}")
     except BuildError as exc:
-        raise click.ClickException(str(exc))
+        raise click.ClickException(str(exc)) from exc
     except Exception as exc:  # noqa: BLE001 - registry errors
-        raise click.ClickException(f"cannot resolve a base digest: {exc}")
+        raise click.ClickException(f"cannot resolve a base digest: {exc}") from exc
     if not dry_run:
         targets_mod.save_digests(digests, ctx.obj["targets_file"], release_digests)
         log(f"wrote digests into {ctx.obj['targets_file']}")
@@ -274,7 +274,7 @@ def vllm_spec(python, out_dir, note):
     try:
         data = spec_mod.extract(python)
     except spec_mod.SpecError as exc:
-        raise click.ClickException(str(exc))
+        raise click.ClickException(str(exc)) from exc
     command = f"python build.py vllm-spec --python <venv with {data['package']}=={data['vllm_version']}>/bin/python"
     path = spec_mod.write(data, command, out_dir or spec_mod.SPECS_DIR, note)
     log(f"wrote {path}: {len(data['options'])} options, {len(data['env'])} env names "

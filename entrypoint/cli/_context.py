@@ -10,7 +10,7 @@ import os
 import sys
 import time
 import traceback
-from typing import NoReturn
+from typing import NoReturn, Optional
 
 from entrypoint.core.errors import EXIT_USAGE, INTERNAL_ERROR, KimiError
 
@@ -77,7 +77,7 @@ def write_termination_message(message: str, path: str = TERMINATION_LOG) -> None
         pass
 
 
-def run_guarded(fn, *args, error_exit: int = None, json_log: bool = False, termination_log: str = "", **kwargs):
+def run_guarded(fn, *args, error_exit: Optional[int] = None, json_log: bool = False, termination_log: str = "", **kwargs):
     """Call fn; map every failure to one line and an exit code. `error_exit` replaces every
     failing code (healthcheck: 1, Docker's HEALTHCHECK contract); `termination_log`: the file the
     line goes to as well (the container's start)."""

@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from entrypoint.core import limits
 from entrypoint.core.bench_schema import (METRICS, PER_GPU, BenchFile, Defaults, Point, Reference, Workload,  # noqa: F401

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from typing import Optional
 
 
 def read_capped(path, max_bytes: int) -> bytes:

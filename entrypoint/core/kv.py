@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from entrypoint.core import errors as E

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import statistics
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -162,9 +161,9 @@ def best_loader(kind: str, vllm_version: str, data=None, installed: Optional[tup
     data = data or load_data()
     accepted = formats_of(vllm_version, data)
     rule = data.auto[kind]
-    runs = {lid for lid, l in data.loaders.items() if not l.brands or brand is None or brand in l.brands}
-    usable = {lid for lid, l in data.loaders.items() if l.load_format in accepted and lid in runs
-              and (installed is None or lid in installed or not l.packages)}
+    runs = {lid for lid, ld in data.loaders.items() if not ld.brands or brand is None or brand in ld.brands}
+    usable = {lid for lid, ld in data.loaders.items() if ld.load_format in accepted and lid in runs
+              and (installed is None or lid in installed or not ld.packages)}
     speeds = {lid: g for lid in usable if (g := measured_gbps(lid, kind, data)) is not None}
     missing = sorted(lid for lid in data.loaders if lid not in usable and lid in runs)
     lacks = f" (this node's Python lacks {', '.join(missing)})" if installed is not None and missing else ""
@@ -185,7 +184,7 @@ def _config_class(load_format: str, data) -> Optional[str]:
 
 
 def _loader_id(load_format: str, data) -> Optional[str]:
-    return next((lid for lid, l in data.loaders.items() if l.load_format == load_format), None)
+    return next((lid for lid, ld in data.loaders.items() if ld.load_format == load_format), None)
 
 
 def _user_config(user_args: Sequence[str], spec) -> Tuple[Dict[str, object], bool]:

@@ -4,6 +4,8 @@ recipe data's ids through `{hardware}`, `{variants}` and `{profiles}`, filled in
 
 from __future__ import annotations
 
+from typing import Optional
+
 from entrypoint.core.recipe import load_catalog
 from entrypoint.core.settings import EXTERNAL_FIELDS, KIMI_FIELDS
 
@@ -33,7 +35,7 @@ def _ids() -> dict:
             "default_name": catalog.recipes[catalog.serving.default_recipe].deployment_name}
 
 
-def help_text(field, ids: dict = None) -> str:
+def help_text(field, ids: Optional[dict] = None) -> str:
     """A setting's help with the recipe data's ids filled in (the README's tables, the chart's schema)."""
     text = field.help.format(**(ids if ids is not None else _ids()))
     if field.choices:

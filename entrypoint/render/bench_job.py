@@ -84,7 +84,7 @@ class K8sBench:
 
     @staticmethod
     def render(launch) -> dict:
-        name, namespace = launch.name, launch.settings.namespace
+        namespace = launch.settings.namespace
         url = api_url(launch)
         mounts = [{"name": RESULTS_VOLUME, "mountPath": RESULTS_DIR},
                   {"name": HUB_VOLUME, "mountPath": launch.settings.cache_dir}]

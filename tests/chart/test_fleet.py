@@ -157,7 +157,7 @@ def test_the_charts_pd_router_pod_discovers_exactly_every_units_api_pods(helm, t
     assert sorted(sets) == [f"{RELEASE}-decode", f"{RELEASE}-prefill"]
     assert all(lws["spec"]["replicas"] == units for lws in sets.values())
     # the router pod's own start (its environment, through kimi-serve), parsed by the real vllm-router
-    argv, args = _router_args(objects)
+    _argv, args = _router_args(objects)
     assert args.vllm_pd_disaggregation and args.service_discovery
     assert args.service_discovery_namespace == RELEASE_NAMESPACE
     assert not args.prefill_urls and not args.decode_urls  # no static unit: discovery finds them all

@@ -68,7 +68,7 @@ def test_the_compose_one_shot_service_joins_the_deployments_file(case):
     extra = yaml.safe_load(ComposeBench.render(deployment_launch(ComposeBench, environ))[COMPOSE_FILE])
     merged = {**main, "services": {**main["services"], **extra["services"]}}
     jsonschema.validate(merged, json.loads(COMPOSE_SPEC.read_text()), cls=jsonschema.Draft7Validator)
-    (name, svc), = extra["services"].items()
+    (_name, svc), = extra["services"].items()
     (waits_for, condition), = svc["depends_on"].items()
     assert waits_for in main["services"] and condition == {"condition": "service_healthy"}
     assert "healthcheck" in main["services"][waits_for]

@@ -473,15 +473,15 @@ def test_rendered_environment_values_read_back_as_strings(fmt):
         for docs in (list(yaml.safe_load_all(text)), list(yaml12.load_all(text))):
             found = []
 
-            def walk(node):
+            def walk(node, found=found):  # this iteration's list
                 if isinstance(node, dict):
                     for key, item in node.items():
                         if key == "KIMI_MODEL_REVISION" or (isinstance(item, str) and item == "KIMI_MODEL_REVISION"):
                             found.append(item if key == "KIMI_MODEL_REVISION" else node.get("value"))
-                        walk(item)
+                        walk(item, found)
                 elif isinstance(node, list):
                     for item in node:
-                        walk(item)
+                        walk(item, found)
 
             walk(docs)
             assert found and all(v == value and isinstance(v, str) for v in found), (value, found)

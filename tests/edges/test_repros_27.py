@@ -229,7 +229,7 @@ def test_a_fifo_in_place_of_a_bench_result_is_refused(tmp_path):
     with pytest.raises(ResultError, match="not a regular file"):
         read_result(tmp_path / "r.json")
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(ResultError, match="too deep|not JSON"):
+    with pytest.raises(ResultError, match=r"too deep|not JSON"):
         read_result(tmp_path / "deep.json")
 
 

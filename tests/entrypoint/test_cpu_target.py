@@ -109,7 +109,7 @@ def test_layouts_the_cpu_backend_cannot_run_are_named_by_preflight(model, tmp_pa
 
 
 def test_kv_offload_is_refused_with_the_reason(model):
-    with pytest.raises(KimiError, match="already lives in host memory.*KIMI_CPU_KVCACHE_GIB"):
+    with pytest.raises(KimiError, match=r"already lives in host memory.*KIMI_CPU_KVCACHE_GIB"):
         build(cpu(model, KIMI_KV_OFFLOAD="simple"))
 
 

@@ -328,7 +328,7 @@ def test_cuda_only_loaders_are_not_picked_for_amd_gpus():
     found = compose(read_settings(env),
                     storage=local("ext4", installed=("safetensors", "instanttensor", "fastsafetensors")))
     assert argv_values(found)["load_format"] == "safetensors"  # the streamer absent; instanttensor is CUDA-only
-    brands = {lid: list(l.brands) for lid, l in loading.load_data().loaders.items()}  # read-only: tuples
+    brands = {lid: list(ld.brands) for lid, ld in loading.load_data().loaders.items()}  # read-only: tuples
     assert brands["instanttensor"] == ["nvidia"] and brands["runai_streamer"] == []
 
 

@@ -214,7 +214,7 @@ BUILD_STEP_ARGS = {"KIMI_DOWNLOAD_KERNELS"}
 def test_tags_name_one_digest_with_the_bake_files_platform_labels_and_args(published):
     http, repo = published["http"], published["repo"]
     metadata = {}
-    for name, job in published["jobs"].items():
+    for job in published["jobs"].values():
         metadata.update(json.loads(job.contexts["steps"]["bake"]["outputs"]["metadata"]))
     for name in published["jobs"]:
         t = published["bake"][name]
@@ -233,7 +233,7 @@ def test_tags_name_one_digest_with_the_bake_files_platform_labels_and_args(publi
 
 
 def test_the_smoke_step_pulled_and_passed_every_image(published):
-    for name, job in published["jobs"].items():
+    for job in published["jobs"].values():
         smoke = next(proc for step, proc in job.log if step.startswith("Smoke"))
         assert f"pulling {published['registry']}" in smoke.stderr and "FAIL" not in smoke.stderr, smoke.stderr[-2000:]
 

@@ -68,7 +68,7 @@ def _recipes(tmp_path, mutate):
 
 def test_unknown_hardware_is_rejected(tmp_path):
     targets.load()  # the real recipe data knows every id we serve
-    with pytest.raises(targets.TargetsError, match="unknown hardware.*tpu9"):
+    with pytest.raises(targets.TargetsError, match=r"unknown hardware.*tpu9"):
         targets.load(_write(tmp_path, lambda r: r["targets"]["h200"]["serves"].append("tpu9")))
 
 

@@ -62,7 +62,7 @@ def _used(rules) -> set:
 
 def _replayed(rules) -> list:
     """The recorded scrapes as a series each: counters grow by their recorded rate, gauges hold."""
-    (first_meta, first), *_, (last_meta, last) = scrapes()
+    (_first_meta, first), *_, (_last_meta, last) = scrapes()
     start = {(n, tuple(sorted(lab.items()))): v for n, lab, v in first}
     steps = len(scrapes()) - 1
     out = []
@@ -166,7 +166,7 @@ def test_recorded_load_raises_no_alert_and_overload_raises_each(promtool, rules_
 
 def test_a_wrong_expectation_fails(promtool, rules_file, tmp_path):
     """promtool really compares: the overload expected to be quiet fails."""
-    path, rules = rules_file
+    path, _rules = rules_file
     wrong = {"interval": "1m", "input_series": _overloaded(),
              "alert_rule_test": [{"eval_time": EVAL, "alertname": "KimiKvCacheNearFull", "exp_alerts": []}]}
     done = subprocess.run([promtool, "test", "rules", str(_test_file(tmp_path, path, [wrong]))],

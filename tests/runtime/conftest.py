@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -22,7 +23,7 @@ class FakeTools:
         self.bindir = bindir
         bindir.mkdir(exist_ok=True)
 
-    def add(self, name: str, output: str = "", rc: int = 0, by_arg: dict = None) -> "FakeTools":
+    def add(self, name: str, output: str = "", rc: int = 0, by_arg: Optional[dict] = None) -> "FakeTools":
         """`output` (a fixture path or text) on stdout; `by_arg`: {argument: output} picked by the
         first argument seen among the keys (e.g. rocm-smi --showfw)."""
         lines = ["#!/bin/sh"]
@@ -54,7 +55,7 @@ def fake_tools(tmp_path):
 
 
 def make_kfd_tree(root: Path, gfx: str, vram_bytes: int, count: int = 8, product_name: str = "",
-                  mec_fw: int = None) -> Path:
+                  mec_fw: Optional[int] = None) -> Path:
     """A sysfs tree as the amdgpu driver lays it out: a CPU node 0, then one KFD node per GPU."""
     nodes = root / "sys/class/kfd/kfd/topology/nodes"
     (nodes / "0").mkdir(parents=True)

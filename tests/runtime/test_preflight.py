@@ -104,7 +104,7 @@ def test_old_mec_firmware_on_gfx950_sets_hsa_no_scratch_reclaim():
     results, proc = statuses(env, facts("mi355x", firmware=(175, 177), firmware_source="rocm-smi --showfw"))
     assert results["firmware"].status == "fixed" and "175" in results["firmware"].message
     assert proc.env["HSA_NO_SCRATCH_RECLAIM"] == "1"
-    launch, original = launch_for(env)
+    _launch, original = launch_for(env)
     assert "HSA_NO_SCRATCH_RECLAIM" not in original.env  # the plan itself stays the recipe's
 
 

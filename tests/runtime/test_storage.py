@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import pytest
 
 from entrypoint.app.launch import build
 from entrypoint.core import limits, loading
@@ -64,10 +63,10 @@ def test_gds_needs_the_driver_and_a_local_file_system(tmp_path):
 
 def test_the_sample_is_bounded_in_bytes_and_time(tmp_path):
     path = weights(tmp_path, [64 * MIB]) / "model-00000.safetensors"
-    n, seconds, _, note = storage.sample_read(path, max_bytes=16 * MIB)
+    n, _seconds, _, note = storage.sample_read(path, max_bytes=16 * MIB)
     assert n == 16 * MIB and note == ""
     start = time.monotonic()
-    n, seconds, _, note = storage.sample_read(path, deadline_s=0.0)
+    n, _seconds, _, note = storage.sample_read(path, deadline_s=0.0)
     assert n == limits.LOAD_SAMPLE_BLOCK and "bound" in note and time.monotonic() - start < 5
     assert limits.LOAD_SAMPLE_BYTES <= 1024 * MIB and limits.LOAD_SAMPLE_DEADLINE_S <= 10
 

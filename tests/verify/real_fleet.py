@@ -93,7 +93,7 @@ class Engine:
             return True
         except OSError:
             if self.process.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.tail()}")
+                raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.tail()}") from None
             return False
 
     def counters(self) -> Dict[str, float]:

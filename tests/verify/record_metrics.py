@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_vllm import VllmServer  # noqa: E402
+from real_vllm import VllmServer
 
 MAX_METRICS_BYTES = 4 * 1024 * 1024  # a vLLM /metrics page is ~60 KB
 NAME = "kimi-k2.5"

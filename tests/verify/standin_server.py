@@ -40,8 +40,6 @@ character, then one delta with that character.
 
 from __future__ import annotations
 
-SILENCE_S = 1.2  # silent_stream: the pause after the first event
-
 import base64
 import json
 import re
@@ -50,6 +48,7 @@ import time
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+SILENCE_S = 1.2  # silent_stream: the pause after the first event
 VLLM_VERSION = "0.32.0"
 SERVED_NAME = "kimi-k2.5"
 MODEL_PATH = "/root/autodl-fs/moonshotai/Kimi-K2.5"

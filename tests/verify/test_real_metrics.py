@@ -11,9 +11,9 @@ import pytest
 from real_vllm import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.monitoring.operated import OPERATED, objects, queries  # noqa: E402
-from tests.monitoring.recorded import PROMETHEUS_OWN, SPECULATIVE, names, queried_names, scrapes  # noqa: E402
-from tests.verify.record_metrics import ARGS, NAME, SPECULATIVE as SPEC_ARGS, chat  # noqa: E402
+from tests.monitoring.operated import OPERATED, objects, queries
+from tests.monitoring.recorded import PROMETHEUS_OWN, SPECULATIVE, names, queried_names, scrapes
+from tests.verify.record_metrics import ARGS, NAME, SPECULATIVE as SPEC_ARGS, chat
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 SERVER = Config("scripted", ARGS + SPEC_ARGS, served=NAME)

@@ -109,7 +109,7 @@ def _rendered(env):
                                  {"KIMI_REPLICAS": "2", "KIMI_STRATEGY": "multi_node_tp", "KIMI_NODES": "2",
                                   "KIMI_ROUTER_POLICY": "power_of_two"}])
 def test_kubernetes_router_pod_discovers_the_rendered_copies(env):
-    launch, docs = _rendered(env)
+    _launch, docs = _rendered(env)
     router_doc = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-router"))
     pod_env = _pod_env(router_doc)
     # the router pod's own start: its container's env, as kimi-serve resolves it there

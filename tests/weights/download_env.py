@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from hub_standin import DRAFT_ID, Hub, draft_repo  # noqa: F401 - re-exported for the tests
+from hub_standin import DRAFT_ID, Hub, Repo, draft_repo  # noqa: F401 - re-exported for the tests
 
 KIMI = str(Path(sys.executable).with_name("kimi-serve"))
 

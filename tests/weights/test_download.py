@@ -64,7 +64,7 @@ def test_json_progress_lines(env, repos):
 
 
 def test_second_run_fetches_nothing(env, hub, repos):
-    main, wanted, _ = repos
+    _main, _wanted, _ = repos
     assert env.run("download").returncode == 0
     before = sum(hub.bodies_done.values())
     result = env.run("download")
@@ -74,7 +74,7 @@ def test_second_run_fetches_nothing(env, hub, repos):
 
 
 def test_sigterm_then_resume_fetches_only_what_was_missing(env, hub, repos):
-    main, wanted, draft = repos
+    main, wanted, _draft = repos
     hub.behaviour.hold.add(SHARD_3)
     proc = env.popen("download", "--workers", "2")
     deadline = time.monotonic() + 60
@@ -213,7 +213,7 @@ def test_full_disk_is_found_before_the_download(env, hub, repos, tmp_path):
 
 
 def test_offline_runs(env, hub, repos):
-    main, wanted, _ = repos
+    main, _wanted, _ = repos
     offline = {"HF_HUB_OFFLINE": "1"}
     empty = env.run("download", **offline)
     assert empty.returncode == 2 and "HF_HUB_OFFLINE" in _clean(empty)

@@ -39,7 +39,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rendered_download_step_fetches_the_weights(case, env, repos):
-    main, wanted, draft = repos
+    main, wanted, _draft = repos
     step, runtime = CASES[case]
     args, step_env = step()
     assert args == ["download"]
