@@ -22,9 +22,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Sequence
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python < 3.11 (requires-python's floor): the backport, a dependency there
+    import tomli as tomllib
 
 from buildsys import ROOT, log
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Generic, Mapping, Optional, Tuple, TypeVar, Union, get_args, overload
 
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
@@ -25,8 +26,11 @@ _PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_REFERENCE = (rf"(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
                    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 
-PYTHON_TYPES = {"str": Optional[str], "int": Optional[int], "bool": bool, "list": tuple, "choice": Optional[str],
-                "spec": Optional[str]}
+# A setting's value: what _convert reads for its kind (a list: a tuple of strings), or None when unset.
+Value = Union[str, int, bool, Tuple[str, ...], None]
+# The Python type of each kind's value; Optional when the default is None (python_type).
+PYTHON_TYPES: Mapping[str, Any] = {"str": str, "int": int, "bool": bool, "list": Tuple[str, ...], "choice": str,
+                                   "spec": str}
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class Field:
     name: str  # attribute name and TOML key
     # str | int | bool | list | choice | spec (a comma list kept as written: "" = none, unset = default)
     kind: str
-    default: Any
+    default: Value
     default_doc: str  # the default as documented (may be a rule, not a value)
     help: str
     choices: tuple = ()
@@ -51,6 +55,13 @@ class Field:
     @property
     def env(self) -> str:
         return self.external or "KIMI_" + self.name.upper()
+
+
+def python_type(field: Field) -> Any:
+    """The type of the field's value: its kind's, Optional where the default is None (an unset
+    str, int or choice; a bool, a list and a field with a default always hold a value)."""
+    base = PYTHON_TYPES[field.kind]
+    return base if field.default is not None else Optional[base]
 
 
 F = Field
@@ -330,10 +341,36 @@ def parse_bool(text: Any) -> Optional[bool]:
     return True if word in _TRUE else False if word in _FALSE else None
 
 
+T = TypeVar("T")
+
+
+class _Setting(Generic[T]):
+    """A Settings attribute: the value of the field of its name, typed T (python_type(field))."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.__doc__ = BY_NAME[name].help if name in BY_NAME else None
+
+    @overload
+    def __get__(self, settings: None, owner: type) -> _Setting[T]: ...
+    @overload
+    def __get__(self, settings: Settings, owner: type) -> T: ...
+    def __get__(self, settings: Optional[Settings], owner: type) -> Union[T, _Setting[T]]:
+        return self if settings is None else settings.values[self.name]  # python_type(field), checked at import
+
+    @property
+    def type(self) -> Any:
+        """T, as written in the declaration (typing keeps it on the instance)."""
+        return get_args(self.__orig_class__)[0]  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Typed settings: one attribute per field of FIELDS (added below, typed by the field's kind).
-    `origin` says where each value came from."""
+    """Typed settings: one attribute per field of FIELDS, declared below with its value's type
+    (python_type; declaration_errors holds the two lists together). `values` holds them by name
+    for code that picks a setting by a computed name (f"{role}_addrs"): typed Any there, since the
+    type depends on the name; the attributes are the typed access. `origin` says where each value
+    came from."""
 
     values: Mapping[str, Any]
     origin: Mapping[str, str]  # field name -> "default" | "file" | "env"
@@ -345,7 +382,7 @@ class Settings:
 
     def vllm_user_args(self) -> tuple:
         """KIMI_EXTRA_ARGS (shell-split, never run through a shell) then the container args."""
-        extra = self.values.get("extra_args")
+        extra = self.extra_args
         try:
             parts = shlex.split(extra) if extra else []
         except ValueError as exc:
@@ -353,15 +390,143 @@ class Settings:
                             f"{_shown(BY_NAME['extra_args'], extra)}. Check its quotes.") from None
         return tuple(parts) + tuple(self.user_args)
 
+    # One attribute per field, in FIELDS' order, typed python_type(field).
+    recipe = _Setting[Optional[str]]()
+    hardware = _Setting[Optional[str]]()
+    variant = _Setting[str]()
+    strategy = _Setting[Optional[str]]()
+    features = _Setting[Optional[str]]()
+    profile = _Setting[Optional[str]]()
+    cpu_ranks = _Setting[int]()
+    cpu_memory_gb = _Setting[Optional[int]]()
+    cpu_threads = _Setting[Optional[int]]()
+    cpu_kvcache_gib = _Setting[Optional[int]]()
+    cpu_threads_bind = _Setting[Optional[str]]()
+    nodes = _Setting[int]()
+    node_rank = _Setting[int]()
+    head_addr = _Setting[Optional[str]]()
+    node_addr = _Setting[Optional[str]]()
+    iface = _Setting[Optional[str]]()
+    role = _Setting[Optional[str]]()
+    prefill_nodes = _Setting[Optional[int]]()
+    decode_nodes = _Setting[Optional[int]]()
+    prefill_parallelism = _Setting[Optional[str]]()
+    decode_parallelism = _Setting[Optional[str]]()
+    prefill_addrs = _Setting[Tuple[str, ...]]()
+    decode_addrs = _Setting[Tuple[str, ...]]()
+    prefill_dp_rpc_port = _Setting[int]()
+    decode_dp_rpc_port = _Setting[int]()
+    router_host = _Setting[str]()
+    router_port = _Setting[int]()
+    router = _Setting[str]()
+    router_policy = _Setting[Optional[str]]()
+    replica_addrs = _Setting[Tuple[str, ...]]()
+    router_selector = _Setting[Tuple[str, ...]]()
+    kv_offload = _Setting[Optional[str]]()
+    kv_instances = _Setting[Optional[int]]()
+    instance_addrs = _Setting[Tuple[str, ...]]()
+    mooncake_master_addr = _Setting[Optional[str]]()
+    mooncake_device_name = _Setting[str]()
+    mooncake_store_device_name = _Setting[str]()
+    mooncake_store_host = _Setting[Optional[str]]()
+    model = _Setting[Optional[str]]()
+    model_revision = _Setting[Optional[str]]()
+    served_model_name = _Setting[Optional[str]]()
+    host = _Setting[Optional[str]]()
+    port = _Setting[Optional[int]]()
+    vllm_version = _Setting[Optional[str]]()
+    load_format = _Setting[str]()
+    drain_timeout = _Setting[int]()
+    preload = _Setting[bool]()
+    extra_args = _Setting[Optional[str]]()
+    skip_memory_check = _Setting[bool]()
+    download = _Setting[bool]()
+    download_backoff_s = _Setting[int]()
+    dry_run = _Setting[bool]()
+    preflight = _Setting[str]()
+    log_format = _Setting[str]()
+    cache_dir = _Setting[str]()
+    debug = _Setting[bool]()
+    image = _Setting[Optional[str]]()
+    image_digest = _Setting[Optional[str]]()
+    name = _Setting[Optional[str]]()
+    namespace = _Setting[str]()
+    monitoring = _Setting[bool]()
+    slo_ttft_ms = _Setting[int]()
+    slo_itl_ms = _Setting[int]()
+    autoscaling = _Setting[str]()
+    replicas = _Setting[int]()
+    max_replicas = _Setting[int]()
+    scale_waiting = _Setting[int]()
+    scale_kv_percent = _Setting[int]()
+    prometheus_url = _Setting[str]()
+    scraper_namespace = _Setting[str]()
+    scraper_labels = _Setting[Tuple[str, ...]]()
+    image_target = _Setting[Optional[str]]()
+    image_hardware = _Setting[Optional[str]]()
+    image_serves = _Setting[Tuple[str, ...]]()
+    image_cuda = _Setting[Optional[str]]()
+    image_rocm = _Setting[Optional[str]]()
+    config = _Setting[Optional[str]]()
+    platform = _Setting[Optional[str]]()
+    recipes_dir = _Setting[Optional[str]]()
+    lws_leader_address = _Setting[Optional[str]]()
+    lws_group_size = _Setting[Optional[int]]()
+    lws_worker_index = _Setting[Optional[int]]()
+    slurm_nnodes = _Setting[Optional[int]]()
+    slurm_job_num_nodes = _Setting[Optional[int]]()
+    slurm_nodeid = _Setting[Optional[int]]()
+    slurm_job_nodelist = _Setting[Optional[str]]()
+    slurm_nodelist = _Setting[Optional[str]]()
+    cuda_visible_devices = _Setting[Optional[str]]()
+    hip_visible_devices = _Setting[Optional[str]]()
+    rocr_visible_devices = _Setting[Optional[str]]()
+    hf_hub_offline = _Setting[bool]()
+    hf_token = _Setting[Optional[str]]()
+    hf_token_path = _Setting[Optional[str]]()
+    hf_endpoint = _Setting[Optional[str]]()
+    vllm_use_modelscope = _Setting[bool]()
+    sagemaker_bind_to_port = _Setting[Optional[int]]()
+    sm_vllm_model = _Setting[Optional[str]]()
+    hf_model_id = _Setting[Optional[str]]()
+    sm_vllm_flags = _Setting[Optional[str]]()
+    aip_http_port = _Setting[Optional[int]]()
+    aip_mode = _Setting[Optional[str]]()
+    aip_health_route = _Setting[Optional[str]]()
+    aip_predict_route = _Setting[Optional[str]]()
+    aip_storage_uri = _Setting[Optional[str]]()
+    azureml_model_dir = _Setting[Optional[str]]()
+    skypilot_num_nodes = _Setting[Optional[int]]()
+    skypilot_node_rank = _Setting[Optional[int]]()
+    skypilot_node_ips = _Setting[Optional[str]]()
+    aws_endpoint_url_s3 = _Setting[Optional[str]]()
+    aws_endpoint_url = _Setting[Optional[str]]()
+    aws_region = _Setting[Optional[str]]()
+    aws_default_region = _Setting[Optional[str]]()
+    aws_access_key_id = _Setting[Optional[str]]()
+    aws_secret_access_key = _Setting[Optional[str]]()
+    aws_session_token = _Setting[Optional[str]]()
+    aws_profile = _Setting[Optional[str]]()
+    aws_web_identity_token_file = _Setting[Optional[str]]()
+    aws_container_credentials_relative_uri = _Setting[Optional[str]]()
+    aws_container_credentials_full_uri = _Setting[Optional[str]]()
+    aws_ec2_metadata_disabled = _Setting[Optional[str]]()
+    google_application_credentials = _Setting[Optional[str]]()
 
-def _attribute(name: str) -> property:
-    return property(lambda self: self.values[name], doc=BY_NAME[name].help)
+
+def declaration_errors(fields: Tuple[Field, ...] = FIELDS, settings: type = Settings) -> list:
+    """Where the fields and the Settings attributes disagree: a field without its attribute, an
+    attribute without its field, an attribute typed otherwise than its field's value."""
+    declared = {n: a for n, a in vars(settings).items() if isinstance(a, _Setting)}
+    names = {f.name for f in fields}
+    return ([f"{f.name}: no Settings attribute" for f in fields if f.name not in declared]
+            + [f"{n}: a Settings attribute without a field" for n in declared if n not in names]
+            + [f"{f.name}: declared {declared[f.name].type}, a {f.kind} with default {f.default!r} reads "
+               f"{python_type(f)}" for f in fields if f.name in declared and declared[f.name].type != python_type(f)])
 
 
-for _field in FIELDS:
-    setattr(Settings, _field.name, _attribute(_field.name))
-    Settings.__annotations__[_field.name] = PYTHON_TYPES[_field.kind]
-del _field
+if declaration_errors():  # a programming error: fail at import, not at a setting's first use
+    raise TypeError("Settings and FIELDS disagree: " + "; ".join(declaration_errors()))
 
 
 # Keys a KIMI_CONFIG file may not set: they are read before (or without) the file.
@@ -427,12 +592,12 @@ def _list(field: Field, raw: Any, label: str) -> tuple:
         if not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in raw):
             raise KimiError(INVALID_VALUE, f"{label} must be a list of strings, not a list holding "
                             f"{', '.join(sorted({_kind_of(i) for i in raw if not isinstance(i, str)}))}.")
-        items = [_text(field, i, label) for i in raw]
+        parts = [_text(field, i, label) for i in raw]
     elif isinstance(raw, str):
-        items = _text(field, raw, label).split(",")
+        parts = _text(field, raw, label).split(",")
     else:
         raise KimiError(INVALID_VALUE, f"{label} must be a comma list or a list of strings, not {_kind_of(raw)}.")
-    items = tuple(i.strip() for i in items if i.strip())
+    items = tuple(i.strip() for i in parts if i.strip())
     if field.maximum is not None and len(items) > field.maximum:
         raise KimiError(INVALID_VALUE, f"{label} has {len(items)} entries; at most {field.maximum} "
                         "(core/limits.py says why).")
@@ -484,10 +649,10 @@ def _depth(value: Any, level: int = 1) -> int:
 
 
 def _read_file(path: str) -> dict:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib as _toml
-    except ImportError:  # Python < 3.11
-        import tomli as _toml  # type: ignore[no-redef]
+    else:  # Python < 3.11
+        import tomli as _toml
     from entrypoint.core.files import read_capped
 
     try:
