@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -22,13 +23,14 @@ def test_import_contracts_hold():
     assert "0 broken" in run.stdout
 
 
-def _lint_a_copy_with(tmp_path, module: str, added: str) -> str:
-    """lint-imports' report on a copy of the package where `module` (a path under entrypoint/)
+def _lint_a_copy_with(tmp_path, module: str, added: str, package: str = "entrypoint") -> str:
+    """lint-imports' report on a copy of the packages where `module` (a path under `package`/)
     ends with `added`; the run must fail."""
     copy = tmp_path / "repo"
-    shutil.copytree(ROOT / "entrypoint", copy / "entrypoint", ignore=shutil.ignore_patterns("__pycache__"))
+    for root in ("entrypoint", "buildsys"):
+        shutil.copytree(ROOT / root, copy / root, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    bad = copy / "entrypoint" / module
+    bad = copy / package / module
     bad.write_text(bad.read_text() + added)
     run = subprocess.run([_lint_imports()], cwd=copy, capture_output=True, text=True, timeout=120,
                          env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
@@ -51,11 +53,51 @@ def test_an_import_cycle_between_siblings_is_reported(tmp_path):
     assert "No cycles are allowed in entrypoint.core" in out
 
 
+def test_the_entrypoint_importing_the_build_system_is_reported(tmp_path):
+    """The image's package never needs the build system: even a function-level import breaks it."""
+    out = _lint_a_copy_with(tmp_path, "core/versions.py",
+                            "\n\ndef _planted():\n    from buildsys import targets  # noqa\n")
+    assert "The entrypoint never imports the build system BROKEN" in out
+    assert "entrypoint.core.versions -> buildsys.targets" in out
+
+
+def test_the_build_system_reaching_the_node_is_reported(tmp_path):
+    out = _lint_a_copy_with(tmp_path, "targets.py", "\nfrom entrypoint.node import detect  # noqa\n", "buildsys")
+    assert "The build system reaches the entrypoint below its commands and beside the node BROKEN" in out
+    assert "buildsys.targets -> entrypoint.node.detect" in out
+
+
+def test_a_broken_build_system_layer_is_reported(tmp_path):
+    """The data layer (images/targets.yaml's model) importing the engine breaks build's layers."""
+    out = _lint_a_copy_with(tmp_path, "targets.py", "\nfrom buildsys import engine  # noqa\n", "buildsys")
+    assert "Build system layers: cli -> chart | smoke | vllm_spec -> chart_fleet | engine ->" in out
+    assert "buildsys.targets -> buildsys.engine" in out
+
+
+def test_the_grammar_extractor_importing_the_entrypoint_is_reported(tmp_path):
+    out = _lint_a_copy_with(tmp_path, "vllm_spec_extract.py", "\nfrom entrypoint.core import limits  # noqa\n",
+                            "buildsys")
+    assert "vLLM's grammar extractor does not import the entrypoint" in out
+
+
+def _top_imports(path: Path) -> set:
+    tree = ast.parse(path.read_text())
+    return ({n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+            | {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            | {"." for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level})
+
+
+def test_the_grammar_extractor_imports_the_stdlib_and_vllm_only():
+    """build.py vllm-spec runs it as a script under a vLLM environment's Python: its own package
+    (buildsys' __init__, beyond import-linter's contracts) is not there."""
+    found = _top_imports(ROOT / "buildsys" / "vllm_spec_extract.py")
+    assert "vllm" in found
+    assert found - set(sys.stdlib_module_names) == {"vllm"}
+
+
 def test_the_data_directory_lookup_reads_the_declared_variable(tmp_path):
     """core/datadir.py is a leaf (no project import), so it names KIMI_RECIPES_DIR itself: the
     name is the settings' declaration, and setting it moves every reader of the data."""
-    import ast
-
     from entrypoint.core import datadir
     from entrypoint.core.settings import BY_NAME
 
