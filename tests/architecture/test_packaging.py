@@ -4,8 +4,15 @@ find_packages finds them), so a new package (e.g. entrypoint/app/) is never left
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,3 +56,40 @@ def test_the_license_is_an_spdx_expression():
     """A table (`{text = ...}`) is deprecated by setuptools (a warning at every install, issue 40)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "Apache-2.0"
+
+
+def _source_copy(dest: Path) -> Path:
+    """The checkout's files as git sees them (tracked, and new files not ignored), copied: the build
+    writes build/ and *.egg-info beside its sources, which stays out of the checkout."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+@pytest.mark.slow
+def test_the_sdist_and_wheel_build_without_a_warning_and_ship_every_recipe_file(tmp_path):
+    """`python -m build` (sdist, then the wheel from the sdist, in an isolated environment with
+    build-system.requires) prints no warning, and the wheel holds every recipe data file."""
+    src = _source_copy(tmp_path / "src")
+    # PYTHONDONTWRITEBYTECODE makes setuptools warn "byte-compiling is disabled": the caller's setting, not ours
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    run = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path / "dist"), str(src)],
+                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-4000:]
+    warnings = [line for line in output.splitlines() if "warn" in line.lower() and "Location 'file:" not in line]
+    assert not warnings, "\n".join(warnings)
+    wheel, = (tmp_path / "dist").glob("*.whl")
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("entrypoint/recipes_data/")}
+    data = {"entrypoint/recipes_data/" + n for n in listed_recipes(src)}
+    assert data and data <= shipped, sorted(data - shipped)
+
+
+def listed_recipes(root: Path) -> list:
+    """The recipe data files of a checkout (recipes/), as paths under it."""
+    return [str(p.relative_to(root / "recipes")) for p in (root / "recipes").rglob("*")
+            if p.is_file() and p.suffix in (".yaml", ".json", ".py") and "__pycache__" not in p.parts]
