@@ -24,6 +24,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Any, Dict
 
 from buildsys import chart_fleet
 from entrypoint.app.deploy import deployment_launch
@@ -116,7 +117,7 @@ def _pd_pools(catalog, hw: str) -> dict:
     """variant -> the pools a PD cluster gets when the settings name no size (select.derived_pool),
     and each pool's derived size per parallelism the settings may give it."""
     choices = next(f.choices for f in KIMI_FIELDS if f.name == "prefill_parallelism")
-    out = {}
+    out: Dict[str, Any] = {}
     for vid in catalog.recipe.variants:
         out[vid] = {}
         for role in ("prefill", "decode"):
@@ -152,7 +153,7 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
     catalog = with_recipe(catalog, slug)
     recipe = catalog.recipe
     hardware, strategies = {}, {}
-    pd = {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
+    pd: Dict[str, Any] = {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
     for hw in recipe.hardware:
         offered = offered_strategies(catalog, hw)
         entry: dict = {"strategies": offered}
@@ -204,7 +205,7 @@ def _load(catalog, slug: str, hw: str, base: dict) -> dict:
 
     data = loading.load_data()
     formats = ["recipe", "auto", *sorted({lo.load_format for lo in data.loaders.values() if lo.load_format})]
-    out = {}
+    out: Dict[str, Any] = {}
     for fmt in formats:
         for kind, model in MODEL_KINDS.items():
             env = {**base, "KIMI_LOAD_FORMAT": fmt, **({"KIMI_MODEL": model} if model else {})}
@@ -236,7 +237,7 @@ def _kv(catalog) -> dict:
     data = load_kv()
     slug = catalog.serving.default_recipe
     rc = with_recipe(catalog, slug)
-    out = {"pod_index": k8s_kv.POD_INDEX, "stores": {}, "options": {}}
+    out: Dict[str, Any] = {"pod_index": k8s_kv.POD_INDEX, "stores": {}, "options": {}}
 
     def first_launch(kid: str, **more):
         for hw in rc.recipe.hardware:
@@ -436,7 +437,7 @@ def _setting_schema(field, catalog) -> dict:
         return {"anyOf": [word, {"type": "array", "items": word}]}
     if field.kind == "list":
         item = _plain({"type": "string", "minLength": 1})
-        schema = {"anyOf": [_plain({"type": "string"}), {"type": "array", "items": item}]}
+        schema: Dict[str, Any] = {"anyOf": [_plain({"type": "string"}), {"type": "array", "items": item}]}
         if field.maximum is not None:
             schema["anyOf"][1]["maxItems"] = field.maximum
         return schema

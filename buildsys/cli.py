@@ -196,7 +196,7 @@ def bake(ctx, output, registry, overrides, vllm):
     # RUN steps need no network (wheels are prepared on the host): none keeps the build hermetic.
     common = {"dockerfile": "Dockerfile", "pull": False, "network": "none",
               "attest": ["type=provenance,mode=max", "type=sbom"]}
-    out = {"group": {"default": {"targets": list(data.targets)}}, "target": {"_common": common}}
+    out: dict = {"group": {"default": {"targets": list(data.targets)}}, "target": {"_common": common}}
     for name, t in data.targets.items():
         base = engine.base_ref(data, name, ov)
         if t.base in ov:
@@ -222,7 +222,8 @@ def lock(ctx, dry_run):
     data = _load(ctx)
     try:
         cli = engine.client()
-        digests, release_digests = {}, {}
+        digests: dict = {}
+        release_digests: dict = {}
         for kind, b in data.bases.items():
             digests[kind] = engine.registry_digest(cli, f"{b.name}:{b.tag}")
             log(f"{kind}: {b.name}:{b.tag} -> {digests[kind]}" + ("" if digests[kind] == b.digest else " (changed)"))

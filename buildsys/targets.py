@@ -68,8 +68,9 @@ class ReleaseBase(Strict):
     cuda: Optional[str] = None
     rocm: Optional[str] = None
 
-    _digest = field_validator("digest")(Base._digest.__func__)
-    _stack = field_validator("cuda", "rocm")(Base._stack.__func__)
+    # Base's checks, unbound (mypy types a classmethod read off its class as a plain callable)
+    _digest = field_validator("digest")(Base._digest.__func__)  # type: ignore[attr-defined]
+    _stack = field_validator("cuda", "rocm")(Base._stack.__func__)  # type: ignore[attr-defined]
 
 
 class Target(Strict):

@@ -131,7 +131,7 @@ def main():
     options, positionals = [], []
     # Every string the parser really accepts, by action: vLLM 0.33's EnableDisableAction keeps
     # `--no-enable-x` registered but out of `option_strings` (hidden from help).
-    registered = {}
+    registered: dict = {}
     for string, action in parser._option_string_actions.items():
         registered.setdefault(id(action), []).append(string)
     for action in parser._actions:

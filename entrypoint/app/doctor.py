@@ -3,7 +3,7 @@ cluster wiring, this container's launch, and every node check (whatever KIMI_PRE
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Dict, Mapping
 
 from entrypoint.app.launch import load_launch, wire_platform
 from entrypoint.core.settings import read_settings
@@ -31,7 +31,7 @@ def diagnose(environ: Mapping[str, str]) -> dict:
     from entrypoint.node.preflight import node_facts, run_checks
 
     detection = detect_node(environ)
-    report = {"detection": detection.as_dict(), "platform": None, "cluster": {"source": "", "decisions": []},
+    report: Dict[str, Any] = {"detection": detection.as_dict(), "platform": None, "cluster": {"source": "", "decisions": []},
               "launch": None, "checks": []}
     try:
         platform = wire_platform((), environ)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Tuple
 
 from entrypoint.core import kv
 from entrypoint.core.kv import KvChoice
@@ -111,7 +111,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
     unrecorded = unrecorded_note(selection.vllm_version)  # judged by another release's grammar: said, never silent
-    notes = (unrecorded,) if unrecorded else ()
+    notes: Tuple[str, ...] = (unrecorded,) if unrecorded else ()
     provisional = catalog.recipe.provisional
     if provisional:  # made from cited sources, no recipe page yet: said wherever the plan is shown
         notes += (f"the {catalog.recipe.title} recipe is provisional: {provisional.why.rstrip('.')}; until "

@@ -133,7 +133,7 @@ def command(url, model, workload, input_len, output_len, sweep, num_prompts, tok
             run = run_bench(spec, workload_name=name, deployment=replace(deployment, gpus=n_gpus), data=data,
                             timeout=timeout, progress=progress, charts=not no_charts)
         finally:
-            if output_format == "text":
+            if isinstance(progress, Progress):  # the text format's
                 progress.end()
         runs.append((label, run))
     from entrypoint.cli._context import ARGV

@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, cast
 
 from entrypoint.core import limits
 from entrypoint.core.bench_schema import (METRICS, PER_GPU, BenchFile, Defaults, Point, Reference, Workload,  # noqa: F401
@@ -40,7 +40,7 @@ def load_bench(directory: Path, catalog=None) -> BenchFile:
     recipe data. `catalog` is accepted for the callers that have one; the check is the catalog's."""
     from entrypoint.core.recipe import load_section
 
-    return load_section("bench", directory)
+    return cast(BenchFile, load_section("bench", directory))
 
 
 def bench_data(directory: Optional[str] = None) -> BenchFile:

@@ -269,7 +269,7 @@ def layer(sel: Selection, cat, choice: KvChoice, deploy_type: str, directory: Op
         opt = data.options[choice.id]
         _check_option(choice.id, opt, sel, cat, deploy_type)
         lookup = _lookup(choice, sel, {})
-        after = ()
+        after: Tuple[Process, ...] = ()
         if opt.companion is not None:
             companion = opt.companion
             after = (_helper(Kind.KV_SERVER, companion.role, [*companion.argv, *companion.bind_args],

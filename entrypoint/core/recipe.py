@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Union
 
 from entrypoint.core import catalog_cache, limits
 from entrypoint.core.datadir import default_recipes_dir
@@ -84,7 +84,7 @@ def _invalid(path: Path, exc: Exception) -> RecipeDataError:
     errors = getattr(exc, "errors", None)
     if callable(errors):
         try:
-            found = exc.errors()
+            found = errors()
         except Exception:  # noqa: BLE001 - any validator: fall back to its text
             found = []
         if found:
@@ -302,7 +302,7 @@ def _load_section(directory: str, part: str) -> Record:
     return load_catalog_from(Path(directory), part=part)
 
 
-def load_section(part: str, directory: Optional[Path] = None) -> Record:
+def load_section(part: str, directory: Union[str, Path, None] = None) -> Record:
     """One of SECTIONS of the one catalog (kv_offload, loaders, bench, preload, fleet), validated with the rest."""
     return _load_section(str(directory or default_recipes_dir()), part)
 

@@ -13,8 +13,8 @@ class FrozenDict(dict):
     def _read_only(self, *args, **kwargs):
         raise TypeError("the recipe catalog is read-only")
 
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only  # type: ignore
-    __hash__ = None  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
+    __hash__ = None
 
     def __reduce__(self):
         return (FrozenDict, (dict(self),))

@@ -676,11 +676,11 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_
     layer (`fleet`: a core.fleet.FleetChoice; its gates first): its engines' arguments and its
     router in front of the copies (docs/fleet.md)."""
     ctx = _Ctx(sel, cat, load, model_gb)
-    weights = None
+    release = None
     if sel.preload:  # KIMI_PRELOAD's refusals first: no layout is composed for what it cannot run beside
         from entrypoint.core import preload
 
-        weights = preload.release(sel, cat, ctx.strategy.deploy_type, kv)
+        release = preload.release(sel, cat, ctx.strategy.deploy_type, kv)
     if ctx.strategy.deploy_type == "pd_cluster":
         serving = _pd_processes(ctx)
     else:
@@ -705,8 +705,9 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_
         from entrypoint.core.fleet import layer as fleet_layer
 
         copies = fleet_layer(sel, cat, fleet, kv)
-    if weights is not None:  # KIMI_PRELOAD: `vllm preload` beside the one engine (core/preload.py)
-        serving, weights = _with_preload(ctx, serving, weights)
+    weights: Optional[Process] = None
+    if release is not None:  # KIMI_PRELOAD: `vllm preload` beside the one engine (core/preload.py)
+        serving, weights = _with_preload(ctx, serving, release)
     processes = _compose_topology(ctx, serving, layer, budget, copies)
     if weights is not None:
         processes.append(weights)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError, unknown_value
@@ -17,6 +17,9 @@ from entrypoint.core.recipe import Catalog, default_features
 from entrypoint.core.settings import Settings
 from entrypoint.core.versions import release_refusal, version_key  # noqa: F401 - resolve imports version_key from here
 from entrypoint.core.vllm_cli import available_versions
+
+if TYPE_CHECKING:  # for the annotation only: select imports vllm_cli's functions where it calls them
+    from entrypoint.core.vllm_cli import EngineArgs
 
 # Placeholders the recipe data uses, and the setting that fills each one.
 PLACEHOLDER_SETTINGS = {
@@ -71,7 +74,7 @@ class Selection(Choice):
     values: Mapping[str, str]  # placeholder name -> value (PREFILL_NODE_1, HEAD_IP, ...)
     load_args: tuple = ()  # how vLLM loads the model's source (object storage: --load-format ...)
     revision: Optional[str] = None  # KIMI_MODEL_REVISION: vLLM's --revision
-    user: object = None  # the user's vLLM args as the launched vLLM reads them (vllm_cli.EngineArgs), parsed once
+    user: Optional[EngineArgs] = None  # the user's vLLM args as the launched vLLM reads them, parsed once
     name: str = ""  # the rendered deployment's name: KIMI_NAME, else the recipe's deployment_name
     preload: bool = False  # KIMI_PRELOAD: `vllm preload` beside the engine (core/preload.py)
     drain_s: int = 0  # KIMI_DRAIN_TIMEOUT: vLLM's --shutdown-timeout (0 = vLLM's abort on SIGTERM)

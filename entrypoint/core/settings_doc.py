@@ -4,7 +4,7 @@ recipe data's ids through `{hardware}`, `{variants}` and `{profiles}`, filled in
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional
 
 from entrypoint.core.recipe import load_catalog
 from entrypoint.core.settings import EXTERNAL_FIELDS, KIMI_FIELDS
@@ -17,7 +17,8 @@ def _ids() -> dict:
     catalog = load_catalog()
     recipes = catalog.recipes.values()
     hardware = list(dict.fromkeys(h for r in recipes for h in r.hardware))
-    variants, profiles = {}, {}
+    variants: Dict[str, list] = {}
+    profiles: Dict[str, list] = {}
     for r in recipes:
         for vid in r.variants:
             variants.setdefault(vid, []).append(r.title)

@@ -329,7 +329,7 @@ def values(argv: Sequence[str], spec: Spec) -> Dict[str, object]:
             out[opt.dest] = True
         elif opt.accumulates:
             out.setdefault(opt.dest, [])
-            out[opt.dest] = list(out[opt.dest]) + list(unit.values)  # type: ignore[arg-type]
+            out[opt.dest] = list(out[opt.dest]) + list(unit.values)  # type: ignore[call-overload]
         elif opt.nargs in ("*", "+") or isinstance(opt.nargs, int):
             out[opt.dest] = list(unit.values)
         else:
@@ -351,7 +351,7 @@ def _canonical(token: str, spec: Spec) -> str:
 def int_value(found: Dict[str, object], dest: str, default: int) -> int:
     value = found.get(dest)
     try:
-        return int(value) if value not in (None, "") else default  # type: ignore[arg-type]
+        return int(value) if value not in (None, "") else default  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return default
 

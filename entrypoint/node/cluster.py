@@ -33,7 +33,9 @@ class Wiring:
 
 
 def _split_top_level(text: str) -> List[str]:
-    parts, depth, current = [], 0, []
+    parts: List[str] = []
+    current: List[str] = []
+    depth = 0
     for ch in text:
         depth += (ch == "[") - (ch == "]")
         if depth < 0 or depth > 1:

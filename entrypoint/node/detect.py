@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from entrypoint.core import limits
 from entrypoint.core.files import read_text_capped
@@ -88,7 +88,7 @@ def _capture(argv: List[str], environ: Mapping[str, str]) -> Tuple[int, str, str
 
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=dict(environ))
-    out = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    out: Dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}  # by stream (a selector key's fileobj)
     deadline = time.monotonic() + TOOL_TIMEOUT_S
     try:
         with selectors.DefaultSelector() as sel:
@@ -345,7 +345,8 @@ def probe_sysfs(root: str = "/") -> Probe:
     nodes_dir = Path(root, "sys/class/kfd/kfd/topology/nodes")
     if not nodes_dir.is_dir():
         return Probe("sysfs", (), f"no {nodes_dir.relative_to(root)} (no amdgpu driver)")
-    gpus, bad = [], []
+    gpus: List[Gpu] = []
+    bad: List[str] = []
     def order(p: Path) -> int:
         return int(p.name) if re.fullmatch(r"[0-9]{1,6}", p.name) else 1 << 30
 

@@ -36,7 +36,7 @@ def _only_path_finder() -> bool:
     return all(finder is PathFinder or not hasattr(finder, "find_distributions") for finder in sys.meta_path)
 
 
-def _header_version(path: str):
+def _header_version(path: str) -> object:
     """The one-line `Version:` header of the metadata file at `path`, or _ASK_IMPORTLIB."""
     from entrypoint.core.files import read_capped
 
@@ -102,9 +102,9 @@ def first_version(names: tuple) -> Optional[str]:
         entry = entries.get(key)
         if entry is None:
             continue  # not installed
-        metadata = os.path.join(entry, "METADATA") if entry is not _ASK_IMPORTLIB else ""
+        metadata = os.path.join(entry, "METADATA") if isinstance(entry, str) else ""  # else _ASK_IMPORTLIB
         found = _header_version(metadata) if metadata and os.path.isfile(metadata) else _ASK_IMPORTLIB
-        if found is not _ASK_IMPORTLIB:
+        if isinstance(found, str):  # else _ASK_IMPORTLIB
             return found
         import importlib.metadata
 

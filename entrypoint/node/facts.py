@@ -6,12 +6,15 @@ import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from entrypoint.core import limits
 from entrypoint.core.files import read_text_capped
 from entrypoint.node import cache
 from entrypoint.node.detect import FIRMWARE_READERS, Detection, detect_node
+
+if TYPE_CHECKING:  # core.loading reads the recipe data: not imported by the node's facts at start-up
+    from entrypoint.core.loading import StorageFacts
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class NodeFacts:
     firmware: tuple = ()  # versions of the firmware the hardware's rule names, one per GPU
     firmware_source: str = ""
     cache: Optional[CacheFacts] = None
-    storage: Optional[object] = None  # the weights' volume (entrypoint.core.loading.StorageFacts), when probed
+    storage: Optional[StorageFacts] = None  # the weights' volume, when probed
 
 
 def _statvfs(path: str):

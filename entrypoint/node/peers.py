@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import time
-from typing import Mapping, Optional
+from typing import Mapping, Optional, cast
 
 RETRY_S = 2.0  # between a worker's tries to reach rank 0
 
@@ -79,7 +79,7 @@ def head(parent: int, bind: str, workers: int, watch) -> None:
                 peers[conn] = addr[0]
                 _say(f"node at {addr[0]} joined ({len(peers)} of {workers})")
                 continue
-            conn = key.fileobj
+            conn = cast(socket.socket, key.fileobj)  # registered: the listener, or a peer's connection
             try:
                 data = conn.recv(64)
             except OSError:

@@ -15,7 +15,7 @@ container guide does) comes on top; docs/security.md reasons those exceptions.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Dict, Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.kv import choose
@@ -150,7 +150,7 @@ def render(launch) -> dict:
     check_one_host(launch.plan)  # network_mode: host
     services = {download_name(launch): _download(launch),
                 **{service_name(launch, p): _service(launch, p) for p in launch.plan.processes}}
-    volumes = {CACHE_VOLUME: {}}
+    volumes: Dict[str, Any] = {CACHE_VOLUME: {}}
     if weight_cache(launch):  # a memory-backed volume: sockets only, gone with the host's restart
         volumes[SOCKET_VOLUME] = {"driver_opts": {"type": "tmpfs", "device": "tmpfs"}}
     doc = {"services": services, "volumes": volumes, "secrets": {TOKEN_SECRET: {"file": TOKEN_SOURCE}}}

@@ -9,6 +9,7 @@ Its result JSON is read with a size cap. Figures and the reference come from ent
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from entrypoint.core import limits
 from entrypoint.core.bench import ResultError, figures
@@ -202,7 +203,7 @@ def run_sweep(spec: Spec, timeout: float, progress: Callable[[int, int, int, int
         progress(index, len(spec.concurrency), 0, prompts)
         try:
             run_client(client_argv(program, spec, level, prompts, name), deadline,
-                       lambda done, total, i=index: progress(i, len(spec.concurrency), done, total), spec.extra_env)
+                       functools.partial(progress, index, len(spec.concurrency)), spec.extra_env)
             result = figures(read_result(spec.output / name), level, spec.gpus)
         except ClientFailed as failure:
             last = next((line for line in reversed(failure.tail) if "Error" in line or "error" in line),
@@ -260,7 +261,7 @@ def run_bench(spec: Spec, *, workload_name: Optional[str], deployment, data, tim
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     sweep = run_sweep(spec, timeout, progress)
     reference = find_reference(data, deployment, workload_name)
-    run = {
+    run: Dict[str, Any] = {
         "url": spec.url, "model": spec.model, "date": started, "client": client_version(program),
         "workload": {"name": workload_name, "input_len": spec.input_len, "output_len": spec.output_len},
         "deployment": asdict(deployment),
