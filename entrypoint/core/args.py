@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
+from entrypoint.core.vllm_cli import parse, secret_spec
+
 Tagged = List[Tuple[str, str]]  # (token, source)
 
 _PLACEHOLDER = re.compile(r"\$([A-Z][A-Z0-9_]*)")
@@ -46,8 +48,6 @@ def display_units(args: Sequence[str], engine: bool) -> List[Tuple[Optional[str]
     engine's by vLLM's grammar (a list option keeps all its values), anything else by `units`."""
     if not engine:
         return units([(t, "") for t in args])
-    from entrypoint.core.vllm_cli import parse, secret_spec
-
     out: List[Tuple[Optional[str], Tagged]] = []
     for unit in parse([(t, "") for t in args], secret_spec(), strict=False):
         first = unit.tokens[0][0]

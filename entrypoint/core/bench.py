@@ -15,7 +15,7 @@ from entrypoint.core import limits
 from entrypoint.core.bench_schema import (METRICS, PER_GPU, BenchFile, Defaults, Point, Reference, Workload,  # noqa: F401
                                         check_sweep, published as published_figures)
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
-from entrypoint.core.recipe import RecipeDataError
+from entrypoint.core.recipe import load_section, RecipeDataError
 
 DATA_FILE = "bench/benchmarks.yaml"  # core/recipe.BENCH_FILE: a folder of its own (no glob of recipes/*.yaml takes it)
 PERCENTILES = ("p50", "p99")
@@ -38,8 +38,6 @@ def load_bench(directory: Path, catalog=None) -> BenchFile:
     """The validated data: the bench part of the one catalog (core/recipe), where every
     reference's recipe (recipes/models/<slug>.yaml), hardware and variant is checked against the
     recipe data. `catalog` is accepted for the callers that have one; the check is the catalog's."""
-    from entrypoint.core.recipe import load_section
-
     return cast(BenchFile, load_section("bench", directory))
 
 

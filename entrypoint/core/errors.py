@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Iterable
 
 # Error codes that appear in JSON output (`plan --batch`, `print --format json`).

@@ -14,6 +14,8 @@ import os
 import stat
 from typing import Optional
 
+from entrypoint.core import limits
+
 
 def read_capped(path, max_bytes: int) -> bytes:
     """Up to max_bytes + 1 bytes of the regular file at `path`; OSError (EINVAL, "not a regular
@@ -274,8 +276,6 @@ def local_model_gb(model: str) -> Optional[float]:
     """GB of weights (*.safetensors, else *.bin) in a local model directory (KIMI_MODEL=/path), the
     top folder as vLLM reads it; None when `model` is no local directory holding either (a repo id,
     a URL): the recipe's variant sizes it then."""
-    from entrypoint.core import limits
-
     if "://" in model or not os.path.isdir(model):
         return None
     for suffix in (".safetensors", ".bin"):

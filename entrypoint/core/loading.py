@@ -16,6 +16,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError
+from entrypoint.core.recipe import default_recipes_dir, load_section
+from entrypoint.core.vllm_cli import parse, values
 
 RECIPE, AUTO = "recipe", "auto"
 SETTING = "KIMI_LOAD_FORMAT"
@@ -24,15 +26,11 @@ FORMAT_FLAG, CONFIG_FLAG = "--load-format", "--model-loader-extra-config"
 
 def _load(directory: str):
     """The loaders part of the one catalog (core/recipe: read, validated and cross-checked with the rest)."""
-    from entrypoint.core.recipe import load_section
-
     return load_section("loaders", Path(directory))
 
 
 def load_data(directory: Optional[Path] = None):
     """recipes/loaders.yaml, validated (read only when a launch, doctor or a renderer needs it)."""
-    from entrypoint.core.recipe import default_recipes_dir
-
     return _load(str(directory or default_recipes_dir()))
 
 
@@ -190,8 +188,6 @@ def _loader_id(load_format: str, data) -> Optional[str]:
 def _user_config(user_args: Sequence[str], spec) -> Tuple[Dict[str, object], bool]:
     """The extra config the user's arguments give (JSON value and `--model-loader-extra-config.key v`
     forms), and whether they give any."""
-    from entrypoint.core.vllm_cli import parse
-
     config: Dict[str, object] = {}
     given = False
     for unit in parse([(t, "user") for t in user_args], spec, strict=False):
@@ -252,8 +248,6 @@ def decide(setting: str, vllm_version: str, user_args: Sequence[str], spec, mode
     """What KIMI_LOAD_FORMAT adds to every vLLM process of the launch."""
     if setting == RECIPE:
         return Decision(setting)
-    from entrypoint.core.vllm_cli import values
-
     data = data or load_data()
     given = values(list(user_args), spec).get("load_format")
     if given is not None:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
+from entrypoint.core import limits
+from entrypoint.core.files import read_text_capped
+from entrypoint.core.vllm_cli import is_secret_option, secret_positions
+
 MASK = "****"
 
 # Which variable names are secrets (issue 40): whole `_`-delimited words of the name, in any case, never
@@ -78,9 +82,6 @@ def file_secrets(environ: Mapping[str, str]) -> list:
 
 
 def _file_secret(path: str) -> list:
-    from entrypoint.core import limits
-    from entrypoint.core.files import read_text_capped
-
     try:
         text = read_text_capped(path, limits.MAX_KEY_FILE_BYTES)
     except (OSError, ValueError):
@@ -103,8 +104,6 @@ def mask_argv(argv: Sequence[str]) -> list:
     """argv with the value of every option vLLM marks as a credential (`--api-key`, `--hf-token`,
     in every spelling vLLM accepts: `_` for `-`, `--opt=value`, abbreviations, several values)
     replaced by the mask. The options come from vLLM's own grammar (entrypoint.core.vllm_cli)."""
-    from entrypoint.core.vllm_cli import secret_positions
-
     out = list(argv)
     for i in secret_positions(argv):
         tok = out[i]
@@ -159,8 +158,6 @@ def mask_flags(text: str) -> str:
     """The value after a credential option anywhere in a message (`--api-key X`, `--api_key=X`,
     `--api-k 'X'`: every spelling vLLM accepts, through its own grammar), whatever setting it was
     typed into, masked."""
-    from entrypoint.core.vllm_cli import is_secret_option
-
     out, pos = [], 0
     for flag in _FLAG.finditer(text):
         name = flag.group(1)

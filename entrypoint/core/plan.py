@@ -11,6 +11,7 @@ argv (tests/architecture/test_typed_plan.py), nor works the shape out again from
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from enum import Enum
@@ -178,8 +179,6 @@ def with_helper_drain(processes) -> tuple:
     """The processes, each one that is not an engine (the router, the KV helpers) given the
     engines' longest drain: it keeps serving them (proxying their streams, holding their KV) while
     they drain."""
-    import dataclasses
-
     drain = max((p.drain_s for p in processes if p.is_engine), default=0)
     return tuple(dataclasses.replace(p, drain_s=drain) if not p.is_engine else p for p in processes)
 

@@ -11,10 +11,12 @@ starts. Pure: no I/O."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import List
 
 from entrypoint.core.args import Tagged, tag
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.recipe import default_recipes_dir, load_section
 from entrypoint.core.record import Record
 from entrypoint.core.vllm_cli import parse, spec_for
 
@@ -25,10 +27,6 @@ WAY_OUT = "or unset KIMI_PRELOAD (the engine then loads the checkpoint itself at
 
 def load_preload(directory=None) -> Record:
     """recipes/vllm/preload.yaml, validated with the rest of the catalog."""
-    from pathlib import Path
-
-    from entrypoint.core.recipe import default_recipes_dir, load_section
-
     return load_section("preload", Path(directory or default_recipes_dir()))
 
 

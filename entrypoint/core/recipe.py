@@ -22,7 +22,8 @@ from typing import List, Optional, Union
 
 from entrypoint.core import catalog_cache, limits
 from entrypoint.core.datadir import default_recipes_dir
-from entrypoint.core.files import read_capped
+from entrypoint.core.errors import unknown_value
+from entrypoint.core.files import DataFileError, read_capped, read_data
 from entrypoint.core.record import FrozenDict, Record
 
 __all__ = ["Catalog", "RecipeDataError", "default_recipes_dir", "default_features", "gpu_vram_gb",
@@ -71,8 +72,6 @@ def _data_files(directory: Path) -> List[Path]:
 def read_data_file(path: Path):
     """One data file through the one bounded reader (core/files.read_data); RecipeDataError
     (one line naming the file) when it is not a regular file, too large, too deep or malformed."""
-    from entrypoint.core.files import DataFileError, read_data
-
     try:
         return read_data(path, limits.MAX_DATA_FILE_BYTES, limits.MAX_DATA_DEPTH, limits.MAX_DATA_NODES)
     except DataFileError as exc:
@@ -319,8 +318,6 @@ def load_catalog(directory: Optional[Path] = None) -> Record:
 def with_recipe(catalog: Record, slug: Optional[str]) -> Record:
     """The catalog whose `recipe` is the one named by its slug (None: the default recipe); an
     unknown slug is an error that lists the recipes and the closest one."""
-    from entrypoint.core.errors import unknown_value
-
     slug = slug or catalog.serving.default_recipe
     if slug not in catalog.recipes:
         raise unknown_value("KIMI_RECIPE", slug, catalog.recipes)

@@ -8,6 +8,7 @@ resolved placeholders) are marked where they happen.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -15,6 +16,8 @@ from typing import Dict, List, Optional, Tuple
 from entrypoint.core import errors as E
 from entrypoint.core.args import Tagged, substitute, tag
 from entrypoint.core.errors import KimiError
+from entrypoint.core.fleet import layer as fleet_layer
+from entrypoint.core.kv import layer as kv_layer
 from entrypoint.core.plan import Kind, Plan, Pool, Port, Process, engine, service, with_helper_drain
 from entrypoint.core.plan import preload as preload_process
 from entrypoint.core.recipe import Catalog, gpu_vram_gb
@@ -692,8 +695,6 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_
     _check_profile_args(ctx, serving)
     layer = None
     if kv is not None:
-        from entrypoint.core.kv import layer as kv_layer
-
         layer = kv_layer(sel, cat, kv, ctx.strategy.deploy_type)
     budget = None
     if load is not None:
@@ -702,8 +703,6 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_
         budget = budget_s(cat, sel.recipe, sel.variant, ctx.need_gb, pools, load)
     copies = None
     if fleet is not None:
-        from entrypoint.core.fleet import layer as fleet_layer
-
         copies = fleet_layer(sel, cat, fleet, kv)
     weights: Optional[Process] = None
     if release is not None:  # KIMI_PRELOAD: `vllm preload` beside the one engine (core/preload.py)
@@ -721,8 +720,6 @@ def _with_preload(ctx: _Ctx, serving: list, found: Record) -> Tuple[list, Proces
     """The engine's draft with the preload layer before the user's args (the user's still win), and
     the weight cache: `vllm preload` with the engine's own arguments (less the API server's), env
     and GPUs, its placeholders filled as the engine's."""
-    import dataclasses
-
     from entrypoint.core import preload
 
     data = preload.load_preload()

@@ -10,6 +10,7 @@ vLLM arguments and come after KIMI_EXTRA_ARGS. The README's tables are generated
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 import sys
@@ -18,6 +19,8 @@ from typing import Any, Generic, Mapping, Optional, Tuple, TypeVar, Union, get_a
 
 from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, KimiError, unknown_value
+from entrypoint.core.files import read_capped
+from entrypoint.core.mask import mask_argv, mask_value
 from entrypoint.core.versions import DIGEST
 
 # An image reference (github.com/distribution/reference, regexp.go): [domain[:port]/]path[:tag][@digest]
@@ -545,11 +548,7 @@ def _shown(field: Field, raw: Any) -> str:
         return _kind_of(raw)
     text = str(raw)
     if field.name == "extra_args":
-        from entrypoint.core.mask import mask_argv
-
         text = " ".join(mask_argv(text.split()))
-    from entrypoint.core.mask import mask_value
-
     text = mask_value(text)  # `u:password@host` typed into any setting
     return repr(text if len(text) <= 80 else text[:77] + "...")
 
@@ -653,8 +652,6 @@ def _read_file(path: str) -> dict:
         import tomllib as _toml
     else:  # Python < 3.11
         import tomli as _toml
-    from entrypoint.core.files import read_capped
-
     try:
         data = read_capped(path, limits.MAX_CONFIG_BYTES)  # a FIFO or a device is refused, not waited on
     except OSError as exc:
@@ -741,8 +738,6 @@ def read_settings(environ: Mapping[str, str], user_args: tuple = ()) -> Settings
 
 
 def _did_you_mean(env_name: str) -> str:
-    import difflib
-
     close = difflib.get_close_matches(env_name, [f.env for f in KIMI_FIELDS], n=1)
     return f" (did you mean {close[0]}?)" if close else ""
 

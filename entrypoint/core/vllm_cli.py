@@ -24,6 +24,7 @@ from entrypoint.core import errors as E
 from entrypoint.core.datadir import default_recipes_dir
 from entrypoint.core.versions import version_key
 from entrypoint.core.errors import KimiError
+from entrypoint.core.recipe import read_data_file, RecipeDataError
 
 Tagged = List[Tuple[str, str]]  # (token, source)
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -114,8 +115,6 @@ def load_spec(version: str) -> Spec:
 
 @lru_cache(maxsize=32)
 def _load_spec(directory: str, version: str) -> Spec:
-    from entrypoint.core.recipe import RecipeDataError, read_data_file
-
     path = Path(directory) / f"{version}.json"
     raw = read_data_file(path)  # the one bounded reader: a FIFO or a device is refused, not waited on
     try:
@@ -369,8 +368,6 @@ def secret_spec() -> Spec:
 def _union_spec(directory: str) -> Spec:
     options: Dict[str, Option] = {}
     env: set = set()
-    from entrypoint.core.recipe import RecipeDataError
-
     for version in _versions_in(directory):
         try:
             spec = _load_spec(directory, version)
