@@ -10,6 +10,7 @@ container run as an arbitrary non-root UID (OpenShift) has HOME=/ or a HOME it c
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Mapping, Optional, Tuple
 
@@ -83,8 +84,6 @@ def weights_present(model: str, cache_dir: str, environ: Mapping[str, str]) -> O
 
 def path_problem(path: str, want_writable: bool = False) -> str:
     """Why `path` cannot serve as a directory for this user ("" when it can or does not exist yet)."""
-    import stat
-
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:

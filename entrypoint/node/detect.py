@@ -14,12 +14,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import selectors
+import shutil
+import subprocess
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from entrypoint.core import limits
 from entrypoint.core.files import read_text_capped
+from entrypoint.core.recipe import load_catalog
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -82,10 +87,6 @@ def _capture(argv: List[str], environ: Mapping[str, str]) -> Tuple[int, str, str
     """(exit code, stdout, stderr) of a tool, within TOOL_TIMEOUT_S in total and
     MAX_TOOL_OUTPUT_BYTES per stream; a tool past either is killed (subprocess.TimeoutExpired /
     ValueError)."""
-    import selectors
-    import subprocess
-    import time
-
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=dict(environ))
     out: Dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}  # by stream (a selector key's fileobj)
@@ -118,7 +119,6 @@ def _capture(argv: List[str], environ: Mapping[str, str]) -> Tuple[int, str, str
 
 def _run_tool(tool: str, args: Sequence[str], environ: Mapping[str, str]) -> Tuple[Optional[str], str]:
     """(stdout, "") or (None, why it gave nothing)."""
-    import shutil
     import subprocess  # imported here, with shutil: `print` never runs a tool (tests/architecture)
 
     exe = shutil.which(tool, path=environ.get("PATH", os.defpath))
@@ -447,8 +447,6 @@ def identify(probe: Probe, environ: Mapping[str, str], catalog) -> Detection:
 
 def detect(environ: Mapping[str, str], root: str = "/", catalog=None, use_nvml: bool = True) -> Detection:
     """Run the probes in order; the first that finds GPUs decides."""
-    from entrypoint.core.recipe import load_catalog
-
     catalog = catalog or load_catalog()
     probes = [("nvml", lambda: probe_nvml(environ))] if use_nvml else []
     probes += [("nvidia-smi", lambda: probe_nvidia_smi(environ)), ("amd-smi", lambda: probe_amd_smi(environ)),

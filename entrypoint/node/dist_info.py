@@ -17,6 +17,7 @@ import sys
 from typing import Optional
 
 from entrypoint.core import limits
+from entrypoint.core.files import read_capped
 
 MAX_METADATA_BYTES = limits.MAX_NODE_FILE_BYTES  # vLLM's METADATA is ~20 KB
 _ASK_IMPORTLIB = object()  # the plain reading does not apply: importlib.metadata answers
@@ -38,8 +39,6 @@ def _only_path_finder() -> bool:
 
 def _header_version(path: str) -> object:
     """The one-line `Version:` header of the metadata file at `path`, or _ASK_IMPORTLIB."""
-    from entrypoint.core.files import read_capped
-
     try:
         data = read_capped(path, MAX_METADATA_BYTES)
         text = data.decode("utf-8") if len(data) <= MAX_METADATA_BYTES else ""

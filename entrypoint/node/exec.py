@@ -10,6 +10,8 @@ import dataclasses
 import os
 from typing import Mapping, NoReturn, Tuple
 
+from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.files import write_file
 from entrypoint.core.plan import Process
 from entrypoint.node import stopping
 
@@ -39,10 +41,6 @@ def exec_env(project_env: Mapping[str, str], environ: Mapping[str, str]) -> dict
 def write_files(files: Mapping[str, str]) -> None:
     """The configuration files a process names (a KV store's Mooncake configs), written whole
     before exec: a temporary file beside each, then renamed over it, readable by this user only."""
-    from entrypoint.core.errors import INVALID_VALUE, KimiError
-
-    from entrypoint.core.files import write_file
-
     for path, text in files.items():
         folder = os.path.dirname(path)
         try:
@@ -56,7 +54,6 @@ def write_files(files: Mapping[str, str]) -> None:
 def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str, compiled=None) -> NoReturn:
     """Exec `proc` with the user's environment, the cache variables and (`compiled`, an engine's
     entrypoint.core.caches.CompileCaches) its compile caches on the cache volume."""
-    from entrypoint.core.errors import INVALID_VALUE, KimiError
     from entrypoint.node import cache
 
     write_files(proc.files)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
-from entrypoint.core.files import read_capped
+from entrypoint.core import limits
+from entrypoint.core.files import read_capped, walk_files
 from entrypoint.core.weights import Source, select_files
 from entrypoint.node.cache import effective
 
@@ -144,9 +145,6 @@ def local_state(hub: Path, source: Source, rules, expected: Optional[Dict[str, E
 def any_weights(hub: Path, source: Source) -> bool:
     """Some safetensors of the repo are in the cache (any snapshot): for a cache filled by
     another tool, whose listing this cannot check."""
-    from entrypoint.core import limits
-    from entrypoint.core.files import walk_files
-
     base = repo_dir(hub, source.repo_id) / "snapshots"
     return base.is_dir() and bool(walk_files(base, ".safetensors", limits.MAX_WEIGHTS_ENTRIES, limits.MAX_WEIGHTS_DEPTH,
                                              limits.WEIGHTS_SEARCH_DEADLINE_S, first=1).files)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional, TextIO
 
 from entrypoint.core.mask import mask_env, mask_output
+from entrypoint.node.cache import cache_env
+from entrypoint.node.cluster import wire
 
 @dataclass(frozen=True)
 class Entry:
@@ -51,9 +53,6 @@ def log_decisions(launch, environ: Mapping[str, str], stream: Optional[TextIO] =
                   compiled=None) -> StartLog:
     """Log the start-up decisions made before preflight: settings warnings, hardware, cluster, cache.
     `wiring` is the cluster wiring the launch was built with (wired again when not given)."""
-    from entrypoint.node.cache import cache_env
-    from entrypoint.node.cluster import wire
-
     settings = launch.settings
     log = StartLog(settings.log_format, environ, stream)
     for warning in settings.warnings:

@@ -15,6 +15,7 @@ parent, and exits with it.
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import socket
 import sys
@@ -62,8 +63,6 @@ def _stop(parent: int, grace_s: int, why: str) -> None:
 
 def head(parent: int, bind: str, workers: int, watch) -> None:
     """Rank 0: accept the workers' connections; when one that was up closes, stop the node."""
-    import selectors
-
     server = socket.create_server((bind, watch.port), reuse_port=False)
     server.setblocking(False)
     sel = selectors.DefaultSelector()

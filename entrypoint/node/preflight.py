@@ -8,18 +8,33 @@ logged as warnings and the start goes on; off: no checks. `kimi-serve doctor` ru
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
+import os
 from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional, Tuple
 
+from entrypoint.core import limits
 from entrypoint.node.detect import visible_gpus
 from entrypoint.node.exec import exec_env
 from entrypoint.core.check import Check
 from entrypoint.core.errors import PREFLIGHT_FAILED, KimiError
+from entrypoint.core.files import read_capped
+from entrypoint.core.kv import engine_needs
+from entrypoint.core.loading import load_data, load_report
 from entrypoint.core.settings import env_flag
 from entrypoint.node.logs import Entry
 from entrypoint.node.facts import NodeFacts, gather
 from entrypoint.node.host import host_facts
 from entrypoint.core.plan import Process
+from entrypoint.core.platforms import model_source
+from entrypoint.core.versions import version_key
+from entrypoint.core.vllm_cli import spec_for
+from entrypoint.core.weights import sources
+from entrypoint.node.cache import compile_cache_state, uses_modelscope
+from entrypoint.node.hub_cache import any_weights, hub_dir, local_state
+from entrypoint.node import objectstore
+from entrypoint.node.storage import probe
 
 GB = 1000 ** 3
 GIB = 1024 ** 3
@@ -184,8 +199,6 @@ def check_host_limits(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     if host is None or not proc.is_engine or proc.vllm is None:
         return NodeCheck("host_limits", "skipped", "no host-backend limit applies" if host is None
                          else f"the {proc.role} runs no vLLM engine")
-    from entrypoint.core.versions import version_key
-
     vllm, found = launch.selection.vllm_version, proc.vllm
     moe = model_is_moe(launch.plan.model)
     layouts = {"moe_expert_parallel": moe and found.expert_parallel and found.tensor_parallel * found.data_parallel > 1,
@@ -203,12 +216,6 @@ def check_host_limits(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 def model_is_moe(model: str) -> bool:
     """Whether the model is a mixture of experts: a local model's config.json names experts; every
     recipe's checkpoint (the Kimi family) is one."""
-    import json
-    import os
-
-    from entrypoint.core import limits
-    from entrypoint.core.files import read_capped
-
     path = os.path.join(model, "config.json")
     if "://" in model or not os.path.isfile(path):
         return True
@@ -266,15 +273,11 @@ def check_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 
 
 def check_model_source(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
-    from entrypoint.core.platforms import model_source
-
     model = launch.plan.model
     if not proc.reads_weights or not model_source(model).is_object_store:
         return NodeCheck("model_source", "skipped", "the model is not in object storage" if proc.reads_weights
                          else f"the {proc.role} loads no weights")
-    from entrypoint.node.objectstore import check
-
-    found = check(model, environ, on_platform=bool(launch.settings.platform))
+    found = objectstore.check(model, environ, on_platform=bool(launch.settings.platform))
     return NodeCheck("model_source", found.status, found.message)
 
 
@@ -282,10 +285,6 @@ def weights_check(launch, environ, offline: bool) -> Optional[Tuple[str, str]]:
     """(level, text) for the hub repositories the launch reads, from the cache alone: "ok"
     complete, "warning" partial (an "error" when offline), "none" nothing there; None when this
     cannot tell (a local model path, ModelScope)."""
-    from entrypoint.core.weights import sources
-    from entrypoint.node.cache import uses_modelscope
-    from entrypoint.node.hub_cache import any_weights, hub_dir, local_state
-
     found = sources(launch.plan)
     if not found or uses_modelscope(environ):
         return None
@@ -310,10 +309,6 @@ def weights_check(launch, environ, offline: bool) -> Optional[Tuple[str, str]]:
 
 def check_kv_components(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     """What KIMI_KV_OFFLOAD's connector imports in vLLM's Python (LMCache, Mooncake) is installed."""
-    import importlib.util
-
-    from entrypoint.core.kv import engine_needs
-
     needs = engine_needs(launch.kv, proc)
     if not needs:
         return NodeCheck("kv_components", "skipped", "no KV connector package to import")
@@ -332,9 +327,6 @@ def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
         return NodeCheck("load_time", "skipped", f"the {proc.role} loads no weights")
     if facts.storage is None:
         return NodeCheck("load_time", "skipped", "the weights' volume was not probed")
-    from entrypoint.core.loading import load_report
-    from entrypoint.core.vllm_cli import spec_for
-
     version = launch.selection.vllm_version
     status, text = load_report(launch.plan, launch.catalog, proc, spec_for(version), version,
                                launch.load, facts.storage)
@@ -344,8 +336,6 @@ def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 def check_compile_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     """Whether this start finds the compile caches an earlier start of the same launch wrote
     (entrypoint.core.caches: keyed by vLLM, stack, hardware, model and layout; docs/day2.md)."""
-    from entrypoint.node.cache import compile_cache_state
-
     compiled = launch.compile_caches(proc)
     if compiled is None:
         return NodeCheck("compile_cache", "skipped", f"the {proc.role} compiles nothing")
@@ -372,9 +362,6 @@ def node_facts(launch, environ: Mapping[str, str]) -> NodeFacts:
     devices = sorted({d for b in catalog.brands.values() for d in b.devices})
     facts = gather(environ, launch.settings.cache_dir, launch.plan.model, architectures=catalog.architectures,
                    device_nodes=devices, firmware=hw.firmware.component if hw.firmware else None)
-    from entrypoint.core.loading import load_data
-    from entrypoint.node.storage import probe
-
     storage = probe(launch.plan.model, launch.settings.cache_dir, environ, load_data())
     return dataclasses.replace(facts, storage=storage)
 

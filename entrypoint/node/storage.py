@@ -9,6 +9,8 @@ from __future__ import annotations
 import mmap
 import os
 import time
+from dataclasses import replace
+from importlib import metadata
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -84,8 +86,6 @@ def sample_read(path: Path, max_bytes: int = limits.LOAD_SAMPLE_BYTES,
 def installed(loaders: Mapping) -> tuple:
     """The loader ids (recipes/loaders.yaml `loaders`) whose packages this Python has: the base
     image's Python is vLLM's, so what it finds is what vLLM can import."""
-    from importlib import metadata
-
     def has(name: str) -> bool:
         try:
             metadata.distribution(name)
@@ -100,8 +100,6 @@ def probe(model: str, cache_dir: str, environ: Mapping[str, str], data, sample: 
           proc_root: str = "/proc") -> StorageFacts:
     """Where the weights are (or will be), what holds them, how fast one file reads, and which
     loaders this node's Python can run (`data`: recipes/loaders.yaml, validated)."""
-    from dataclasses import replace
-
     return replace(_probe(model, cache_dir, environ, data.storage.gds_driver, sample, proc_root),
                    installed=installed(data.loaders))
 

@@ -16,10 +16,12 @@ import errno
 import os
 import shutil
 import signal
+import stat
 import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from entrypoint.core import limits
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, KimiError
 from entrypoint.core.files import write_file
 from entrypoint.core.mask import mask_output
@@ -47,10 +49,6 @@ def _status(exc) -> int:
 def check_token_file(environ: Mapping[str, str]) -> None:
     """HF_TOKEN_PATH, when it names something, is a regular file of at most MAX_KEY_FILE_BYTES:
     the hub library reads it whole, and a FIFO or a device would hold the download for ever."""
-    import stat
-
-    from entrypoint.core import limits
-
     path = environ.get("HF_TOKEN_PATH", "")
     try:
         found = os.stat(path) if path else None

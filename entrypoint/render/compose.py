@@ -19,6 +19,7 @@ from typing import Any, Dict, Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.kv import choose
+from entrypoint.core.placement import check_one_host
 from entrypoint.render.fleet import check_hosts
 from entrypoint.core.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
@@ -144,8 +145,6 @@ def _header(launch) -> str:
 
 
 def render(launch) -> dict:
-    from entrypoint.core.placement import check_one_host
-
     _check_one_node(launch.selection)
     check_one_host(launch.plan)  # network_mode: host
     services = {download_name(launch): _download(launch),

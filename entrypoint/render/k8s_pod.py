@@ -18,10 +18,12 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from entrypoint.core.errors import KimiError, UNSUPPORTED_COMBINATION
 from entrypoint.core.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TERMINATION_MESSAGE, TOKEN_DIR, TOKEN_FILE, brand,
                                           cache_mount, container_env, deployment_stop, hardware, health, helper_resources, image,
                                           image_user, pinned, scratch, stop, token_path)
+from entrypoint.render.deployment import weight_cache
 
 CACHE_VOLUME = "cache"
 SHM_VOLUME = "dshm"
@@ -223,9 +225,6 @@ def add_weight_cache(launch, pod: dict) -> dict:
     failed liveness probe) and is stopped after it. It shares the pod's IPC namespace, /dev/shm,
     the cache and a memory-backed volume for the daemons' sockets; it sees the pod's GPUs the way
     the brand's data says (recipes/hardware.yaml k8s_sidecar_gpus_env), or the rendering is refused."""
-    from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-    from entrypoint.render.deployment import weight_cache
-
     found = weight_cache(launch)
     if found is None:
         return pod

@@ -19,15 +19,17 @@ import signal
 import subprocess
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from entrypoint.core import limits
-from entrypoint.core.bench import ResultError, figures
+from entrypoint.core.bench import figures, find_reference, no_reference_reason, reference_json, ResultError
+from entrypoint.core.bounded import HttpError, request
 from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.files import write_file
+from entrypoint.core.files import read_capped, write_file
 from entrypoint.core.mask import mask_output
+from entrypoint.verify import bench_report
 
 EXIT_FOUND_PROBLEMS = 1  # the sweep ran: some requests failed, the client failed, or time ran out
 EXIT_NO_PROGRAM = 127  # as a shell: the client program is not on PATH
@@ -80,8 +82,6 @@ def client_argv(program: str, spec: Spec, level: int, prompts: int, result_name:
 def check_server(url: str, model: Optional[str]) -> str:
     """The model name to send: --model, else the one /v1/models lists. An unreachable server is
     a usage error here, before the client's own minutes of start-up."""
-    from entrypoint.core.bounded import HttpError, request
-
     try:
         answer = request("GET", url + "/v1/models", timeout=SERVER_CHECK_S, max_bytes=limits.MAX_HTTP_BODY_BYTES)
     except HttpError as error:
@@ -165,8 +165,6 @@ def run_client(argv: List[str], deadline: float, progress: Callable[[int, int], 
 def read_result(path: Path) -> dict:
     """The client's saved result: a regular file (a FIFO put there is refused, not waited on) of
     at most MAX_BENCH_RESULT_BYTES, JSON (nesting bounded)."""
-    from entrypoint.core.files import read_capped
-
     try:
         data = read_capped(path, limits.MAX_BENCH_RESULT_BYTES)
     except FileNotFoundError:
@@ -252,11 +250,6 @@ def run_bench(spec: Spec, *, workload_name: Optional[str], deployment, data, tim
               progress: Callable[[int, int, int, int], None], charts: bool = True) -> dict:
     """The sweep, the reference comparison and the files (results.json, summary.md, the charts):
     the run as the JSON `bench --format json` prints."""
-    from dataclasses import asdict
-
-    from entrypoint.core.bench import find_reference, no_reference_reason, reference_json
-    from entrypoint.verify import bench_report
-
     program = client_program()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     sweep = run_sweep(spec, timeout, progress)

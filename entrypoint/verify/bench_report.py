@@ -3,11 +3,14 @@ text table, and a progress bar for a terminal. docs/bench.md says how to read th
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 from entrypoint.core.bench import METRICS, PER_GPU
+from entrypoint.core.files import write_file
+from entrypoint.core.table import text_table
 
 CHARTS = ("throughput", "latency")
 FORMATS = ("png", "svg")
@@ -59,8 +62,6 @@ def reference_lines(run: dict) -> List[str]:
 
 
 def to_text(run: dict) -> str:
-    from entrypoint.core.table import text_table
-
     lines = headline(run) + [text_table(HEADERS, table_rows(run["results"]), right=(2, 3, 4, 5, 6))]
     lines += reference_lines(run)
     lines += [f"problem: {p}" for p in run["problems"]] + [f"note: {n}" for n in run["notes"]]
@@ -178,10 +179,6 @@ def _reference_marks(ref: dict, metric: str) -> list:
 def _save(fig, stem: Path) -> List[str]:
     paths = []
     for ext in FORMATS:
-        import io
-
-        from entrypoint.core.files import write_file
-
         path = stem.with_suffix(f".{ext}")
         image = io.BytesIO()  # drawn in memory, written by the one writer (a link there is replaced)
         fig.savefig(image, format=ext, metadata={"Date": None} if ext == "svg" else None)

@@ -9,6 +9,8 @@ import json
 import time
 from dataclasses import dataclass
 
+from entrypoint.core.bounded import ConnectionRefused, HttpError, Late, request
+
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # a chat completion or a 4k-token stream is well under 1 MiB
 NOT_READY = "not ready: the server is not running or still starting (vLLM opens its port once the model is loaded)"
 
@@ -102,8 +104,6 @@ class Server:
     def _exchange(self, method: str, path: str, body: dict | None, until: bytes | None = None):
         """(status, body bytes), all of it read before the check's deadline (entrypoint.core.bounded:
         one total deadline, not a bound per read, so a server that drips one byte at a time ends too)."""
-        from entrypoint.core.bounded import ConnectionRefused, HttpError, Late, request
-
         remaining = self._end - time.monotonic()
         if remaining <= 0:
             raise CheckFailed(f"{path}: {self._late()}")

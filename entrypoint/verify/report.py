@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from entrypoint.core.check import Check
+from entrypoint.core.table import text_table
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -38,8 +39,6 @@ class VerifyReport:
         }
 
     def to_text(self) -> str:
-        from entrypoint.core.table import text_table
-
         rows = []
         for c in self.checks:
             latency = "-" if c.latency_ms is None else f"{c.latency_ms:.0f} ms"
