@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from entrypoint.app.endpoints import front_process, local_url
+from entrypoint.app.fleet import fleet_targets
 from entrypoint.app.launch import load_launch
+from entrypoint.core.bench import Deployment
+from entrypoint.node.cache import effective as cache_env
 
 
 @dataclass(frozen=True)
@@ -27,15 +30,10 @@ def bench_target(environ: Optional[Mapping[str, str]] = None, fleet: bool = Fals
     """The configured launch, composed once: the deployment's GPUs (every engine's, over every
     node and instance), its engines' TP, the front process's URL; the fleet's addresses when
     `fleet`."""
-    from entrypoint.core.bench import Deployment
-    from entrypoint.node.cache import effective as cache_env
-
     environ = os.environ if environ is None else environ
     launch = load_launch((), environ)
     found = None
     if fleet:
-        from entrypoint.app.fleet import fleet_targets
-
         found = fleet_targets(launch)
     plan = launch.plan
     proc = front_process(launch)

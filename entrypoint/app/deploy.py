@@ -10,9 +10,13 @@ import os
 from typing import Mapping, Optional
 
 from entrypoint.app.launch import Launch, compose, platform_launch
+from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.mask import written_secret
+from entrypoint.core.platforms import platform as platform_data
 from entrypoint.core.recipe import load_catalog, with_recipe
 from entrypoint.core.select import select
 from entrypoint.core.settings import read_settings
+from entrypoint.render.deployment import platform_env
 
 
 def _chosen(environ: Mapping[str, str]):
@@ -56,9 +60,6 @@ def deployment_files(render_module, environ: Optional[Mapping[str, str]] = None,
     refuse_written_secrets(files, os.environ if environ is None else environ)
     pid = getattr(render_module, "PID", None)
     if pid:
-        from entrypoint.core.platforms import platform as platform_data
-        from entrypoint.render.deployment import platform_env
-
         found = platform_data(pid)
         if any(b.binding == "contract" for b in found.contract.values()):  # one container per instance
             platform_launch(platform_env(launch, pid), tuple(found.detect.args[:1]))
@@ -70,9 +71,6 @@ def refuse_written_secrets(files: Mapping[str, str], environ: Mapping[str, str])
     value, a secret-named variable's value, a token read from a file) is refused for every format,
     on stdout as under --output: what is printed is what is deployed, and no secret sits in a
     manifest."""
-    from entrypoint.core.errors import INVALID_VALUE, KimiError
-    from entrypoint.core.mask import written_secret
-
     for name, text in files.items():
         where = written_secret(text, environ)
         if where:

@@ -7,17 +7,18 @@ import os
 from typing import Mapping, Optional
 
 from entrypoint.app.launch import Launch, load_launch
+from entrypoint.core.errors import KimiError, UNSUPPORTED_COMBINATION
+from entrypoint.core.weights import sources
+from entrypoint.node.cache import uses_modelscope
+from entrypoint.node.hub_cache import hub_dir
+from entrypoint.node.logs import StartLog
+from entrypoint.node.weights import check_token_file, download
+from entrypoint.node.weights_verify import verify as check
 
 
 def _weights(launch: Launch, environ: Mapping[str, str]):
     """(the launch's hub repositories, the recipe's rules of which files vLLM reads, the hub
     cache the launch uses); a token file that cannot be read and ModelScope are refused."""
-    from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-    from entrypoint.core.weights import sources
-    from entrypoint.node.cache import uses_modelscope
-    from entrypoint.node.hub_cache import hub_dir
-    from entrypoint.node.weights import check_token_file
-
     check_token_file(environ)
     if uses_modelscope(environ):
         raise KimiError(UNSUPPORTED_COMBINATION, "kimi-serve download fetches from the Hugging Face Hub; with "
@@ -28,8 +29,6 @@ def _weights(launch: Launch, environ: Mapping[str, str]):
 
 def fetch_weights(launch: Launch, environ: Mapping[str, str], log, workers: int = 8) -> None:
     """Every hub file the launch reads into its cache (nothing for a local path or object storage)."""
-    from entrypoint.node.weights import download
-
     found, rules, hub = _weights(launch, environ)
     if not found:
         log.info("download.skip", f"nothing to download: the model is {launch.plan.model}")
@@ -44,14 +43,10 @@ def download_weights(verify: bool = False, repair: bool = False, workers: int = 
     """The command: fetch, or with `verify` check the cached files against the hub's hashes (and
     with `repair` fetch the bad ones again). The exit status: 1 when --verify found bad files
     and did not repair them, else 0."""
-    from entrypoint.node.logs import StartLog
-
     environ = dict(os.environ if environ is None else environ)
     launch = load_launch((), environ)
     log = StartLog(launch.settings.log_format, environ)
     if verify:
-        from entrypoint.node.weights_verify import verify as check
-
         found, rules, hub = _weights(launch, environ)
         problems = check(found, rules, hub, environ, log, repair=repair, workers=min(workers, 8)) if found else []
         for p in problems:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Optional
 
 from entrypoint.app.launch import Launch
-from entrypoint.core.plan import Process
+from entrypoint.core.net import client_url
+from entrypoint.core.plan import Kind, Process
 
 
 def front_process(launch: Launch) -> Process:
@@ -20,9 +21,6 @@ def front_process(launch: Launch) -> Process:
 def local_url(launch: Launch, proc: Process, port: Optional[int] = None) -> str:
     """The URL of `proc`'s server as a client on its own machine reaches it (healthcheck, verify);
     `port` overrides the plan's (the port the start recorded)."""
-    from entrypoint.core.net import client_url
-    from entrypoint.core.plan import Kind
-
     if proc.kind is Kind.ROUTER:
         host = launch.settings.router_host
     else:

@@ -8,6 +8,10 @@ from typing import Mapping, Optional
 
 from entrypoint.app.endpoints import local_url
 from entrypoint.app.launch import load_launch
+from entrypoint.core.net import client_url
+from entrypoint.core.plan import Kind, Port
+from entrypoint.node.platform import recorded_port
+from entrypoint.node.stopping import begin, begun
 
 
 @dataclass(frozen=True)
@@ -26,10 +30,6 @@ def health_target(environ: Optional[Mapping[str, str]] = None) -> HealthTarget:
     master, store, LMCache) by its TCP port; an HTTP server by its health path, at the port the
     container's start recorded (it may have had arguments this command does not see, e.g.
     SageMaker's `serve`) unless the settings name the port."""
-    from entrypoint.core.net import client_url
-    from entrypoint.core.plan import Kind, Port
-    from entrypoint.node.platform import recorded_port
-
     launch = load_launch((), environ)
     proc = launch.this_process()
     path = launch.catalog.serving.health.path
@@ -60,13 +60,9 @@ def port_target(port: int, environ: Optional[Mapping[str, str]] = None) -> Healt
 
 def stop_begun(environ: Mapping[str, str]) -> bool:
     """Whether this container's stop has begun (`kimi-serve drain`, node/stopping.py)."""
-    from entrypoint.node.stopping import begun
-
     return begun(environ)
 
 
 def begin_stop(environ: Mapping[str, str]) -> str:
     """Mark this container as stopping (its readiness fails from now on); the mark's path."""
-    from entrypoint.node.stopping import begin
-
     return begin(environ)

@@ -6,20 +6,22 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from entrypoint.app.download import fetch_weights
 from entrypoint.app.launch import load_launch, wire_platform
+from entrypoint.core.mask import mask_argv, mask_env
 from entrypoint.core.plan import Kind, Process
+from entrypoint.node import peers
+from entrypoint.node.cluster import wire
+from entrypoint.node.exec import as_applied, exec_process, split_env
+from entrypoint.node.logs import Entry, log_decisions
+from entrypoint.node.platform import record_launch
+from entrypoint.node.preflight import preflight_launch
+from entrypoint.render.shell import render_process
 
 
 def start(user_args) -> None:
     """The container's start: wire, compose, log, preflight, announce, then exec (never returns
     unless KIMI_DRY_RUN=1)."""
-    from entrypoint.node import peers
-    from entrypoint.node.cluster import wire
-    from entrypoint.node.exec import exec_process
-    from entrypoint.node.logs import log_decisions
-    from entrypoint.node.platform import record_launch
-    from entrypoint.node.preflight import preflight_launch
-
     platform = wire_platform(tuple(user_args))
     environ = platform.environ
     wiring = wire(environ)
@@ -35,8 +37,6 @@ def start(user_args) -> None:
     # A dry run only prints: preflight problems are reported, never a reason to stop (exit 0).
     mode = "warn" if launch.settings.dry_run and launch.settings.preflight == "on" else None
     if launch.settings.download and not launch.settings.dry_run:
-        from entrypoint.app.download import fetch_weights
-
         fetch_weights(launch, environ, log)
     proc, preflight_notes = preflight_launch(launch, proc, environ, mode=mode)
     for entry in preflight_notes:
@@ -53,10 +53,6 @@ def start(user_args) -> None:
 def announce(proc: Process, environ: Mapping[str, str], log) -> None:
     """Log the variables the environment keeps over the recipe's, then the process as it will be
     exec'd (argv and applied env, secrets masked)."""
-    from entrypoint.core.mask import mask_argv, mask_env
-    from entrypoint.node.exec import as_applied, split_env
-    from entrypoint.render.shell import render_process
-
     _, kept = split_env(proc.env, environ)
     for key, value in mask_env(kept).items():
         log.info("env", f"keeping {key}={value} as set in the environment (the recipe would set "
@@ -70,8 +66,6 @@ def announce(proc: Process, environ: Mapping[str, str], log) -> None:
 def platform_entries(platform) -> list:
     """The start log's lines for the cloud platform's contract: which platform, why, and each
     decision it made (none without a platform)."""
-    from entrypoint.node.logs import Entry
-
     if not platform.platform:
         return []
     head = Entry("platform", f"platform {platform.platform} ({platform.display_name}), chosen by {platform.reason}",

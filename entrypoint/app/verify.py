@@ -10,6 +10,7 @@ from typing import Any, Mapping, Optional
 from entrypoint.app.endpoints import front_process, local_url, served_name
 from entrypoint.app.fleet import FleetTargets, fleet_targets
 from entrypoint.app.launch import Launch, load_launch
+from entrypoint.verify.checks import ChatFacts
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,6 @@ class VerifyTargets:
 
 def expectations(launch: Launch) -> ServiceExpectations:
     """The service `launch` runs, as its front process serves it (app/endpoints.py)."""
-    from entrypoint.verify.checks import ChatFacts
-
     proc = front_process(launch)
     return ServiceExpectations(url=local_url(launch, proc), served_model_name=served_name(launch, proc),
                                features=frozenset(launch.plan.features), chat=ChatFacts.of(launch.catalog.recipe, launch.catalog.serving.streams.idle_timeout_s))
