@@ -10,8 +10,10 @@ and at most `max_bytes + 1` bytes are read, so the caller can tell "too large".
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
+import time
 from typing import Optional
 
 from entrypoint.core import limits
@@ -129,8 +131,6 @@ def parse_yaml(data: bytes, where: str, max_depth: int, max_nodes: int):
 
 def parse_json(data: bytes, where: str):
     """JSON as Python data; a DataFileError (one line, naming `where`) otherwise."""
-    import json
-
     try:
         return json.loads(data)
     except RecursionError:
@@ -188,8 +188,6 @@ def walk_files(root, suffix: str, max_entries: int, max_depth: int, deadline_s: 
     directory entries looked at and `deadline_s` seconds (a slow network volume); with `first`,
     it stops once that many regular files are found. A file link is followed (the Hugging Face
     cache's snapshots link to its blobs) and must end at a regular file."""
-    import time
-
     found = Walk()
     end = time.monotonic() + deadline_s
     seen = 0

@@ -3,6 +3,8 @@ lookups and connections within one deadline."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Optional
 
 WILDCARDS = ("", "0.0.0.0", "::", "[::]")
@@ -26,8 +28,6 @@ def resolve(host: str, port: int, timeout: float) -> list:
     server holds it for tens of seconds), so it runs in a daemon thread that is left behind when
     it is late. OSError (socket.timeout when late) as getaddrinfo raises it."""
     import socket
-    import threading
-
     found: list = []
     failed: list = []
 
@@ -50,8 +50,6 @@ def resolve(host: str, port: int, timeout: float) -> list:
 def connect(host: str, port: int, timeout: float):
     """A TCP connection to host:port with one deadline for the name lookup and the connect."""
     import socket
-    import time
-
     deadline = time.monotonic() + timeout
     last: OSError = OSError(f"no address for {host}")
     for family, kind, proto, _, address in resolve(host, port, timeout):

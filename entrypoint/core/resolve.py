@@ -9,6 +9,7 @@ resolved placeholders) are marked where they happen.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -169,8 +170,6 @@ def _host_args(ctx: _Ctx, args: Tagged) -> Tagged:
     host = ctx.host
     if host is None:
         return args
-    import json
-
     drop = {ctx.spec.lookup(flag)[0] for flag in host.drop_args} - {None}
     merge = {opt: dict(keys) for flag, keys in host.json_args.items() if (opt := ctx.spec.lookup(flag)[0])}
     out: Tagged = []

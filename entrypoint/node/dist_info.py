@@ -13,7 +13,9 @@ Version header) is answered by importlib.metadata itself, so the answer is alway
 from __future__ import annotations
 
 import os
+import re
 import sys
+from importlib.machinery import PathFinder
 from typing import Optional
 
 from entrypoint.core import limits
@@ -25,15 +27,11 @@ _ASK_IMPORTLIB = object()  # the plain reading does not apply: importlib.metadat
 
 def _normalized(name: str) -> str:
     """PEP 503 normalization with dashes as underscores (importlib.metadata's Prepared.normalize)."""
-    import re
-
     return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
 
 
 def _only_path_finder() -> bool:
     """No finder but the standard one (importlib.machinery.PathFinder) finds distributions."""
-    from importlib.machinery import PathFinder
-
     return all(finder is PathFinder or not hasattr(finder, "find_distributions") for finder in sys.meta_path)
 
 
