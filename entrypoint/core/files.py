@@ -52,7 +52,7 @@ class DataFileError(ValueError):
 
 
 def _yaml_loader():
-    import yaml
+    import yaml  # noqa: PLC0415 - a third party only this path needs
 
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where libyaml is there
 
@@ -62,7 +62,7 @@ def _check_yaml_shape(data: bytes, where: str, max_depth: int, max_nodes: int):
     the parser produces without recursion), and the node count with every alias expanded
     (counted on the graph, where an alias is one shared node: "billion laughs" is refused before
     anything walks the expansion). A recursive alias is refused too."""
-    import yaml
+    import yaml  # noqa: PLC0415 - a third party only this path needs
 
     loader_cls = _yaml_loader()
     depth = 0
@@ -112,7 +112,7 @@ def _check_yaml_shape(data: bytes, where: str, max_depth: int, max_nodes: int):
 def parse_yaml(data: bytes, where: str, max_depth: int, max_nodes: int):
     """YAML text as Python data (the safe loader), bounded in depth and in expanded size; a
     DataFileError (one line, naming `where`) for anything that is not well-formed or too big."""
-    import yaml
+    import yaml  # noqa: PLC0415 - a third party only this path needs
 
     try:
         loader, node = _check_yaml_shape(data, where, max_depth, max_nodes)
@@ -252,7 +252,7 @@ def write_file(path, data, mode: int = 0o644) -> None:
     through a link), written whole, then renamed over `path`. A link planted at `path` is
     replaced, never followed, so nothing is written outside the directory asked for; a reader
     never sees half a file. `data` is text (UTF-8) or bytes."""
-    import tempfile
+    import tempfile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."

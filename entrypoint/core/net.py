@@ -27,7 +27,7 @@ def resolve(host: str, port: int, timeout: float) -> list:
     """getaddrinfo within `timeout` seconds: the resolver itself has no deadline (a stalled DNS
     server holds it for tens of seconds), so it runs in a daemon thread that is left behind when
     it is late. OSError (socket.timeout when late) as getaddrinfo raises it."""
-    import socket
+    import socket  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
     found: list = []
     failed: list = []
 
@@ -49,7 +49,7 @@ def resolve(host: str, port: int, timeout: float) -> list:
 
 def connect(host: str, port: int, timeout: float):
     """A TCP connection to host:port with one deadline for the name lookup and the connect."""
-    import socket
+    import socket  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
     deadline = time.monotonic() + timeout
     last: OSError = OSError(f"no address for {host}")
     for family, kind, proto, _, address in resolve(host, port, timeout):

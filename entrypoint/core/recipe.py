@@ -96,7 +96,7 @@ def _invalid(path: Path, exc: Exception) -> RecipeDataError:
 
 
 def _validated(path: Path, model, raw):
-    from pydantic import ValidationError
+    from pydantic import ValidationError  # noqa: PLC0415 - a third party only this path needs
 
     if not isinstance(raw, dict):
         raise RecipeDataError(f"recipe data {path}: the file must be a mapping of keys, not "
@@ -110,9 +110,9 @@ def _validated(path: Path, model, raw):
 
 
 def _validate_main(directory: Path):
-    from pydantic import ValidationError
+    from pydantic import ValidationError  # noqa: PLC0415 - a third party only this path needs
 
-    from entrypoint.core import recipe_schema as schema
+    from entrypoint.core import recipe_schema as schema  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     read = read_data_file
     hardware = _validated(directory / "hardware.yaml", schema.HardwareFile, read(directory / "hardware.yaml"))
@@ -214,12 +214,12 @@ def _check_grammar(path: Path) -> None:
 def _validate(directory: Path) -> dict:
     """Every data file read, validated and cross-checked once: {part name: read-only record},
     the catalog under "" and each of SECTIONS under its name."""
-    from entrypoint.core import recipe_schema as schema
-    from entrypoint.core.bench_schema import BenchFile
-    from entrypoint.core.fleet_schema import FleetFile
-    from entrypoint.core.kv_schema import KvFile
-    from entrypoint.core.loading_schema import LoadersFile
-    from entrypoint.core.preload_schema import PreloadFile
+    from entrypoint.core import recipe_schema as schema  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.core.bench_schema import BenchFile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.core.fleet_schema import FleetFile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.core.kv_schema import KvFile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.core.loading_schema import LoadersFile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.core.preload_schema import PreloadFile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     catalog = _validate_main(directory)
     models = {"kv_offload": KvFile, "loaders": LoadersFile, "bench": BenchFile, "preload": PreloadFile,
@@ -252,9 +252,9 @@ def _hasher():
     A Python built without _blake2 has no hashlib.blake2b either: it gets hashlib's SHA-256
     (cut to the same length by _digest), so its caches have names of their own."""
     try:
-        from _blake2 import blake2b
+        from _blake2 import blake2b  # noqa: PLC0415 - optional: its ImportError is handled
     except ImportError:
-        import hashlib
+        import hashlib  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
         return hashlib.sha256()
     return blake2b(digest_size=DIGEST_HEX // 2)

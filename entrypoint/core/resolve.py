@@ -458,7 +458,7 @@ def _finish(ctx: _Ctx, draft: _Draft, kv=None, budget_s: Optional[int] = None, r
     final_env = {k: (v if origin.get(k) == (kv.source if kv is not None else None) else substitute(v, lookup))
                  for k, v in env.items()}
     if budget_s is not None:
-        from entrypoint.core.loading import ready_wait
+        from entrypoint.core.loading import ready_wait  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
         for key, value in ready_wait(final_env, budget_s, ctx.spec).items():
             final_env[key] = value
@@ -680,7 +680,7 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_
     ctx = _Ctx(sel, cat, load, model_gb)
     release = None
     if sel.preload:  # KIMI_PRELOAD's refusals first: no layout is composed for what it cannot run beside
-        from entrypoint.core import preload
+        from entrypoint.core import preload  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
         release = preload.release(sel, cat, ctx.strategy.deploy_type, kv)
     if ctx.strategy.deploy_type == "pd_cluster":
@@ -697,7 +697,7 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_
         layer = kv_layer(sel, cat, kv, ctx.strategy.deploy_type)
     budget = None
     if load is not None:
-        from entrypoint.core.loading import budget_s
+        from entrypoint.core.loading import budget_s  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
         budget = budget_s(cat, sel.recipe, sel.variant, ctx.need_gb, pools, load)
     copies = None
@@ -719,7 +719,7 @@ def _with_preload(ctx: _Ctx, serving: list, found: Record) -> Tuple[list, Proces
     """The engine's draft with the preload layer before the user's args (the user's still win), and
     the weight cache: `vllm preload` with the engine's own arguments (less the API server's), env
     and GPUs, its placeholders filled as the engine's."""
-    from entrypoint.core import preload
+    from entrypoint.core import preload  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     data = preload.load_preload()
     draft = serving[0]

@@ -649,9 +649,9 @@ def _depth(value: Any, level: int = 1) -> int:
 
 def _read_file(path: str) -> dict:
     if sys.version_info >= (3, 11):
-        import tomllib as _toml
+        import tomllib as _toml  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
     else:  # Python < 3.11
-        import tomli as _toml
+        import tomli as _toml  # noqa: PLC0415 - a third party only this path needs
     try:
         data = read_capped(path, limits.MAX_CONFIG_BYTES)  # a FIFO or a device is refused, not waited on
     except OSError as exc:

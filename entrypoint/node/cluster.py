@@ -168,7 +168,7 @@ def iface_for(addr: str, proc_root: str = "/proc") -> Optional[str]:
     try:
         ip = int(ipaddress.IPv4Address(addr))
     except ValueError:
-        import socket  # only for a name to look up: the wiring of a plain start imports no socket
+        import socket  # noqa: PLC0415 - only for a name to look up: the wiring of a plain start imports no socket
 
         try:
             found = [a[4][0] for a in resolve(addr, 0, limits.DNS_DEADLINE_S) if a[0] == socket.AF_INET]

@@ -119,7 +119,7 @@ def _capture(argv: List[str], environ: Mapping[str, str]) -> Tuple[int, str, str
 
 def _run_tool(tool: str, args: Sequence[str], environ: Mapping[str, str]) -> Tuple[Optional[str], str]:
     """(stdout, "") or (None, why it gave nothing)."""
-    import subprocess  # imported here, with shutil: `print` never runs a tool (tests/architecture)
+    import subprocess  # noqa: PLC0415 - imported here, with shutil: `print` never runs a tool (tests/architecture)
 
     exe = shutil.which(tool, path=environ.get("PATH", os.defpath))
     if exe is None:
@@ -176,7 +176,7 @@ def _bytes(value, default_unit: str) -> Optional[int]:
 
 def probe_nvml(environ: Mapping[str, str]) -> Probe:
     try:
-        import pynvml  # nvidia-ml-py
+        import pynvml  # noqa: PLC0415 - nvidia-ml-py
     except ImportError:
         return Probe("nvml", (), "nvidia-ml-py not installed")
     try:

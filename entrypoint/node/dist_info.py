@@ -103,7 +103,7 @@ def first_version(names: tuple) -> Optional[str]:
         found = _header_version(metadata) if metadata and os.path.isfile(metadata) else _ASK_IMPORTLIB
         if isinstance(found, str):  # else _ASK_IMPORTLIB
             return found
-        import importlib.metadata
+        import importlib.metadata  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
         try:
             return importlib.metadata.version(name)

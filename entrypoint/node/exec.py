@@ -54,7 +54,7 @@ def write_files(files: Mapping[str, str]) -> None:
 def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str, compiled=None) -> NoReturn:
     """Exec `proc` with the user's environment, the cache variables and (`compiled`, an engine's
     entrypoint.core.caches.CompileCaches) its compile caches on the cache volume."""
-    from entrypoint.node import cache
+    from entrypoint.node import cache  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     write_files(proc.files)
     stopping.clear(environ)  # a restarted container is ready again (node/stopping.py)

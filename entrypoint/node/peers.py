@@ -14,6 +14,7 @@ parent, and exits with it.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import selectors
 import signal
@@ -123,8 +124,6 @@ def start(proc, settings, watch, environ: Mapping[str, str]) -> Optional[int]:
     if child:
         return child
     try:  # the watcher: never returns into the entrypoint
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
         if proc.rank == 0:

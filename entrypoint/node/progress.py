@@ -42,7 +42,7 @@ class Progress:
         stream = stream or sys.stderr
         self._bar = None
         if tty if tty is not None else stream.isatty():
-            from tqdm import tqdm
+            from tqdm import tqdm  # noqa: PLC0415 - a third party only this path needs
 
             self._bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc=what, file=stream)
 

@@ -61,7 +61,7 @@ def check_token_file(environ: Mapping[str, str]) -> None:
 
 def user_error(exc: BaseException, source: Source, environ: Mapping[str, str]):
     """A KimiError for what the user must fix (auth, revision, disk), else None."""
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError  # noqa: PLC0415 - a third party only this path needs
 
     token_file = environ.get("HF_TOKEN_PATH", "")
     given = environ.get("HF_TOKEN") or (token_file and os.path.isfile(token_file) and os.path.getsize(token_file))
@@ -88,8 +88,8 @@ def user_error(exc: BaseException, source: Source, environ: Mapping[str, str]):
 
 def transient(exc: BaseException) -> bool:
     """Worth another try: the network or the hub failing, not the request."""
-    import httpx2
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    import httpx2  # noqa: PLC0415 - a third party only this path needs
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError  # noqa: PLC0415 - a third party only this path needs
 
     if isinstance(exc, (httpx2.TransportError, LocalEntryNotFoundError, ConnectionError, TimeoutError)):
         return True
@@ -135,8 +135,8 @@ def listing(source: Source, rules, environ, log, cached_in: Optional[Path] = Non
     """The commit the revision names (one repo_info call) and the files vLLM reads of it: one
     recursive tree call, or the listing of that commit cached in `cached_in` (a commit's listing
     never changes)."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.hf_api import RepoFile
+    from huggingface_hub import HfApi  # noqa: PLC0415 - a third party only this path needs
+    from huggingface_hub.hf_api import RepoFile  # noqa: PLC0415 - a third party only this path needs
 
     api = HfApi()
 
@@ -158,7 +158,7 @@ def listing(source: Source, rules, environ, log, cached_in: Optional[Path] = Non
 
 def _clean_stale_partials(hub: Path, source: Source, log) -> None:
     """Remove `*.incomplete` files no download holds the lock of (left by a killed run)."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # noqa: PLC0415 - a third party only this path needs
 
     repo = repo_dir(hub, source.repo_id)
     freed, count = 0, 0
@@ -243,7 +243,7 @@ def download(sources: List[Source], rules, hub: Path, environ: Mapping[str, str]
 
 
 def _fetch(state: LocalState, hub: Path, environ, log, progress: Progress, max_workers: int) -> None:
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # noqa: PLC0415 - a third party only this path needs
 
     source = state.source
     patterns = [exact_pattern(p) for p in state.expected]

@@ -28,7 +28,7 @@ from entrypoint.core.bench import figures, find_reference, no_reference_reason, 
 from entrypoint.core.bounded import HttpError, request
 from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.files import read_capped, write_file
-from entrypoint.core.mask import mask_output
+from entrypoint.core.mask import mask_flags, mask_output, mask_text, secret_values
 from entrypoint.verify import bench_report
 
 EXIT_FOUND_PROBLEMS = 1  # the sweep ran: some requests failed, the client failed, or time ran out
@@ -208,8 +208,6 @@ def run_sweep(spec: Spec, timeout: float, progress: Callable[[int, int, int, int
                         failure.tail[-1] if failure.tail else "no output")
             why = (f"the sweep ran past --timeout {timeout:g} s" if str(failure) == "ran out of time"
                    else f"`vllm bench serve` {failure}")
-            from entrypoint.core.mask import mask_flags, mask_text, secret_values
-
             last = mask_flags(mask_text(last[:300], secret_values(os.environ)))  # also in the files written
             sweep.problems.append(f"concurrency {level}: {why}; its last words: {last}")
             break

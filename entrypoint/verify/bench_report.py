@@ -95,10 +95,10 @@ def write_charts(run: dict, output: Path) -> List[str]:
     results = [r for r in run["results"] if r["tokens_per_s_per_user"] is not None]
     if not results:
         return []
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - a third party only this path needs
 
     matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    from matplotlib import pyplot as plt  # noqa: PLC0415 - a third party only this path needs
 
     d, w = run["deployment"], run["workload"]
     title = f"{d['recipe']}, {d['gpus']} x {d['hardware']} ({d['variant']}), {w['input_len']}/{w['output_len']}"

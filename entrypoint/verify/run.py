@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from entrypoint.verify.checks import ChatFacts, Verifier, skip_reason
 from entrypoint.verify.client import CheckFailed, Server, normalize_url
+from entrypoint.verify.load import LoadRun, run_load
 from entrypoint.verify.report import FAIL, PASS, SKIP, ServerCheck, VerifyReport
 
 
@@ -61,8 +62,6 @@ def run_verify(
             elif name == "models" and verifier.model is None:
                 blocked = "no model name to send (/v1/models did not name one; pass --model)"
         if concurrency > 1:
-            from entrypoint.verify.load import LoadRun, run_load
-
             load = LoadRun(verifier, concurrency, timeout)
             results += run_load(load, lambda name, run: _timed(name, run, server, timeout), blocked)
     finally:

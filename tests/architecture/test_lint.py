@@ -31,12 +31,13 @@ def test_ruff_finds_nothing():
 
 
 def test_ruff_reports_a_planted_defect(tmp_path):
-    """The project's rules, on a file with an undefined name."""
+    """The project's rules, on a file with an undefined name and a function-level import."""
     planted = tmp_path / "planted.py"
-    planted.write_text("def f():\n    return undefined_name\n")
-    run = _run(_tool("ruff"), "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(planted))
+    planted.write_text("def f():\n    import json\n\n    return json.dumps(undefined_name)\n")
+    run = _run(_tool("ruff"), "check", "--no-cache", "--output-format", "concise", "--config",
+               str(ROOT / "pyproject.toml"), str(planted))
     assert run.returncode == 1
-    assert "F821" in run.stdout
+    assert "planted.py:4:23: F821" in run.stdout and "planted.py:2:5: PLC0415" in run.stdout, run.stdout
 
 
 @pytest.mark.slow  # a cold cache: 8-16 s on two shared cores (1 s warm)
