@@ -12,7 +12,8 @@ from entrypoint.core.weights import sources
 from entrypoint.node.cache import uses_modelscope
 from entrypoint.node.hub_cache import hub_dir
 from entrypoint.node.logs import StartLog
-from entrypoint.node.weights import check_token_file, download
+from entrypoint.node import weights
+from entrypoint.node.weights import check_token_file
 from entrypoint.node.weights_verify import verify as check
 
 
@@ -33,7 +34,7 @@ def fetch_weights(launch: Launch, environ: Mapping[str, str], log, workers: int 
     if not found:
         log.info("download.skip", f"nothing to download: the model is {launch.plan.model}")
         return
-    for state in download(found, rules, hub, environ, log, max_workers=workers):
+    for state in weights.download(found, rules, hub, environ, log, max_workers=workers):
         log.info("download.complete", f"{state.source.purpose} {state.source.label}: {len(state.expected)} files "
                  f"complete in {hub}", repo=state.source.repo_id, commit=state.commit)
 
