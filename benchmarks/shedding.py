@@ -63,7 +63,7 @@ def send(url: str, i: int, max_tokens: int, timeout: float) -> dict:
 
 def quantile(values: list, q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def engine_503s(log: Path) -> int:

@@ -6,13 +6,17 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping
 
 from entrypoint.app.launch import load_launch, wire_platform
+from entrypoint.core.errors import KimiError, MISSING_SETTING
 from entrypoint.core.settings import read_settings
+from entrypoint.node.cluster import wire
+from entrypoint.node.detect import detect_node
+from entrypoint.node.host import host_facts
+from entrypoint.node import preflight
+from entrypoint.node.preflight import run_checks
 
 
 def _hardware_unset(environ: Mapping[str, str]) -> bool:
     """Neither KIMI_HARDWARE nor an image's own target: the launch is refused, as print refuses it."""
-    from entrypoint.core.errors import KimiError
-
     try:
         settings = read_settings(environ)
     except KimiError:
@@ -25,11 +29,6 @@ def diagnose(environ: Mapping[str, str]) -> dict:
     unset KIMI_HARDWARE is the image's own target, and outside an image the same refusal, which
     here names the hardware the detection found; a launch that cannot be composed is the report's
     one failed check, and says what to set (never to run doctor: this is doctor)."""
-    from entrypoint.core.errors import MISSING_SETTING, KimiError
-    from entrypoint.node.cluster import wire
-    from entrypoint.node.detect import detect_node
-    from entrypoint.node.preflight import node_facts, run_checks
-
     detection = detect_node(environ)
     report: Dict[str, Any] = {"detection": detection.as_dict(), "platform": None, "cluster": {"source": "", "decisions": []},
               "launch": None, "checks": []}
@@ -53,11 +52,9 @@ def diagnose(environ: Mapping[str, str]) -> dict:
                         "port": proc.port, "ports": {p.value: n for p, n in proc.ports.items()},
                         "units": "ranks" if launch.catalog.hardware[launch.plan.hardware].host_backend else "GPUs"}
     if launch.catalog.hardware[launch.plan.hardware].host_backend is not None:  # the node is the device
-        from entrypoint.node.host import host_facts
-
         ram, cores = host_facts()
         report["host"] = {"cores": cores, "ram_gb": round(ram, 1), "ranks": proc.local_gpus,
                           "threads_per_rank": int(proc.env.get("OMP_NUM_THREADS", "1") or 1)}
-    proc, results = run_checks(launch, proc, environ, node_facts(launch, environ))
+    proc, results = run_checks(launch, proc, environ, preflight.node_facts(launch, environ))
     report["checks"] = [r.as_dict() for r in results]
     return report

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 from entrypoint.app.endpoints import local_url
 from entrypoint.app.launch import Launch
+from entrypoint.core.errors import KimiError, MISSING_SETTING
+from entrypoint.core.fleet import replica_hosts
+from entrypoint.core.net import url_host
 
 
 @dataclass(frozen=True)
@@ -20,10 +23,6 @@ class FleetTargets:
 def fleet_targets(launch: Launch) -> FleetTargets:
     """The launch's fleet router and copies; a clear error when the launch is no fleet with
     addresses. A PD unit has no API of its own: its copies are reached through the router only."""
-    from entrypoint.core.errors import MISSING_SETTING, KimiError
-    from entrypoint.core.fleet import replica_hosts
-    from entrypoint.core.net import url_host
-
     router = launch.plan.topology.router
     if launch.fleet is None or router is None or not launch.fleet.addrs:
         raise KimiError(MISSING_SETTING, "--fleet checks the configured fleet's router and each copy: set "

@@ -3,13 +3,17 @@ asks it (one GET, or one TCP connection) and answers 0/1."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from entrypoint.app.endpoints import local_url
 from entrypoint.app.launch import load_launch
+from entrypoint.core.fleet import ROLE as ROUTER
 from entrypoint.core.net import client_url
 from entrypoint.core.plan import Kind, Port
+from entrypoint.core.recipe import load_catalog
+from entrypoint.core.settings import read_settings
 from entrypoint.node.platform import recorded_port
 from entrypoint.node.stopping import begin, begun
 
@@ -45,13 +49,6 @@ def port_target(port: int, environ: Optional[Mapping[str, str]] = None) -> Healt
     """The HTTP server on `port` (the port a rendering wrote into its probe: `healthcheck --ready
     --port N`), without composing the launch: a readiness probe runs every few seconds. Its bind
     address is the settings' (the router's for KIMI_ROLE=router), the health path the serving data's."""
-    import os
-
-    from entrypoint.core.fleet import ROLE as ROUTER
-    from entrypoint.core.net import client_url
-    from entrypoint.core.recipe import load_catalog
-    from entrypoint.core.settings import read_settings
-
     settings = read_settings(os.environ if environ is None else environ)
     host = settings.router_host if settings.role == ROUTER else settings.host
     return HealthTarget(settings.role or "server", settings.node_rank,

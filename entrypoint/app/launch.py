@@ -12,13 +12,19 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional, Tuple
 
-from entrypoint.core import kv
+from entrypoint.core import kv, placement
+from entrypoint.core.errors import INVALID_VALUE, KimiError
 from entrypoint.core.kv import KvChoice
 from entrypoint.core.plan import Plan, Process
 from entrypoint.core.recipe import Catalog, load_catalog, with_host, with_recipe
 from entrypoint.core.resolve import resolve, this_process
 from entrypoint.core.select import Selection, select, with_addresses
 from entrypoint.core.settings import Settings, read_settings
+from entrypoint.core.vllm_cli import spec_for, unrecorded_note
+from entrypoint.node.cluster import wire
+from entrypoint.node.dist_info import installed_vllm_version
+from entrypoint.node.exec import as_applied
+from entrypoint.node.platform import apply_platform, check_contract
 
 
 NODE_ADDR_ENV = "VLLM_HOST_IP"  # the address vLLM's ranks advertise to the other nodes (vllm/envs.py)
@@ -47,7 +53,7 @@ class Launch:
 
     def compile_caches(self, proc: Process):
         """Where `proc`'s compile caches go (entrypoint.core.caches), None for a process without GPUs."""
-        from entrypoint.core.caches import compile_caches
+        from entrypoint.core.caches import compile_caches  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
         s = self.settings
         stack = f"cu{s.image_cuda}" if s.image_cuda else f"rocm{s.image_rocm}" if s.image_rocm else ""
@@ -62,8 +68,6 @@ class Launch:
             proc = replace(proc, env={**proc.env, NODE_ADDR_ENV: self.settings.node_addr},
                             provenance={**proc.provenance, NODE_ADDR_ENV: "settings (KIMI_NODE_ADDR)"})
         if not proc.is_engine and self.settings.user_args:
-            from entrypoint.core.errors import INVALID_VALUE, KimiError
-
             raise KimiError(INVALID_VALUE, f"KIMI_ROLE={proc.role} runs {proc.program[0]}, which takes no vLLM "
                             f"arguments, but the container was given {len(self.settings.user_args)}: give them to "
                             "the engines' containers (or KIMI_EXTRA_ARGS, which every vLLM engine of the deployment "
@@ -79,12 +83,9 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     `selection`: one already made from these settings before their addresses were added (a
     rendered deployment's, see app/deploy.py); it gets the addresses of `settings` and is not made
     again."""
-    from entrypoint.core import placement
-    from entrypoint.core.vllm_cli import spec_for, unrecorded_note
+    from entrypoint.core.files import local_model_gb  # noqa: PLC0415 - a local model is sized from its own files
 
-    from entrypoint.core.files import local_model_gb  # a local model is sized from its own files
-
-    from entrypoint.node.host import host_facts  # sizes the cpu target where its settings give no size
+    from entrypoint.node.host import host_facts  # noqa: PLC0415 - sizes the cpu target where its settings give no size
 
     catalog = with_host(with_recipe(catalog or load_catalog(), settings.recipe), settings, *host_facts())
     model_gb = local_model_gb(settings.model) if settings.model else None
@@ -97,14 +98,14 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     placement.check_user_args(selection.user, spec)
     decision = None
     if settings.load_format != "recipe":
-        from entrypoint.core import loading
+        from entrypoint.core import loading  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
         if callable(storage):
             storage = storage(selection.model)
         decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
                                   "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
     choice = kv.choose(settings, hostname=os.uname().nodename)  # gethostname(), without importing socket
-    from entrypoint.core import fleet  # KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
+    from entrypoint.core import fleet  # noqa: PLC0415 - KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
 
     fleet_choice = fleet.choose(settings, pd=selection.prefill is not None)
     plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice, model_gb=model_gb)  # the one composition (docs/composition.md)
@@ -138,9 +139,6 @@ def _checked(launch: Launch) -> Launch:
     """A platform's contract holds for the launch: the vLLM args may not move the port or the
     bind address the platform sends traffic to."""
     if launch.platform is not None and launch.platform.platform:
-        from entrypoint.core.vllm_cli import spec_for
-        from entrypoint.node.platform import check_contract
-
         check_contract(launch.platform, launch.plan, spec_for(launch.selection.vllm_version))
     return launch
 
@@ -152,15 +150,13 @@ def wants_detection(settings: Settings) -> bool:
 
 def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:
     """The hardware id the node detection found, or None. Only asked when KIMI_HARDWARE=auto."""
-    from entrypoint.node.detect import detect_hardware_id
+    from entrypoint.node.detect import detect_hardware_id  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     return detect_hardware_id(environ)
 
 
 def wire_platform(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None):
     """The cloud platform's contract applied to the environment and the container arguments."""
-    from entrypoint.node.platform import apply_platform
-
     return apply_platform(os.environ if environ is None else environ, tuple(user_args))
 
 
@@ -169,8 +165,6 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
     """The launch from the environment after the platform's contract and cluster wiring (LWS /
     Slurm / KIMI_IFACE=auto); pass `platform` / `wiring` when the caller has applied them already
     (it also logs the decisions)."""
-    from entrypoint.node.cluster import wire
-
     if platform is None:
         platform = wire_platform(user_args, environ)
     if wiring is None:
@@ -179,8 +173,6 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
     detected = detected_hardware(wiring.environ) if wants_detection(settings) else None
     vllm = None
     if not settings.vllm_version:
-        from entrypoint.node.dist_info import installed_vllm_version
-
         vllm = installed_vllm_version()
 
     def storage(model: str):  # the volume the weights are read from decides `auto`, and the budget
@@ -199,14 +191,12 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
 
 def weights_storage(model: str, cache_dir: str, environ: Mapping[str, str], sample: bool = True):
     """The weights' volume on this node: file system, GPUDirect Storage, a bounded read sample."""
-    from entrypoint.core.loading import load_data
-    from entrypoint.node.storage import probe
+    from entrypoint.core.loading import load_data  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.node.storage import probe  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     return probe(model, cache_dir, environ, load_data(), sample=sample)
 
 
 def applied(launch: Launch, environ: Mapping[str, str]) -> Process:
     """This container's process with only the env the project applies here (what `print` shows)."""
-    from entrypoint.node.exec import as_applied
-
     return as_applied(launch.this_process(), environ)

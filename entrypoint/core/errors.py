@@ -50,8 +50,6 @@ def unknown_value(setting: str, value: str, valid: Iterable[str], way_out: str =
 def did_you_mean(value: str, valid: Iterable[str]) -> str:
     """` Did you mean 'x'?` for the valid value closest to `value` (a near spelling, or a short form:
     one part of a hyphenated name), else ""."""
-    import difflib
-
     valid = list(valid)
     close = difflib.get_close_matches(str(value), valid, n=1)
     if not close:  # a short form: `k3` for `kimi-k3`, `h200` written `H200` is matched above

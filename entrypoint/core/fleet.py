@@ -24,15 +24,20 @@ What cannot work is refused (`unsupported_combination`), with a way out.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from entrypoint.core import errors as E
+from entrypoint.core.args import placeholders
 from entrypoint.core.errors import KimiError, unknown_value
+from entrypoint.core.kv import load_kv
 from entrypoint.core.net import url_host
 from entrypoint.core.plan import Kind, Port, Process, service
+from entrypoint.core.recipe import load_section
 from entrypoint.core.record import Record
+from entrypoint.core.vllm_cli import spec_for
 
 ROLE = "router"  # the fleet router's role (KIMI_ROLE=router), as a PD cluster's
 SOURCE = "fleet"  # its provenance
@@ -43,15 +48,11 @@ POOLS = ("prefill", "decode")  # a PD cluster's pools: KIMI_ROUTER_SELECTOR's `p
 def load_fleet(directory: Optional[str] = None) -> Record:
     """recipes/fleet.yaml (of `directory`, else of the recipe data): the fleet part of the one
     catalog (core/recipe: read bounded, validated and cross-checked with the rest, cached)."""
-    from entrypoint.core.recipe import load_section
-
     return load_section("fleet", directory)
 
 
 def router_facts(directory: Optional[str] = None) -> Record:
     """The router the fleet runs: the KV store's (recipes/kv_offload.yaml), one definition."""
-    from entrypoint.core.kv import load_kv
-
     return load_kv(directory).stores[load_fleet(directory).router_of].router
 
 
@@ -148,8 +149,6 @@ def _refuse(message: str) -> KimiError:
 
 
 def _check(choice: FleetChoice, data: Record, sel, kv_choice, deploy_type: str) -> None:
-    from entrypoint.core.vllm_cli import spec_for
-
     if kv_choice is not None and kv_choice.store and deploy_type == "pd_cluster":
         raise _refuse(f"KIMI_KV_OFFLOAD={kv_choice.id} serves one PD unit's pools from one Mooncake master; units of "
                       "it (KIMI_REPLICAS > 1, or the groups KIMI_AUTOSCALING adds, each a unit of its own) are not "
@@ -292,8 +291,6 @@ class FleetLayer:
     def pd_engines(self, port: int) -> "FleetLayer":
         """The layer of a PD fleet's engines: a discovered fleet's pools all listen on `port` (the
         prefill pool's: the router's one --service-discovery-port)."""
-        import dataclasses
-
         if not self.choice.discovered:
             return self
         return dataclasses.replace(self, args=(*self.args, self.data.discovery.pd.engine_port_flag, str(port)))
@@ -356,8 +353,6 @@ def layer(sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str
 
 def unfilled(proc: Process) -> List[str]:
     """The copies' addresses a router process still lacks (placeholders), for the start's check."""
-    from entrypoint.core.args import placeholders
-
     return sorted({name for tok in proc.argv for name in placeholders(tok)})
 
 

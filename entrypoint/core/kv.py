@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from entrypoint.core import errors as E
@@ -28,6 +29,7 @@ from entrypoint.core.args import substitute
 from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.net import url_host
 from entrypoint.core.plan import Kind, Port, Process, service
+from entrypoint.core.recipe import default_recipes_dir, load_section
 from entrypoint.core.record import Record
 from entrypoint.core.select import Selection, version_key
 
@@ -46,17 +48,11 @@ KV_PLACEHOLDERS = {
 
 def load_kv(directory: Optional[str] = None) -> Record:
     """recipes/kv_offload.yaml (of `directory`, else of the recipe data), validated and read-only."""
-    from entrypoint.core.recipe import default_recipes_dir
-
     return _load_kv(str(directory or default_recipes_dir()))
 
 
 def _load_kv(directory: str) -> Record:
     """The KV part of the one catalog (core/recipe: read, validated and cross-checked with the rest)."""
-    from pathlib import Path
-
-    from entrypoint.core.recipe import load_section
-
     return load_section("kv_offload", Path(directory))
 
 

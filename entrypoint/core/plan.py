@@ -358,8 +358,6 @@ class Plan(Choice):
 
     def without_router(self) -> "Plan":
         """The plan of one copy of a fleet: its router left out (render/k8s_fleet.py draws the copies)."""
-        import dataclasses
-
         return dataclasses.replace(self, processes=tuple(p for p in self.processes if p is not self.topology.router))
 
     def as_dict(self) -> dict:

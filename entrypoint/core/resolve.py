@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Tuple
 from entrypoint.core import errors as E
 from entrypoint.core.args import Tagged, substitute, tag
 from entrypoint.core.errors import KimiError
+from entrypoint.core.fleet import check_start, ROLE
 from entrypoint.core.fleet import layer as fleet_layer
 from entrypoint.core.kv import layer as kv_layer
 from entrypoint.core.plan import Kind, Plan, Pool, Port, Process, engine, service, with_helper_drain
@@ -773,8 +774,6 @@ def this_process(plan: Plan, sel: Selection, kv=None, fleet=None) -> Process:
     (the one role-to-process lookup): a fleet's router (`fleet`: its FleetChoice), a process of a KV
     deployment (`kv`: its KvChoice), the weight cache, a PD pool's node, else the node's own rank."""
     topology = plan.topology
-    from entrypoint.core.fleet import ROLE, check_start
-
     if fleet is not None and sel.role == ROLE:  # the fleet's router (core/fleet.py)
         check_start(topology.router)
         return topology.router

@@ -7,16 +7,19 @@ passed in; it reads only vLLM's grammar files of the data directory (core/datadi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping, Optional
 
 from entrypoint.core import errors as E
 from entrypoint.core.errors import KimiError, unknown_value
 from entrypoint.core.plan import Choice
+from entrypoint.core.platforms import load_platforms, model_source
 from entrypoint.core.recipe import Catalog, default_features
 from entrypoint.core.settings import Settings
-from entrypoint.core.versions import release_refusal, version_key  # noqa: F401 - resolve imports version_key from here
-from entrypoint.core.vllm_cli import available_versions
+from entrypoint.core.versions import release_refusal, version_key  # resolve imports version_key from here
+from entrypoint.core.versions import release_window, stack_shortfall
+from entrypoint.core.vllm_cli import available_versions, engine_args, spec_for
 
 if TYPE_CHECKING:  # for the annotation only: select imports vllm_cli's functions where it calls them
     from entrypoint.core.vllm_cli import EngineArgs
@@ -314,8 +317,6 @@ def default_release(catalog: Catalog, hw: Optional[str] = None) -> str:
 def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional[str], known,
                         hw: Optional[str] = None) -> str:
     """KIMI_VLLM_VERSION, else the installed vLLM's (`detected`), else `default_release` for `hw`."""
-    import re
-
     raw = settings.vllm_version or detected or default_release(catalog, hw)
     source = "KIMI_VLLM_VERSION" if settings.vllm_version else ("the installed vLLM" if detected else "")
     # x.y.z in ASCII digits ('０.３３.０' is no release), an optional v, a build suffix (+cu130) ignored
@@ -324,8 +325,6 @@ def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional
         raise KimiError(E.INVALID_VALUE, f"{source or 'KIMI_VLLM_VERSION'}={raw!r} is not a vLLM release like "
                         f"{known[-1]}. Supported: {', '.join(known)}.")
     version = match.group(1)
-    from entrypoint.core.versions import release_window
-
     model = catalog.recipe.model
     why = release_refusal(model, version)  # before any grammar lookup (it falls back to the oldest file)
     if why:
@@ -340,8 +339,6 @@ def _valid_vllm_version(settings: Settings, catalog: Catalog, detected: Optional
 def _check_stack(settings: Settings, catalog: Catalog, hw: str) -> None:
     """A recipe's `min_stack` (K3: CUDA 13) against the image's base, where the image says it:
     CUDA on NVIDIA hardware, ROCm on the others."""
-    from entrypoint.core.versions import stack_shortfall
-
     need = catalog.recipe.model.min_stack
     nvidia = catalog.brands[catalog.hardware[hw].brand].name.lower() == "nvidia"
     short = stack_shortfall(need, {"cuda": settings.image_cuda if nvidia else None,
@@ -507,8 +504,6 @@ def with_addresses(selection: Selection, settings: Settings) -> Selection:
     """`selection` with the addresses and ports of `settings` (HEAD_IP, PREFILL_NODE_1, ...): a
     deployment's own addresses, known only once the selection is made, filled in without
     selecting again."""
-    from dataclasses import replace
-
     return replace(selection, values=_placeholder_values(settings))
 
 
@@ -553,8 +548,6 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
                             "(a local path can be written ./-name).")
     model = settings.model or model_id
     user_args = settings.vllm_user_args()
-    from entrypoint.core.vllm_cli import engine_args, spec_for
-
     user = engine_args(user_args, spec_for(vllm_version))
     return Selection(
         hardware=hw, variant=vid, strategy=sid, features=features, profile=pid,
@@ -581,8 +574,6 @@ def _load_args(model: str, user) -> tuple:
     """A model in object storage (s3://, gs://) is streamed by vLLM's object-storage loader."""
     if "://" not in model:
         return ()
-    from entrypoint.core.platforms import load_platforms, model_source
-
     model_source(model)  # a scheme vLLM cannot stream from is an error here
     wanted = load_platforms().object_storage.load_format
     given = user.get("load_format")

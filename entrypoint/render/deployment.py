@@ -9,13 +9,21 @@ a command line.
 
 from __future__ import annotations
 
+import posixpath
+import re
 from typing import Mapping
 
 from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.fleet import router_facts
+from entrypoint.core.kv import load_kv
+from entrypoint.core.loading import launch_budget_s
 from entrypoint.core.mask import mask_argv
 from entrypoint.core.plan import Kind, Process
 from entrypoint.core.plan import SINGLE as ROLE_SINGLE
+from entrypoint.core.platforms import offering, platform
+from entrypoint.core.preload import load_preload
 from entrypoint.core.record import Record as Hardware
+from entrypoint.core.settings import BY_NAME as _BY_NAME
 from entrypoint.core.settings import BY_NAME, KIMI_FIELDS
 
 HF_TOKEN = "HF_TOKEN"  # the Secret key (Kubernetes); never written into a rendered file
@@ -77,8 +85,6 @@ def weight_cache(launch):
     found = launch.plan.topology.helper(Kind.PRELOAD)
     if found is None:
         return None
-    from entrypoint.core.preload import load_preload
-
     return found, load_preload()
 
 
@@ -90,8 +96,6 @@ def helper_resources(launch, proc: Process) -> Hardware:
     """CPU and memory of a process without GPUs: a KV helper's from recipes/kv_offload.yaml, the PD
     router's from its strategy."""
     if launch.kv is not None:
-        from entrypoint.core.kv import load_kv
-
         data = load_kv()
         if launch.kv.store:
             entry = data.stores[launch.kv.id]
@@ -103,8 +107,6 @@ def helper_resources(launch, proc: Process) -> Hardware:
         if found is not None:
             return found.resources
     if getattr(launch, "fleet", None) is not None and not launch.plan.topology.pd:
-        from entrypoint.core.fleet import router_facts
-
         return router_facts().resources  # the fleet's router: the KV store's (recipes/fleet.yaml)
     return launch.catalog.strategies[launch.plan.strategy].router.resources
 
@@ -121,8 +123,6 @@ def health(launch) -> Hardware:
     base = launch.catalog.serving.health
     if getattr(launch, "load", None) is None:
         return base
-    from entrypoint.core.loading import launch_budget_s
-
     budget = launch_budget_s(launch.plan, launch.catalog, launch.load)
     return base if budget == base.start_period_s else Hardware("Health", {**base._fields, "start_period_s": budget})
 
@@ -205,9 +205,6 @@ def cache_mount(launch) -> str:
     """KIMI_CACHE_DIR as a rendered file mounts it: a path no other mount of the container uses
     (the scratch of /tmp and HOME, /dev/shm, the token's directory), so that every container,
     the download step included, sees the one cache volume there. Else exit 2, before writing."""
-    import posixpath
-    import re
-
     cache = posixpath.normpath(re.sub("/+", "/", launch.settings.cache_dir))
     for what, path in separate_mounts(launch).items():
         if cache in (posixpath.normpath(path), "/"):
@@ -282,16 +279,12 @@ def container_env(launch, proc: Process) -> dict:
 
 def platform_offering(launch, pid: str):
     """(platform data, what it offers for this hardware): a clear error when it offers nothing."""
-    from entrypoint.core.platforms import offering, platform
-
     return platform(pid), offering(pid, launch.plan.hardware)
 
 
 def refuse_fleet(launch, display_name: str) -> None:
     """A cloud platform scales its own copies behind its own load balancer: no fleet router (docs/fleet.md)."""
     if getattr(launch, "fleet", None) is not None:
-        from entrypoint.core.errors import UNSUPPORTED_COMBINATION
-
         raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_REPLICAS={launch.fleet.replicas} puts the copies behind "
                         f"vllm-router (Kubernetes, Compose, hosts: docs/fleet.md); {display_name} runs its copies "
                         "behind its own load balancer. Unset KIMI_REPLICAS (and KIMI_REPLICA_ADDRS, "
@@ -303,8 +296,6 @@ def one_instance(launch, pid: str, display_name: str) -> None:
     """Managed endpoints run one copy of the model per instance: a plan of one node."""
     refuse_fleet(launch, display_name)
     if shape(launch) != SINGLE or len(launch.plan.processes) > 1:  # a companion (LMCache) is a second container
-        from entrypoint.core.errors import UNSUPPORTED_COMBINATION
-
         raise KimiError(UNSUPPORTED_COMBINATION, f"{display_name} runs each copy of the model on one instance, but "
                         f"this plan ({launch.plan.strategy}, {len(launch.plan.processes)} processes) spans several "
                         f"nodes or processes. Choose a one-node plan (KIMI_NODES=1 on hardware that holds the model: "
@@ -313,8 +304,6 @@ def one_instance(launch, pid: str, display_name: str) -> None:
 
 def platform_env(launch, pid: str) -> dict:
     """The settings every container gets, plus the platform it runs on (no detection needed)."""
-    from entrypoint.core.settings import BY_NAME as _BY_NAME
-
     # One container and no init step: the start itself fetches the weights first (resumable,
     # with progress; nothing to fetch when the platform or object storage holds the model).
     return {**settings_env(launch), _BY_NAME["platform"].env: pid, _BY_NAME["download"].env: "1"}

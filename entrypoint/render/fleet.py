@@ -7,14 +7,13 @@ ServiceAccount with its Role and RoleBinding (their checkov skips: render/k8s_ob
 from __future__ import annotations
 
 from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.fleet import choose
 from entrypoint.render.k8s_objects import meta
 
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index
 
 
 def check_hosts(settings, sel, fmt: str) -> None:
-    from entrypoint.core.fleet import choose
-
     choice = choose(settings, pd=sel.prefill is not None)
     if choice is None:
         return

@@ -17,10 +17,12 @@ inference.networking.k8s.io, kind: InferencePool, name: <name>}]`) attaches it (
 
 from __future__ import annotations
 
+from entrypoint.core.fleet import load_fleet
 from entrypoint.render.deployment import TERMINATION_MESSAGE
-from entrypoint.render.fleet import rbac
+from entrypoint.render.fleet import rbac, selector
 from entrypoint.render.k8s_objects import (LWS_INDEX_LABEL, LWS_NAME_LABEL, NETPOL_API, RECREATE, component_labels, meta,
                                            with_skips)
+from entrypoint.render.k8s_pod import restricted_container, RUNTIME_DEFAULT
 from entrypoint.render.yamltext import dump
 
 COMPONENT = "epp"
@@ -31,15 +33,11 @@ TAG_SKIP = ("CKV_K8S_43=the Gateway API Inference Extension publishes its endpoi
 
 
 def _facts():
-    from entrypoint.core.fleet import load_fleet
-
     return load_fleet().gateway
 
 
 def pool_selector(launch) -> dict:
     """The labels of the copies' API pods, as KIMI_ROUTER_SELECTOR would name them."""
-    from entrypoint.render.fleet import selector
-
     labels = selector(launch.name, launch.selection, (LWS_NAME_LABEL, LWS_INDEX_LABEL))
     return dict(item.split("=", 1) for item in labels)
 
@@ -62,8 +60,6 @@ def _rbac(launch, picker) -> list:
 
 
 def _picker(launch, g) -> dict:
-    from entrypoint.render.k8s_pod import RUNTIME_DEFAULT, restricted_container
-
     picker, name, ns = g.picker, f"{launch.name}-{COMPONENT}", launch.settings.namespace
     group = g.api_version.split("/", 1)[0]
     args = [picker.pool_args["name"], launch.name, picker.pool_args["namespace"], ns, picker.pool_args["group"], group,

@@ -19,21 +19,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.fleet import choose, load_fleet
 from entrypoint.core.plan import Port
+from entrypoint.render import gateway
 from entrypoint.render.fleet import GROUP_INDEX_LABEL, check_selector, rbac, selector
 from entrypoint.render.k8s_objects import (LWS_INDEX_LABEL, LWS_NAME_LABEL, NETPOL_API, component_labels, deployment,
                                            exposed, lws_name, meta, pd_pools, pod_addresses, scraper)
 from entrypoint.render.k8s_pod import env_list, pod_spec
+from entrypoint.render.monitoring import MONITORING_API
 
 METRICS_PORT_NAME = "metrics"
 
 
 def _choice(settings, sel):
-    from entrypoint.core.fleet import choose
-
     return choose(settings, pd=sel.prefill is not None)
 
 
@@ -51,8 +53,6 @@ def deployment_environ(environ: Mapping[str, str], settings, sel, lws_labels) ->
 
 
 def _rbac(launch) -> list:
-    from entrypoint.core.fleet import load_fleet
-
     return rbac(launch, f"{launch.name}-router", "router", [load_fleet().discovery.rbac])
 
 
@@ -82,8 +82,6 @@ def _router_deployment(launch, router) -> dict:
 
 def _engine_launch(launch):
     """The launch of one copy (the router left out), which k8s.py draws as it always has."""
-    import dataclasses
-
     return dataclasses.replace(launch, plan=launch.plan.without_router())
 
 
@@ -141,8 +139,6 @@ def fleet(launch, draw_one) -> list:
     """The copies (draw_one: k8s.py's drawing of one copy) and what fronts them."""
     one = draw_one(_engine_launch(launch)).objects
     if launch.fleet.front == "gateway":
-        from entrypoint.render import gateway
-
         return exposed(launch, one, gateway.pool_selector(launch), gateway.api_port(launch)) \
             + gateway.objects(launch)
     return _behind_router(launch, one)
@@ -151,9 +147,6 @@ def fleet(launch, draw_one) -> list:
 def monitoring_objects(launch) -> list:
     """The router's own metrics: a PodMonitor and the NetworkPolicy that admits its metrics port to
     the scraper only (KIMI_SCRAPER_NAMESPACE / KIMI_SCRAPER_LABELS, as the engines' metrics ports)."""
-    from entrypoint.core.fleet import load_fleet
-    from entrypoint.render.monitoring import MONITORING_API
-
     if launch.fleet is None or launch.fleet.front != "vllm-router" or not launch.settings.values["monitoring"]:
         return []
     metrics, name = load_fleet().metrics, launch.name

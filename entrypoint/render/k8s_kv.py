@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import List, Mapping
 
 from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.kv import choose
 from entrypoint.core.plan import INSTANCE, Kind, Process
 from entrypoint.render.deployment import (SHM, TERMINATION_MESSAGE, container_env, helper_resources, image, is_companion,
                                           scratch, stop)
@@ -38,8 +39,6 @@ def addresses(name: str) -> dict:
 
 def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
     """Defaults for a KV store's addresses: the Services and pod names rendered here."""
-    from entrypoint.core.kv import choose
-
     choice = choose(settings)
     if choice is None or not choice.store:
         return {}

@@ -171,7 +171,7 @@ def test_an_unknown_choice_suggests_the_nearest_valid_one(setting, typed, meant)
     if setting == "KIMI_ROUTER_POLICY":
         env["KIMI_REPLICAS"] = "2"
     with pytest.raises(KimiError) as err:
-        _build(env).plan
+        _ = _build(env).plan
     assert f"Did you mean '{meant}'?" in err.value.message and err.value.exit_code == 2, err.value.message
 
 

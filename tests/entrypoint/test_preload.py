@@ -191,5 +191,5 @@ def test_the_users_loader_config_is_found_by_the_recorded_grammars_destination(m
     option = spec.options["--model-loader-extra-config"]
     monkeypatch.setitem(spec.options, "--model-loader-extra-config", dataclasses.replace(option, dest="loader_config"))
     with pytest.raises(KimiError) as err:
-        build({**ON, "KIMI_EXTRA_ARGS": "--model-loader-extra-config {}"}).plan
+        _ = build({**ON, "KIMI_EXTRA_ARGS": "--model-loader-extra-config {}"}).plan
     assert err.value.code == UNSUPPORTED_COMBINATION and "load every weight from disk" in err.value.message
