@@ -45,7 +45,7 @@ NAME = "kimi-k2.5"
 def launch_drain_args() -> list:
     """The engine's drain arguments as the plan gives them (the default settings)."""
     from entrypoint.app.launch import build
-    from entrypoint.core.resolve import DRAIN_FLAG
+    from entrypoint.core.compose.resolve import DRAIN_FLAG
 
     argv = list(build({"KIMI_HARDWARE": default_hardware()}).plan.processes[0].argv)
     at = argv.index(DRAIN_FLAG)

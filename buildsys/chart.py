@@ -14,7 +14,7 @@
   from real launches (`deployment_launch`) of probe configurations, never restated here;
 - `files/dashboard.json`: the Grafana dashboard, as `plan --format k8s` renders it;
 - `values.schema.json`: the values' JSON schema; `settings` takes the KIMI_CONFIG keys with the
-  types, choices, bounds and patterns of `entrypoint/core/settings.py`, and nothing else.
+  types, choices, bounds and patterns of `entrypoint/core/compose/settings.py`, and nothing else.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from typing import Any, Dict
 
 from buildsys import chart_fleet
 from entrypoint.app.deploy import deployment_launch
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog, with_recipe
-from entrypoint.core.select import (default_strategy, derived_pool, min_gpus, offered_strategies)
-from entrypoint.core.settings import ENV_ONLY, KIMI_FIELDS
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.compose.select import (default_strategy, derived_pool, min_gpus, offered_strategies)
+from entrypoint.core.compose.settings import ENV_ONLY, KIMI_FIELDS
+from entrypoint.core.data.recipe import load_catalog, with_recipe
 from entrypoint.render import deployment as dep
 from entrypoint.render import k8s, k8s_kv, k8s_pod, monitoring
 
@@ -171,7 +171,7 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
             entry["pd_pools"] = _pd_pools(catalog, hw)
             _pd_pool_facts(catalog, slug, hw, pd)
         hardware[hw] = entry
-    from entrypoint.core.select import default_release
+    from entrypoint.core.compose.select import default_release
 
     return {"hardware": hardware, "strategies": strategies, "pd": pd, "variants": sorted(recipe.variants),
             "default_vllm": {hw: default_release(catalog, hw) for hw in recipe.hardware},
@@ -198,10 +198,10 @@ def _base(catalog, slug: str, hw: str, offered: list) -> dict:
 
 def _load(catalog, slug: str, hw: str, base: dict) -> dict:
     """Per `load_format|model form` that plan renders (the others: its pre-install check), what the
-    start-up budget is made of (core/loading.py): `per_variant` the margin x the whole checkpoint's
+    start-up budget is made of (core/compose/loading.py): `per_variant` the margin x the whole checkpoint's
     load time in s, the budget being max(the floor, the engine's overhead + that / the nodes of the
     smallest group) in whole health-check intervals; none (`floor`) for KIMI_LOAD_FORMAT=recipe."""
-    from entrypoint.core import loading
+    from entrypoint.core.compose import loading
 
     data = loading.load_data()
     formats = ["recipe", "auto", *sorted({lo.load_format for lo in data.loaders.values() if lo.load_format})]
@@ -232,7 +232,7 @@ def _kv(catalog) -> dict:
     default instances, whether it has a store node, and each helper's port and pod resources; per
     option its companion container (LMCache's server) and the vLLM it needs. Read from launches of
     the default recipe on the first hardware that runs each."""
-    from entrypoint.core.kv import load_kv
+    from entrypoint.core.compose.kv import load_kv
 
     data = load_kv()
     slug = catalog.serving.default_recipe
@@ -272,7 +272,7 @@ def _preload(catalog) -> dict:
     """KIMI_PRELOAD (render/k8s_pod.add_weight_cache): the `vllm preload` sidecar as a probe launch
     draws it (what no setting changes: its resources, security, ports, probes), the health path of
     each release it runs on, the sockets' volume, and each hardware's way to show it the GPUs."""
-    from entrypoint.core.preload import load_preload
+    from entrypoint.core.compose.preload import load_preload
 
     data = load_preload()
     slug = catalog.serving.default_recipe
@@ -355,7 +355,7 @@ def _extra(spec: dict, built: set) -> dict:
 
 def _settings() -> list:
     """The settings a container gets, in the renderer's order, and how plan reads a value given as
-    text (core/settings.py _convert): blanks stripped, keywords lower-cased, empty = unset."""
+    text (core/compose/settings.py _convert): blanks stripped, keywords lower-cased, empty = unset."""
     out = []
     for f in KIMI_FIELDS:
         if f.name in ENV_ONLY:
@@ -411,7 +411,7 @@ def _images(catalog) -> dict:
 
 def facts() -> dict:
     catalog = load_catalog()
-    from entrypoint.core.loading import load_data
+    from entrypoint.core.compose.loading import load_data
 
     hardware = _hardware(catalog)
     recipes = {slug: _recipe(catalog, slug, hardware) for slug in catalog.recipes}
@@ -490,7 +490,7 @@ def _secret_options_pattern() -> str:
     """A vLLM option that carries a secret (the grammar's own: vllm_cli.secret_spec), in every spelling
     vLLM accepts: `_` for `-`, `=value`, each unique prefix of the newest grammar (argparse's
     allow_abbrev), quoted or not, at the start of a word of the shell line or of a list item."""
-    from entrypoint.core.vllm_cli import load_spec, newest_version, secret_spec
+    from entrypoint.core.vllm.vllm_cli import load_spec, newest_version, secret_spec
 
     newest = load_spec(newest_version())
     spellings = []
@@ -554,7 +554,7 @@ def _k8s(name: str) -> dict:
 
 
 def values_schema() -> dict:
-    from entrypoint.core.settings_doc import help_text
+    from entrypoint.core.compose.settings_doc import help_text
 
     catalog = load_catalog()
     fields = {f.name: f for f in KIMI_FIELDS if f.name not in ENV_ONLY}
@@ -576,7 +576,7 @@ def values_schema() -> dict:
                  "additionalProperties": {"type": "string", "pattern": r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"}}
     probe_keys = ("periodSeconds", "failureThreshold", "timeoutSeconds", "initialDelaySeconds", "successThreshold")
     probe = {**obj, "properties": {k: {"type": "integer", "minimum": 0} for k in probe_keys}}
-    from entrypoint.core.mask import SECRET_ENV, SECRET_PATH_NAMES
+    from entrypoint.core.vllm.mask import SECRET_ENV, SECRET_PATH_NAMES
 
     # a variable named like a secret takes valueFrom (a Secret), never a value written into the objects:
     # mask.is_secret_name's rule, its very patterns (the words of the name; not the path of a secret)

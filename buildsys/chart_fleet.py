@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import yaml
 
-from entrypoint.core.plan import Port
-from entrypoint.core.recipe import with_recipe
-from entrypoint.core.select import default_strategy
+from entrypoint.core.compose.plan import Port
+from entrypoint.core.compose.select import default_strategy
+from entrypoint.core.data.recipe import with_recipe
 
 
 
@@ -35,7 +35,7 @@ def _rendered(launch) -> list:
 
 
 def _router(launch) -> dict:
-    from entrypoint.core.fleet import load_fleet
+    from entrypoint.core.compose.fleet import load_fleet
     from entrypoint.render import k8s_fleet
 
     proc = launch.plan.topology.router
@@ -52,7 +52,7 @@ def _router(launch) -> dict:
 
 
 def _gateway() -> dict:
-    from entrypoint.core.fleet import load_fleet
+    from entrypoint.core.compose.fleet import load_fleet
     from entrypoint.render import gateway
     from entrypoint.render.yamltext import dump
 
@@ -72,7 +72,7 @@ def _gateway() -> dict:
 
 def facts(launch_env, catalog) -> dict:
     """files/facts.json `fleet`; `launch_env` is buildsys/chart.py's launch of an environment."""
-    from entrypoint.core.fleet import load_fleet
+    from entrypoint.core.compose.fleet import load_fleet
 
     data = load_fleet()
     slug = catalog.serving.default_recipe

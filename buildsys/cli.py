@@ -11,7 +11,7 @@ import click
 
 from buildsys import context, engine, log, smoke as smoke_mod, standin, targets as targets_mod
 from buildsys.engine import BuildError, mb
-from entrypoint.core.table import text_table
+from entrypoint.core.base.table import text_table
 from buildsys.targets import TargetsError
 
 

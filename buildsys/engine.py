@@ -91,7 +91,7 @@ def python_of(cli: docker.DockerClient, data: Targets, target: str, image: str, 
 
 def labels(data: Targets, target: str, base: str, base_digest: str, src: dict) -> Dict[str, str]:
     from buildsys.targets import RECIPES_DIR
-    from entrypoint.core.recipe import load_catalog_from
+    from entrypoint.core.data.recipe import load_catalog_from
 
     t = data.targets[target]
     p = data.label_prefix
@@ -131,7 +131,7 @@ def build_args(data: Targets, target: str, base: str) -> Dict[str, str]:
 
 def has_download_kernels(data: Targets) -> bool:
     """Whether the release the images are built on has `vllm download-kernels` (images/targets.yaml)."""
-    from entrypoint.core.versions import version_key
+    from entrypoint.core.data.versions import version_key
 
     return version_key(data.vllm_version) >= version_key(data.download_kernels_from)
 

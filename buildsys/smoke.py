@@ -7,7 +7,7 @@ from typing import List
 
 from buildsys import engine, log
 from buildsys.targets import RECIPES_DIR, Targets
-from entrypoint.core.recipe import load_catalog_from
+from entrypoint.core.data.recipe import load_catalog_from
 
 NS = 10**9
 

@@ -12,10 +12,10 @@ import yaml
 from pydantic import ValidationError, field_validator, model_validator
 
 from buildsys import ROOT
-from entrypoint.core.recipe import RecipeDataError, load_catalog_from
-from entrypoint.core.recipe_schema import Strict
-from entrypoint.core.versions import is_digest, release_refusal, stack_shortfall, version_key
-from entrypoint.core.select import left_out
+from entrypoint.core.compose.select import left_out
+from entrypoint.core.data.recipe import RecipeDataError, load_catalog_from
+from entrypoint.core.data.recipe_schema import Strict
+from entrypoint.core.data.versions import is_digest, release_refusal, stack_shortfall, version_key
 
 TARGETS_FILE = ROOT / "images" / "targets.yaml"
 RECIPES_DIR = ROOT / "recipes"

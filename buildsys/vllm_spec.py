@@ -2,7 +2,7 @@
 
 Runs `buildsys/vllm_spec_extract.py` under the Python of an environment that has vLLM installed
 (vLLM is never imported here) and writes recipes/vllm/<version>.json with its provenance. The
-entrypoint reads those files (entrypoint/core/vllm_cli.py); tests check every plan against each.
+entrypoint reads those files (entrypoint/core/vllm/vllm_cli.py); tests check every plan against each.
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ from typing import Any, Mapping, Optional
 from entrypoint.app.endpoints import front_process, local_url
 from entrypoint.app.fleet import fleet_targets
 from entrypoint.app.launch import load_launch
-from entrypoint.core.bench import Deployment
+from entrypoint.core.data.bench import Deployment
 from entrypoint.node.cache import effective as cache_env
 
 
 @dataclass(frozen=True)
 class BenchTarget:
-    deployment: Any  # entrypoint.core.bench.Deployment: recipe, hardware, variant, GPUs, TP
+    deployment: Any  # entrypoint.core.data.bench.Deployment: recipe, hardware, variant, GPUs, TP
     url: str  # the service, as a client on this machine reaches it
     model: str  # what vLLM loads: the tokenizer's source
     trust_remote_code: bool

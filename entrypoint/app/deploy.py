@@ -10,12 +10,12 @@ import os
 from typing import Mapping, Optional
 
 from entrypoint.app.launch import Launch, compose, platform_launch
-from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.mask import written_secret
-from entrypoint.core.platforms import platform as platform_data
-from entrypoint.core.recipe import load_catalog, with_recipe
-from entrypoint.core.select import select
-from entrypoint.core.settings import read_settings
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.compose.select import select
+from entrypoint.core.compose.settings import read_settings
+from entrypoint.core.data.platforms import platform as platform_data
+from entrypoint.core.data.recipe import load_catalog, with_recipe
+from entrypoint.core.vllm.mask import written_secret
 from entrypoint.render.deployment import platform_env
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping
 
 from entrypoint.app.launch import load_launch, wire_platform
-from entrypoint.core.errors import KimiError, MISSING_SETTING
-from entrypoint.core.settings import read_settings
+from entrypoint.core.base.errors import KimiError, MISSING_SETTING
+from entrypoint.core.compose.settings import read_settings
 from entrypoint.node.cluster import wire
 from entrypoint.node.detect import detect_node
 from entrypoint.node.host import host_facts

@@ -7,8 +7,8 @@ import os
 from typing import Mapping, Optional
 
 from entrypoint.app.launch import Launch, load_launch
-from entrypoint.core.errors import KimiError, UNSUPPORTED_COMBINATION
-from entrypoint.core.weights import sources
+from entrypoint.core.base.errors import KimiError, UNSUPPORTED_COMBINATION
+from entrypoint.core.compose.weights import sources
 from entrypoint.node.cache import uses_modelscope
 from entrypoint.node.hub_cache import hub_dir
 from entrypoint.node.logs import StartLog

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Optional
 
 from entrypoint.app.launch import Launch
-from entrypoint.core.net import client_url
-from entrypoint.core.plan import Kind, Process
+from entrypoint.core.base.net import client_url
+from entrypoint.core.compose.plan import Kind, Process
 
 
 def front_process(launch: Launch) -> Process:

@@ -1,5 +1,5 @@
 """A configured fleet's addresses as a client reaches them (verify --fleet, bench --fleet): the
-fleet's router and each copy's API root (core/fleet.py, docs/fleet.md)."""
+fleet's router and each copy's API root (core/compose/fleet.py, docs/fleet.md)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from entrypoint.app.endpoints import local_url
 from entrypoint.app.launch import Launch
-from entrypoint.core.errors import KimiError, MISSING_SETTING
-from entrypoint.core.fleet import replica_hosts
-from entrypoint.core.net import url_host
+from entrypoint.core.base.errors import KimiError, MISSING_SETTING
+from entrypoint.core.base.net import url_host
+from entrypoint.core.compose.fleet import replica_hosts
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from typing import Mapping, Optional
 
 from entrypoint.app.endpoints import local_url
 from entrypoint.app.launch import load_launch
-from entrypoint.core.fleet import ROLE as ROUTER
-from entrypoint.core.net import client_url
-from entrypoint.core.plan import Kind, Port
-from entrypoint.core.recipe import load_catalog
-from entrypoint.core.settings import read_settings
+from entrypoint.core.base.net import client_url
+from entrypoint.core.compose.fleet import ROLE as ROUTER
+from entrypoint.core.compose.plan import Kind, Port
+from entrypoint.core.compose.settings import read_settings
+from entrypoint.core.data.recipe import load_catalog
 from entrypoint.node.platform import recorded_port
 from entrypoint.node.stopping import begin, begun
 

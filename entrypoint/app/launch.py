@@ -12,15 +12,15 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional, Tuple
 
-from entrypoint.core import kv, placement
-from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.kv import KvChoice
-from entrypoint.core.plan import Plan, Process
-from entrypoint.core.recipe import Catalog, load_catalog, with_host, with_recipe
-from entrypoint.core.resolve import resolve, this_process
-from entrypoint.core.select import Selection, select, with_addresses
-from entrypoint.core.settings import Settings, read_settings
-from entrypoint.core.vllm_cli import spec_for, unrecorded_note
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.compose import kv, placement
+from entrypoint.core.compose.kv import KvChoice
+from entrypoint.core.compose.plan import Plan, Process
+from entrypoint.core.compose.resolve import resolve, this_process
+from entrypoint.core.compose.select import Selection, select, with_addresses
+from entrypoint.core.compose.settings import Settings, read_settings
+from entrypoint.core.data.recipe import Catalog, load_catalog, with_host, with_recipe
+from entrypoint.core.vllm.vllm_cli import spec_for, unrecorded_note
 from entrypoint.node.cluster import wire
 from entrypoint.node.dist_info import installed_vllm_version
 from entrypoint.node.exec import as_applied
@@ -41,9 +41,9 @@ class Launch:
     selection: Selection
     plan: Plan
     platform: Any = None  # the cloud platform's wiring (entrypoint.node.platform.PlatformWiring)
-    kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.kv), None without one
-    load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.loading.Decision)
-    fleet: Any = None  # KIMI_REPLICAS' fleet (entrypoint.core.fleet.FleetChoice), None for one copy
+    kv: Optional[KvChoice] = None  # KIMI_KV_OFFLOAD's choice (entrypoint.core.compose.kv), None without one
+    load: Any = None  # what KIMI_LOAD_FORMAT made of it (entrypoint.core.compose.loading.Decision)
+    fleet: Any = None  # KIMI_REPLICAS' fleet (entrypoint.core.compose.fleet.FleetChoice), None for one copy
     notes: tuple = ()  # what a reader should know: a release judged by another's grammar, the interface chosen here
 
     @property
@@ -52,8 +52,8 @@ class Launch:
         return self.selection.name
 
     def compile_caches(self, proc: Process):
-        """Where `proc`'s compile caches go (entrypoint.core.caches), None for a process without GPUs."""
-        from entrypoint.core.caches import compile_caches  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+        """Where `proc`'s compile caches go (entrypoint.core.compose.caches), None for a process without GPUs."""
+        from entrypoint.core.compose.caches import compile_caches  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
         s = self.settings
         stack = f"cu{s.image_cuda}" if s.image_cuda else f"rocm{s.image_rocm}" if s.image_rocm else ""
@@ -78,12 +78,12 @@ class Launch:
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
             detected_vllm: Optional[str] = None, storage=None, selection: Optional[Selection] = None) -> Launch:
     """The pure part: settings -> selection (once) -> plan (of the recipe KIMI_RECIPE names). `storage`:
-    the node's weights volume (entrypoint.core.loading.StorageFacts), for KIMI_LOAD_FORMAT other than
+    the node's weights volume (entrypoint.core.compose.loading.StorageFacts), for KIMI_LOAD_FORMAT other than
     `recipe`; or a function of the selected model that probes it (the node's, at a start).
     `selection`: one already made from these settings before their addresses were added (a
     rendered deployment's, see app/deploy.py); it gets the addresses of `settings` and is not made
     again."""
-    from entrypoint.core.files import local_model_gb  # noqa: PLC0415 - a local model is sized from its own files
+    from entrypoint.core.base.files import local_model_gb  # noqa: PLC0415 - a local model is sized from its own files
 
     from entrypoint.node.host import host_facts  # noqa: PLC0415 - sizes the cpu target where its settings give no size
 
@@ -98,14 +98,14 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     placement.check_user_args(selection.user, spec)
     decision = None
     if settings.load_format != "recipe":
-        from entrypoint.core import loading  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+        from entrypoint.core.compose import loading  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
         if callable(storage):
             storage = storage(selection.model)
         decision = loading.decide(settings.load_format, selection.vllm_version, selection.user_args, spec,
                                   "://" in selection.model, storage, brand=catalog.hardware[selection.hardware].brand)
     choice = kv.choose(settings, hostname=os.uname().nodename)  # gethostname(), without importing socket
-    from entrypoint.core import fleet  # noqa: PLC0415 - KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
+    from entrypoint.core.compose import fleet  # noqa: PLC0415 - KIMI_REPLICAS: the copies behind one router (docs/fleet.md)
 
     fleet_choice = fleet.choose(settings, pd=selection.prefill is not None)
     plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice, model_gb=model_gb)  # the one composition (docs/composition.md)
@@ -191,7 +191,7 @@ def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = No
 
 def weights_storage(model: str, cache_dir: str, environ: Mapping[str, str], sample: bool = True):
     """The weights' volume on this node: file system, GPUDirect Storage, a bounded read sample."""
-    from entrypoint.core.loading import load_data  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.core.compose.loading import load_data  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
     from entrypoint.node.storage import probe  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     return probe(model, cache_dir, environ, load_data(), sample=sample)

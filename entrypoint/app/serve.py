@@ -8,8 +8,8 @@ from typing import Mapping
 
 from entrypoint.app.download import fetch_weights
 from entrypoint.app.launch import load_launch, wire_platform
-from entrypoint.core.mask import mask_argv, mask_env
-from entrypoint.core.plan import Kind, Process
+from entrypoint.core.compose.plan import Kind, Process
+from entrypoint.core.vllm.mask import mask_argv, mask_env
 from entrypoint.node import peers
 from entrypoint.node.cluster import wire
 from entrypoint.node.exec import as_applied, exec_process, split_env

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 from entrypoint.cli import _context
 from entrypoint.cli._context import TERMINATION_LOG, run_guarded, say
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 
 # command name -> (module, one-line help). Each module exposes a click command named `command`.
 COMMANDS = {
@@ -54,7 +54,7 @@ ZERO_ONE = ("healthcheck",)
 def _unknown_command(word: str) -> KimiError:
     import difflib
 
-    from entrypoint.core.errors import INVALID_VALUE
+    from entrypoint.core.base.errors import INVALID_VALUE
 
     if word in SHELLS or word.rsplit("/", 1)[-1] in SHELLS:
         return KimiError(INVALID_VALUE, f"'{word}' is not a kimi-serve command and kimi-serve runs no shell: for a "
@@ -66,8 +66,8 @@ def _unknown_command(word: str) -> KimiError:
 
 
 def _check_setting_names(warn: bool) -> None:
-    from entrypoint.core.errors import INVALID_VALUE
-    from entrypoint.core.settings import check_names
+    from entrypoint.core.base.errors import INVALID_VALUE
+    from entrypoint.core.compose.settings import check_names
 
     errors, warnings = check_names(os.environ)
     if errors:
@@ -98,7 +98,7 @@ def _json_log() -> bool:
     """KIMI_LOG_FORMAT read through the settings like every other variable (the environment, else
     the KIMI_CONFIG file). Never failing: when the settings cannot be read (that error is what
     gets reported), the file and the variable alone are asked, then the default (text)."""
-    from entrypoint.core.settings import BY_NAME, read_settings
+    from entrypoint.core.compose.settings import BY_NAME, read_settings
 
     names = (BY_NAME["config"].env, BY_NAME["log_format"].env)
     for environ in (os.environ, {k: os.environ[k] for k in names if k in os.environ},

@@ -12,7 +12,7 @@ import time
 import traceback
 from typing import NoReturn, Optional
 
-from entrypoint.core.errors import EXIT_USAGE, INTERNAL_ERROR, KimiError
+from entrypoint.core.base.errors import EXIT_USAGE, INTERNAL_ERROR, KimiError
 
 EXIT_BROKEN_IMAGE = 3  # a defect of the image: broken recipe data, or a bug (please report it)
 EXIT_INTERRUPTED = 130
@@ -25,14 +25,14 @@ REPORT_HINT = "a bug in kimi-serve: please report it with this line (KIMI_DEBUG=
 
 def _debug() -> bool:
     """KIMI_DEBUG, read with the settings' one yes/no parser (never failing: this is the guard)."""
-    from entrypoint.core.settings import BY_NAME, env_flag
+    from entrypoint.core.compose.settings import BY_NAME, env_flag
 
     return env_flag(os.environ, BY_NAME["debug"].env)
 
 
 def say(message: str, level: str = "error", json_log: bool = False, code: str = "") -> None:
     """One line on stderr, secrets masked: `kimi-serve: error: ...`, or a JSON record."""
-    from entrypoint.core.mask import mask_output
+    from entrypoint.core.vllm.mask import mask_output
 
     message = mask_output(message, os.environ, ARGV)
     if json_log:
@@ -49,7 +49,7 @@ def echo(text: str, err: bool = False) -> None:
     """What a command prints on stdout (or stderr), through the one masking of secrets."""
     import click
 
-    from entrypoint.core.mask import mask_output
+    from entrypoint.core.vllm.mask import mask_output
 
     click.echo(mask_output(text, os.environ, ARGV), err=err)
 
@@ -65,7 +65,7 @@ def write_termination_message(message: str, path: str = TERMINATION_LOG) -> None
     Kubernetes'); nothing elsewhere, and never an error of its own."""
     import stat
 
-    from entrypoint.core.mask import mask_output
+    from entrypoint.core.vllm.mask import mask_output
 
     try:
         if not stat.S_ISREG(os.stat(path, follow_symlinks=False).st_mode):
@@ -81,7 +81,7 @@ def run_guarded(fn, *args, error_exit: Optional[int] = None, json_log: bool = Fa
     """Call fn; map every failure to one line and an exit code. `error_exit` replaces every
     failing code (healthcheck: 1, Docker's HEALTHCHECK contract); `termination_log`: the file the
     line goes to as well (the container's start)."""
-    from entrypoint.core.recipe import RecipeDataError
+    from entrypoint.core.data.recipe import RecipeDataError
 
     def end(message: str, code: int, kind: str = "") -> NoReturn:
         say(message, json_log=json_log, code=kind)
@@ -138,7 +138,7 @@ def check_timeout(ctx, param, value: float) -> float:
 
     import click
 
-    from entrypoint.core import limits
+    from entrypoint.core.base import limits
 
     if not (math.isfinite(value) and 0 < value <= limits.MAX_TIMEOUT_S):
         raise click.BadParameter(f"must be more than 0 and at most {limits.MAX_TIMEOUT_S:g} seconds, not {value}")

@@ -10,7 +10,7 @@ def fleet_urls(ctx, param, values) -> tuple:
     """--replica values: server roots (http://host:port)."""
     import click
 
-    from entrypoint.core.bounded import parse_url
+    from entrypoint.core.base.bounded import parse_url
 
     for value in values:
         try:

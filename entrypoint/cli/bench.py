@@ -15,8 +15,8 @@ import click
 
 from entrypoint.cli._context import guarded, say
 from entrypoint.cli._fleet import fleet_urls, targets, with_fleet
-from entrypoint.core import limits
-from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.base import limits
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
 
 
 def _check_timeout(ctx, param, value: float) -> float:
@@ -27,7 +27,7 @@ def _check_timeout(ctx, param, value: float) -> float:
 
 def _lengths(data, workload: str | None, input_len: int | None, output_len: int | None):
     """(workload name or None for a custom one, input_len, output_len)."""
-    from entrypoint.core.bench import workload as named
+    from entrypoint.core.data.bench import workload as named
 
     if (input_len is None) != (output_len is None):
         raise KimiError(INVALID_VALUE, "--input-len and --output-len go together (or name a --workload)")
@@ -45,7 +45,7 @@ def _target(url, gpus, replicas: tuple, fleet: bool):
     fleet's router and copies come from the same launch (app/bench.py). With --url and --gpus
     bench works without a launch (then there is no reference: the hardware is unknown)."""
     from entrypoint.app.bench import BenchTarget, bench_target
-    from entrypoint.core.bench import Deployment
+    from entrypoint.core.data.bench import Deployment
 
     try:
         target = bench_target(fleet=fleet)
@@ -93,10 +93,10 @@ def command(url, model, workload, input_len, output_len, sweep, num_prompts, tok
     Exit code 0 when every request of every level completed, 1 when some failed or the client
     failed or ran out of time, 2 on bad input (also an unreachable server), 127 without `vllm`.
     """
-    from entrypoint.core.bench import bench_data, num_prompts as prompts_for, parse_sweep
+    from entrypoint.core.data.bench import bench_data, num_prompts as prompts_for, parse_sweep
     from entrypoint.verify.bench import Spec, check_server, client_program, run_bench
     from entrypoint.verify.bench_report import Progress, to_text
-    from entrypoint.core.bounded import parse_url
+    from entrypoint.core.base.bounded import parse_url
     from entrypoint.verify.client import normalize_url
 
     data = bench_data()
@@ -137,7 +137,7 @@ def command(url, model, workload, input_len, output_len, sweep, num_prompts, tok
                 progress.end()
         runs.append((label, run))
     from entrypoint.cli._context import ARGV
-    from entrypoint.core.mask import mask_output
+    from entrypoint.core.vllm.mask import mask_output
 
     first = ("results", "reference", "files")
 

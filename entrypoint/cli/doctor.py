@@ -36,7 +36,7 @@ def render_text(report: dict) -> str:
         host = report["host"]
         lines.append(f"host: {host['cores']} cores, {host['ram_gb']} GB of RAM; {host['ranks']} rank(s) x "
                      f"{host['threads_per_rank']} thread(s)")
-    from entrypoint.core.table import text_table
+    from entrypoint.core.base.table import text_table
 
     lines.append("")
     lines.append(text_table(("CHECK", "STATUS", "DETAIL"),

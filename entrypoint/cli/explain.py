@@ -13,8 +13,8 @@ from entrypoint.cli._context import echo, guarded
 
 def explain_rows(proc, environ) -> list:
     """(kind, name, value, source) for every flag and env var of one process."""
-    from entrypoint.core.args import display_units
-    from entrypoint.core.mask import mask_argv, mask_env
+    from entrypoint.core.vllm.args import display_units
+    from entrypoint.core.vllm.mask import mask_argv, mask_env
 
     rows = []
     for key, unit in display_units(mask_argv(proc.args), proc.is_engine):

@@ -10,14 +10,14 @@ from typing import Optional
 import click
 
 from entrypoint.cli._context import echo, check_timeout
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 
 EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1
 
 
 def probe(url: str, timeout: float) -> tuple:
     """(healthy, what happened): one GET within `timeout` seconds in total, body capped."""
-    from entrypoint.core.bounded import ConnectionRefused, HttpError, request
+    from entrypoint.core.base.bounded import ConnectionRefused, HttpError, request
 
     try:
         resp = request("GET", url, timeout=timeout, max_bytes=64 * 1024)

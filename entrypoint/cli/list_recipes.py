@@ -11,7 +11,7 @@ from entrypoint.cli._context import guarded
 
 
 def _variant_cell(catalog, hw_id: str, vid: str) -> str:
-    from entrypoint.core.select import variant_unsupported
+    from entrypoint.core.compose.select import variant_unsupported
 
     if variant_unsupported(catalog, vid, hw_id):
         return "-"
@@ -21,7 +21,7 @@ def _variant_cell(catalog, hw_id: str, vid: str) -> str:
 
 
 def _strategy_cell(catalog, hw_id: str) -> list:
-    from entrypoint.core.select import min_gpus, offered_strategies
+    from entrypoint.core.compose.select import min_gpus, offered_strategies
 
     out = []
     for sid in offered_strategies(catalog, hw_id):
@@ -35,7 +35,7 @@ def _strategy_cell(catalog, hw_id: str) -> list:
 
 
 def recipes_summary(catalog) -> dict:
-    from entrypoint.core.versions import release_window
+    from entrypoint.core.data.versions import release_window
 
     return {slug: {"title": r.title, "model": r.model.model_id, "min_vllm": r.model.min_vllm_version,
                    "vllm": release_window(r.model), "refused_vllm": dict(r.model.refused_vllm_versions),
@@ -49,7 +49,7 @@ def recipes_summary(catalog) -> dict:
 
 
 def catalog_summary(catalog) -> dict:
-    from entrypoint.core.recipe import default_features
+    from entrypoint.core.data.recipe import default_features
 
     r = catalog.recipe
     return {
@@ -75,7 +75,7 @@ def catalog_summary(catalog) -> dict:
 
 
 def _offered(catalog, hw_id: str) -> list:
-    from entrypoint.core.select import offered_strategies
+    from entrypoint.core.compose.select import offered_strategies
 
     return offered_strategies(catalog, hw_id)
 
@@ -89,9 +89,9 @@ def command(fmt: str, recipe) -> None:
     profiles, with the valid combinations."""
     import os
 
-    from entrypoint.core.recipe import load_catalog, with_recipe
-    from entrypoint.core.settings import read_settings
-    from entrypoint.core.table import text_table
+    from entrypoint.core.base.table import text_table
+    from entrypoint.core.compose.settings import read_settings
+    from entrypoint.core.data.recipe import load_catalog, with_recipe
 
     slug = recipe or read_settings(os.environ).recipe
     summary = catalog_summary(with_recipe(load_catalog(), slug))

@@ -14,8 +14,8 @@ import click
 
 from entrypoint.app.launch import load_launch
 from entrypoint.cli._context import echo, guarded, not_empty, say
-from entrypoint.core import limits
-from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.base import limits
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
 
 # Deployment renderers: format -> module exposing `render(launch) -> {filename: text}`.
 FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.render.k8s",
@@ -27,7 +27,7 @@ FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.ren
 
 
 def _plan_json(launch) -> dict:
-    from entrypoint.core.mask import mask_argv, mask_env
+    from entrypoint.core.vllm.mask import mask_argv, mask_env
 
     return {"recipe": launch.plan.recipe,
             "processes": [{"role": p.role, "rank": p.rank, "argv": mask_argv(p.argv), "env": mask_env(p.env),
@@ -60,8 +60,8 @@ def batch_line(line) -> dict:
     """One JSON-lines entry: an object of KIMI_* variables -> the plan, or an error object. Never
     raises: a line that breaks anything yields an error object for that line."""
     from entrypoint.app.launch import platform_launch
-    from entrypoint.core.errors import INTERNAL_ERROR
-    from entrypoint.core.mask import mask_output
+    from entrypoint.core.base.errors import INTERNAL_ERROR
+    from entrypoint.core.vllm.mask import mask_output
 
     env: dict = {}
     try:
@@ -150,7 +150,7 @@ def _write_files(files: dict, output: Optional[str]) -> None:
 def _write_inside(out: Path, name: str, text: str) -> None:
     """`out/name` replaced by a new file through the one writer (core/files.write_file): a
     symbolic link already there is replaced, never followed."""
-    from entrypoint.core.files import write_file
+    from entrypoint.core.base.files import write_file
 
     write_file(out / name, text)
 

@@ -18,7 +18,7 @@ from entrypoint.cli._context import echo, guarded, say
 def command(fmt: str, vllm_args: tuple) -> None:
     """Print the launch this container would exec (VLLM_ARGS are added as container args would be)."""
     from entrypoint.app.launch import applied, load_launch
-    from entrypoint.core.mask import mask_argv, mask_env
+    from entrypoint.core.vllm.mask import mask_argv, mask_env
     from entrypoint.render.shell import render_process
 
     launch = load_launch(tuple(vllm_args), os.environ)

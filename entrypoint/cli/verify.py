@@ -9,9 +9,10 @@ import click
 
 from entrypoint.cli._context import check_timeout, echo, guarded, not_empty
 from entrypoint.cli._fleet import fleet_urls, targets, with_fleet
-from entrypoint.core import limits, select
-from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.recipe import load_catalog, with_recipe
+from entrypoint.core.base import limits
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.compose import select
+from entrypoint.core.data.recipe import load_catalog, with_recipe
 from entrypoint.verify.run import run_verify
 
 
@@ -19,7 +20,7 @@ def _recipe():
     """The recipe KIMI_RECIPE names (the default one when unset)."""
     import os
 
-    from entrypoint.core.settings import read_settings
+    from entrypoint.core.compose.settings import read_settings
 
     return with_recipe(load_catalog(), read_settings(os.environ).recipe).recipe
 
@@ -51,7 +52,7 @@ def _settings(url: str | None, replicas: tuple, fleet: bool, expect_model: str |
         chat = getattr(expected, "chat", None)
     else:
         chosen = parse_features(features)
-    from entrypoint.core.bounded import parse_url
+    from entrypoint.core.base.bounded import parse_url
 
     try:
         parse_url(url)

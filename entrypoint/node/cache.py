@@ -14,9 +14,9 @@ import stat
 from pathlib import Path
 from typing import Mapping, Optional, Tuple
 
-from entrypoint.core import limits
-from entrypoint.core.files import walk_files
-from entrypoint.core.settings import env_flag
+from entrypoint.core.base import limits
+from entrypoint.core.base.files import walk_files
+from entrypoint.core.compose.settings import env_flag
 
 
 def uses_modelscope(environ: Mapping[str, str]) -> bool:
@@ -25,7 +25,7 @@ def uses_modelscope(environ: Mapping[str, str]) -> bool:
 
 def cache_env(cache_dir: str, environ: Mapping[str, str], compiled=None) -> dict:
     """The cache variables to add to the exec environment (those the user did not set). `compiled`
-    (an engine's entrypoint.core.caches.CompileCaches): its compile caches under their key, vLLM's
+    (an engine's entrypoint.core.compose.caches.CompileCaches): its compile caches under their key, vLLM's
     own (VLLM_CACHE_ROOT) among them."""
     wanted = {"HF_HOME": f"{cache_dir}/huggingface", "VLLM_CACHE_ROOT": f"{cache_dir}/vllm"}
     if compiled is not None:

@@ -15,11 +15,11 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator, List, Mapping, Optional, Tuple
 
-from entrypoint.core import limits
-from entrypoint.core.files import read_text_capped
-from entrypoint.core.net import resolve
-from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.settings import BY_ENV, Settings, read_external, read_settings
+from entrypoint.core.base import limits
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.base.files import read_text_capped
+from entrypoint.core.base.net import resolve
+from entrypoint.core.compose.settings import BY_ENV, Settings, read_external, read_settings
 
 LWS = (("LWS_LEADER_ADDRESS", "KIMI_HEAD_ADDR"), ("LWS_GROUP_SIZE", "KIMI_NODES"), ("LWS_WORKER_INDEX", "KIMI_NODE_RANK"))
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from entrypoint.core import limits
-from entrypoint.core.files import read_text_capped
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.base import limits
+from entrypoint.core.base.files import read_text_capped
+from entrypoint.core.data.recipe import load_catalog
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2

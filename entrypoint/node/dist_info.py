@@ -18,8 +18,8 @@ import sys
 from importlib.machinery import PathFinder
 from typing import Optional
 
-from entrypoint.core import limits
-from entrypoint.core.files import read_capped
+from entrypoint.core.base import limits
+from entrypoint.core.base.files import read_capped
 
 MAX_METADATA_BYTES = limits.MAX_NODE_FILE_BYTES  # vLLM's METADATA is ~20 KB
 _ASK_IMPORTLIB = object()  # the plain reading does not apply: importlib.metadata answers

@@ -10,9 +10,9 @@ import dataclasses
 import os
 from typing import Mapping, NoReturn, Tuple
 
-from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.files import write_file
-from entrypoint.core.plan import Process
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.base.files import write_file
+from entrypoint.core.compose.plan import Process
 from entrypoint.node import stopping
 
 EXIT_NOT_FOUND = 127
@@ -53,7 +53,7 @@ def write_files(files: Mapping[str, str]) -> None:
 
 def exec_process(proc: Process, environ: Mapping[str, str], cache_dir: str, compiled=None) -> NoReturn:
     """Exec `proc` with the user's environment, the cache variables and (`compiled`, an engine's
-    entrypoint.core.caches.CompileCaches) its compile caches on the cache volume."""
+    entrypoint.core.compose.caches.CompileCaches) its compile caches on the cache volume."""
     from entrypoint.node import cache  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     write_files(proc.files)

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-from entrypoint.core import limits
-from entrypoint.core.files import read_text_capped
+from entrypoint.core.base import limits
+from entrypoint.core.base.files import read_text_capped
 from entrypoint.node import cache
 from entrypoint.node.detect import FIRMWARE_READERS, Detection, detect_node
 
-if TYPE_CHECKING:  # core.loading reads the recipe data: not imported by the node's facts at start-up
-    from entrypoint.core.loading import StorageFacts
+if TYPE_CHECKING:  # core.compose.loading reads the recipe data: not imported by the node's facts at start-up
+    from entrypoint.core.compose.loading import StorageFacts
 
 
 @dataclass(frozen=True)

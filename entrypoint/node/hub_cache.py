@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
-from entrypoint.core import limits
-from entrypoint.core.files import read_capped, walk_files
-from entrypoint.core.weights import Source, select_files
+from entrypoint.core.base import limits
+from entrypoint.core.base.files import read_capped, walk_files
+from entrypoint.core.compose.weights import Source, select_files
 from entrypoint.node.cache import effective
 
 TREE_FORMAT_VERSION = 1

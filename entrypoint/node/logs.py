@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, TextIO
 
-from entrypoint.core.mask import mask_env, mask_output
+from entrypoint.core.vllm.mask import mask_env, mask_output
 from entrypoint.node.cache import cache_env
 from entrypoint.node.cluster import wire
 

@@ -18,11 +18,11 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from typing import Mapping, Optional
 
-from entrypoint.core import bounded, limits
-from entrypoint.core.check import Check
-from entrypoint.core.files import read_capped
-from entrypoint.core.net import connect
-from entrypoint.core.platforms import load_platforms
+from entrypoint.core.base import bounded, limits
+from entrypoint.core.base.check import Check
+from entrypoint.core.base.files import read_capped
+from entrypoint.core.base.net import connect
+from entrypoint.core.data.platforms import load_platforms
 
 METADATA_TIMEOUT_S = 1.0
 WEIGHTS_SUFFIX = ".safetensors"

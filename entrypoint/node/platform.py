@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
-from entrypoint.core import errors as E, limits
-from entrypoint.core.files import read_capped, write_file
-from entrypoint.core.errors import KimiError
-from entrypoint.core.mask import mask_argv
-from entrypoint.core.platforms import load_platforms, platform as platform_data
-from entrypoint.core.settings import BY_NAME, read_settings
-from entrypoint.core.vllm_cli import SHAPE_DESTS, secret_spec
+from entrypoint.core.base import errors as E, limits
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.base.files import read_capped, write_file
+from entrypoint.core.compose.settings import BY_NAME, read_settings
+from entrypoint.core.data.platforms import load_platforms, platform as platform_data
+from entrypoint.core.vllm.mask import mask_argv
+from entrypoint.core.vllm.vllm_cli import SHAPE_DESTS, secret_spec
 
 NONE = "none"
 CHECKPOINT_MARKER = "config.json"  # a Hugging Face checkpoint directory has it

@@ -14,23 +14,23 @@ import os
 from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional, Tuple
 
-from entrypoint.core import limits
+from entrypoint.core.base import limits
 from entrypoint.node.detect import visible_gpus
 from entrypoint.node.exec import exec_env
-from entrypoint.core.check import Check
-from entrypoint.core.errors import PREFLIGHT_FAILED, KimiError
-from entrypoint.core.files import read_capped
-from entrypoint.core.kv import engine_needs
-from entrypoint.core.loading import load_data, load_report
-from entrypoint.core.settings import env_flag
+from entrypoint.core.base.check import Check
+from entrypoint.core.base.errors import PREFLIGHT_FAILED, KimiError
+from entrypoint.core.base.files import read_capped
+from entrypoint.core.compose.kv import engine_needs
+from entrypoint.core.compose.loading import load_data, load_report
+from entrypoint.core.compose.settings import env_flag
 from entrypoint.node.logs import Entry
 from entrypoint.node.facts import NodeFacts, gather
 from entrypoint.node.host import host_facts
-from entrypoint.core.plan import Process
-from entrypoint.core.platforms import model_source
-from entrypoint.core.versions import version_key
-from entrypoint.core.vllm_cli import spec_for
-from entrypoint.core.weights import sources
+from entrypoint.core.compose.plan import Process
+from entrypoint.core.compose.weights import sources
+from entrypoint.core.data.platforms import model_source
+from entrypoint.core.data.versions import version_key
+from entrypoint.core.vllm.vllm_cli import spec_for
 from entrypoint.node.cache import compile_cache_state, uses_modelscope
 from entrypoint.node.hub_cache import any_weights, hub_dir, local_state
 from entrypoint.node import objectstore
@@ -322,7 +322,7 @@ def check_kv_components(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 
 def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     """The weights' volume (file system, GPUDirect Storage, a bounded read sample) and the
-    expected load time with this launch's loader and with the best one here (core/loading.py)."""
+    expected load time with this launch's loader and with the best one here (core/compose/loading.py)."""
     if not proc.is_engine:
         return NodeCheck("load_time", "skipped", f"the {proc.role} loads no weights")
     if facts.storage is None:
@@ -335,7 +335,7 @@ def check_load_time(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
 
 def check_compile_cache(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     """Whether this start finds the compile caches an earlier start of the same launch wrote
-    (entrypoint.core.caches: keyed by vLLM, stack, hardware, model and layout; docs/day2.md)."""
+    (entrypoint.core.compose.caches: keyed by vLLM, stack, hardware, model and layout; docs/day2.md)."""
     compiled = launch.compile_caches(proc)
     if compiled is None:
         return NodeCheck("compile_cache", "skipped", f"the {proc.role} compiles nothing")

@@ -1,6 +1,6 @@
 """The weights' volume on this node, for KIMI_LOAD_FORMAT=auto and the expected load time: its
 file system type, whether GPUDirect Storage is usable, and a short sequential-read sample of one
-weights file (bounded in bytes and time by core/limits.py; O_DIRECT where the file system allows
+weights file (bounded in bytes and time by core/base/limits.py; O_DIRECT where the file system allows
 it, so the page cache does not flatter the figure).
 """
 
@@ -14,9 +14,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Mapping, Optional
 
-from entrypoint.core import limits
-from entrypoint.core.files import open_regular, walk_files
-from entrypoint.core.loading import StorageFacts
+from entrypoint.core.base import limits
+from entrypoint.core.base.files import open_regular, walk_files
+from entrypoint.core.compose.loading import StorageFacts
 from entrypoint.node import cache
 from entrypoint.node.facts import existing_parent, mount_of
 

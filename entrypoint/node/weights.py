@@ -2,7 +2,7 @@
 huggingface_hub (which uses hf_xet, its fast transfer backend, where the hub stores files on Xet).
 
 Per repository: the hub's listing of the revision (one API call: the commit, each file's size
-and hashes), the files vLLM reads of it (core.weights.select_files), a free-space check for
+and hashes), the files vLLM reads of it (core.compose.weights.select_files), a free-space check for
 what is missing, then `snapshot_download` of exactly those files. The library skips completed
 files, so a run after an interruption fetches only the rest; a transient network error is
 retried with backoff. Partial files of a killed run (huggingface_hub never reuses them) are
@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from entrypoint.core import limits
-from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, KimiError
-from entrypoint.core.files import write_file
-from entrypoint.core.mask import mask_output
-from entrypoint.core.settings import env_flag, read_settings
-from entrypoint.core.weights import Source, exact_pattern, select_files
+from entrypoint.core.base import limits
+from entrypoint.core.base.errors import INVALID_VALUE, MISSING_SETTING, KimiError
+from entrypoint.core.base.files import write_file
+from entrypoint.core.compose.settings import env_flag, read_settings
+from entrypoint.core.compose.weights import Source, exact_pattern, select_files
+from entrypoint.core.vllm.mask import mask_output
 from entrypoint.node.hub_cache import Entry, LocalState, local_state, read_tree, repo_dir
 from entrypoint.node.progress import Progress, human_bytes
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional
 
-from entrypoint.core.errors import MISSING_SETTING, KimiError
-from entrypoint.core.files import open_regular
-from entrypoint.core.weights import Source
+from entrypoint.core.base.errors import MISSING_SETTING, KimiError
+from entrypoint.core.base.files import open_regular
+from entrypoint.core.compose.weights import Source
 from entrypoint.node.hub_cache import Entry, LocalState, local_state, repo_dir, snapshot_file
 from entrypoint.node.progress import Progress
 from entrypoint.node.weights import listing, offline

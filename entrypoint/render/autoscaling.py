@@ -19,7 +19,7 @@ KIMI_REPLICAS alone (no autoscaler) sets the copies; the rollout then stays as r
 
 from __future__ import annotations
 
-from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.render.deployment import health
 from entrypoint.render.monitoring import facts, fill, match
 

@@ -17,17 +17,17 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping
 
-from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.kv import choose
-from entrypoint.core.placement import check_one_host
+from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.compose.kv import choose
+from entrypoint.core.compose.placement import check_one_host
 from entrypoint.render.fleet import check_hosts
-from entrypoint.core.plan import Process
+from entrypoint.core.compose.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN_PATH, TOKEN_FILE, brand, cache_mount, container_env,
                                           health, image, image_user, is_companion, scratch, service_name, stop,
                                           token_path, weight_cache, with_defaults)
 from entrypoint.render.yamltext import dump
-from entrypoint.core.select import Selection
-from entrypoint.core.settings import Settings
+from entrypoint.core.compose.select import Selection
+from entrypoint.core.compose.settings import Settings
 
 FILE = "compose.yaml"
 CACHE_VOLUME = "cache"

@@ -13,18 +13,18 @@ import posixpath
 import re
 from typing import Mapping
 
-from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.fleet import router_facts
-from entrypoint.core.kv import load_kv
-from entrypoint.core.loading import launch_budget_s
-from entrypoint.core.mask import mask_argv
-from entrypoint.core.plan import Kind, Process
-from entrypoint.core.plan import SINGLE as ROLE_SINGLE
-from entrypoint.core.platforms import offering, platform
-from entrypoint.core.preload import load_preload
-from entrypoint.core.record import Record as Hardware
-from entrypoint.core.settings import BY_NAME as _BY_NAME
-from entrypoint.core.settings import BY_NAME, KIMI_FIELDS
+from entrypoint.core.base.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.compose.fleet import router_facts
+from entrypoint.core.compose.kv import load_kv
+from entrypoint.core.compose.loading import launch_budget_s
+from entrypoint.core.compose.plan import Kind, Process
+from entrypoint.core.compose.plan import SINGLE as ROLE_SINGLE
+from entrypoint.core.compose.preload import load_preload
+from entrypoint.core.compose.settings import BY_NAME as _BY_NAME
+from entrypoint.core.compose.settings import BY_NAME, KIMI_FIELDS
+from entrypoint.core.data.platforms import offering, platform
+from entrypoint.core.data.record import Record as Hardware
+from entrypoint.core.vllm.mask import mask_argv
 
 HF_TOKEN = "HF_TOKEN"  # the Secret key (Kubernetes); never written into a rendered file
 # The token reaches the containers as a file, never as an environment variable: huggingface_hub
@@ -119,7 +119,7 @@ def brand(launch) -> Hardware:
 def health(launch) -> Hardware:
     """Health endpoint and timings (recipes/serving.yaml), with the launch's start-up budget as
     the start period: serving.yaml's for KIMI_LOAD_FORMAT=recipe, else what the checkpoint's size
-    and the loader ask (core/loading.py), never less."""
+    and the loader ask (core/compose/loading.py), never less."""
     base = launch.catalog.serving.health
     if getattr(launch, "load", None) is None:
         return base

@@ -1,4 +1,4 @@
-"""What a fleet (core/fleet.py, docs/fleet.md) asks of a rendering for hosts (Compose): one node holds
+"""What a fleet (core/compose/fleet.py, docs/fleet.md) asks of a rendering for hosts (Compose): one node holds
 one copy, so the router on this node is given every copy's address (KIMI_REPLICA_ADDRS, this node's
 own included, e.g. 127.0.0.1); a Gateway is a Kubernetes rendering. Also what the Kubernetes
 renderings of a fleet share (render/k8s_fleet.py, render/gateway.py): the copies' selector and a
@@ -6,8 +6,8 @@ ServiceAccount with its Role and RoleBinding (their checkov skips: render/k8s_ob
 
 from __future__ import annotations
 
-from entrypoint.core.errors import INVALID_VALUE, MISSING_SETTING, UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.fleet import choose
+from entrypoint.core.base.errors import INVALID_VALUE, MISSING_SETTING, UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.compose.fleet import choose
 from entrypoint.render.k8s_objects import meta
 
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"  # LWS labels every pod with its group's index

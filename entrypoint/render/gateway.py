@@ -17,7 +17,7 @@ inference.networking.k8s.io, kind: InferencePool, name: <name>}]`) attaches it (
 
 from __future__ import annotations
 
-from entrypoint.core.fleet import load_fleet
+from entrypoint.core.compose.fleet import load_fleet
 from entrypoint.render.deployment import TERMINATION_MESSAGE
 from entrypoint.render.fleet import rbac, selector
 from entrypoint.render.k8s_objects import (LWS_INDEX_LABEL, LWS_NAME_LABEL, NETPOL_API, RECREATE, component_labels, meta,

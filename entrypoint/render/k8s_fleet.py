@@ -1,4 +1,4 @@
-"""Kubernetes objects of a fleet (KIMI_REPLICAS > 1 behind a router; core/fleet.py, docs/fleet.md), for
+"""Kubernetes objects of a fleet (KIMI_REPLICAS > 1 behind a router; core/compose/fleet.py, docs/fleet.md), for
 `render/k8s.py`.
 
 - The copies: the single-node Deployment, or the multi-node LeaderWorkerSet, with KIMI_REPLICAS
@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.fleet import choose, load_fleet
-from entrypoint.core.plan import Port
+from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.compose.fleet import choose, load_fleet
+from entrypoint.core.compose.plan import Port
 from entrypoint.render import gateway
 from entrypoint.render.fleet import GROUP_INDEX_LABEL, check_selector, rbac, selector
 from entrypoint.render.k8s_objects import (LWS_INDEX_LABEL, LWS_NAME_LABEL, NETPOL_API, component_labels, deployment,

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import List, Mapping
 
-from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.kv import choose
-from entrypoint.core.plan import INSTANCE, Kind, Process
+from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.compose.kv import choose
+from entrypoint.core.compose.plan import INSTANCE, Kind, Process
 from entrypoint.render.deployment import (SHM, TERMINATION_MESSAGE, container_env, helper_resources, image, is_companion,
                                           scratch, stop)
 from entrypoint.render.k8s_objects import (Drawn, cache_claim_spec, component_labels, deployment, meta, pd_cluster,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import List, NamedTuple
 
-from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.plan import Port, Process
+from entrypoint.core.base.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.compose.plan import Port, Process
 from entrypoint.render.deployment import service_name
 from entrypoint.render.k8s_pod import CACHE_VOLUME, SKIP_ANNOTATION, pod_spec, skip_annotations
 from entrypoint.render.monitoring import engine_components

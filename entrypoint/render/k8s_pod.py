@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from entrypoint.core.errors import KimiError, UNSUPPORTED_COMBINATION
-from entrypoint.core.plan import Process
+from entrypoint.core.base.errors import KimiError, UNSUPPORTED_COMBINATION
+from entrypoint.core.compose.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TERMINATION_MESSAGE, TOKEN_DIR, TOKEN_FILE, brand,
                                           cache_mount, container_env, deployment_stop, hardware, health, helper_resources, image,
                                           image_user, pinned, scratch, stop, token_path)

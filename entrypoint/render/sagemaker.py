@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.render.deployment import (checkpoint_gb, deployment_stop, health, image, one_instance, platform_env,
                                           platform_offering)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 from typing import Iterable, List
 
-from entrypoint.core.args import display_units
-from entrypoint.core.mask import mask_argv, mask_env
-from entrypoint.core.plan import SINGLE, Kind, Plan, Process
+from entrypoint.core.compose.plan import SINGLE, Kind, Plan, Process
+from entrypoint.core.vllm.args import display_units
+from entrypoint.core.vllm.mask import mask_argv, mask_env
 
 
 def _argv_lines(proc: Process) -> List[str]:

@@ -8,7 +8,7 @@ SkyPilot then requires it at launch (`--env HF_TOKEN`), so no token is ever writ
 
 from __future__ import annotations
 
-from entrypoint.core.errors import UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.render.deployment import (HF_TOKEN, KV_STORE, PD_CLUSTER, checkpoint_gb, image, is_companion,
                                           platform_env, platform_offering, refuse_fleet, serving_port, shape,
                                           with_defaults)

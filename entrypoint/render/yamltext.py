@@ -7,7 +7,7 @@ from typing import Iterable
 
 import yaml
 
-from entrypoint.core.record import FrozenDict
+from entrypoint.core.data.record import FrozenDict
 
 
 class _Dumper(yaml.SafeDumper):

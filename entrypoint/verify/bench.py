@@ -4,7 +4,7 @@ concurrencies against a running server and read the result files it saves.
 The client runs as an argv list (never a shell) in its own process group, one run per
 concurrency, under one deadline for the whole sweep; its output is read with a select loop so the
 deadline holds while it prints nothing, and only its last lines are kept (to explain a failure).
-Its result JSON is read with a size cap. Figures and the reference come from entrypoint.core.bench.
+Its result JSON is read with a size cap. Figures and the reference come from entrypoint.core.data.bench.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from entrypoint.core import limits
-from entrypoint.core.bench import figures, find_reference, no_reference_reason, reference_json, ResultError
-from entrypoint.core.bounded import HttpError, request
-from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.files import read_capped, write_file
-from entrypoint.core.mask import mask_flags, mask_output, mask_text, secret_values
+from entrypoint.core.base import limits
+from entrypoint.core.base.bounded import HttpError, request
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.base.files import read_capped, write_file
+from entrypoint.core.data.bench import figures, find_reference, no_reference_reason, reference_json, ResultError
+from entrypoint.core.vllm.mask import mask_flags, mask_output, mask_text, secret_values
 from entrypoint.verify import bench_report
 
 EXIT_FOUND_PROBLEMS = 1  # the sweep ran: some requests failed, the client failed, or time ran out

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from entrypoint.core.bench import METRICS, PER_GPU
-from entrypoint.core.files import write_file
-from entrypoint.core.table import text_table
+from entrypoint.core.base.files import write_file
+from entrypoint.core.base.table import text_table
+from entrypoint.core.data.bench import METRICS, PER_GPU
 
 CHARTS = ("throughput", "latency")
 FORMATS = ("png", "svg")

@@ -9,7 +9,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from entrypoint.core.bounded import ConnectionRefused, HttpError, Late, request
+from entrypoint.core.base.bounded import ConnectionRefused, HttpError, Late, request
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # a chat completion or a 4k-token stream is well under 1 MiB
 NOT_READY = "not ready: the server is not running or still starting (vLLM opens its port once the model is loaded)"
@@ -102,7 +102,7 @@ class Server:
     # -- the exchange -----------------------------------------------------------------------
 
     def _exchange(self, method: str, path: str, body: dict | None, until: bytes | None = None):
-        """(status, body bytes), all of it read before the check's deadline (entrypoint.core.bounded:
+        """(status, body bytes), all of it read before the check's deadline (entrypoint.core.base.bounded:
         one total deadline, not a bound per read, so a server that drips one byte at a time ends too)."""
         remaining = self._end - time.monotonic()
         if remaining <= 0:

@@ -8,7 +8,7 @@ tool call's id, name and argument fragments) and must give exactly the right too
 and no output under load may be one token repeated.
 
 The N requests of a check start together (a barrier) so that their streams overlap; each has its
-own client and the check's deadline, one thread each (N is bounded: core/limits.py).
+own client and the check's deadline, one thread each (N is bounded: core/base/limits.py).
 """
 
 from __future__ import annotations

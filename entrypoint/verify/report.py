@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from entrypoint.core.check import Check
-from entrypoint.core.table import text_table
+from entrypoint.core.base.check import Check
+from entrypoint.core.base.table import text_table
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 

@@ -2,7 +2,7 @@
 (launch.py), one per command for that command's logic, and a package __init__ that holds nothing;
 the commands (entrypoint/cli/) import the module of their own logic, never a grab-bag. And every
 command makes its selection once: each command path below is run in-process with the one
-selection function (core/select.py `select`) counted."""
+selection function (core/compose/select.py `select`) counted."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def selections(monkeypatch, tmp_path):
     import sys
 
     from entrypoint.app import deploy, launch  # noqa: F401 - the modules that select
-    from entrypoint.core import select as core_select
+    from entrypoint.core.compose import select as core_select
 
     for key in list(os.environ):
         if key.startswith(("KIMI_", "HF_", "SAGEMAKER_", "AIP_", "AZUREML_", "SKYPILOT_", "LWS_", "SLURM_")):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.data.recipe import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = [p for d in ("entrypoint", "buildsys", "benchmarks") for p in (ROOT / d).rglob("*.py")] + [ROOT / "build.py"]

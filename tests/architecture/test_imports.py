@@ -40,25 +40,25 @@ def _lint_a_copy_with(tmp_path, module: str, added: str, package: str = "entrypo
 
 def test_a_broken_layer_is_reported(tmp_path):
     """The contract is live: a core module importing the CLI breaks it."""
-    out = _lint_a_copy_with(tmp_path, "core/args.py", "\nfrom entrypoint.cli import main  # noqa\n")
-    assert "entrypoint.core.args -> entrypoint.cli" in out
+    out = _lint_a_copy_with(tmp_path, "core/vllm/args.py", "\nfrom entrypoint.cli import main  # noqa\n")
+    assert "entrypoint.core.vllm.args -> entrypoint.cli" in out
 
 
 def test_an_import_cycle_between_siblings_is_reported(tmp_path):
     """The sibling-acyclicity contract is live: a function-level import that closes a cycle
-    (core.datadir -> core.settings -> core.mask -> core.vllm_cli -> core.datadir) breaks it."""
-    out = _lint_a_copy_with(tmp_path, "core/datadir.py",
-                            "\n\ndef _planted():\n    from entrypoint.core.settings import BY_NAME  # noqa\n")
+    (core.data.datadir -> core.compose.settings -> core.vllm.mask -> core.vllm.vllm_cli -> core.data.datadir) breaks it."""
+    out = _lint_a_copy_with(tmp_path, "core/data/datadir.py",
+                            "\n\ndef _planted():\n    from entrypoint.core.compose.settings import BY_NAME  # noqa\n")
     assert "No import cycles between siblings BROKEN" in out
     assert "No cycles are allowed in entrypoint.core" in out
 
 
 def test_the_entrypoint_importing_the_build_system_is_reported(tmp_path):
     """The image's package never needs the build system: even a function-level import breaks it."""
-    out = _lint_a_copy_with(tmp_path, "core/versions.py",
+    out = _lint_a_copy_with(tmp_path, "core/data/versions.py",
                             "\n\ndef _planted():\n    from buildsys import targets  # noqa\n")
     assert "The entrypoint never imports the build system BROKEN" in out
-    assert "entrypoint.core.versions -> buildsys.targets" in out
+    assert "entrypoint.core.data.versions -> buildsys.targets" in out
 
 
 def test_the_build_system_reaching_the_node_is_reported(tmp_path):
@@ -75,7 +75,7 @@ def test_a_broken_build_system_layer_is_reported(tmp_path):
 
 
 def test_the_grammar_extractor_importing_the_entrypoint_is_reported(tmp_path):
-    out = _lint_a_copy_with(tmp_path, "vllm_spec_extract.py", "\nfrom entrypoint.core import limits  # noqa\n",
+    out = _lint_a_copy_with(tmp_path, "vllm_spec_extract.py", "\nfrom entrypoint.core.base import limits  # noqa\n",
                             "buildsys")
     assert "vLLM's grammar extractor does not import the entrypoint" in out
 
@@ -96,12 +96,12 @@ def test_the_grammar_extractor_imports_the_stdlib_and_vllm_only():
 
 
 def test_the_data_directory_lookup_reads_the_declared_variable(tmp_path):
-    """core/datadir.py is a leaf (no project import), so it names KIMI_RECIPES_DIR itself: the
+    """core/data/datadir.py is a leaf (no project import), so it names KIMI_RECIPES_DIR itself: the
     name is the settings' declaration, and setting it moves every reader of the data."""
-    from entrypoint.core import datadir
-    from entrypoint.core.settings import BY_NAME
+    from entrypoint.core.compose.settings import BY_NAME
+    from entrypoint.core.data import datadir
 
-    tree = ast.parse((ROOT / "entrypoint" / "core" / "datadir.py").read_text())
+    tree = ast.parse((ROOT / "entrypoint" / "core" / "data" / "datadir.py").read_text())
     imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + \
         [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     assert not [m for m in imported if m and m.startswith("entrypoint")]
@@ -111,12 +111,12 @@ def test_the_data_directory_lookup_reads_the_declared_variable(tmp_path):
 
 
 def test_default_release_imports_nothing_when_called():
-    """Review (issue 40): core/select.py's default_release (every plan asks it) has its imports at
+    """Review (issue 40): core/compose/select.py's default_release (every plan asks it) has its imports at
     module level: neither module imports select, so there is no cycle to break."""
     import ast
     import inspect
 
-    from entrypoint.core import select
+    from entrypoint.core.compose import select
 
     tree = ast.parse(inspect.getsource(select.default_release))
     assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -51,7 +51,7 @@ def test_mypy_finds_nothing():
 def test_mypy_types_a_setting(tmp_path):
     """mypy sees each setting's own type (KIMI_NODES is an int, never None): a str read of it fails."""
     planted = tmp_path / "planted.py"
-    planted.write_text("from entrypoint.core.settings import read_settings\n\n"
+    planted.write_text("from entrypoint.core.compose.settings import read_settings\n\n"
                        "nodes: int = read_settings({}).nodes\n"
                        "model: str = read_settings({}).model\n")
     run = _run(_tool("mypy"), "--config-file", str(ROOT / "pyproject.toml"), str(planted))

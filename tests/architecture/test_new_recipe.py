@@ -125,8 +125,8 @@ def test_version_floor(recipes):
 
 def test_doctor_and_download_name_the_new_models(recipes, tmp_path):
     from entrypoint.app.launch import build
-    from entrypoint.core.recipe import load_catalog_from
-    from entrypoint.core.weights import sources
+    from entrypoint.core.compose.weights import sources
+    from entrypoint.core.data.recipe import load_catalog_from
 
     bindir = tmp_path / "bin"
     bindir.mkdir()

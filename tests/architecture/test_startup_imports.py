@@ -4,7 +4,7 @@ for nothing or for one call. Not a timing: the modules a real `print` loads, rea
 
 - importlib.metadata (with email, zipfile, csv): the installed vLLM's version is read from its
   dist-info by node/dist_info.py;
-- hashlib (OpenSSL): the catalog's digest is BLAKE2b from _blake2 (core/recipe.py);
+- hashlib (OpenSSL): the catalog's digest is BLAKE2b from _blake2 (core/data/recipe.py);
 - socket, subprocess, shutil, tempfile: imported where a name is looked up, a tool is run, the
   launch is recorded (node/cluster.py, node/detect.py, node/platform.py); the hostname is
   os.uname()'s;

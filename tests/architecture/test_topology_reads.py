@@ -1,4 +1,4 @@
-"""The plan carries its topology (core/plan.py `Topology`): a consumer of a launch (the renderers,
+"""The plan carries its topology (core/compose/plan.py `Topology`): a consumer of a launch (the renderers,
 verify, the composition root, the commands, the build system) asks `plan.topology` whether it is
 PD, multi-node, which pools, groups, router and helpers it has and which process a role names, and
 never works it out again from the selection's pools (`launch.selection.prefill`), its node count
@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CONSUMERS = sorted(p for d in ("render", "verify", "app", "cli") for p in (ROOT / "entrypoint" / d).rglob("*.py")) \
     + sorted((ROOT / "buildsys").rglob("*.py"))
-# The engines' roles as the resolver names them (core/plan.py SINGLE ... DECODE).
+# The engines' roles as the resolver names them (core/compose/plan.py SINGLE ... DECODE).
 ENGINE_ROLES = {"single", "head", "worker", "instance", "prefill", "decode"}
 SELECTION_TOPOLOGY = {"prefill", "decode", "is_multi_node"}
 

@@ -1,5 +1,5 @@
 """The plan is typed and read through its facts: no module outside vLLM's grammar module
-(entrypoint/core/vllm_cli.py) slices or indexes a process's argv, and no consumer of the plan
+(entrypoint/core/vllm/vllm_cli.py) slices or indexes a process's argv, and no consumer of the plan
 (the node, the renderers, verify, the commands, the composition root, the build system) parses
 vLLM arguments with the grammar again: they read `Process.kind`, `.ports`, `.vllm` (the
 effective arguments, parsed once) and the Plan's derived facts. An AST scan, shown live on planted
@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PARSER = ROOT / "entrypoint" / "core" / "vllm_cli.py"
+PARSER = ROOT / "entrypoint" / "core" / "vllm" / "vllm_cli.py"
 CODE = sorted(p for d in ("entrypoint", "buildsys") for p in (ROOT / d).rglob("*.py")) + [ROOT / "build.py"]
 CONSUMERS = [p for p in CODE if p.parts[-2] in ("node", "render", "verify", "cli", "app", "buildsys")]
 # The grammar's readers of argument text; a consumer reads the typed process instead.
@@ -79,7 +79,7 @@ def test_the_scans_are_live(tmp_path):
     """The same functions find planted slices (of a process's argv, of a bare argv, an index) and
     grammar imports, and leave `sys.argv[1:]` and other subscripts alone."""
     planted = tmp_path / "x.py"
-    planted.write_text("import sys\nfrom entrypoint.core.vllm_cli import values, spec_for\n"
+    planted.write_text("import sys\nfrom entrypoint.core.vllm.vllm_cli import values, spec_for\n"
                        "a = proc.argv[3:]\nb = argv[:2]\nc = proc.argv[0]\nd = sys.argv[1:]\ne = proc.args[1:]\n")
     assert _argv_subscripts(planted) == [3, 4, 5]
     assert _grammar_imports(planted) == ["2: values"]

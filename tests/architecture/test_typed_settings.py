@@ -10,8 +10,8 @@ import dataclasses
 from pathlib import Path
 from typing import Optional, Tuple
 
-from entrypoint.core import settings
-from entrypoint.core.settings import FIELDS, Field, Settings, declaration_errors, python_type, read_settings
+from entrypoint.core.compose import settings
+from entrypoint.core.compose.settings import FIELDS, Field, Settings, declaration_errors, python_type, read_settings
 
 SOURCE = Path(settings.__file__)
 

@@ -103,7 +103,7 @@ def hook_verdict(job: dict):
     """What the hook's `kimi-serve plan --format k8s --check` says of its environment, judged by this
     checkout's kimi-serve in this process (the same composition the CLI runs): plan's refusal
     message, or None where it renders."""
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
     from tests.deploy.shapes import documents
 
     try:

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from buildsys.chart import _probe_nodes
-from entrypoint.core.recipe import load_catalog, with_recipe
-from entrypoint.core.select import offered_strategies
+from entrypoint.core.compose.select import offered_strategies
+from entrypoint.core.data.recipe import load_catalog, with_recipe
 from tests.chart.helm import install
 from tests.chart.sample import LOAD_FORMATS, MODELS, VLLM_VERSIONS
 from tests.chart.test_agreement import _chart, _plan, values_of

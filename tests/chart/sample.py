@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 from buildsys.chart import chart_hardware
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.data.recipe import load_catalog
 
 # as users write them: a shell line or an argv list (TOML's form), `=`, abbreviations, aliases, blanks and tabs,
 # a secret option in another spelling, and the options that draw a deployment (plan refuses them: typed settings)
@@ -30,7 +30,7 @@ def _maybe(rng: random.Random, p: float) -> bool:
     return rng.random() < p
 
 
-KEYWORDS = ("load_format", "router")  # read in any case by plan (core/settings.py: lower, choice)
+KEYWORDS = ("load_format", "router")  # read in any case by plan (core/compose/settings.py: lower, choice)
 
 
 def spelled(rng: random.Random, key: str, value):
@@ -48,7 +48,7 @@ def settings(rng: random.Random) -> dict:
     features = sorted({f for r in cat.recipes.values() for f in r.features})
     profiles = sorted({p for r in cat.recipes.values() for p in r.profiles})
     variants = sorted({v for r in cat.recipes.values() for v in r.variants})
-    from entrypoint.core.kv import load_kv
+    from entrypoint.core.compose.kv import load_kv
 
     kv = load_kv()
     s: dict = {"hardware": rng.choice(chart_hardware(cat))}
@@ -162,7 +162,7 @@ def fleet_settings(rng: random.Random) -> tuple:
     if _maybe(rng, 0.15):
         s["vllm_version"] = rng.choice(VLLM_VERSIONS)
     if _maybe(rng, 0.1):
-        from entrypoint.core.kv import load_kv
+        from entrypoint.core.compose.kv import load_kv
 
         kv = load_kv()
         s["kv_offload"] = rng.choice(sorted([*kv.options, *kv.stores]))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, check_hook, hook_verdict, is_hook, run, without_helm
 from tests.chart.sample import fleet_sample, sample
 from tests.deploy.shapes import documents

@@ -221,7 +221,7 @@ def test_schema_refuses_unknown_keys_and_bad_values(helm, tmp_path, values, why)
     ({"hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2}, "recipe offers on h200"),
     ({"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 0, "skip_memory_check": True}, "A pool of 0 nodes"),
     ({"hardware": "h200", "extra_args": "--max-num-seqs 8 --api-key sk-abc"}, "/settings/extra_args"),  # the schema
-    # KV offload: the gates of core/kv.py and render/k8s_kv.py, and what the chart does not draw
+    # KV offload: the gates of core/compose/kv.py and render/k8s_kv.py, and what the chart does not draw
     ({"hardware": "h200", "kv_offload": "kv_store_mooncake"}, "KIMI_KV_OFFLOAD='kv_store_mooncake' is not known"),
     ({"hardware": "h200", "kv_offload": "offloading_cpu"}, "verified run"),
     ({"hardware": "h200", "strategy": "pd_cluster", "kv_offload": "lmcache"}, "does not compose with KIMI_STRATEGY=pd_cluster"),
@@ -293,7 +293,7 @@ _K3_PD = {"recipe": "kimi-k3", "strategy": "pd_cluster"}
 def test_chart_refuses_in_plans_words(helm, tmp_path, settings, message):
     """A PD pool's layout rules (core/select._check_pool) and vLLM releases the chart has no key for
     (judged by their class, select.version_classes): both refuse, with the same message."""
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
 
     environ = {f"KIMI_{k.upper()}": ("1" if v is True else str(v)) for k, v in settings.items()}
     with pytest.raises(KimiError) as refused:
@@ -376,7 +376,7 @@ def test_values_defaults_are_the_settings_defaults():
     """values.yaml's operating values start where KIMI_* start, so an unset value means the same."""
     import yaml
 
-    from entrypoint.core.settings import BY_NAME
+    from entrypoint.core.compose.settings import BY_NAME
 
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["replicas"] == BY_NAME["replicas"].default
@@ -401,7 +401,7 @@ def test_the_release_namespace_is_the_objects_namespace_unless_settings_name_one
 
 
 def _plan_refuses(environ: dict) -> bool:
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
 
     try:
         documents("k8s", environ)
@@ -413,7 +413,7 @@ def _plan_refuses(environ: dict) -> bool:
 def _configurations():
     """Every recipe on every hardware with every variant (one node: its default strategy); a PD
     cluster (pools derived from the variant) of every recipe on three hardware."""
-    from entrypoint.core.recipe import load_catalog
+    from entrypoint.core.data.recipe import load_catalog
 
     catalog = load_catalog()
     for slug, recipe in catalog.recipes.items():
@@ -439,8 +439,8 @@ def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(h
     """Each KV choice (docs/kv-cache.md) of the default recipe on every hardware, its default
     strategy: the chart renders it where plan does (a KV store's objects, LMCache's sidecar) and
     refuses it where plan does (brands, hardware, opt-in, vLLM floor)."""
-    from entrypoint.core.kv import load_kv
-    from entrypoint.core.recipe import load_catalog
+    from entrypoint.core.compose.kv import load_kv
+    from entrypoint.core.data.recipe import load_catalog
 
     data = load_kv()
     agreed = []

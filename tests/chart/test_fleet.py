@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from tests.chart.helm import RELEASE, RELEASE_NAMESPACE, chart_refusal, release_template
 from tests.chart.test_chart import plan_objects
 from tests.vllm_contract.test_router import needs_router, parse_router_args

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.core.platforms import label, load_platforms, model_source, offering, variables
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog
-from entrypoint.core.settings import EXTERNAL_FIELDS
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.compose.settings import EXTERNAL_FIELDS
+from entrypoint.core.data.platforms import label, load_platforms, model_source, offering, variables
+from entrypoint.core.data.recipe import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +73,7 @@ def test_every_variable_the_platform_code_reads_is_declared_in_settings(tmp_path
         asked |= env.asked
     foreign = {n for n in asked if not n.startswith("KIMI_") and not n.startswith("SM_VLLM_")}
     assert foreign, "the recording saw nothing: the check would pass vacuously"
-    assert foreign - set(declared) == set(), "declare these in entrypoint/core/settings.py FIELDS (external=...)"
+    assert foreign - set(declared) == set(), "declare these in entrypoint/core/compose/settings.py FIELDS (external=...)"
     assert all(declared[name] for name in foreign), "every external variable names who sets it"
     # the data's own list of what is read is what the code reads
     listed = {name for p in load_platforms().platforms.values() for name in variables(p)}

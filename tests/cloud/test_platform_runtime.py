@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from entrypoint.app.launch import load_launch
-from entrypoint.core.vllm_cli import flag_value
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.vllm.vllm_cli import flag_value
 
 BASE = {"KIMI_HARDWARE": "h200", "PATH": os.environ.get("PATH", "")}
 SERVED = "moonshotai/Kimi-K2.5"

@@ -32,7 +32,7 @@ def test_deployment_loads_with_the_hardware_instance_routes_and_probes(aml, tmp_
 
 
 def test_no_offering_is_a_clear_error(aml, tmp_path):
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
 
     with pytest.raises(KimiError, match="Standard_ND96isr_H200_v5"):
         loaded(aml, {"KIMI_HARDWARE": "b200"}, tmp_path)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from tests.cloud.conftest import need, render
 
 OPS = {"sagemaker-model.json": "CreateModel", "sagemaker-endpoint-config.json": "CreateEndpointConfig",

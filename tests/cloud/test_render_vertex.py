@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from tests.cloud.conftest import need, render
 
 

@@ -96,7 +96,7 @@ def test_docker_compose_config_accepts_the_pair(tmp_path):
 
 
 def test_a_multi_node_deployment_has_no_compose_bench():
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
 
     with pytest.raises(KimiError, match="render Kubernetes manifests instead"):
         ComposeBench.render(deployment_launch(ComposeBench, K8S["multi_node_tp-h100x2"]))

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from entrypoint.render import compose
 from tests.conftest import IN_CI
 from tests.deploy.shapes import COMPOSE, deployment_name, launch_for, render

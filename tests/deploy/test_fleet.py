@@ -1,4 +1,4 @@
-"""A fleet (KIMI_REPLICAS copies behind one router; core/fleet.py, render/k8s_fleet.py, render/gateway.py,
+"""A fleet (KIMI_REPLICAS copies behind one router; core/compose/fleet.py, render/k8s_fleet.py, render/gateway.py,
 docs/fleet.md): one copy renders as before, every fleet object validates against Kubernetes' schemas
 and the CRDs (the Gateway API Inference Extension's InferencePool among them), the objects point at
 each other, Compose runs the router before the copies' addresses, and what cannot work is refused
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import COMPOSE, K8S, documents, launch_for, render
 from tests.testdata import COMPOSE_SPEC
@@ -217,7 +217,7 @@ def test_the_router_does_not_start_without_every_copys_address(env, missing):
     ("cache_aware", ["--enable-scale-out", "--max-num-queued-reqs"]), ("round_robin", ["--max-num-queued-reqs"]),
     ("kv_aware", ["--enable-scale-out", "--kv-events-config", "--max-num-queued-reqs"])])
 def test_every_engine_serves_what_the_routers_policy_asks_of_it(policy, added):
-    from entrypoint.core.vllm_cli import spec_for, values
+    from entrypoint.core.vllm.vllm_cli import spec_for, values
 
     one = build({**H200, "KIMI_STRATEGY": "single_node_dep"}).plan.processes[0]
     plan = build({**H200, "KIMI_STRATEGY": "single_node_dep", "KIMI_REPLICA_ADDRS": "a,b",
@@ -243,7 +243,7 @@ def test_the_fleets_router_is_a_typed_process(env):
     """The router is one process of kind ROUTER with its ports by purpose (the API, and the
     Prometheus endpoint it binds), no vLLM arguments; the engines' added flags are among their
     effective arguments (Process.vllm), and the KV-event block size is the engines' own."""
-    from entrypoint.core.plan import Kind, Port
+    from entrypoint.core.compose.plan import Kind, Port
 
     plan = build(env).plan
     (router,) = [p for p in plan.processes if p.kind is Kind.ROUTER]
@@ -357,8 +357,8 @@ def test_the_fleets_threshold_replaces_the_store_routers_and_nothing_else():
     router does not take, or tuning without `tuned`, is a data defect."""
     from pydantic import ValidationError
 
-    from entrypoint.core.fleet import load_fleet, tuned_args
-    from entrypoint.core.fleet_schema import Policy
+    from entrypoint.core.compose.fleet import load_fleet, tuned_args
+    from entrypoint.core.data.fleet_schema import Policy
 
     store = ["--cache-threshold", "0.5", "--balance-abs-threshold", "4", "--balance-rel-threshold", "1.1"]
     assert tuned_args(store, {"--balance-abs-threshold": "2"}) == [

@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.data.recipe import load_catalog
 from entrypoint.render import deployment, k8s, k8s_pod
 from tests.deploy.k8s_schema import ROOT, validate
 from tests.deploy.shapes import K8S, documents, launch_for

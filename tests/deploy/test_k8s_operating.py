@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from tests.deploy import netpol
 from tests.deploy.shapes import K8S, documents
 

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from entrypoint.core.recipe import load_catalog, with_recipe
-from entrypoint.core.select import select
-from entrypoint.core.settings import read_settings
+from entrypoint.core.compose.select import select
+from entrypoint.core.compose.settings import read_settings
+from entrypoint.core.data.recipe import load_catalog, with_recipe
 from entrypoint.node.cluster import default_route_iface
 from entrypoint.render import k8s
 from tests.deploy.shapes import K8S, deployment_name, documents

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import INVALID_VALUE, KimiError
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
 from entrypoint.render import compose, k8s
 from tests.deploy.shapes import COMPOSE, K8S, launch_for
 

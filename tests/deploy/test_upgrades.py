@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from tests.deploy.shapes import render
 
 DIGEST = "sha256:" + "5e" * 32

@@ -1,4 +1,4 @@
-"""entrypoint/core/bounded.py against local servers: what it reads, and where it stops."""
+"""entrypoint/core/base/bounded.py against local servers: what it reads, and where it stops."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from entrypoint.core.bounded import HttpError, open_request, parse_url, request
+from entrypoint.core.base.bounded import HttpError, open_request, parse_url, request
 
 from .servers import Server, endless_body, garbage, huge_header, slow_headers, trickled_body
 

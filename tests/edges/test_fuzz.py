@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from entrypoint.cli._context import REPORT_HINT
-from entrypoint.core.settings import KIMI_FIELDS
+from entrypoint.core.compose.settings import KIMI_FIELDS
 
 from .harness import base_env, run_cli, run_proc
 from .servers import Server

@@ -89,7 +89,7 @@ def test_object_store_check_has_a_total_deadline(behaviour):
     the check ends within its one deadline (made 1 s here) with an error naming the endpoint."""
     from unittest import mock
 
-    from entrypoint.core import limits
+    from entrypoint.core.base import limits
 
     from .servers import Server, slow_headers
 
@@ -134,7 +134,7 @@ def test_a_device_as_the_config_file_is_refused(device):
 def test_capped_reads_of_node_files(tmp_path):
     import os
 
-    from entrypoint.core.files import read_capped, read_text_capped
+    from entrypoint.core.base.files import read_capped, read_text_capped
 
     big = tmp_path / "big"
     big.write_bytes(b"x" * 5000)
@@ -284,8 +284,8 @@ def test_no_process_asks_more_gpus_than_its_node_has(env, fmt):
 
 def test_a_layout_wider_than_the_node_is_refused():
     from entrypoint.app.launch import build
-    from entrypoint.core.errors import KimiError
-    from entrypoint.core.placement import check_node_fit
+    from entrypoint.core.base.errors import KimiError
+    from entrypoint.core.compose.placement import check_node_fit
 
     launch = build({**H200})
     check_node_fit(launch.plan, 8, launch.settings)
@@ -362,7 +362,7 @@ def test_verify_and_healthcheck_ask_what_the_settings_give():
     configuration ask that name at that address. The same in the vLLM args is refused (issue 37),
     by the clients too: they do not guess which server to ask."""
     from entrypoint.app.verify import verify_targets
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
 
     env = base_env(**H200, KIMI_SERVED_MODEL_NAME="kimi", KIMI_HOST="127.0.0.2", KIMI_PORT="8123")
     expected = verify_targets(True, False, env).expected
@@ -389,7 +389,7 @@ def test_a_memory_shortfall_from_the_vllm_args_suggests_no_more_nodes(tmp_path):
 
     import yaml
 
-    from entrypoint.core.recipe import default_recipes_dir
+    from entrypoint.core.data.recipe import default_recipes_dir
 
     data = tmp_path / "recipes"
     shutil.copytree(default_recipes_dir(), data, ignore=shutil.ignore_patterns(".validated", "__pycache__"))
@@ -435,7 +435,8 @@ def test_vllm_grammar_follows_the_data_directory(tmp_path):
     import shutil
     from unittest import mock
 
-    from entrypoint.core import datadir, vllm_cli
+    from entrypoint.core.data import datadir
+    from entrypoint.core.vllm import vllm_cli
 
     copy = tmp_path / "recipes"
     shutil.copytree(datadir.default_recipes_dir({}), copy, ignore=shutil.ignore_patterns(".validated"))
@@ -543,7 +544,7 @@ def test_a_directory_in_the_way_stops_before_any_file_is_written(tmp_path):
 @pytest.mark.parametrize("text,secret", [("--api-key 'two words' x", "two words"), ('--api_key="s p"', "s p"),
                                          ("--hf-token   tok-123 y", "tok-123"), ("--api-k=-dash-secret", "-dash-secret")])
 def test_quoted_and_spaced_values_are_masked_whole(text, secret):
-    from entrypoint.core.mask import mask_flags
+    from entrypoint.core.vllm.mask import mask_flags
 
     assert secret not in mask_flags(text) and "****" in mask_flags(text)
     assert mask_flags("--api-key --port 8000") == "--api-key --port 8000"  # the next option is no value
@@ -579,7 +580,7 @@ def test_a_fifo_in_the_data_directory_is_broken_data_not_a_hang(tmp_path):
     import os
     import shutil
 
-    from entrypoint.core import datadir
+    from entrypoint.core.data import datadir
 
     from .harness import run_proc
 
@@ -599,7 +600,7 @@ def test_a_stalled_name_lookup_is_inside_the_deadline():
     import time
     from unittest import mock
 
-    from entrypoint.core import bounded
+    from entrypoint.core.base import bounded
 
     release = threading.Event()
     real = socket.getaddrinfo
@@ -616,7 +617,7 @@ def test_a_stalled_name_lookup_is_inside_the_deadline():
         assert time.monotonic() - start < 5
         env = base_env(**H200, KIMI_MODEL="s3://bucket/kimi", AWS_ACCESS_KEY_ID="AKIAX", AWS_SECRET_ACCESS_KEY="x",
                        AWS_ENDPOINT_URL_S3="http://stalled.invalid:9000")
-        from entrypoint.core import limits
+        from entrypoint.core.base import limits
 
         with mock.patch.object(limits, "OBJECT_STORE_DEADLINE_S", 1.0):
             result = run_cli(["doctor", "--format", "json"], env).assert_clean({1})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.core import datadir
+from entrypoint.core.data import datadir
 
 from .harness import base_env, run_proc
 
@@ -92,7 +92,7 @@ def test_a_recursive_alias_is_refused(tmp_path):
 
 
 def test_a_huge_data_file_is_refused(tmp_path):
-    from entrypoint.core import limits
+    from entrypoint.core.base import limits
 
     copy = recipes_copy(tmp_path)
     with open(copy / "kv_offload.yaml", "wb") as fh:
@@ -203,7 +203,7 @@ def test_a_directory_link_loop_in_the_weights_is_not_followed(tmp_path):
 
 
 def test_the_weights_search_is_bounded_in_entries_and_depth(tmp_path):
-    from entrypoint.core.files import walk_files
+    from entrypoint.core.base.files import walk_files
 
     deep = tmp_path
     for i in range(10):
@@ -222,7 +222,7 @@ def test_the_weights_search_is_bounded_in_entries_and_depth(tmp_path):
 
 
 def test_a_fifo_in_place_of_a_bench_result_is_refused(tmp_path):
-    from entrypoint.core.bench import ResultError
+    from entrypoint.core.data.bench import ResultError
     from entrypoint.verify.bench import read_result
 
     os.mkfifo(tmp_path / "r.json")
@@ -273,7 +273,7 @@ def test_a_rendered_file_without_secrets_is_written_and_names_the_token_file(tmp
 
 
 def test_a_token_read_from_hf_token_path_is_masked_in_the_hubs_words(tmp_path):
-    from entrypoint.core.mask import mask_output
+    from entrypoint.core.vllm.mask import mask_output
     from entrypoint.node.weights import _one_line
 
     token = tmp_path / "token"
@@ -286,7 +286,7 @@ def test_a_token_read_from_hf_token_path_is_masked_in_the_hubs_words(tmp_path):
 
 
 def test_a_token_file_that_is_a_fifo_masks_nothing_and_never_waits(tmp_path):
-    from entrypoint.core.mask import file_secrets
+    from entrypoint.core.vllm.mask import file_secrets
 
     os.mkfifo(tmp_path / "token")
     assert file_secrets({"HF_TOKEN_PATH": str(tmp_path / "token")}) == []
@@ -407,7 +407,7 @@ def test_an_unknown_value_never_offers_an_empty_list():
     result = one_line_error(run_cli(["print"], base_env(**H200, KIMI_RECIPE="kimi-k2-instruct", KIMI_PROFILE="x")),
                             "KIMI_PROFILE", "no valid values", "KIMI_PROFILE unset")
     assert "Valid values: ." not in result.err and "values: ." not in result.err
-    from entrypoint.core.errors import unknown_value
+    from entrypoint.core.base.errors import unknown_value
 
     assert "Valid values" not in unknown_value("KIMI_X", "y", []).message
 

@@ -114,12 +114,12 @@ def test_image_references_follow_the_oci_grammar(image, ok):
 
 
 def test_one_mask_of_user_information_in_messages():
-    """Review (issue 40): the address checks quote an entry through core/mask.py's mask_value, the
+    """Review (issue 40): the address checks quote an entry through core/vllm/mask.py's mask_value, the
     one mask of user information in messages, instead of a masking of their own."""
     import inspect
 
-    from entrypoint.core import placement
-    from entrypoint.core.mask import mask_value
+    from entrypoint.core.compose import placement
+    from entrypoint.core.vllm.mask import mask_value
 
     assert mask_value(f"{PW}@h1", host=True) == "****@h1" and mask_value(f"u:{PW}@h1") == "****@h1"
     assert mask_value("ghcr.io/kimi-serve/kimi:h200@sha256:" + "a" * 64).endswith("@sha256:" + "a" * 64)

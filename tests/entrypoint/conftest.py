@@ -3,6 +3,6 @@ import pytest
 
 @pytest.fixture(scope="session")
 def catalog():
-    from entrypoint.core.recipe import load_catalog
+    from entrypoint.core.data.recipe import load_catalog
 
     return load_catalog()

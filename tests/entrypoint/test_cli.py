@@ -148,7 +148,7 @@ def test_list_shows_valid_combinations():
 def test_a_short_recipe_name_gets_the_full_one_suggested():
     """Issue 40: `KIMI_RECIPE=k3` suggests kimi-k3 (difflib alone finds no match that short)."""
     from entrypoint.app.launch import build as _build
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
 
     with pytest.raises(KimiError, match=r"Did you mean 'kimi-k3'\?"):
         _build({"KIMI_RECIPE": "k3", "KIMI_HARDWARE": "h200"})
@@ -165,7 +165,7 @@ def test_a_short_recipe_name_gets_the_full_one_suggested():
 def test_an_unknown_choice_suggests_the_nearest_valid_one(setting, typed, meant):
     """Issue 40: every setting with a list of valid values names the nearest one to a near miss."""
     from entrypoint.app.launch import build as _build
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
 
     env = {"KIMI_HARDWARE": "h200", setting: typed}
     if setting == "KIMI_ROUTER_POLICY":
@@ -198,7 +198,7 @@ def test_a_two_node_plan_says_which_interface_it_uses(monkeypatch):
 def test_a_missing_head_address_gets_an_example_and_the_schedulers_that_fill_it():
     """Issue 40: the KIMI_HEAD_ADDR error shows an example and says a LeaderWorkerSet or Slurm fills it."""
     from entrypoint.app.launch import build
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
 
     with pytest.raises(KimiError) as info:
         build({"KIMI_HARDWARE": "h200", "KIMI_NODES": "2", "KIMI_IFACE": "eth0"})

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog, with_recipe
-from entrypoint.core.select import offered_strategies
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.compose.select import offered_strategies
+from entrypoint.core.data.recipe import load_catalog, with_recipe
 
 CATALOG = load_catalog()
 RECIPES = sorted(CATALOG.recipes)

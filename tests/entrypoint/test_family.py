@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 
 ADDRS = {"KIMI_HEAD_ADDR": "10.0.0.1", "KIMI_IFACE": "eth0"}
 def pd(prefill: int = 1, decode: int = 1) -> dict:
@@ -195,8 +195,8 @@ def test_a_release_gets_the_verdict_of_its_class(catalog):
     tables of plan's verdicts by them). Every floor the data records is one, so is the release after
     a refused one; and a release inside a class is refused, or not, as the class's first release is,
     for every recipe on every hardware with its default strategy and with each of its profiles."""
-    from entrypoint.core.select import version_classes
-    from entrypoint.core.versions import version_key
+    from entrypoint.core.compose.select import version_classes
+    from entrypoint.core.data.versions import version_key
 
     classes = version_classes(catalog)
     assert classes[0] == "0.0.0" and classes == sorted(classes, key=version_key)
@@ -241,7 +241,7 @@ def test_the_issues_command_is_refused_without_any_other_setting():
 
 def test_the_installed_vllm_is_held_to_the_same_window(catalog):
     from entrypoint.app.launch import compose
-    from entrypoint.core.settings import read_settings
+    from entrypoint.core.compose.settings import read_settings
 
     settings = read_settings({"KIMI_RECIPE": LINEAR, "KIMI_HARDWARE": "h200"})
     with pytest.raises(KimiError) as info:
@@ -305,7 +305,7 @@ def test_one_gpu_holds_the_model_except_on_h100(catalog, hw, tp):
 
 
 def test_a_recipe_without_a_draft_model_downloads_the_model_alone(catalog):
-    from entrypoint.core.weights import sources
+    from entrypoint.core.compose.weights import sources
 
     for hw, nodes in (("h200", {}), ("mi355x", {"KIMI_NODES": "2", "KIMI_STRATEGY": "multi_node_dep", **ADDRS})):
         p = plan(catalog, KIMI_RECIPE=LINEAR, KIMI_HARDWARE=hw, **nodes)

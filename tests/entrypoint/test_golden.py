@@ -6,9 +6,9 @@ renders them."""
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog
-from entrypoint.core.vllm_cli import load_spec, newest_version
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.data.recipe import load_catalog
+from entrypoint.core.vllm.vllm_cli import load_spec, newest_version
 
 from golden_data import (RECIPE_GOLDENS, excluded_cases, family_cases, golden_cases, plan_batch, refused_cases,
                          without_drain)
@@ -131,7 +131,7 @@ def test_a_refused_release_is_refused_in_every_configuration(slug, release, case
 
 
 def test_every_recipe_has_its_golden():
-    from entrypoint.core.recipe import load_catalog
+    from entrypoint.core.data.recipe import load_catalog
 
     recipes = load_catalog().recipes  # a provisional recipe has no recipe page, so no golden (kimi-k3.1-pro)
     assert sorted(s for s, r in recipes.items() if not r.provisional) == sorted(RECIPE_GOLDENS)

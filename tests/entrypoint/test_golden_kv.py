@@ -6,7 +6,7 @@ import json
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from golden_data import plan_batch, without_drain
 from tests.testdata import GOLDEN_KV
 
@@ -67,7 +67,7 @@ def test_golden_kv_case(case, catalog):
 def test_golden_kv_through_the_batch_cli(tmp_path):
     """`plan --format json --batch` prints the files with the processes, one JSON line per case."""
     results = plan_batch(tmp_path, CASES)
-    from entrypoint.core.recipe import load_catalog
+    from entrypoint.core.data.recipe import load_catalog
 
     removed = set(load_catalog().vllm_env_removed)
     for case, result in zip(CASES, results):

@@ -1,4 +1,4 @@
-"""KV offload (recipes/kv_offload.yaml, entrypoint/core/kv.py): the data says what the recipe site's
+"""KV offload (recipes/kv_offload.yaml, entrypoint/core/compose/kv.py): the data says what the recipe site's
 data says, every gate is a clear error, and every process of a KV deployment is in the plan."""
 
 import json
@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
-from entrypoint.core.kv import load_kv
-from entrypoint.core.recipe import default_recipes_dir, load_catalog_from
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.compose.kv import load_kv
+from entrypoint.core.data.recipe import default_recipes_dir, load_catalog_from
 from tests.testdata import KV_STORES, TAXONOMY
 
 STORE = {"KIMI_MOONCAKE_MASTER_ADDR": "master.kv", "KIMI_MOONCAKE_STORE_HOST": "store.kv"}
@@ -341,9 +341,9 @@ def test_no_process_but_an_engine_carries_vllms_environment(kid, pd, tmp_path, m
     """Every KV option and store, with KIMI_LOAD_FORMAT choosing a loader (which sets vLLM's
     engine-ready wait): the master, the store, the LMCache server and the router get none of
     vLLM's variables and no provenance from the load decision; every engine gets the wait."""
-    from entrypoint.core.kv import load_kv as kv_data
-    from entrypoint.core.loading import load_data
-    from entrypoint.core.vllm_cli import spec_for
+    from entrypoint.core.compose.kv import load_kv as kv_data
+    from entrypoint.core.compose.loading import load_data
+    from entrypoint.core.vllm.vllm_cli import spec_for
 
     data = kv_data()
     if pd and kid not in data.stores:

@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from entrypoint.app.launch import compose
-from entrypoint.core import errors as E
-from entrypoint.core import loading
-from entrypoint.core.errors import KimiError
-from entrypoint.core.loading import StorageFacts
-from entrypoint.core.settings import read_settings
-from entrypoint.core.vllm_cli import available_versions, parse, spec_for, values
+from entrypoint.core.base import errors as E
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.compose import loading
+from entrypoint.core.compose.loading import StorageFacts
+from entrypoint.core.compose.settings import read_settings
+from entrypoint.core.vllm.vllm_cli import available_versions, parse, spec_for, values
 from tests.deploy.shapes import launch_for, render
 
 ALL = ("safetensors", "fastsafetensors", "runai_streamer", "instanttensor")
@@ -307,11 +307,11 @@ def test_sagemaker_keeps_its_apis_hour():
 def test_bad_loader_data_is_rejected(tmp_path, mutate, needle):
     from pathlib import Path
 
-    from entrypoint.core.recipe import RecipeDataError
+    from entrypoint.core.data.recipe import RecipeDataError
 
     import shutil
 
-    shutil.copytree(Path(loading.__file__).resolve().parents[2] / "recipes", tmp_path / "recipes",
+    shutil.copytree(Path(loading.__file__).resolve().parents[3] / "recipes", tmp_path / "recipes",
                     ignore=shutil.ignore_patterns(".validated", "__pycache__"))
     src = tmp_path / "recipes" / "loaders.yaml"  # one file of the one catalog, the others as shipped
     data = yaml.safe_load(src.read_text())

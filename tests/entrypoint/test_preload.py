@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from entrypoint.app.launch import build
-from entrypoint.core import preload
-from entrypoint.core.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.core.plan import Kind, Port
-from entrypoint.core.record import Record
+from entrypoint.core.base.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
+from entrypoint.core.compose import preload
+from entrypoint.core.compose.plan import Kind, Port
+from entrypoint.core.data.record import Record
 from entrypoint.render import compose
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import documents, render
@@ -185,7 +185,7 @@ def test_the_users_loader_config_is_found_by_the_recorded_grammars_destination(m
     option's name (argparse's dest=) still refuses the user's own value."""
     import dataclasses
 
-    from entrypoint.core.vllm_cli import spec_for
+    from entrypoint.core.vllm.vllm_cli import spec_for
 
     spec = spec_for("0.32.0")
     option = spec.options["--model-loader-extra-config"]

@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.data.recipe import load_catalog
 
 CODES = {"unknown_value", "unsupported_combination", "conflicting_features", "insufficient_memory",
          "missing_setting", "invalid_value"}

@@ -2,15 +2,15 @@
 
 from pathlib import Path
 
-from entrypoint.core.settings import FIELDS
-from entrypoint.core.settings_doc import render_section
+from entrypoint.core.compose.settings import FIELDS
+from entrypoint.core.compose.settings_doc import render_section
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_settings_table_is_generated_from_the_model():
     text = README.read_text()
-    assert render_section() in text, "run: python -m entrypoint.core.settings_doc README.md"
+    assert render_section() in text, "run: python -m entrypoint.core.compose.settings_doc README.md"
 
 
 def test_every_setting_documented_once():

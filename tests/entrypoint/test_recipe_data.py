@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from entrypoint.core.recipe import RecipeDataError, load_catalog_from
+from entrypoint.core.data.recipe import RecipeDataError, load_catalog_from
 from tests.testdata import TAXONOMY
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
@@ -123,7 +123,7 @@ def test_a_cache_under_another_digests_name_is_not_read(data):
     the data is never read: the name carries the digest of this release's data and schema."""
     import hashlib
 
-    from entrypoint.core import recipe
+    from entrypoint.core.data import recipe
 
     load_catalog_from(data)
     current = _main_cache(data)

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog
-from entrypoint.core.select import default_release
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.compose.select import default_release
+from entrypoint.core.data.recipe import load_catalog
 from tests.deploy.shapes import render
 
 PUBLISHED = re.compile(r"ghcr\.io/kimi-serve/kimi:[^\s\"',]+")
@@ -38,7 +38,7 @@ def images(fmt: str, env: dict) -> set:
     ("kimi-k3.1-pro", "h200", "0.34.0"),
 ])
 def test_the_release_a_plan_is_for_when_nothing_names_one(recipe, hw, want):
-    from entrypoint.core.recipe import with_recipe
+    from entrypoint.core.data.recipe import with_recipe
 
     assert default_release(with_recipe(load_catalog(), recipe), hw) == want
     env = {"KIMI_RECIPE": recipe, "KIMI_HARDWARE": hw, "KIMI_SKIP_MEMORY_CHECK": "1"}
@@ -78,7 +78,7 @@ def test_preload_runs_on_the_release_its_gate_accepts():
 
 
 def test_digests_are_keyed_by_a_built_tag(tmp_path):
-    from entrypoint.core.recipe_schema import ImageRepo
+    from entrypoint.core.data.recipe_schema import ImageRepo
 
     user = {"uid": 10001, "gid": 10001, "home": "/home/kimi"}
     ok = ImageRepo(registry="r", name="kimi", user=user, releases={"0.34.0": ["h200"]},
@@ -137,7 +137,7 @@ def test_list_and_the_readme_say_which_recipe_is_provisional_and_why():
 
 
 def test_a_provisional_recipe_cites_its_sources():
-    from entrypoint.core.recipe_schema import Recipe
+    from entrypoint.core.data.recipe_schema import Recipe
 
     raw = yaml.safe_load((load_catalog_dir() / "models" / "kimi-k3.1-pro.yaml").read_text())
     assert {"architecture", "min_vllm_version", "hardware", "vram_minimum_gb", "parsers"} <= set(raw["sources"])
@@ -147,7 +147,7 @@ def test_a_provisional_recipe_cites_its_sources():
 
 
 def load_catalog_dir():
-    from entrypoint.core.recipe import default_recipes_dir
+    from entrypoint.core.data.recipe import default_recipes_dir
 
     return default_recipes_dir()
 
@@ -157,7 +157,7 @@ def test_a_recipes_longest_silence_fits_twice_in_the_proxies_idle_timeout(tmp_pa
     recipes/serving.yaml streams.idle_timeout_s (600 s) must hold it twice, or the data is refused."""
     import shutil
 
-    from entrypoint.core.recipe import RecipeDataError, default_recipes_dir, load_catalog_from
+    from entrypoint.core.data.recipe import RecipeDataError, default_recipes_dir, load_catalog_from
 
     silences = {s: r.chat.longest_silence.seconds for s, r in load_catalog().recipes.items() if r.chat.longest_silence}
     assert silences == {"kimi-k3.1-pro": 32, "kimi-k3": 32}

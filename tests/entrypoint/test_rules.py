@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import default_recipes_dir, load_catalog_from
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.data.recipe import default_recipes_dir, load_catalog_from
 
 CLUSTER = {"KIMI_HEAD_ADDR": "10.0.0.1", "KIMI_IFACE": "ib0"}
 SPEC = '{"model":"lightseekorg/kimi-k2.5-eagle3-mla","method":"eagle3","num_speculative_tokens":3}'

@@ -15,8 +15,8 @@ from typing import List
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.vllm_cli import SHAPE_DESTS, Option, load_spec, newest_version
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.vllm.vllm_cli import SHAPE_DESTS, Option, load_spec, newest_version
 
 SPEC = load_spec(newest_version())
 ENV = {"KIMI_HARDWARE": "h200", "KIMI_SKIP_MEMORY_CHECK": "1"}

@@ -1,4 +1,4 @@
-"""The plan's topology (entrypoint/core/plan.py `Topology`), computed once when the plan is made: its
+"""The plan's topology (entrypoint/core/compose/plan.py `Topology`), computed once when the plan is made: its
 engine pools and their groups, the router in front of them, the processes beside them and the one
 role-to-process lookup, for each shape a strategy gives. The plans are the renderings' own (the
 deploy tests' shapes, whose environments give the addresses), so the processes are the resolver's."""
@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.plan import Kind
+from entrypoint.core.compose.plan import Kind
 from tests.deploy.shapes import COMPOSE, K8S, launch_for
 
 H200 = {"KIMI_HARDWARE": "h200"}

@@ -1,4 +1,4 @@
-"""The typed plan (entrypoint/core/plan.py): each process's kind, ports by purpose and effective
+"""The typed plan (entrypoint/core/compose/plan.py): each process's kind, ports by purpose and effective
 vLLM arguments, and the Plan's facts, against values worked out by hand from the recipe data."""
 
 import shlex
@@ -6,9 +6,9 @@ import shlex
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import INVALID_VALUE, KimiError
-from entrypoint.core.vllm_cli import engine_args, load_spec, newest_version
-from entrypoint.core.plan import Kind, Port
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.compose.plan import Kind, Port
+from entrypoint.core.vllm.vllm_cli import engine_args, load_spec, newest_version
 
 STORE = {"KIMI_MOONCAKE_MASTER_ADDR": "m.kv", "KIMI_MOONCAKE_STORE_HOST": "s.kv", "KIMI_INSTANCE_ADDRS": "i0,i1"}
 

@@ -140,7 +140,7 @@ def test_context_holds_code_and_platform_wheels():
 
 
 def test_images_carry_every_loader_package_the_loader_data_names():
-    from entrypoint.core.loading import load_data
+    from entrypoint.core.compose.loading import load_data
 
     pinned = {req.split("==")[0] for req in targets.load().loader_packages}
     for loader in load_data().loaders.values():

@@ -109,7 +109,7 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
                 sent.append(Sent(at=start - ref, took=end - start, status=status))
             i += 1
 
-    from entrypoint.core.plan import Port
+    from entrypoint.core.compose.plan import Port
 
     metrics_url = f"http://{shape.front.addr}:{shape.front.proc.ports[Port.METRICS]}"
     worker = victim.url()
@@ -207,7 +207,7 @@ def rolling_restart_under_load(shape: Shape, copies: Optional[List] = None, clie
     seconds to its exit and its exit code, the requests the router sent it from the SIGTERM to its exit
     (its own count: vllm_router_processed_requests_total) and what the clients got meanwhile, then its
     restart: seconds to healthy and to its first request through the router."""
-    from entrypoint.core.plan import Port
+    from entrypoint.core.compose.plan import Port
 
     url, model = shape.front.url(), shape.plan.served_model_name
     metrics_url = f"http://{shape.front.addr}:{shape.front.proc.ports[Port.METRICS]}"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from entrypoint.app.launch import build
-from entrypoint.core.plan import Kind, Port, Process
+from entrypoint.core.compose.plan import Kind, Port, Process
 from entrypoint.render.deployment import container_env
 
 READY_WITHIN_S = 900  # 37-107 s measured per shape on 2 busy cores (real-shapes.md); room for a loaded CI
@@ -96,7 +96,7 @@ class Shape:
     def __post_init__(self):
         self.launch = build(self.settings)  # the plan every container resolves for itself
         self.plan = self.launch.plan
-        # A fleet's copies (KIMI_REPLICAS, core/fleet.py) are the same plan on each replica address
+        # A fleet's copies (KIMI_REPLICAS, core/compose/fleet.py) are the same plan on each replica address
         copies = (self.launch.settings.replica_addrs if self.launch.fleet is not None and
                   self.launch.selection.prefill is None else ())
         for proc in self.plan.processes:

@@ -278,7 +278,7 @@ def test_a_refused_start_writes_its_line_to_the_termination_log(tmp_path, monkey
     """Issue 38: Kubernetes shows the termination log in `kubectl get pods` / `describe`; the
     start's one-line refusal goes there too (masked), only into a regular file the runtime made."""
     from entrypoint.cli._context import run_guarded
-    from entrypoint.core.errors import KimiError
+    from entrypoint.core.base.errors import KimiError
 
     monkeypatch.setenv("HF_TOKEN", "hf_secret_never_written_0000")
     log = tmp_path / "termination-log"

@@ -9,7 +9,7 @@ import io
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.vllm_cli import available_versions, load_spec
+from entrypoint.core.vllm.vllm_cli import available_versions, load_spec
 from entrypoint.node.cache import cache_env
 from entrypoint.node.logs import log_decisions
 from entrypoint.node.preflight import check_compile_cache

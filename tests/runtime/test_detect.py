@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from entrypoint.node.detect import (Gpu, detect, mec_firmware, parse_nvidia_smi, probe_sysfs, visible_gpus)
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.data.recipe import load_catalog
 
 from .conftest import AMD_IDS, FIXTURES, NVIDIA_IDS, TOOLS, make_kfd_tree
 

@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-import entrypoint.core.files  # noqa: F401 - imported before sys.path is replaced below
+import entrypoint.core.base.files  # noqa: F401 - imported before sys.path is replaced below
 from entrypoint.node import dist_info
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from entrypoint.app.launch import build
 from entrypoint.node.detect import Detection, Gpu
-from entrypoint.core.errors import PREFLIGHT_FAILED, KimiError
+from entrypoint.core.base.errors import PREFLIGHT_FAILED, KimiError
 from entrypoint.node.facts import CacheFacts, NodeFacts
 from entrypoint.node.preflight import GIB, preflight_launch, run_checks
 

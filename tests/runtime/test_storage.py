@@ -9,9 +9,10 @@ import time
 
 
 from entrypoint.app.launch import build
-from entrypoint.core import limits, loading
-from entrypoint.core.loading import StorageFacts
-from entrypoint.core.record import Record
+from entrypoint.core.base import limits
+from entrypoint.core.compose import loading
+from entrypoint.core.compose.loading import StorageFacts
+from entrypoint.core.data.record import Record
 from entrypoint.node import storage
 from entrypoint.node.preflight import run_checks
 from tests.runtime.test_preflight import facts

@@ -11,7 +11,7 @@ import re
 import pytest
 import yaml
 
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.data.recipe import load_catalog
 from tests.deploy.shapes import COMPOSE, launch_for, render
 from tests.security.scanner import ROOT
 

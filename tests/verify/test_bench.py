@@ -13,13 +13,13 @@ import yaml
 from bench_helpers import ROOT, bench_env, fake_vllm_dir, kimi_serve, recipes_with_tiny_workload
 from pydantic import ValidationError
 
-from entrypoint.core import limits
-from entrypoint.core.bench import (
+from entrypoint.core.base import limits
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.data.bench import (
     BenchFile, Deployment, bench_data, compare, figures, find_reference, load_bench, parse_sweep,
 )
-from entrypoint.core.bench_schema import published
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.data.bench_schema import published
+from entrypoint.core.data.recipe import load_catalog
 from entrypoint.verify.bench import Spec, client_argv
 from entrypoint.verify.bench_report import Progress
 
@@ -84,7 +84,7 @@ def _edited(tmp_path: Path, edit) -> Path:
     (lambda d: d["references"][0].update(date="December 2026"), "date"),
 ])
 def test_broken_bench_data_is_refused(tmp_path, edit, complaint):
-    from entrypoint.core.bench import BenchDataError
+    from entrypoint.core.data.bench import BenchDataError
 
     directory = _edited(tmp_path, edit)
     with pytest.raises((BenchDataError, ValidationError, KimiError)) as caught:
@@ -135,7 +135,7 @@ def test_figures_from_the_clients_saved_result():
 @pytest.mark.parametrize("key, value", [("output_throughput", None), ("p99_itl_ms", "fast"), ("completed", -1),
                                         ("duration", float("nan"))])
 def test_a_result_without_a_figure_is_refused(key, value):
-    from entrypoint.core.bench import ResultError
+    from entrypoint.core.data.bench import ResultError
 
     with pytest.raises(ResultError, match=key):
         figures({**RESULT, key: value}, 2, 8)
@@ -161,7 +161,7 @@ def test_the_comparison_is_measured_over_published():
 
 
 def test_a_point_records_at_least_one_metric():
-    from entrypoint.core.bench import Point
+    from entrypoint.core.data.bench import Point
 
     with pytest.raises(ValueError, match="records none of"):
         Point(concurrency=4)
@@ -447,7 +447,7 @@ def test_the_deployment_is_read_from_the_launch_plan(environ, expected, tmp_path
     assert target.cache_env["HF_HOME"] == f"{tmp_path}/huggingface"
     reference = find_reference(bench_data(), target.deployment, "8k1k")
     if expected.variant == "nvfp4":  # published for TP4, launched as TP8: shown, with the difference
-        from entrypoint.core.bench import reference_json
+        from entrypoint.core.data.bench import reference_json
 
         assert reference_json(reference, [], target.deployment)["same_tensor_parallel"] is False
 
@@ -516,8 +516,8 @@ def test_bench_reads_tp_in_every_spelling_and_refuses_the_users(spelling, tmp_pa
     import shlex
 
     from entrypoint.app.bench import bench_target
-    from entrypoint.core.errors import KimiError
-    from entrypoint.core.vllm_cli import engine_args, load_spec, newest_version
+    from entrypoint.core.base.errors import KimiError
+    from entrypoint.core.vllm.vllm_cli import engine_args, load_spec, newest_version
 
     found = engine_args(["--tensor-parallel-size", "8", *shlex.split(spelling)], load_spec(newest_version()))
     assert (found.tensor_parallel, found.gpus_needed) == (4, 4)

@@ -10,7 +10,7 @@ import pytest
 
 from drain_probe import stop_with_streams
 from entrypoint.app.launch import build
-from entrypoint.core.resolve import DRAIN_FLAG
+from entrypoint.core.compose.resolve import DRAIN_FLAG
 from real_vllm import VllmServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]

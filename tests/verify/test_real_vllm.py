@@ -45,7 +45,7 @@ def verify(url: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
 
 
 def healthcheck(port: int) -> subprocess.CompletedProcess:
-    from entrypoint.core.recipe import load_catalog
+    from entrypoint.core.data.recipe import load_catalog
 
     hardware = next(iter(load_catalog().hardware))  # any: the check only needs the port
     env = {"PATH": "/usr/bin:/bin", "KIMI_HARDWARE": hardware, "KIMI_SKIP_MEMORY_CHECK": "1", "KIMI_PORT": str(port)}

@@ -5,7 +5,7 @@ import time
 import pytest
 from standin_server import MODEL_PATH, SERVED_NAME
 
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.data.recipe import load_catalog
 from entrypoint.verify.checks import ChatFacts
 from entrypoint.verify.report import FAIL, PASS, SKIP
 from entrypoint.verify.run import run_verify

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from standin_server import SERVED_NAME
 
 from entrypoint.cli.verify import command
-from entrypoint.core.errors import MISSING_SETTING, KimiError
+from entrypoint.core.base.errors import MISSING_SETTING, KimiError
 
 
 def invoke(*args: str):

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from standin_server import SERVED_NAME
 
 from entrypoint.cli.verify import command
-from entrypoint.core import limits
+from entrypoint.core.base import limits
 from entrypoint.verify.client import CheckFailed
 from entrypoint.verify.load import LOAD_CHECKS, degenerate, reassemble
 

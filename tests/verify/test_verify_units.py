@@ -6,11 +6,11 @@ import zlib
 
 import pytest
 
-from entrypoint.core.recipe import load_catalog
+from entrypoint.core.data.recipe import load_catalog
 from entrypoint.verify.checks import ChatFacts, Verifier
 from entrypoint.verify.client import CheckFailed, Reply, error_message
 from entrypoint.verify.questions import is_number_only, looks_like_path, run_tool_call, says_nine_point_nine, solid_png
-from entrypoint.core.check import Check
+from entrypoint.core.base.check import Check
 from entrypoint.verify.report import FAIL, PASS, SKIP, ServerCheck, VerifyReport
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, Tuple
 
-from entrypoint.core.recipe import load_catalog, with_recipe
-from entrypoint.core.select import min_gpus, offered_strategies, variant_unsupported
+from entrypoint.core.compose.select import min_gpus, offered_strategies, variant_unsupported
+from entrypoint.core.data.recipe import load_catalog, with_recipe
 
 ADDRS = {"KIMI_HEAD_ADDR": "node-0.kimi.internal", "KIMI_IFACE": "eth9"}
 

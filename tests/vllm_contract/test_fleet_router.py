@@ -1,4 +1,4 @@
-"""A fleet's router (core/fleet.py) is the real vllm-router (PyPI 0.1.17): every fleet plan's router
+"""A fleet's router (core/compose/fleet.py) is the real vllm-router (PyPI 0.1.17): every fleet plan's router
 argv parses with the router's own parser (`parse_router_args`), the Kubernetes router pod's own
 plan (its container's env, as the pod would start) discovers exactly the pods the rendering
 labels, and the real router process starts with a plan's argv (its Rust core validates what the

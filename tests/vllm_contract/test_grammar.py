@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from entrypoint.app.launch import build
-from entrypoint.core.args import tag
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import default_recipes_dir, load_catalog, load_catalog_from
-from entrypoint.core.select import default_release
-from entrypoint.core.vllm_cli import available_versions, dedupe, engine_args, load_spec, newest_version
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.compose.select import default_release
+from entrypoint.core.data.recipe import default_recipes_dir, load_catalog, load_catalog_from
+from entrypoint.core.vllm.args import tag
+from entrypoint.core.vllm.vllm_cli import available_versions, dedupe, engine_args, load_spec, newest_version
 
 SECRET = "sk-Sup3rSecretValue"
 
@@ -249,7 +249,7 @@ def test_every_option_read_is_the_one_its_constructor_builds():
     equal to, hashes as, shows as and holds the same fields as the one Option(...) builds."""
     from dataclasses import fields
 
-    from entrypoint.core.vllm_cli import Option, specs_dir
+    from entrypoint.core.vllm.vllm_cli import Option, specs_dir
 
     for version in available_versions():
         raw = json.loads((specs_dir() / f"{version}.json").read_text())

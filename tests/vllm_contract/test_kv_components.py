@@ -168,7 +168,7 @@ def test_every_kv_argv_parses_with_vllm_and_builds_its_kv_transfer_config():
     results = real_check([list(a) for a in argvs])
     bad = [(kid, r["error"]) for (_argv, kid), r in zip(argvs.items(), results) if not r["ok"]]
     assert not bad, bad[:5]
-    from entrypoint.core.kv import load_kv
+    from entrypoint.core.compose.kv import load_kv
 
     # offloading_* are refused for this recipe (no verified run): their data is checked all the same
     opt_in = [o.args[1] for o in load_kv().options.values() if o.requires_opt_in]

@@ -1,4 +1,4 @@
-"""A PD fleet on Kubernetes (core/fleet.py, render/k8s_fleet.py `pd_fleet`, docs/fleet.md) against the
+"""A PD fleet on Kubernetes (core/compose/fleet.py, render/k8s_fleet.py `pd_fleet`, docs/fleet.md) against the
 real vllm-router (PyPI 0.1.17): the router pod's own plan (its container's env, as the pod would
 start) parses with the router's parser and selects exactly the rendered pools' API pods; and the
 real router process, started with that argv before a stand-in Kubernetes API (a list and a watch

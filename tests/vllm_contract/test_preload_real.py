@@ -29,7 +29,7 @@ _force_cpu_platform_if_needed()
 
 def _recorded():
     """The environment's release, where preload.yaml records it (else the test is skipped)."""
-    from entrypoint.core.preload import load_preload
+    from entrypoint.core.compose.preload import load_preload
 
     version = real_version()
     if version not in load_preload().releases:
@@ -102,7 +102,7 @@ print(json.dumps({"serve_only": sorted(serve - daemon), "preload_only": sorted(d
 
 def test_the_recorded_preload_grammar_is_what_vllm_gives():
     """recipes/vllm/preload.yaml's entry for the environment's release against that vLLM's own parsers."""
-    from entrypoint.core.preload import load_preload
+    from entrypoint.core.compose.preload import load_preload
 
     version = _recorded()
     out = subprocess.run([vllm_python(), "-c", OPTIONS.replace("PLATFORM", PLATFORM)], capture_output=True,

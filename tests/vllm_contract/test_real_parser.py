@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from buildsys import vllm_spec
-from entrypoint.core.args import tag
-from entrypoint.core.errors import KimiError
-from entrypoint.core.vllm_cli import dedupe, load_spec
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.vllm.args import tag
+from entrypoint.core.vllm.vllm_cli import dedupe, load_spec
 
 from tests.vllm_contract.verdicts import sweep_argvs
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from entrypoint.core.vllm_cli import load_spec
+from entrypoint.core.vllm.vllm_cli import load_spec
 
 from tests.vllm_contract.test_sweep import UNKNOWN_TO_VLLM
 from tests.vllm_contract.verdicts import DATA, digest, sweep_argvs, sweep_env_names

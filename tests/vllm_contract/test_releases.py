@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from buildsys import engine, targets
-from entrypoint.core.recipe import load_catalog
-from entrypoint.core.vllm_cli import available_versions, newest_version
+from entrypoint.core.data.recipe import load_catalog
+from entrypoint.core.vllm.vllm_cli import available_versions, newest_version
 
 ROOT = Path(__file__).resolve().parents[2]
 

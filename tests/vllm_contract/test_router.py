@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 
 from tests.conftest import IN_CI
 from tests.vllm_contract.sweep import configurations

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.args import tag
-from entrypoint.core.errors import KimiError
-from entrypoint.core.recipe import load_catalog
-from entrypoint.core.select import version_key
-from entrypoint.core.vllm_cli import available_versions, load_spec, parse
+from entrypoint.core.base.errors import KimiError
+from entrypoint.core.compose.select import version_key
+from entrypoint.core.data.recipe import load_catalog
+from entrypoint.core.vllm.args import tag
+from entrypoint.core.vllm.vllm_cli import available_versions, load_spec, parse
 
 from tests.vllm_contract.sweep import configurations
 

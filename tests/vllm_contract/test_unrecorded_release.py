@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from entrypoint.core.vllm_cli import available_versions, grammar_version, newest_version, unrecorded_note
+from entrypoint.core.vllm.vllm_cli import available_versions, grammar_version, newest_version, unrecorded_note
 
 ENV = {"KIMI_HARDWARE": "h200", "KIMI_RECIPE": "kimi-k2-thinking"}
 

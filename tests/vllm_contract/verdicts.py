@@ -23,7 +23,7 @@ from typing import Dict, List, Tuple
 
 from buildsys import vllm_spec
 from entrypoint.app.launch import build
-from entrypoint.core.errors import KimiError
+from entrypoint.core.base.errors import KimiError
 
 from tests.vllm_contract.sweep import configurations
 

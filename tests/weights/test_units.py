@@ -9,8 +9,8 @@ from fnmatch import fnmatch
 import pytest
 
 from entrypoint.app.launch import build
-from entrypoint.core.recipe import load_catalog
-from entrypoint.core.weights import exact_pattern, select_files, sources
+from entrypoint.core.compose.weights import exact_pattern, select_files, sources
+from entrypoint.core.data.recipe import load_catalog
 from entrypoint.node.hub_cache import read_tree
 from entrypoint.node.logs import StartLog
 from entrypoint.node.progress import Progress
@@ -89,8 +89,8 @@ def test_a_corrupt_or_foreign_listing_is_no_listing(tmp_path):
 def test_retries_back_off_as_documented(setting, delays):
     """The real back-off, with the sleep injected: doubling from KIMI_DOWNLOAD_BACKOFF_S, capped at
     60 s, then one clear error naming the attempts."""
-    from entrypoint.core.errors import KimiError
-    from entrypoint.core.weights import Source
+    from entrypoint.core.base.errors import KimiError
+    from entrypoint.core.compose.weights import Source
     from entrypoint.node import weights
     from entrypoint.node.logs import StartLog
 

@@ -28,7 +28,7 @@ Every helper returns JSON.
 {{- end -}}
 {{- end -}}
 
-{{/* kimi.settings: the settings as plan reads them (core/settings.py): text without its blanks, keywords in
+{{/* kimi.settings: the settings as plan reads them (core/compose/settings.py): text without its blanks, keywords in
 lower case, an empty value unset, a list's blank entries dropped, extra_args given as a list joined as a
 shell line. Judging them is plan's (the hook). */}}
 {{- define "kimi.settings" -}}
@@ -237,7 +237,7 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- $pdFleet = dict "terms" $pdTerms "grouped" $grouped -}}
 {{- end -}}
 
-{{- /* the start-up budget (core/loading.py): the floor, or the load of the checkpoint by its format and form,
+{{- /* the start-up budget (core/compose/loading.py): the floor, or the load of the checkpoint by its format and form,
       over the nodes of the smallest group */ -}}
 {{- $model := toString ($s.model | default "") -}}
 {{- $form := "hub" -}}

@@ -1,0 +1,754 @@
+"""The one settings model: every variable the entrypoint reads, declared once with its type,
+default and help: the KIMI_* settings, and the variables others set that it reads (a
+LeaderWorkerSet's LWS_*, Slurm's SLURM_*, the GPU visibility and hub variables).
+
+Precedence (lowest to highest): built-in defaults < the TOML file named by KIMI_CONFIG (keys in
+lower case without the prefix; KIMI_* settings only) < the environment. Container arguments are
+vLLM arguments and come after KIMI_EXTRA_ARGS. The README's tables are generated from `FIELDS`.
+`{hardware}` and `{variants}` in a help text are filled from the recipe data when documented.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Any, Generic, Mapping, Optional, Tuple, TypeVar, Union, get_args, overload
+
+from entrypoint.core.base import limits
+from entrypoint.core.base.errors import INVALID_VALUE, KimiError, unknown_value
+from entrypoint.core.base.files import read_capped
+from entrypoint.core.data.versions import DIGEST
+from entrypoint.core.vllm.mask import mask_argv, mask_value
+
+# An image reference (github.com/distribution/reference, regexp.go): [domain[:port]/]path[:tag][@digest]
+_DOMAIN = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])(?:\.(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9]))*(?::[0-9]+)?"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = (rf"(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+                   r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+
+# A setting's value: what _convert reads for its kind (a list: a tuple of strings), or None when unset.
+Value = Union[str, int, bool, Tuple[str, ...], None]
+# The Python type of each kind's value; Optional when the default is None (python_type).
+PYTHON_TYPES: Mapping[str, Any] = {"str": str, "int": int, "bool": bool, "list": Tuple[str, ...], "choice": str,
+                                   "spec": str}
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # attribute name and TOML key
+    # str | int | bool | list | choice | spec (a comma list kept as written: "" = none, unset = default)
+    kind: str
+    default: Value
+    default_doc: str  # the default as documented (may be a rule, not a value)
+    help: str
+    choices: tuple = ()
+    # A variable someone else sets (a scheduler, the GPU runtime, the hub): its own name, who sets
+    # it; read from the environment only, never from the KIMI_CONFIG file.
+    external: Optional[str] = None
+    owner: str = ""
+    minimum: Optional[int] = None  # int: smallest value (default 0)
+    maximum: Optional[int] = None  # int: largest value; list: most entries (core/base/limits.py says why)
+    pattern: Optional[str] = None  # str: the whole value must match
+    lower: bool = False  # str: a keyword (or a name vLLM reads in lower case), read the same in any case
+    pattern_doc: str = ""  # what the pattern asks for, in words
+
+    @property
+    def env(self) -> str:
+        return self.external or "KIMI_" + self.name.upper()
+
+
+def python_type(field: Field) -> Any:
+    """The type of the field's value: its kind's, Optional where the default is None (an unset
+    str, int or choice; a bool, a list and a field with a default always hold a value)."""
+    base = PYTHON_TYPES[field.kind]
+    return base if field.default is not None else Optional[base]
+
+
+F = Field
+FIELDS: tuple = (
+    F("recipe", "str", None, "`{default_recipe}`", "Which Kimi model: a recipe slug ({recipes})."),
+    F("hardware", "str", None, "the image's own target; `auto` = detect",
+      "Hardware id: {hardware}, or `auto`."),
+    F("variant", "str", "default", "`default`", "Checkpoint variant: {variants}."),
+    F("strategy", "str", None, "`single_node_tp`; `multi_node_tp` when KIMI_NODES > 1",
+      "Serving strategy id (`kimi-serve list` shows them)."),
+    F("features", "spec", None, "the recipe's defaults for the hardware",
+      "Comma list of features; empty = none; `+f` / `-f` add to / remove from the defaults."),
+    F("profile", "str", None, "none", "Tuned profile: {profiles}."),
+    F("cpu_ranks", "int", 1, "`1`", "KIMI_HARDWARE=cpu: vLLM ranks per node (what a GPU target's GPUs are).",
+      minimum=1, maximum=limits.MAX_CPU_RANKS),
+    F("cpu_memory_gb", "int", None, "this node's RAM", "KIMI_HARDWARE=cpu: GB of memory per node the memory check "
+      "counts (rendering for other nodes).", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB),
+    F("cpu_threads", "int", None, "this node's cores over KIMI_CPU_RANKS", "KIMI_HARDWARE=cpu: OpenMP threads per "
+      "rank (OMP_NUM_THREADS).", minimum=1, maximum=limits.MAX_CPU_THREADS),
+    F("cpu_kvcache_gib", "int", None, "`4` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: GiB of KV cache per rank "
+      "(VLLM_CPU_KVCACHE_SPACE).", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB),
+    F("cpu_threads_bind", "str", None, "`nobind` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: how ranks bind their "
+      "threads (VLLM_CPU_OMP_THREADS_BIND): `nobind`, `auto` (a NUMA node per rank), or core lists `0-3|4-7`.",
+      pattern=r"nobind|auto|[0-9][0-9,|-]*", pattern_doc="nobind, auto, or core ranges per rank like 0-3|4-7"),
+    F("nodes", "int", 1, "`1`", "Number of nodes of a multi-node deployment.", minimum=1, maximum=limits.MAX_NODES),
+    F("node_rank", "int", 0, "`0`", "This node's rank (multi-node) or its index in its pool (prefill/decode).",
+      maximum=limits.MAX_NODES - 1),
+    F("head_addr", "str", None, "required when KIMI_NODES > 1", "Rendezvous address of rank 0 (`$HEAD_IP`)."),
+    F("node_addr", "str", None, "the address of the route vLLM finds (KIMI_IFACE's interface)",
+      "This node's address as the other nodes reach it (vLLM's VLLM_HOST_IP): where a node has several, or the "
+      "nodes share a host.", pattern=r"[0-9A-Za-z.:\[\]-]+", pattern_doc="an IPv4 or IPv6 address or a host name"),
+    F("iface", "str", None, "required where the strategy needs it",
+      "Network interface for GLOO/NCCL (`$IFACE_NAME`)."),
+    F("role", "choice", None, "required to launch a pd_cluster process",
+      "Which process of a pd_cluster, KV deployment or fleet (its router) this container runs (docs/kv-cache.md, "
+      "docs/fleet.md); `preload`: KIMI_PRELOAD's weight cache (docs/day2.md).",
+      ("prefill", "decode", "router", "master", "store", "instance", "lmcache", "preload")),
+    F("prefill_nodes", "int", None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node.",
+      maximum=limits.MAX_POOL_NODES),
+    F("decode_nodes", "int", None, "the recipe's pools", "Decode pool size in nodes; 0 = the two pools share one node.",
+      maximum=limits.MAX_POOL_NODES),
+    F("prefill_parallelism", "choice", None, "the recipe's", "Prefill pool parallelism.", ("tp", "tep", "dep")),
+    F("decode_parallelism", "choice", None, "the recipe's", "Decode pool parallelism.", ("tp", "tep", "dep")),
+    F("prefill_addrs", "list", (), "required for pd_cluster", "Comma list of prefill node addresses (`$PREFILL_NODE_i`).",
+      maximum=limits.MAX_ADDRESSES),
+    F("decode_addrs", "list", (), "required for pd_cluster", "Comma list of decode node addresses (`$DECODE_NODE_i`).",
+      maximum=limits.MAX_ADDRESSES),
+    F("prefill_dp_rpc_port", "int", 29550, "`29550`", "DP RPC port of the prefill pool.", minimum=1, maximum=65535),
+    F("decode_dp_rpc_port", "int", 29560, "`29560`", "DP RPC port of the decode pool.", minimum=1, maximum=65535),
+    F("router_host", "str", "0.0.0.0", "`0.0.0.0`", "Router bind address."),
+    F("router_port", "int", 8000, "`8000`; a KV store's router: its `router.port` (30080)", "Router port.",
+      minimum=1, maximum=65535),
+    # A fleet: KIMI_REPLICAS copies behind one router (entrypoint/core/compose/fleet.py, recipes/fleet.yaml; docs/fleet.md).
+    F("router", "choice", "vllm-router", "`vllm-router`", "What fronts the copies of a fleet (KIMI_REPLICAS > 1): "
+      "`vllm-router` (the cache-aware router), `gateway` (a Gateway API InferencePool and its endpoint picker; "
+      "Kubernetes), `none` (a plain Service: connections spread blind to the caches).",
+      ("vllm-router", "gateway", "none")),
+    F("router_policy", "str", None, "`cache_aware`", "The fleet router's policy (recipes/fleet.yaml): cache_aware, "
+      "round_robin, random, power_of_two, consistent_hash, sticky_least_loaded, or kv_aware (the engines publish "
+      "their KV-cache events)."),
+    F("replica_addrs", "list", (), "required for the router outside Kubernetes",
+      "Comma list of the fleet's copies, one address each (a multi-node copy: its head; `$REPLICA_i`).",
+      maximum=limits.MAX_ADDRESSES),
+    F("router_selector", "list", (), "set by `plan --format k8s`", "Kubernetes label selector (comma list of "
+      "key=value): the router discovers the copies' pods in its namespace instead of KIMI_REPLICA_ADDRS.",
+      maximum=limits.MAX_ADDRESSES),
+    F("kv_offload", "str", None, "none", "KV cache beyond the GPU (docs/kv-cache.md): simple, offloading_cpu, "
+      "offloading_fs, lmcache, kv_store_centralized_mooncake or kv_store_distributed_mooncake."),
+    F("kv_instances", "int", None, "the KV store's `default_instances` (centralized 2, distributed 1)",
+      "Engine instances behind the cache-aware router of a KV store (1 = no router).", minimum=1,
+      maximum=limits.MAX_NODES),
+    F("instance_addrs", "list", (), "required for the router and multi-node instances",
+      "Comma list of the KV store's instance addresses, one per instance (`$VLLM_INSTANCE_i`).",
+      maximum=limits.MAX_ADDRESSES),
+    F("mooncake_master_addr", "str", None, "required for a KV store",
+      "Address of the mooncake_master every instance and the store reach (`$MOONCAKE_MASTER_IP`)."),
+    F("mooncake_device_name", "str", "", "`\"\"` (auto-selection)", "RDMA NICs of the instances' Mooncake config, "
+      "e.g. mlx5_0,mlx5_1 (`$MOONCAKE_DEVICE_NAME`)."),
+    F("mooncake_store_device_name", "str", "", "`\"\"` (auto-selection)", "RDMA NICs of the store node "
+      "(`$MOONCAKE_STORE_DEVICE_NAME`)."),
+    F("mooncake_store_host", "str", None, "this machine's hostname",
+      "Address the Mooncake store advertises to the instances (its config's `local_hostname`)."),
+    F("model", "str", None, "the variant's model id", "A local path or another repo id to load instead."),
+    F("model_revision", "str", None, "the repo's default branch (not emitted)",
+      "Branch, tag or commit of the model repo: `--revision` of the launch and what `kimi-serve download` fetches."),
+    F("served_model_name", "str", None, "the variant's model id (also when KIMI_MODEL is a path)",
+      "Name clients use; `--served-model-name` is emitted only when it differs from the model argument."),
+    F("host", "str", None, "vLLM's default (not emitted)", "API bind address."),
+    F("port", "int", None, "vLLM's default, 8000 (not emitted)", "API port (single node and multi-node head).",
+      minimum=1, maximum=65535),
+    F("vllm_version", "str", None, "the image's vLLM (baked in at build); else the installed vLLM's; else "
+      "recipes/serving.yaml `default_vllm.release` (a recipe whose floor is later: its floor)",
+      "vLLM release the launch is for (e.g. 0.19.1): flags, choices and env are checked against its "
+      "grammar (recipes/vllm/); set it for `print`/`plan` of another image. Renderings run the image built on it."),
+    F("load_format", "str", "recipe", "`recipe`", "How vLLM loads the weights: `recipe` (the recipe's own flags), "
+      "`auto` (the fastest measured loader for this node's storage: recipes/loaders.yaml, docs/cold-start.md), or a "
+      "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`).",
+      lower=True),
+    F("drain_timeout", "int", 300, "`300`", "Seconds a stopped engine drains its running requests: vLLM's "
+      "`--shutdown-timeout` on every engine (where the release has it), and every rendering's grace period "
+      "(preStop pause + drain + margin; docs/day2.md). 0 = vLLM's own default: SIGTERM aborts every open stream.",
+      maximum=limits.MAX_DRAIN_S),
+    F("preload", "bool", False, "`0`", "1 = keep the weights across engine restarts: `vllm preload` beside the engine "
+      "(a sidecar container on Kubernetes, a companion service in Compose) holds them in GPU memory and the engine "
+      "maps them (`--load-format ipc_cache`); one node, a release and GPU brand recorded in recipes/vllm/preload.yaml "
+      "(docs/day2.md)."),
+    F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
+    F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
+    F("download", "bool", False, "`0`; `1` in the cloud renderings",
+      "1 = the start runs `kimi-serve download` before preflight (platforms with one container and no init step)."),
+    F("download_backoff_s", "int", 2, "`2`", "Seconds before the first retry of a failed hub request (`kimi-serve "
+      "download`); each retry doubles it, up to 60; 0 = retry at once.", maximum=60),
+    F("dry_run", "bool", False, "`0`", "1 = print the launch and exit 0."),
+    F("preflight", "choice", "on", "`on`", "Node checks before exec: on, warn (errors become warnings), off.",
+      ("on", "warn", "off")),
+    F("log_format", "choice", "text", "`text`", "Start-up log format: text or json.", ("text", "json")),
+    F("cache_dir", "str", "/cache", "`/cache`", "Mount point for the Hugging Face and vLLM caches.",
+      pattern=r"/.*", pattern_doc="an absolute path"),
+    F("debug", "bool", False, "`0`", "1 = an unexpected error shows its full Python traceback (for a bug report)."),
+    F("image", "str", None, "the project's published image for the target", "Image that rendered deployments run.",
+      pattern=IMAGE_REFERENCE, pattern_doc="an image reference like registry.example/team/kimi:v1 (the OCI "
+      "grammar: [registry[:port]/]name[:tag][@algorithm:digest], no blanks, one tag and one digest at most)"),
+    F("image_digest", "str", None, "the digest recipes/serving.yaml locks for the target, if any",
+      "Pin the rendered image by content: `sha256:<64 hex digits>`, added to KIMI_IMAGE (or the published image) "
+      "as `@sha256:...`, so every pod and service runs exactly that build; an upgrade is a new digest (docs/day2.md).",
+      pattern=DIGEST, pattern_doc="an image digest, sha256: and 64 lower-case hex digits"),
+    F("name", "str", None, "the recipe's (`{default_name}` for {default_recipe})",
+      "Name of a rendered deployment (a DNS label: a-z, 0-9, `-`).",
+      pattern=r"[a-z]([-a-z0-9]*[a-z0-9])?", pattern_doc=f"a DNS label: lower-case letters, digits and '-', "
+      f"starting with a letter, ending with a letter or digit, at most {limits.MAX_NAME_LENGTH} characters"),
+    F("namespace", "str", "kimi-serve", "`kimi-serve`",
+      "Kubernetes namespace of every rendered object (rendered as a Namespace with Pod Security `restricted`)."),
+    # Operating a Kubernetes deployment (`plan --format k8s`, the Helm chart; docs/operate.md). Renderer settings:
+    # no container gets them.
+    F("monitoring", "bool", False, "`0`", "1 = `plan --format k8s` also renders a PodMonitor, a PrometheusRule (the "
+      "alerts) and a Grafana dashboard ConfigMap (Prometheus Operator and Grafana's dashboard sidecar)."),
+    F("slo_ttft_ms", "int", 2000, "`2000`", "Time-to-first-token SLO in ms: the p95 above it for 10 min alerts.",
+      minimum=1, maximum=limits.MAX_SLO_MS),
+    F("slo_itl_ms", "int", 100, "`100`", "Inter-token latency SLO in ms: the p95 above it for 10 min alerts.",
+      minimum=1, maximum=limits.MAX_SLO_MS),
+    F("autoscaling", "choice", "off", "`off`", "Autoscaler `plan --format k8s` renders for each engine group: a "
+      "KEDA ScaledObject (`keda`) or an HPA on the Prometheus adapter's metrics (`hpa`), with a "
+      "PodDisruptionBudget, surge-one rollouts and zone spread.", ("off", "keda", "hpa")),
+    F("replicas", "int", 1, "`1`", "Copies of the deployment (each engine group), behind one router (KIMI_ROUTER); the fewest when autoscaling.",
+      minimum=1, maximum=limits.MAX_REPLICAS),
+    F("max_replicas", "int", 4, "`4` (KIMI_REPLICAS when larger)", "Most copies the autoscaler scales each engine group to.",
+      minimum=1, maximum=limits.MAX_REPLICAS),
+    F("scale_waiting", "int", 8, "`8`", "Requests waiting per copy above which the autoscaler adds one.",
+      minimum=1, maximum=limits.MAX_SCALE_WAITING),
+    F("scale_kv_percent", "int", 80, "`80`", "Average KV-cache usage (percent) above which the autoscaler adds a copy.",
+      minimum=1, maximum=100),
+    F("prometheus_url", "str", "http://prometheus-operated.monitoring.svc:9090", "`http://prometheus-operated.monitoring.svc:9090`",
+      "Prometheus the KEDA ScaledObject queries (`autoscaling=keda`).", pattern=r"https?://[^\s]+",
+      pattern_doc="an http(s) URL"),
+    F("scraper_namespace", "str", "monitoring", "`monitoring`",
+      "Namespace of the Prometheus that scrapes the engines: the NetworkPolicies admit it to every metrics port.",
+      pattern=r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", pattern_doc="a Kubernetes namespace name"),
+    F("scraper_labels", "list", (), "none (any pod of KIMI_SCRAPER_NAMESPACE)",
+      "Comma list of `key=value` pod labels of that Prometheus (e.g. `app.kubernetes.io/name=prometheus`).",
+      maximum=16),
+    F("image_target", "str", None, "baked in at build", "The image's build target (set by the image)."),
+    F("image_hardware", "str", None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image)."),
+    F("image_serves", "list", (), "baked in at build", "Hardware ids the image serves (set by the image)."),
+    F("image_cuda", "str", None, "baked in at build (CUDA images)",
+      "CUDA version of the image's base (set by the image; a recipe's `min_stack` is checked against it)."),
+    F("image_rocm", "str", None, "baked in at build (ROCm images)",
+      "ROCm version of the image's base (set by the image; a recipe's `min_stack` is checked against it)."),
+    F("config", "str", None, "none", "Path of a TOML file with the same keys in lower case, without the prefix."),
+    F("platform", "str", None, "detected from the platform's own variables (and SageMaker's `serve` argument)",
+      "Cloud container platform whose contract the container follows: sagemaker, vertex, azureml, skypilot, or "
+      "`none` (docs/cloud.md)."),
+    F("recipes_dir", "str", None, "the recipe data of the checkout or the package",
+      "A directory of recipe data (models/, hardware.yaml, strategies/, ...) to use instead; for maintainers."),
+    # Variables others set, read by the cluster wiring, detection and preflight (env only).
+    F("lws_leader_address", "str", None, "-", "Address of the group's leader pod: KIMI_HEAD_ADDR when unset.",
+      external="LWS_LEADER_ADDRESS", owner="LeaderWorkerSet"),
+    F("lws_group_size", "int", None, "-", "Pods in the group: KIMI_NODES when unset.",
+      external="LWS_GROUP_SIZE", owner="LeaderWorkerSet", minimum=1, maximum=limits.MAX_NODES),
+    F("lws_worker_index", "int", None, "-", "This pod's index in its group: KIMI_NODE_RANK when unset.",
+      external="LWS_WORKER_INDEX", owner="LeaderWorkerSet", maximum=limits.MAX_NODES - 1),
+    F("slurm_nnodes", "int", None, "-", "Nodes of the job step: KIMI_NODES when unset.",
+      external="SLURM_NNODES", owner="Slurm", minimum=1, maximum=limits.MAX_NODELIST_HOSTS),
+    F("slurm_job_num_nodes", "int", None, "-", "Nodes of the job (when SLURM_NNODES is absent).",
+      external="SLURM_JOB_NUM_NODES", owner="Slurm", minimum=1, maximum=limits.MAX_NODELIST_HOSTS),
+    F("slurm_nodeid", "int", None, "-", "This node's index in the job: KIMI_NODE_RANK when unset.",
+      external="SLURM_NODEID", owner="Slurm", maximum=limits.MAX_NODELIST_HOSTS - 1),
+    F("slurm_job_nodelist", "str", None, "-", "The job's compact host list; its first host is KIMI_HEAD_ADDR.",
+      external="SLURM_JOB_NODELIST", owner="Slurm"),
+    F("slurm_nodelist", "str", None, "-", "The host list (when SLURM_JOB_NODELIST is absent).",
+      external="SLURM_NODELIST", owner="Slurm"),
+    F("cuda_visible_devices", "str", None, "-", "GPUs the process may use (NVIDIA; AMD when HIP_VISIBLE_DEVICES is unset).",
+      external="CUDA_VISIBLE_DEVICES", owner="GPU runtime"),
+    F("hip_visible_devices", "str", None, "-", "GPUs the process may use (AMD).",
+      external="HIP_VISIBLE_DEVICES", owner="GPU runtime"),
+    F("rocr_visible_devices", "str", None, "-", "GPUs the ROCm runtime exposes (AMD), applied first.",
+      external="ROCR_VISIBLE_DEVICES", owner="GPU runtime"),
+    F("hf_hub_offline", "bool", False, "`0`", "1 = no hub access: the weights must be in the cache already.",
+      external="HF_HUB_OFFLINE", owner="Hugging Face Hub"),
+    F("hf_token", "str", None, "none", "Token for gated or private repos (`kimi-serve download`, vLLM); masked in every output.",
+      external="HF_TOKEN", owner="Hugging Face Hub"),
+    F("hf_token_path", "str", None, "`$HF_HOME/token`",
+      "File holding the token (rendered deployments mount their secret there; huggingface_hub reads it).",
+      external="HF_TOKEN_PATH", owner="Hugging Face Hub"),
+    F("hf_endpoint", "str", None, "`https://huggingface.co`", "The hub `kimi-serve download` and vLLM fetch from (a mirror).",
+      external="HF_ENDPOINT", owner="Hugging Face Hub"),
+    F("vllm_use_modelscope", "bool", False, "`0`", "1 = vLLM loads from ModelScope: its cache holds the weights.",
+      external="VLLM_USE_MODELSCOPE", owner="vLLM"),
+    # Cloud container platforms (recipes/platforms.yaml, docs/cloud.md) and object storage.
+    F("sagemaker_bind_to_port", "int", None, "-", "Port SageMaker sends traffic to (multi-container endpoints); 8080 when unset: KIMI_PORT.",
+      external="SAGEMAKER_BIND_TO_PORT", owner="SageMaker"),
+    F("sm_vllm_model", "str", None, "-", "Model to load (AWS's vLLM containers' convention): KIMI_MODEL when unset.",
+      external="SM_VLLM_MODEL", owner="SageMaker"),
+    F("hf_model_id", "str", None, "-", "Model to load (the Hugging Face containers' convention): KIMI_MODEL when unset.",
+      external="HF_MODEL_ID", owner="SageMaker"),
+    F("sm_vllm_flags", "str", None, "-", "`SM_VLLM_<NAME>=v` is the vLLM flag `--<name> v` (`true`: a bare flag, `false`: none), before KIMI_EXTRA_ARGS.",
+      external="SM_VLLM_<NAME>", owner="SageMaker"),
+    F("aip_http_port", "int", None, "-", "Port Vertex AI sends probes and predictions to: KIMI_PORT (must agree).",
+      external="AIP_HTTP_PORT", owner="Vertex AI"),
+    F("aip_mode", "str", None, "-", "`PREDICTION` in a serving container (detection).",
+      external="AIP_MODE", owner="Vertex AI"),
+    F("aip_health_route", "str", None, "-", "Route Vertex AI probes; must be one the server answers.",
+      external="AIP_HEALTH_ROUTE", owner="Vertex AI"),
+    F("aip_predict_route", "str", None, "-", "Route Vertex AI sends predictions to; must be one the server answers.",
+      external="AIP_PREDICT_ROUTE", owner="Vertex AI"),
+    F("aip_storage_uri", "str", None, "-", "gs:// copy of the model's artifacts: KIMI_MODEL when unset.",
+      external="AIP_STORAGE_URI", owner="Vertex AI"),
+    F("azureml_model_dir", "str", None, "-", "Where the deployment's registered model is mounted: KIMI_MODEL when unset and it holds a checkpoint.",
+      external="AZUREML_MODEL_DIR", owner="Azure ML"),
+    F("skypilot_num_nodes", "int", None, "-", "Nodes of the task: KIMI_NODES when unset.",
+      external="SKYPILOT_NUM_NODES", owner="SkyPilot"),
+    F("skypilot_node_rank", "int", None, "-", "This node's rank: KIMI_NODE_RANK when unset.",
+      external="SKYPILOT_NODE_RANK", owner="SkyPilot"),
+    F("skypilot_node_ips", "str", None, "-", "Node addresses, one a line, rank 0 first: the first is KIMI_HEAD_ADDR when unset.",
+      external="SKYPILOT_NODE_IPS", owner="SkyPilot"),
+    F("aws_endpoint_url_s3", "str", None, "-", "S3-compatible endpoint for s3:// models (else AWS_ENDPOINT_URL, else AWS).",
+      external="AWS_ENDPOINT_URL_S3", owner="you (S3)"),
+    F("aws_endpoint_url", "str", None, "-", "Endpoint of every AWS service, used for s3:// models.",
+      external="AWS_ENDPOINT_URL", owner="you (S3)"),
+    F("aws_region", "str", None, "-", "Region of the bucket (else AWS_DEFAULT_REGION, else us-east-1).",
+      external="AWS_REGION", owner="you / the platform (S3)"),
+    F("aws_default_region", "str", None, "-", "Region of the bucket when AWS_REGION is unset.",
+      external="AWS_DEFAULT_REGION", owner="you / the platform (S3)"),
+    F("aws_access_key_id", "str", None, "-", "Key id for s3:// models (masked in every output).",
+      external="AWS_ACCESS_KEY_ID", owner="you / the platform (S3)"),
+    F("aws_secret_access_key", "str", None, "-", "Secret key for s3:// models (masked in every output).",
+      external="AWS_SECRET_ACCESS_KEY", owner="you / the platform (S3)"),
+    F("aws_session_token", "str", None, "-", "Session token of temporary credentials (masked).",
+      external="AWS_SESSION_TOKEN", owner="you / the platform (S3)"),
+    F("aws_profile", "str", None, "-", "Named profile: preflight names it as the credential source, vLLM's loader resolves it.",
+      external="AWS_PROFILE", owner="you (S3)"),
+    F("aws_web_identity_token_file", "str", None, "-", "Web identity credentials (named by preflight, resolved by the loader).",
+      external="AWS_WEB_IDENTITY_TOKEN_FILE", owner="EKS / the platform (S3)"),
+    F("aws_container_credentials_relative_uri", "str", None, "-", "Container credentials (named by preflight, resolved by the loader).",
+      external="AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", owner="ECS / the platform (S3)"),
+    F("aws_container_credentials_full_uri", "str", None, "-", "Container credentials (named by preflight, resolved by the loader).",
+      external="AWS_CONTAINER_CREDENTIALS_FULL_URI", owner="the platform (S3)"),
+    F("aws_ec2_metadata_disabled", "str", None, "-", "`true`: no instance-metadata credentials (S3-compatible stores).",
+      external="AWS_EC2_METADATA_DISABLED", owner="you (S3)"),
+    F("google_application_credentials", "str", None, "-", "Service-account key file for gs:// models (else the metadata server).",
+      external="GOOGLE_APPLICATION_CREDENTIALS", owner="you (GCS)"),
+)
+del F
+
+BY_NAME = {f.name: f for f in FIELDS}
+BY_ENV = {f.env: f for f in FIELDS}
+KIMI_FIELDS = tuple(f for f in FIELDS if not f.external)
+EXTERNAL_FIELDS = tuple(f for f in FIELDS if f.external)
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def parse_bool(text: Any) -> Optional[bool]:
+    """The one reading of a yes/no value: 1/true/yes/on, 0/false/no/off/empty; None otherwise."""
+    if isinstance(text, bool):
+        return text
+    word = str(text).strip().lower()
+    return True if word in _TRUE else False if word in _FALSE else None
+
+
+T = TypeVar("T")
+
+
+class _Setting(Generic[T]):
+    """A Settings attribute: the value of the field of its name, typed T (python_type(field))."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.__doc__ = BY_NAME[name].help if name in BY_NAME else None
+
+    @overload
+    def __get__(self, settings: None, owner: type) -> _Setting[T]: ...
+    @overload
+    def __get__(self, settings: Settings, owner: type) -> T: ...
+    def __get__(self, settings: Optional[Settings], owner: type) -> Union[T, _Setting[T]]:
+        return self if settings is None else settings.values[self.name]  # python_type(field), checked at import
+
+    @property
+    def type(self) -> Any:
+        """T, as written in the declaration (typing keeps it on the instance)."""
+        return get_args(self.__orig_class__)[0]  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Typed settings: one attribute per field of FIELDS, declared below with its value's type
+    (python_type; declaration_errors holds the two lists together). `values` holds them by name
+    for code that picks a setting by a computed name (f"{role}_addrs"): typed Any there, since the
+    type depends on the name; the attributes are the typed access. `origin` says where each value
+    came from."""
+
+    values: Mapping[str, Any]
+    origin: Mapping[str, str]  # field name -> "default" | "file" | "env"
+    user_args: tuple = ()  # container arguments (vLLM args)
+    warnings: tuple = ()
+
+    def is_set(self, name: str) -> bool:
+        return self.origin.get(name, "default") != "default"
+
+    def vllm_user_args(self) -> tuple:
+        """KIMI_EXTRA_ARGS (shell-split, never run through a shell) then the container args."""
+        extra = self.extra_args
+        try:
+            parts = shlex.split(extra) if extra else []
+        except ValueError as exc:
+            raise KimiError(INVALID_VALUE, f"KIMI_EXTRA_ARGS cannot be split like a shell line ({exc}): "
+                            f"{_shown(BY_NAME['extra_args'], extra)}. Check its quotes.") from None
+        return tuple(parts) + tuple(self.user_args)
+
+    # One attribute per field, in FIELDS' order, typed python_type(field).
+    recipe = _Setting[Optional[str]]()
+    hardware = _Setting[Optional[str]]()
+    variant = _Setting[str]()
+    strategy = _Setting[Optional[str]]()
+    features = _Setting[Optional[str]]()
+    profile = _Setting[Optional[str]]()
+    cpu_ranks = _Setting[int]()
+    cpu_memory_gb = _Setting[Optional[int]]()
+    cpu_threads = _Setting[Optional[int]]()
+    cpu_kvcache_gib = _Setting[Optional[int]]()
+    cpu_threads_bind = _Setting[Optional[str]]()
+    nodes = _Setting[int]()
+    node_rank = _Setting[int]()
+    head_addr = _Setting[Optional[str]]()
+    node_addr = _Setting[Optional[str]]()
+    iface = _Setting[Optional[str]]()
+    role = _Setting[Optional[str]]()
+    prefill_nodes = _Setting[Optional[int]]()
+    decode_nodes = _Setting[Optional[int]]()
+    prefill_parallelism = _Setting[Optional[str]]()
+    decode_parallelism = _Setting[Optional[str]]()
+    prefill_addrs = _Setting[Tuple[str, ...]]()
+    decode_addrs = _Setting[Tuple[str, ...]]()
+    prefill_dp_rpc_port = _Setting[int]()
+    decode_dp_rpc_port = _Setting[int]()
+    router_host = _Setting[str]()
+    router_port = _Setting[int]()
+    router = _Setting[str]()
+    router_policy = _Setting[Optional[str]]()
+    replica_addrs = _Setting[Tuple[str, ...]]()
+    router_selector = _Setting[Tuple[str, ...]]()
+    kv_offload = _Setting[Optional[str]]()
+    kv_instances = _Setting[Optional[int]]()
+    instance_addrs = _Setting[Tuple[str, ...]]()
+    mooncake_master_addr = _Setting[Optional[str]]()
+    mooncake_device_name = _Setting[str]()
+    mooncake_store_device_name = _Setting[str]()
+    mooncake_store_host = _Setting[Optional[str]]()
+    model = _Setting[Optional[str]]()
+    model_revision = _Setting[Optional[str]]()
+    served_model_name = _Setting[Optional[str]]()
+    host = _Setting[Optional[str]]()
+    port = _Setting[Optional[int]]()
+    vllm_version = _Setting[Optional[str]]()
+    load_format = _Setting[str]()
+    drain_timeout = _Setting[int]()
+    preload = _Setting[bool]()
+    extra_args = _Setting[Optional[str]]()
+    skip_memory_check = _Setting[bool]()
+    download = _Setting[bool]()
+    download_backoff_s = _Setting[int]()
+    dry_run = _Setting[bool]()
+    preflight = _Setting[str]()
+    log_format = _Setting[str]()
+    cache_dir = _Setting[str]()
+    debug = _Setting[bool]()
+    image = _Setting[Optional[str]]()
+    image_digest = _Setting[Optional[str]]()
+    name = _Setting[Optional[str]]()
+    namespace = _Setting[str]()
+    monitoring = _Setting[bool]()
+    slo_ttft_ms = _Setting[int]()
+    slo_itl_ms = _Setting[int]()
+    autoscaling = _Setting[str]()
+    replicas = _Setting[int]()
+    max_replicas = _Setting[int]()
+    scale_waiting = _Setting[int]()
+    scale_kv_percent = _Setting[int]()
+    prometheus_url = _Setting[str]()
+    scraper_namespace = _Setting[str]()
+    scraper_labels = _Setting[Tuple[str, ...]]()
+    image_target = _Setting[Optional[str]]()
+    image_hardware = _Setting[Optional[str]]()
+    image_serves = _Setting[Tuple[str, ...]]()
+    image_cuda = _Setting[Optional[str]]()
+    image_rocm = _Setting[Optional[str]]()
+    config = _Setting[Optional[str]]()
+    platform = _Setting[Optional[str]]()
+    recipes_dir = _Setting[Optional[str]]()
+    lws_leader_address = _Setting[Optional[str]]()
+    lws_group_size = _Setting[Optional[int]]()
+    lws_worker_index = _Setting[Optional[int]]()
+    slurm_nnodes = _Setting[Optional[int]]()
+    slurm_job_num_nodes = _Setting[Optional[int]]()
+    slurm_nodeid = _Setting[Optional[int]]()
+    slurm_job_nodelist = _Setting[Optional[str]]()
+    slurm_nodelist = _Setting[Optional[str]]()
+    cuda_visible_devices = _Setting[Optional[str]]()
+    hip_visible_devices = _Setting[Optional[str]]()
+    rocr_visible_devices = _Setting[Optional[str]]()
+    hf_hub_offline = _Setting[bool]()
+    hf_token = _Setting[Optional[str]]()
+    hf_token_path = _Setting[Optional[str]]()
+    hf_endpoint = _Setting[Optional[str]]()
+    vllm_use_modelscope = _Setting[bool]()
+    sagemaker_bind_to_port = _Setting[Optional[int]]()
+    sm_vllm_model = _Setting[Optional[str]]()
+    hf_model_id = _Setting[Optional[str]]()
+    sm_vllm_flags = _Setting[Optional[str]]()
+    aip_http_port = _Setting[Optional[int]]()
+    aip_mode = _Setting[Optional[str]]()
+    aip_health_route = _Setting[Optional[str]]()
+    aip_predict_route = _Setting[Optional[str]]()
+    aip_storage_uri = _Setting[Optional[str]]()
+    azureml_model_dir = _Setting[Optional[str]]()
+    skypilot_num_nodes = _Setting[Optional[int]]()
+    skypilot_node_rank = _Setting[Optional[int]]()
+    skypilot_node_ips = _Setting[Optional[str]]()
+    aws_endpoint_url_s3 = _Setting[Optional[str]]()
+    aws_endpoint_url = _Setting[Optional[str]]()
+    aws_region = _Setting[Optional[str]]()
+    aws_default_region = _Setting[Optional[str]]()
+    aws_access_key_id = _Setting[Optional[str]]()
+    aws_secret_access_key = _Setting[Optional[str]]()
+    aws_session_token = _Setting[Optional[str]]()
+    aws_profile = _Setting[Optional[str]]()
+    aws_web_identity_token_file = _Setting[Optional[str]]()
+    aws_container_credentials_relative_uri = _Setting[Optional[str]]()
+    aws_container_credentials_full_uri = _Setting[Optional[str]]()
+    aws_ec2_metadata_disabled = _Setting[Optional[str]]()
+    google_application_credentials = _Setting[Optional[str]]()
+
+
+def declaration_errors(fields: Tuple[Field, ...] = FIELDS, settings: type = Settings) -> list:
+    """Where the fields and the Settings attributes disagree: a field without its attribute, an
+    attribute without its field, an attribute typed otherwise than its field's value."""
+    declared = {n: a for n, a in vars(settings).items() if isinstance(a, _Setting)}
+    names = {f.name for f in fields}
+    return ([f"{f.name}: no Settings attribute" for f in fields if f.name not in declared]
+            + [f"{n}: a Settings attribute without a field" for n in declared if n not in names]
+            + [f"{f.name}: declared {declared[f.name].type}, a {f.kind} with default {f.default!r} reads "
+               f"{python_type(f)}" for f in fields if f.name in declared and declared[f.name].type != python_type(f)])
+
+
+if declaration_errors():  # a programming error: fail at import, not at a setting's first use
+    raise TypeError("Settings and FIELDS disagree: " + "; ".join(declaration_errors()))
+
+
+# Keys a KIMI_CONFIG file may not set: they are read before (or without) the file.
+ENV_ONLY = ("config", "recipes_dir", "debug")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _kind_of(raw: Any) -> str:
+    return {dict: "a table", list: "a list", tuple: "a list", bool: "a boolean", float: "a number",
+            int: "a number"}.get(type(raw), type(raw).__name__)
+
+
+def _shown(field: Field, raw: Any) -> str:
+    """The value as an error message may show it: scalars only, shortened, secrets masked."""
+    if not isinstance(raw, (str, int, float)):
+        return _kind_of(raw)
+    text = str(raw)
+    if field.name == "extra_args":
+        text = " ".join(mask_argv(text.split()))
+    text = mask_value(text)  # `u:password@host` typed into any setting
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
+def _text(field: Field, raw: Any, label: str) -> str:
+    text = str(raw)
+    if len(text) > limits.MAX_SETTING_CHARS:
+        raise KimiError(INVALID_VALUE, f"{label} is {len(text)} characters long; at most "
+                        f"{limits.MAX_SETTING_CHARS} are read.")
+    if _CONTROL.search(text):
+        raise KimiError(INVALID_VALUE, f"{label} contains a control character (such as NUL): {_shown(field, raw)}. "
+                        "Write it as plain text.")
+    return text
+
+
+def _int(field: Field, raw: Any, label: str) -> int:
+    low = 0 if field.minimum is None else field.minimum
+    high = 10 ** limits.MAX_INT_DIGITS - 1 if field.maximum is None else field.maximum
+    bounds = f"between {low} and {high}"
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise KimiError(INVALID_VALUE, f"{label} must be a whole number {bounds}, not {_shown(field, raw)}.")
+    text = _text(field, raw, label).strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        hint = ""
+        if field.name == "port" and "://" in text:
+            hint = (" This looks like a Kubernetes service link (a Service named 'kimi'): set "
+                    "enableServiceLinks: false in the pod spec or rename the Service.")
+        raise KimiError(INVALID_VALUE, f"{label} must be a whole number {bounds}, not {_shown(field, raw)}.{hint}")
+    digits = text.lstrip("+-").lstrip("0")
+    value = int(text) if len(digits) <= limits.MAX_INT_DIGITS else None
+    if value is None or not low <= value <= high:
+        shown = text if len(text) <= 20 else f"a {len(digits)}-digit number"
+        raise KimiError(INVALID_VALUE, f"{label} must be {bounds}, not {shown}"
+                        + (f" (at most {high}: core/base/limits.py says why)." if value is None or value > high else "."))
+    return value
+
+
+def _list(field: Field, raw: Any, label: str) -> tuple:
+    if isinstance(raw, (list, tuple)):
+        if not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in raw):
+            raise KimiError(INVALID_VALUE, f"{label} must be a list of strings, not a list holding "
+                            f"{', '.join(sorted({_kind_of(i) for i in raw if not isinstance(i, str)}))}.")
+        parts = [_text(field, i, label) for i in raw]
+    elif isinstance(raw, str):
+        parts = _text(field, raw, label).split(",")
+    else:
+        raise KimiError(INVALID_VALUE, f"{label} must be a comma list or a list of strings, not {_kind_of(raw)}.")
+    items = tuple(i.strip() for i in parts if i.strip())
+    if field.maximum is not None and len(items) > field.maximum:
+        raise KimiError(INVALID_VALUE, f"{label} has {len(items)} entries; at most {field.maximum} "
+                        "(core/base/limits.py says why).")
+    return items
+
+
+def _convert(field: Field, raw: Any, where: str) -> Any:
+    label = field.env if where == "env" else f"{field.name} in the KIMI_CONFIG file"
+    if field.kind == "int":
+        return _int(field, raw, label)
+    if field.kind == "bool":
+        value = parse_bool(_text(field, raw, label)) if isinstance(raw, (str, int)) else None
+        if value is not None:
+            return value
+        raise KimiError(INVALID_VALUE, f"{label} must be 1 or 0 (true/false), not {_shown(field, raw)}.")
+    if field.kind == "list":
+        return _list(field, raw, label)
+    if field.kind == "spec":
+        return ",".join(_list(field, raw, label)) if isinstance(raw, (list, tuple)) else \
+            _text(field, raw, label).strip() if isinstance(raw, str) else _list(field, raw, label)
+    if field.name == "extra_args" and isinstance(raw, (list, tuple)):  # TOML: an argv list, no quoting needed
+        return shlex.join(_list(Field("extra_args", "list", (), "", ""), raw, label)) or None
+    if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
+        raise KimiError(INVALID_VALUE, f"{label} must be a string, not {_kind_of(raw)}.")
+    text = _text(field, raw, label).strip()
+    if field.kind == "choice":
+        if text == "":
+            return field.default
+        if not text.isascii() or text.lower() not in field.choices:  # 'K' (KELVIN SIGN) folds to 'k': no choice
+            raise unknown_value(field.env, text, field.choices)
+        return text.lower()
+    if not text:
+        return field.default  # an empty value means the default (as if unset)
+    if field.lower and not text.isascii():  # 'K' (KELVIN SIGN) would fold to 'k'
+        raise KimiError(INVALID_VALUE, f"{label}={_shown(field, text)} is not ASCII: write it in ASCII letters.")
+    text = text.lower() if field.lower else text
+    if field.pattern and not (re.fullmatch(field.pattern, text) and
+                              (field.name != "name" or len(text) <= limits.MAX_NAME_LENGTH)):
+        raise KimiError(INVALID_VALUE, f"{label}={_shown(field, text)} is not {field.pattern_doc}.")
+    return text
+
+
+def _depth(value: Any, level: int = 1) -> int:
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level)
+    return level
+
+
+def _read_file(path: str) -> dict:
+    if sys.version_info >= (3, 11):
+        import tomllib as _toml  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+    else:  # Python < 3.11
+        import tomli as _toml  # noqa: PLC0415 - a third party only this path needs
+    try:
+        data = read_capped(path, limits.MAX_CONFIG_BYTES)  # a FIFO or a device is refused, not waited on
+    except OSError as exc:
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path}: cannot read it ({exc.strerror or exc}). "
+                        "Mount the file readable or unset KIMI_CONFIG.") from None
+    if len(data) > limits.MAX_CONFIG_BYTES:
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is larger than {limits.MAX_CONFIG_BYTES} bytes; a "
+                        "settings file holds a few dozen keys.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not UTF-8 text (byte {exc.start}): TOML files are "
+                        "UTF-8.") from None
+    try:
+        table = _toml.loads(text)
+    except _toml.TOMLDecodeError as exc:
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not valid TOML: {exc}.") from None
+    except RecursionError:
+        table = None
+    if table is None or _depth(table) > limits.MAX_CONFIG_DEPTH:
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} nests deeper than {limits.MAX_CONFIG_DEPTH} levels; "
+                        "settings are strings, numbers or lists of strings.")
+    keys = [f.name for f in KIMI_FIELDS if f.name not in ENV_ONLY]
+    unknown = [k for k in table if k not in keys]
+    if unknown:
+        key = unknown[0]
+        raise unknown_value(f"key in KIMI_CONFIG file {path}", str(key)[:80], keys,
+                            "Keys are the KIMI_* names in lower case without the prefix.")
+    return table
+
+
+# Kubernetes injects <SERVICE>_SERVICE_HOST/_PORT and <SERVICE>_PORT_<n>_<PROTO>[_ADDR|_PORT|_PROTO]
+# for a Service named "kimi": never a warning or an error for those.
+_SERVICE_LINK = re.compile(r"KIMI_(SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?|PORT_[0-9]+_(TCP|UDP|SCTP)(_(ADDR|PORT|PROTO))?)")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Damerau-Levenshtein distance exactly 1 (one letter added, dropped, changed or swapped)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def check_names(environ: Mapping[str, str]) -> tuple:
+    """(errors, warnings) about KIMI_* names that are not settings: a name one edit from a setting
+    is an error (a typo that would silently change the launch); any other a warning."""
+    errors, warnings = [], []
+    for env_name in sorted(environ):
+        if not env_name.startswith("KIMI_") or env_name in BY_ENV or _SERVICE_LINK.fullmatch(env_name):
+            continue
+        near = [f.env for f in KIMI_FIELDS if _one_edit(env_name, f.env)]
+        if near:
+            errors.append(f"{env_name} is not a kimi-serve setting; did you mean {near[0]}? Rename it, or unset it "
+                          f"(`kimi-serve --help` points to the settings table).")
+        else:
+            warnings.append(f"{env_name} is not a kimi-serve setting and is ignored" + _did_you_mean(env_name))
+    return errors, warnings
+
+
+def read_settings(environ: Mapping[str, str], user_args: tuple = ()) -> Settings:
+    """Defaults < KIMI_CONFIG file < environment. Pure apart from reading the named file."""
+    values = {f.name: f.default for f in FIELDS}
+    origin = {f.name: "default" for f in FIELDS}
+    errors, warnings = check_names(environ)
+    if errors:
+        raise KimiError(INVALID_VALUE, errors[0])
+    config_path = environ.get("KIMI_CONFIG")
+    if config_path:
+        for key, raw in _read_file(config_path).items():
+            values[key] = _convert(BY_NAME[key], raw, "file")
+            origin[key] = "file"
+    for field in FIELDS:
+        raw = environ.get(field.env)
+        if raw is None or (not raw.strip() and field.kind != "spec"):
+            continue  # unset, or empty: the default (KIMI_FEATURES= alone means "none")
+        values[field.name] = _convert(field, raw, "env")
+        origin[field.name] = "env"
+    return Settings(values=values, origin=origin, user_args=tuple(user_args), warnings=tuple(warnings))
+
+
+def _did_you_mean(env_name: str) -> str:
+    close = difflib.get_close_matches(env_name, [f.env for f in KIMI_FIELDS], n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def read_external(environ: Mapping[str, str]) -> dict:
+    """The variables others set (LWS_*, SLURM_*, ...) that are present, typed: {env name: value}."""
+    return {f.env: _convert(f, environ[f.env], "env") for f in EXTERNAL_FIELDS if environ.get(f.env, "").strip()}
+
+
+def env_flag(environ: Mapping[str, str], name: str) -> bool:
+    """A declared yes/no variable others set (e.g. HF_HUB_OFFLINE), read with the one boolean parser;
+    a value it cannot read counts as the default (the variable's owner decides what else it means)."""
+    value = parse_bool(environ.get(name, ""))
+    return BY_ENV[name].default if value is None else value
