@@ -52,20 +52,31 @@ if str(ROOT) not in sys.path:
 
 # a shared engine, registry, images, build contexts or venv: one worker, in turn (`slow` builds images)
 SERIAL_MARKERS = ("docker", "vllm", "serial", "slow")
+# The live shapes, and every test that runs a real fleet router, are a lane of their own beside the
+# rest of the serial tests: they bind the recipes' well-known ports on their own loopback hosts
+# (127.0.1.x: 8000-8002, NIXL's side channel) and the fleet router's metrics port (29000, on every
+# address), which nothing in the other lane binds (the Compose test's host-network services bind
+# 127.0.0.1 only, tests/deploy/test_compose_live.py). Neither lane uses the other's engine, images or
+# registry; the vLLM venv is made once (scripts/vllm-env.sh locks it).
+LIVE_LANE = ("tests/live/", "tests/verify/test_fleet_live.py")
+
+
+def lane_of(nodeid: str) -> str:
+    """The xdist group of a test that shares a resource: `live` for the live shapes, else `serial`."""
+    return "live" if nodeid.startswith(LIVE_LANE) else "serial"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group into the nodeid
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (--dist loadgroup, scripts/test.sh), every test that uses a shared
-    resource is in one group, so one worker runs them one after another; the rest spread. The
-    live vLLM shapes stay in it too: they bind the recipes' well-known ports (8000-8002, NIXL's
-    5557/5558) on loopback hosts, which the Compose tests' host-network containers bind as well
-    (tried as a second group in parallel: a PD router found 8000 taken)."""
+    resource is in one of two groups (lanes), so one worker runs each lane's tests one after
+    another while another runs the other lane; the rest spread over the workers. The lanes share
+    no port, engine, image or registry (LIVE_LANE says why)."""
     if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: one process, no groups (nor their marker)
         return
     for item in items:
         if any(item.get_closest_marker(name) for name in SERIAL_MARKERS):
-            item.add_marker(pytest.mark.xdist_group("serial"))
+            item.add_marker(pytest.mark.xdist_group(lane_of(item.nodeid)))
 
 
 # ---------------------------------------------------------------- nothing outside tmp (issue 40)

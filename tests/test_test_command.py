@@ -38,8 +38,23 @@ def test_the_command_passes_pytests_status_and_summary_through():
     assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]  # pytest: no tests ran
     # pytest's summary line, as one process ("2 deselected in 0.1s") or xdist's workers ("no tests ran in 1s") say it
     assert re.search(r"^=* ?(\d+ deselected|no tests ran) in [\d.]+s", proc.stdout, re.M), proc.stdout[-2000:]
-    assert " -n auto --dist loadgroup " in proc.stdout  # the whole suite runs on every core
+    workers = int(re.search(r" -n (\d+) --dist loadgroup ", proc.stdout).group(1))  # every core, three at least
+    cores = int(subprocess.run(["nproc"], env=env, capture_output=True, text=True, check=True).stdout)
+    assert workers == max(cores, 3), proc.stdout
     assert "pytest exited 5" in proc.stdout
+
+
+def test_the_live_lane_holds_every_module_that_runs_live_shapes_or_a_real_fleet():
+    """The live shapes' and the real fleets' modules bind the well-known ports and the router's metrics
+    port (29000 on every address): they are all in the live lane, and nothing else is (tests/conftest.py)."""
+    from tests.conftest import LIVE_LANE, lane_of
+
+    live = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
+            if re.search(r"^from (tests\.live\.\w+|real_fleet) import", p.read_text(), re.M)}
+    assert "tests/live/test_fleet.py" in live and "tests/verify/test_fleet_live.py" in live, live
+    assert {m for m in live if lane_of(m + "::t") != "live"} == set()
+    assert not [m for m in LIVE_LANE if not any(x.startswith(m) for x in live)], "a lane entry with no live module"
+    assert lane_of("tests/deploy/test_compose_live.py::test_pd_cluster_on_one_node_comes_up") == "serial"
 
 
 @pytest.mark.serial

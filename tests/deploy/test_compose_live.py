@@ -28,6 +28,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 TARGET = "b200"  # amd64; half of its node holds the INT4 weights, so each pool may share it
 PORTS = (8000, 8001, 8002)  # router, prefill, decode on the host network
+# ... bound on 127.0.0.1 only (KIMI_HOST, KIMI_ROUTER_HOST): the live shapes bind the same ports on
+# their own loopback hosts (127.0.1.x) in the other lane of the suite (tests/conftest.py LIVE_LANE)
+LOOPBACK = {"KIMI_HOST": "127.0.0.1", "KIMI_ROUTER_HOST": "127.0.0.1"}
 HEALTHY_WITHIN_S = 180
 FAKE_TOKEN = "hf_live_test_token_not_real"
 
@@ -79,7 +82,7 @@ def test_pd_cluster_on_one_node_comes_up(built_images, docker_client, tmp_path):
     built = built_images.get(TARGET)
     assert built and built.get("tags"), f"no {TARGET} image was built:\n{built_images['_stderr'][-3000:]}"
     project = f"kimi-deploy-test-{os.getpid()}"
-    environ = {**COMPOSE["pd-shared-b200"], "KIMI_IMAGE": built["tags"][0], "KIMI_PREFLIGHT": "off"}
+    environ = {**COMPOSE["pd-shared-b200"], **LOOPBACK, "KIMI_IMAGE": built["tags"][0], "KIMI_PREFLIGHT": "off"}
     launch = launch_for("compose", environ)
     doc = yaml.safe_load(compose.render(launch)[compose.FILE])
     download = doc["services"].pop(compose.download_name(launch))
@@ -123,6 +126,8 @@ def _up_and_down(exe, docker_client, project, doc, launch, tmp_path):
         argv = list(by_name[f"{launch.name}-router"].argv)
         pools = [argv[i + 1] for i, a in enumerate(argv) if a in ("--prefill", "--decode")]
         assert pools == ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
+        for proc in launch.plan.processes:  # nothing on the host's other addresses (the live lane's)
+            assert proc.argv[proc.argv.index("--host") + 1] == "127.0.0.1", proc.role
         for url in pools:
             probe = f"import urllib.request as u; print(u.urlopen('{url}/health').status)"
             reach = router.exec_run(["python3", "-c", probe])
