@@ -23,7 +23,7 @@ from entrypoint.app.launch import build
 from entrypoint.app.deploy import deployment_launch
 from entrypoint.render import k8s
 
-from tests.vllm_contract.test_router import ROUTER_EXE, needs_router, parse_router_args
+from tests.vllm_contract.test_router import ROUTER_EXE, free_metrics_port, needs_router, parse_router_args
 from tests.verify.real_vllm import free_port
 
 H200 = {"KIMI_HARDWARE": "h200"}
@@ -184,12 +184,12 @@ def test_the_real_router_starts_with_a_fleet_plan_and_routes_to_every_copy(polic
     engines = [ThreadingHTTPServer((host, engine_port), _Engine) for host in ("127.0.0.1", "127.0.0.2")]
     for server in engines:
         threading.Thread(target=server.serve_forever, daemon=True).start()
-    port, metrics = free_port(), free_port()
+    port = free_port()
     env = {"KIMI_STRATEGY": "single_node_tp", "KIMI_PORT": str(engine_port), "KIMI_REPLICA_ADDRS": "127.0.0.1,127.0.0.2",
            "KIMI_ROUTER_POLICY": policy, "KIMI_ROUTER_HOST": "127.0.0.1", "KIMI_ROUTER_PORT": str(port)}
     _, router = _router(env)
-    argv = [str(ROUTER_EXE), *router.argv[1:]]
-    argv[argv.index("--prometheus-port") + 1] = str(metrics)  # a free port here (the plan's is 29000)
+    argv = [str(ROUTER_EXE), *free_metrics_port(router.argv[1:])]  # a free port here (the plan's is 29000)
+    metrics = int(argv[argv.index("--prometheus-port") + 1])
     log = (tmp_path / "router.log").open("wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

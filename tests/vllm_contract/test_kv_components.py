@@ -30,7 +30,8 @@ import pytest
 
 from entrypoint.app.launch import build
 from tests.testdata import GOLDEN_KV
-from tests.vllm_contract.test_router import ROUTER_EXE, _free_port, _Worker, needs_router, parse_router_args
+from tests.vllm_contract.test_router import (ROUTER_EXE, _free_port, _Worker, free_metrics_port, needs_router,
+                                             parse_router_args)
 
 ROOT = Path(__file__).resolve().parents[2]
 KV_CONNECTORS = Path(__file__).with_name("kv_connectors.py")
@@ -97,8 +98,8 @@ def test_the_real_cache_aware_router_keeps_a_prefix_on_one_instance():
                   "KIMI_INSTANCE_ADDRS": "127.0.0.1,127.0.0.2", "KIMI_MOONCAKE_MASTER_ADDR": "127.0.0.1",
                   "KIMI_PORT": str(port), "KIMI_ROUTER_HOST": "127.0.0.1", "KIMI_ROUTER_PORT": str(router_port)}).plan
     router = plan.find("router", 0)
-    proc = subprocess.Popen([str(ROUTER_EXE), *router.argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.Popen([str(ROUTER_EXE), *free_metrics_port(router.argv[1:])], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "NO_COLOR": "1"})
     try:
         url = f"http://127.0.0.1:{router_port}"
         deadline = time.monotonic() + 60

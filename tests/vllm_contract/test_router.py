@@ -118,7 +118,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_metrics_port(argv) -> list:
+    """A router's argv with a free Prometheus port: vllm-router binds its exporter on 29000 whatever the
+    argv says (its default; a fleet's plan sets it on every address), and the live lane's fleets hold
+    that port while the rest of the suite runs beside them (tests/conftest.py LIVE_LANE)."""
+    argv, port = list(argv), str(_free_port())
+    if "--prometheus-port" in argv:
+        argv[argv.index("--prometheus-port") + 1] = port
+    else:
+        argv += ["--prometheus-port", port]
+    return argv
+
+
 @needs_router
+@pytest.mark.serial  # its pools bind the plan's 8001/8002 on 127.0.0.1, as the Compose test's services do
 def test_the_real_router_runs_a_plans_argv_without_an_api_key():
     """The router process of a DEP/DEP plan (intra-node DP 8), on loopback: prefill on 127.0.0.1,
     decode on 127.0.0.2, each on its pool's port of the plan (the strategy's: a --port of the
@@ -138,8 +151,8 @@ def test_the_real_router_runs_a_plans_argv_without_an_api_key():
         workers[role] = srv
     router = plan.find("router", 0)
     assert "--api-key" not in router.argv and router.argv[router.argv.index("--intra-node-data-parallel-size") + 1] == "8"
-    proc = subprocess.Popen([str(ROUTER_EXE), *router.argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.Popen([str(ROUTER_EXE), *free_metrics_port(router.argv[1:])], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "NO_COLOR": "1"})
     try:
         url = f"http://127.0.0.1:{router_port}"
         deadline = time.monotonic() + 60
