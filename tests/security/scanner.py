@@ -55,8 +55,9 @@ def ensure() -> Path:
         if proc.returncode == 0:
             break
         assert attempt == 1, f"ensurepip failed twice in {where}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    # --no-compile: byte-compiled on first import instead (CPU the test run needs, issue 40)
     subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    *requirements()], check=True, timeout=1800)
+                    "--no-compile", *requirements()], check=True, timeout=1800)
     done.write_text(" ".join(requirements()))
     return exe
 
