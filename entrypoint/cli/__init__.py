@@ -26,6 +26,7 @@ COMMANDS = {
     "drain": ("entrypoint.cli.drain", "Take this container out of readiness, then wait (a preStop hook)."),
     "verify": ("entrypoint.cli.verify", "Check a running server the way its clients use it."),
     "bench": ("entrypoint.cli.bench", "Measure a running server with `vllm bench serve` over a concurrency sweep."),
+    "front": ("entrypoint.cli.front", "Serve the stream front before the router (a fleet's router container runs it)."),
     "download": ("entrypoint.cli.download", "Fetch (or --verify) the weights this launch loads into the cache."),
 }
 

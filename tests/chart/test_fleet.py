@@ -50,7 +50,7 @@ def test_the_charts_router_pod_starts_the_real_router_before_the_charts_copies(h
     # the router pod's own start: its container's environment, as kimi-serve resolves it there
     proc = build({e["name"]: e["value"] for e in container["env"] if "value" in e}).this_process()
     assert proc.role == "router"
-    args = parse_router_args(list(proc.argv[1:]))  # the real vllm-router's parser
+    args = parse_router_args(list(proc.router_argv[1:]))  # the real vllm-router's parser
     assert args.policy == settings.get("router_policy", "cache_aware")
     namespace = settings.get("namespace", RELEASE_NAMESPACE)
     assert args.service_discovery and args.service_discovery_namespace == namespace
@@ -63,7 +63,8 @@ def test_the_charts_router_pod_starts_the_real_router_before_the_charts_copies(h
     service = _kind(objects, "Service")[f"{RELEASE}-api"]
     assert service["spec"]["selector"] == router["spec"]["selector"]["matchLabels"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert service["spec"]["ports"][0]["port"] == args.port == ports["http"]
+    assert service["spec"]["ports"][0]["port"] == proc.port == ports["http"]  # the stream front's (issue 48)
+    assert args.port == proc.front.router_port  # the router behind it
     assert args.prometheus_port == ports["metrics"] and args.prometheus_host == "0.0.0.0"
     # its ServiceAccount may list and watch the copies' pods, in its namespace only
     pod = router["spec"]["template"]["spec"]
@@ -190,7 +191,9 @@ def test_the_charts_pd_router_pod_discovers_exactly_every_units_api_pods(helm, t
     assert router["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     service = _kind(objects, "Service")[f"{RELEASE}-api"]
     assert service["spec"]["selector"] == router["spec"]["selector"]["matchLabels"]
-    assert service["spec"]["ports"][0]["port"] == args.port
+    env = {e["name"]: e["value"] for e in router["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+    proc = build(env).this_process()  # the stream front before the router (issue 48)
+    assert service["spec"]["ports"][0]["port"] == proc.port and args.port == proc.front.router_port
     if values.get("monitoring"):
         monitor = _kind(objects, "PodMonitor")[f"{RELEASE}-router"]
         assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"

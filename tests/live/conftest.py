@@ -72,7 +72,7 @@ PROVES = {  # what each module's shape proves, for the results file and docs/sha
     "test_multi_node_tep": "TP 2 + expert parallelism across two hosts (plugin)",
     "test_multi_node_dep": "DP 2 + EP across two hosts, each serving HTTP (plugin)",
     "test_pd_cluster": "prefill, decode and the PD router, the prompt's KV cache moved over NIXL",
-    "test_fleet": "two copies behind the cache-aware vllm-router, both reached; one SIGKILLed under load and started again (faults); a rolling restart under load",
+    "test_fleet": "two copies behind the stream front and the cache-aware vllm-router, both reached; one SIGKILLed under load and started again (faults); streams continued on the survivor when a copy dies mid-stream; a rolling restart under load and streams; no survivor: the OpenAI client raises",
 }
 
 
@@ -89,7 +89,9 @@ def pytest_sessionfinish(session):
              "peak_rss_gb": round(shape.peak_rss_mb / 1024, 2), "stop_s": round(getattr(shape, "stop_s", 0), 1),
              "exit_codes": getattr(shape, "stopped", None), "proves": PROVES.get(name, ""),
              **({"faults": shape.faults} if getattr(shape, "faults", None) else {}),
-             **({"rolling_restart": shape.rolling} if getattr(shape, "rolling", None) else {})}
+             **({"rolling_restart": shape.rolling} if getattr(shape, "rolling", None) else {}),
+             **({"streams": shape.streams} if getattr(shape, "streams", None) else {}),
+             **({"no_survivor": shape.no_survivor} if getattr(shape, "no_survivor", None) else {})}
             for name, shape in FIGURES]
     Path(out).write_text(json.dumps({
         "what": "each live shape of tests/live: the plan's own processes started as their containers start "
@@ -115,6 +117,15 @@ def pytest_terminal_summary(terminalreporter):
                 f"{faults['last_failure_s']} s after it; the router sent it requests until {faults['last_routed_s']} s, "
                 f"marked it unhealthy at {faults['unhealthy_s']} s; restarted copy healthy in {faults.get('restart_healthy_s')} s, "
                 f"sent requests again {faults.get('readmitted_s')} s later")
+        streams = getattr(shape, "streams", None)
+        if streams:
+            killed = streams["killed"]
+            terminalreporter.write_line(
+                f"{name}: streams through a copy killed mid-stream ({killed['clients']} clients, "
+                f"{killed['max_tokens']} tokens): {killed['complete']} complete, {killed['errors']} errors, "
+                f"{killed['silent']} silent; {killed['continued']} continued on the survivor; "
+                f"{killed['differ_from_baseline']} differ from the uninterrupted answer, "
+                f"{killed['differ_from_continuation']} from prefix + an engine's own continuation")
         rolling = getattr(shape, "rolling", None)
         if rolling:
             terminalreporter.write_line(

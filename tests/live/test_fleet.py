@@ -3,6 +3,9 @@ fleet plan's engine on two loopback hosts (KIMI_REPLICA_ADDRS) and its vllm-rout
 in front, each its own entrypoint. The router reaches both copies; one copy killed under load
 costs only the requests it held, and is taken back once started again (issue 38)."""
 
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import pytest
 
 from tests.live.conftest import base_settings
@@ -24,9 +27,13 @@ def _served(node) -> float:
     return metric(node.url(), "vllm:request_success_total")
 
 
-def test_the_plan_is_one_copy_and_a_cache_aware_router(running):
+def test_the_plan_is_one_copy_and_a_cache_aware_router_behind_the_stream_front(running):
     assert [n.name for n in running.nodes] == ["single-0-copy0", "single-0-copy1", "router-0"]
-    assert running.front.proc.role == "router" and "cache_aware" in running.front.proc.args
+    proc = running.front.proc
+    assert proc.role == "router" and "cache_aware" in proc.args
+    # the router's container runs the stream front on the fleet's port, the router behind it (issue 48)
+    assert proc.front is not None and proc.program == ("kimi-serve",) and proc.args[0] == "front"
+    assert proc.args[proc.args.index("--") + 1] == "vllm-router"
 
 
 def test_the_router_answers_through_the_kimi_parsers(running):
@@ -72,6 +79,34 @@ def test_a_copy_killed_under_load_costs_only_what_it_held(running):
     assert figures.restart_healthy_s is not None and figures.readmitted_s is not None, running.faults
 
 
+def test_streams_survive_a_copy_killed_mid_stream(running):
+    """Issue 48: streaming clients (completions, chat through the Kimi reasoning parser, chat with tools)
+    through the front while one copy is SIGKILLed mid-stream. No stream is cut or ends silently; every
+    stream is one stream (one id) of exactly its tokens, with the whole answer's usage; a continued
+    answer is the uninterrupted one up to the seam, then exactly what an engine continues from that
+    prefix (greedy; where that differs from the uninterrupted run, the divergence is re-prefill's
+    numerics on the CPU backend, measured and recorded, not the front's)."""
+    from tests.live import streams as ST
+
+    url, model = running.front.url(), running.plan.served_model_name
+    clients, tokens = 6, 256
+    calm = ST.run_drill(url, model, clients, tokens, {}, lambda: None, 0.0, url)  # the uninterrupted answers
+    assert calm.complete == clients, ST.asdict(calm)
+    expect = {i: s for i, s in enumerate(calm.seen)}
+    victim = running.engines()[0]
+    drill = ST.run_drill(url, model, clients, tokens, expect, lambda: ST.kill(victim), 3.0, url,
+                         front_log=lambda: running.front.tail(5000))
+    running.streams = {"calm": ST.summary(calm), "killed": ST.summary(drill)}
+    try:
+        assert drill.silent == 0 and drill.errors == 0 and drill.complete == clients, running.streams
+        assert drill.duplicated_or_missing == 0 and drill.ids_per_stream_max == 1, running.streams
+        assert drill.usage_wrong == 0 and drill.differ_from_continuation == 0, running.streams
+        assert drill.message_differs == 0, running.streams
+        assert drill.migrations >= 1, running.streams  # the kill landed mid-stream
+    finally:
+        running.streams["restart_healthy_s"] = round(ST.restart(running, victim), 1)
+
+
 def test_a_rolling_restart_under_load_fails_no_request(running):
     """Issue 38: each copy stopped as the kubelet stops a pod of a rollout (its preStop hook `kimi-serve
     drain --pause`, then SIGTERM: vLLM drains, with KIMI_DRAIN_TIMEOUT=10) and started again while
@@ -83,14 +118,63 @@ def test_a_rolling_restart_under_load_fails_no_request(running):
 
     from tests.live.faults import as_dict, rolling_restart_under_load
 
+    import threading
+
+    from tests.live import streams as ST
+
     copies = running.engines() if os.environ.get("KIMI_ROLLING_ALL") else running.engines()[:1]
+    url, model = running.front.url(), running.plan.served_model_name
+    drills: list = []  # streams in flight through the drain and the restart (issue 48)
+
+    def stream_through() -> None:
+        while len(drills) < 3:
+            drills.append(ST.run_drill(url, model, 2, 256, {}, lambda: None, 0.0))
+
+    streaming = threading.Thread(target=stream_through, daemon=True)
+    streaming.start()
     figures = rolling_restart_under_load(running, copies)
+    streaming.join(600)
     running.rolling = as_dict(figures)
+    running.rolling["streams"] = [ST.summary(d) for d in drills]
     assert figures.sent > 20 and figures.failed == 0, running.rolling
+    assert drills and all(d.silent == 0 and d.errors == 0 and d.duplicated_or_missing == 0 for d in drills), \
+        running.rolling["streams"]
     for copy in figures.copies:
         assert copy["exit_code"] == 0, running.rolling  # drained, not cut
         assert copy["sigterm_to_exit_s"] < 10 + 30, running.rolling  # the drain budget and the stop margin
         assert copy["readmitted_s"] is not None, running.rolling
+
+
+def test_a_stream_with_no_survivor_ends_with_an_error_the_openai_client_raises(running):
+    """Issue 48: every copy SIGKILLed under a stream: nothing can continue it, and OpenAI's own Python
+    client raises (APIError from the front's error event), never a clean end without finish_reason.
+    Both copies are started again for the stop test."""
+    import json
+    import subprocess
+
+    from tests.live import streams as ST
+
+    url, model = running.front.url(), running.plan.served_model_name
+    copies = running.engines()
+    script = str(Path(__file__).with_name("openai_stream.py"))
+    client = subprocess.Popen([str(running.venv / "bin" / "python"), script, url, model, "1024"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = client.stdout.readline()
+        assert "first_chunk" in first, (first, client.stderr.read()[-2000:] if client.poll() is not None else "")
+        for copy in copies:  # every copy, mid-stream
+            ST.kill(copy)
+        out, err = client.communicate(timeout=300)
+        seen = json.loads(out.strip().splitlines()[-1])
+        running.no_survivor = seen
+        # openai-python raises APIError on an event that holds `error` (its _streaming.py)
+        assert seen["raised"] == "APIError" and seen["finish_reason"] is None, (seen, err[-2000:])
+        assert seen["chunks"] > 0, seen  # it was mid-stream
+    finally:
+        if client.poll() is None:
+            client.kill()
+        with ThreadPoolExecutor(len(copies)) as pool:
+            list(pool.map(lambda c: ST.restart(running, c), copies))
 
 
 def test_a_stop_drains_every_process(running):

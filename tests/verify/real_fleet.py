@@ -60,7 +60,7 @@ def fleet_settings(port: int, policy: str, models: Path, cache: Path, checkpoint
     """The settings every container of the fleet gets: what a user of the `cpu` target sets (`checkpoint`:
     the tiny model's directory, served as MODEL; `extra_args`: more of the user's vLLM arguments)."""
     return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(models / checkpoint), "KIMI_SERVED_MODEL_NAME": MODEL,
-            "KIMI_FEATURES": "", "KIMI_VLLM_VERSION": "0.32.0", "KIMI_PORT": str(port), "KIMI_REPLICAS": "2",
+            "KIMI_FEATURES": "", "KIMI_VLLM_VERSION": "0.32.0", "KIMI_PORT": str(port), "KIMI_REPLICAS": "2", "KIMI_STREAM_FRONT": "off",
             "KIMI_REPLICA_ADDRS": ",".join(HOSTS), "KIMI_ROUTER_POLICY": policy, "KIMI_CPU_KVCACHE_GIB": "1",
             "KIMI_CPU_THREADS": "1", "KIMI_CACHE_DIR": str(cache), "KIMI_DRAIN_TIMEOUT": "0",
             "KIMI_EXTRA_ARGS": shlex.join(["--enforce-eager", "--enable-prefix-caching", "--max-model-len", "4096",

@@ -44,11 +44,14 @@ def _router(env):
 def test_fleet_router_argv_parses_with_the_real_router(strategy, extra, policy):
     plan, router = _router({"KIMI_STRATEGY": strategy, "KIMI_REPLICA_ADDRS": ADDRS, "KIMI_ROUTER_POLICY": policy,
                             **extra})
-    args = parse_router_args(list(router.argv[1:]))
+    args = parse_router_args(list(router.router_argv[1:]))
     port = plan.processes[0].port or 8000
     assert args.policy == policy
     assert list(args.worker_urls) == [f"http://10.0.0.1:{port}", f"http://10.0.0.2:{port}", f"http://[fd00::3]:{port}"]
-    assert (args.host, args.port) == ("0.0.0.0", 30080)  # the KV store router's port: clear of the engine's 8000
+    # the fleet's port is the KV store router's (clear of the engine's 8000), where the stream front
+    # listens; the router behind it on loopback (issue 48)
+    assert router.port == 30080 and "0.0.0.0" in router.argv[:router.argv.index("--")]
+    assert (args.host, args.port) == ("127.0.0.1", router.front.router_port)
     assert (args.prometheus_host, args.prometheus_port) == ("0.0.0.0", 29000)
     assert args.health_check_endpoint == "/health"
     assert not args.service_discovery and not args.vllm_pd_disaggregation
@@ -63,7 +66,7 @@ def test_fleet_router_argv_parses_with_the_real_router(strategy, extra, policy):
 def test_kv_aware_router_subscribes_to_each_copys_engine_events():
     plan, router = _router({"KIMI_STRATEGY": "single_node_dep", "KIMI_REPLICA_ADDRS": "10.0.0.1,10.0.0.2",
                             "KIMI_ROUTER_POLICY": "kv_aware"})
-    args = parse_router_args(list(router.argv[1:]))
+    args = parse_router_args(list(router.router_argv[1:]))
     assert args.policy == "kv_aware"
     engine = plan.processes[0]
     config = json.loads(engine.argv[engine.argv.index("--kv-events-config") + 1])
@@ -82,7 +85,7 @@ def test_pd_fleet_router_names_every_units_pool_heads():
                             "KIMI_DECODE_NODES": "1", "KIMI_PREFILL_PARALLELISM": "tp",
                             "KIMI_DECODE_PARALLELISM": "tp", "KIMI_PREFILL_ADDRS": "p0,p1",
                             "KIMI_DECODE_ADDRS": "d0,d1"})
-    args = parse_router_args(list(router.argv[1:]))
+    args = parse_router_args(list(router.router_argv[1:]))
     assert args.vllm_pd_disaggregation
     assert [u for u, _ in args.prefill_urls] == ["http://p0:8001", "http://p1:8001"]
     assert list(args.decode_urls) == ["http://d0:8002", "http://d1:8002"]
@@ -116,7 +119,7 @@ def test_kubernetes_router_pod_discovers_the_rendered_copies(env):
     started = build(pod_env)
     proc = started.this_process()
     assert proc.role == "router"
-    args = parse_router_args(list(proc.argv[1:]))
+    args = parse_router_args(list(proc.router_argv[1:]))
     assert args.service_discovery and args.service_discovery_namespace == "kimi-serve"
     engines = next(d for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet") and d is not router_doc)
     if engines["kind"] == "Deployment":
@@ -132,7 +135,8 @@ def test_kubernetes_router_pod_discovers_the_rendered_copies(env):
     assert args.service_discovery_port == port
     service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].endswith("-api"))
     assert service["spec"]["selector"] == router_doc["spec"]["selector"]["matchLabels"]
-    assert service["spec"]["ports"][0]["port"] == args.port
+    assert service["spec"]["ports"][0]["port"] == proc.port  # the stream front's, before the router
+    assert args.port == proc.front.router_port
     # the router's Role lets its ServiceAccount list and watch pods, in its namespace only
     role = next(d for d in docs if d["kind"] == "Role")
     binding = next(d for d in docs if d["kind"] == "RoleBinding")
@@ -186,7 +190,8 @@ def test_the_real_router_starts_with_a_fleet_plan_and_routes_to_every_copy(polic
         threading.Thread(target=server.serve_forever, daemon=True).start()
     port = free_port()
     env = {"KIMI_STRATEGY": "single_node_tp", "KIMI_PORT": str(engine_port), "KIMI_REPLICA_ADDRS": "127.0.0.1,127.0.0.2",
-           "KIMI_ROUTER_POLICY": policy, "KIMI_ROUTER_HOST": "127.0.0.1", "KIMI_ROUTER_PORT": str(port)}
+           "KIMI_ROUTER_POLICY": policy, "KIMI_ROUTER_HOST": "127.0.0.1", "KIMI_ROUTER_PORT": str(port),
+           "KIMI_STREAM_FRONT": "off"}  # the router alone: its own contract (the front: tests/live/test_fleet.py)
     _, router = _router(env)
     argv = [str(ROUTER_EXE), *free_metrics_port(router.argv[1:])]  # a free port here (the plan's is 29000)
     metrics = int(argv[argv.index("--prometheus-port") + 1])

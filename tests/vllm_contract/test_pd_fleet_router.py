@@ -67,7 +67,7 @@ def _router_args(docs):
     env = {e["name"]: e["value"] for e in router["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
     proc = build(env).this_process()  # the router pod's own start
     assert proc.role == "router"
-    return list(proc.argv), parse_router_args(list(proc.argv[1:]))
+    return list(proc.router_argv), parse_router_args(list(proc.router_argv[1:]))
 
 
 def _matches(selector: dict, labels: dict) -> bool:

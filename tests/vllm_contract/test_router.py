@@ -62,7 +62,7 @@ def test_every_pd_router_argv_parses_with_the_real_router():
     seen = 0
     for cid, plan in _pd_plans():
         router = plan.find("router", 0)
-        args = parse_router_args(list(router.argv[1:]))
+        args = parse_router_args(list(router.router_argv[1:]))
         assert args.vllm_pd_disaggregation and args.policy == "round_robin", cid
         prefill = [p for p in plan.processes if p.role == "prefill"]
         decode = [p for p in plan.processes if p.role == "decode"]

@@ -33,7 +33,7 @@ from entrypoint.core.base import errors as E
 from entrypoint.core.base.errors import KimiError, unknown_value
 from entrypoint.core.base.net import url_host
 from entrypoint.core.compose.kv import load_kv
-from entrypoint.core.compose.plan import Kind, Port, Process, service
+from entrypoint.core.compose.plan import Kind, Port, Process, StreamFront, service
 from entrypoint.core.data.recipe import load_section
 from entrypoint.core.data.record import Record
 from entrypoint.core.vllm.args import placeholders
@@ -68,6 +68,7 @@ class FleetChoice:
     namespace: str  # where the router discovers the copies (KIMI_NAMESPACE)
     router_port: Optional[int]  # KIMI_ROUTER_PORT when given
     autoscaling: str  # KIMI_AUTOSCALING
+    stream_front: bool = False  # KIMI_STREAM_FRONT: the stream front before the router (docs/fleet.md)
 
     @property
     def discovered(self) -> bool:
@@ -102,7 +103,8 @@ def choose(settings, directory: Optional[str] = None, pd: bool = False) -> Optio
     group's pods) reaches; for the same reason a PD cluster of several units, or autoscaled, behind
     no router (KIMI_ROUTER=none) is refused."""
     scaled = pd and settings.autoscaling != "off"
-    asked = settings.replicas > 1 or scaled or any(settings.is_set(n) for n in _FLEET_SETTINGS)
+    front = settings.stream_front == "on"  # a PD cluster of one unit behind the front: a PD fleet of one unit
+    asked = settings.replicas > 1 or scaled or front or any(settings.is_set(n) for n in _FLEET_SETTINGS)
     if settings.router == "none" and pd and (settings.replicas > 1 or scaled):
         raise _refuse("KIMI_ROUTER=none puts the copies behind a plain Service, but a PD cluster's units (KIMI_REPLICAS "
                       "> 1, or the groups KIMI_AUTOSCALING adds) are paired only by their router: each further group "
@@ -136,8 +138,13 @@ def choose(settings, directory: Optional[str] = None, pd: bool = False) -> Optio
                         f"{replicas}. Give one address per copy, or set KIMI_REPLICAS={len(addrs)}.")
     if not settings.is_set("replicas") and addrs:
         replicas = len(addrs)
+    if front and settings.router != "vllm-router":
+        raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STREAM_FRONT=on puts the stream front before the fleet's "
+                        f"vllm-router, and KIMI_ROUTER={settings.router} runs none. Use KIMI_ROUTER=vllm-router, or "
+                        "unset KIMI_STREAM_FRONT.")
     return FleetChoice(replicas=replicas, front=settings.router, policy=policy, addrs=addrs, selector=selector,
                        namespace=settings.namespace, autoscaling=settings.autoscaling,
+                       stream_front=settings.router == "vllm-router" and settings.stream_front != "off",
                        router_port=settings.router_port if settings.is_set("router_port") else None)
 
 
@@ -326,10 +333,35 @@ class FleetLayer:
         running = found.number("max_num_seqs", shed.default_max_num_seqs)
         return [shed.flag, str(shed.factor * running)]
 
+    def fronted(self, router: Process, drain_s: int) -> Process:
+        """The router behind the stream front (KIMI_STREAM_FRONT, entrypoint/front): the front binds the
+        router's host and port, the router (its child) the front's loopback port; the router's own
+        metrics port is kept. `drain_s`: the engines' drain, which the front gives its streams."""
+        streams = self.data.streams
+        args = list(router.args)
+        host, port = _value(args, "--host"), int(_value(args, "--port"))
+        if port == streams.router_port:
+            raise _refuse(f"KIMI_ROUTER_PORT={port} is the port the stream front gives the router behind it "
+                          f"(recipes/fleet.yaml streams.router_port). Choose another port, or KIMI_STREAM_FRONT=off.")
+        args[args.index("--host") + 1], args[args.index("--port") + 1] = streams.router_host, str(streams.router_port)
+        front = ["--host", host, "--port", str(port), "--upstream",
+                 f"http://{url_host(streams.router_host)}:{streams.router_port}",
+                 "--migrations", str(streams.migrations), "--drain-s", str(drain_s), "--"]
+        program, *words = streams.program
+        provenance = {**router.provenance, **{tok: "stream front" for tok in front if tok.startswith("--")}}
+        return dataclasses.replace(router, program=(program,), args=(*words, *front, *router.program, *args),
+                                   provenance=provenance,
+                                   front=StreamFront(router_port=streams.router_port, migrations=streams.migrations))
+
     @property
     def pd_router_args(self) -> List[str]:
         """What the PD router adds, after its own arguments: the prefill pool's policy, health, metrics."""
         return ["--prefill-policy", self.choice.policy, *self.data.router_fault_args, *self.data.metrics.args]
+
+
+def _value(args: Sequence[str], flag: str) -> str:
+    """The value the router's argv (composed here and by core/compose/resolve.py) gives `flag`."""
+    return args[len(args) - 1 - list(reversed(args)).index(flag) + 1]
 
 
 def tuned_args(store_args: Sequence[str], tuning: Dict[str, str]) -> List[str]:
@@ -348,6 +380,9 @@ def layer(sel, cat, choice: FleetChoice, kv_choice=None, directory: Optional[str
     data = load_fleet(directory)
     _check(choice, data, sel, kv_choice, cat.strategies[sel.strategy].deploy_type)
     extra = engine_args(data, choice.policy) if choice.front == "vllm-router" else []
+    if choice.stream_front:  # the derender endpoint a chat stream's continuation is parsed by, where the release has it
+        spec = spec_for(sel.vllm_version)
+        extra += [a for a in data.streams.engine_args if a not in extra and spec.lookup(a)[0] is not None]
     return FleetLayer(choice=choice, data=data, args=tuple(extra))
 
 

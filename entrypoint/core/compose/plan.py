@@ -50,6 +50,15 @@ ENV_PORTS = {"_SIDE_CHANNEL_PORT": Port.KV_SIDE_CHANNEL}
 
 
 @dataclass(frozen=True)
+class StreamFront:
+    """The stream front a router process runs before the router (entrypoint/front): the process binds
+    the deployment's public port and starts the router as its child on `router_port` (loopback)."""
+
+    router_port: int  # where the router behind it listens
+    migrations: int  # engines a stream may be continued on
+
+
+@dataclass(frozen=True)
 class Process:
     """One program to run on one node."""
 
@@ -72,11 +81,20 @@ class Process:
     # Seconds the process drains its running requests after SIGTERM (an engine's effective
     # --shutdown-timeout; the router and the KV helpers: the deployment's budget). 0 = none.
     drain_s: int = 0
+    front: Optional[StreamFront] = None  # a router run behind the stream front (KIMI_STREAM_FRONT)
 
     @property
     def argv(self) -> tuple:
         """The full argv: the program words, then the arguments."""
         return tuple(self.program) + tuple(self.args)
+
+    @property
+    def router_argv(self) -> tuple:
+        """The router's own argv: the argv, or behind the stream front (`front`) the program the
+        front starts as its child (after its `--`)."""
+        if self.front is None:
+            return self.argv
+        return tuple(self.args[self.args.index("--") + 1:])
 
     @property
     def is_engine(self) -> bool:

@@ -753,6 +753,9 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
         out = [*(layer.front if layer else ()), *engines, *(layer.after if layer else ())]
         if fleet is not None and fleet.choice.front == "vllm-router" and ctx.strategy.deploy_type != "pd_cluster":
             out.append(fleet.router(ctx.sel, [p for p in out if p.is_engine]))
+        if fleet is not None and fleet.choice.stream_front:  # the stream front before the fleet's router
+            drain = max((p.drain_s for p in out if p.is_engine), default=0)
+            out = [fleet.fronted(p, drain) if p.kind is Kind.ROUTER else p for p in out]
         return out
     instances: List[Process] = []
     for i in range(layer.instances):

@@ -122,6 +122,9 @@ FIELDS: tuple = (
       "`vllm-router` (the cache-aware router), `gateway` (a Gateway API InferencePool and its endpoint picker; "
       "Kubernetes), `none` (a plain Service: connections spread blind to the caches).",
       ("vllm-router", "gateway", "none")),
+    F("stream_front", "choice", None, "`on` for a fleet behind `vllm-router`", "The stream front before a fleet's "
+      "router (docs/fleet.md): a stream whose engine stops continues on another copy, or ends with an explicit "
+      "error; `on` also puts a PD cluster of one unit behind it; `off`: the router alone.", ("on", "off")),
     F("router_policy", "str", None, "`cache_aware`", "The fleet router's policy (recipes/fleet.yaml): cache_aware, "
       "round_robin, random, power_of_two, consistent_hash, sticky_least_loaded, or kv_aware (the engines publish "
       "their KV-cache events)."),
@@ -422,6 +425,7 @@ class Settings:
     router_host = _Setting[str]()
     router_port = _Setting[int]()
     router = _Setting[str]()
+    stream_front = _Setting[Optional[str]]()
     router_policy = _Setting[Optional[str]]()
     replica_addrs = _Setting[Tuple[str, ...]]()
     router_selector = _Setting[Tuple[str, ...]]()

@@ -94,6 +94,15 @@ class Shedding(Strict):
     default_max_num_seqs: int = Field(ge=1)  # vLLM's own default where the launch sets none
 
 
+class Streams(Strict):
+    """The stream front before the fleet's router (entrypoint/front)."""
+    program: List[str]
+    router_host: str
+    router_port: int = Field(gt=0, lt=65536)
+    migrations: int = Field(ge=0, le=100)
+    engine_args: List[str]
+
+
 class FleetFile(Strict):
     router_of: str  # the KV store (recipes/kv_offload.yaml) whose router the fleet runs
     default_policy: str
@@ -103,6 +112,7 @@ class FleetFile(Strict):
     discovery: Discovery
     router_fault_args: List[str]  # health checks, retries, circuit breaker
     shedding: Shedding
+    streams: Streams
     metrics: Metrics
     gateway: Gateway
 
