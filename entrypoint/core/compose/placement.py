@@ -19,7 +19,7 @@ from entrypoint.core.base.errors import KimiError
 from entrypoint.core.compose.plan import Kind, Plan, Process
 from entrypoint.core.compose.settings import BY_NAME, Settings
 from entrypoint.core.vllm.mask import mask_value
-from entrypoint.core.vllm.vllm_cli import SHAPE_DESTS
+from entrypoint.core.vllm.vllm_cli import refusal
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
 ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs", "instance_addrs", "replica_addrs",
@@ -93,12 +93,13 @@ def check_user_args(user, spec) -> None:
     for dest in user.shape_given():
         option = next((o for o in spec.options.values() if o.dest == dest), None)
         name = option.name if option is not None else "--" + dest.replace("_", "-")
-        value = user.text(dest) or ""
-        shown = f"{name} {value[:80]!r}" if value else name
+        value = user.get(dest)
+        text = "" if isinstance(value, bool) else user.text(dest) or ""
+        shown = f"{name} {mask_value(text)[:80]!r}" if text else name if value is not False else \
+            f"{name} off ({', '.join(option.negative) if option is not None else 'its negative form'})"
         raise KimiError(E.INVALID_VALUE, f"the vLLM arguments (KIMI_EXTRA_ARGS, the container arguments) set "
-                        f"{shown}, which draws the deployment (its GPUs, ports, probes or grace period) and is "
-                        f"a setting's, not a vLLM argument's: set {SHAPE_DESTS[dest]} instead, and remove "
-                        f"{name} (in any spelling) from the vLLM arguments.")
+                        f"{shown}, which draws the deployment (its GPUs, processes, ports, probes, wiring or grace "
+                        f"period) and is not a vLLM argument's{refusal(dest, name)}")
 
 
 def check_role(settings: Settings, plan: Plan) -> None:
