@@ -51,7 +51,9 @@ def did_you_mean(value: str, valid: Iterable[str]) -> str:
     """` Did you mean 'x'?` for the valid value closest to `value` (a near spelling, or a short form:
     one part of a hyphenated name), else ""."""
     valid = list(valid)
-    close = difflib.get_close_matches(str(value), valid, n=1)
+    close = [v for v in valid if str(v).lower() == str(value).strip().lower()][:1] or \
+        difflib.get_close_matches(str(value), valid, n=1) or \
+        difflib.get_close_matches(str(value).lower(), valid, n=1)
     if not close:  # a short form: `k3` for `kimi-k3`, `h200` written `H200` is matched above
         text = str(value).strip().lower()
         close = [v for v in valid if text and (v.lower().endswith("-" + text) or v.lower().startswith(text + "-"))][:1]

@@ -354,8 +354,9 @@ def with_host(catalog: Record, settings, ram_gb: float, cores: int) -> Record:
         env = {key: _fill(value, values) for key, value in backend.env.items()}
         fields = {name: getattr(backend, name) for name in backend._fields}
         sized = {name: getattr(hw, name) for name in hw._fields}
-        sized.update(gpu_count=ranks, vram_gb=memory,
-                     host_backend=Record(backend._kind, {**fields, "env": FrozenDict(env)}))
+        sized.update(gpu_count=ranks, vram_gb=memory,  # kvcache_gib: what each rank allocates (the memory check)
+                     host_backend=Record(backend._kind, {**fields, "env": FrozenDict(env),
+                                                         "kvcache_gib": settings.cpu_kvcache_gib or backend.kvcache_gib}))
         hardware[hid] = Record(hw._kind, sized)
     fields = {name: getattr(catalog, name) for name in catalog._fields}
     return Record("Catalog", {**fields, "hardware": FrozenDict(hardware)})
