@@ -183,3 +183,25 @@ def check_node_fit(plan: Plan, gpu_count: int, settings: Settings) -> None:
                                 "them other addresses, or other ports (KIMI_PORT, KIMI_ROUTER_PORT, KIMI_*_DP_RPC_PORT; "
                                 "each pool's port comes from the strategy).")
         seen.setdefault(host, []).append((proc, gpus, ports))
+
+
+def check_head_ports(plan: Plan, peer_port: int) -> None:
+    """A multi-node copy's head (rank 0 of an engine spanning --nnodes): the peer watch its entrypoint
+    forks before vLLM starts (recipes/serving.yaml peer_watch, node/peers.py) and vLLM's master port
+    (--master-port) listen beside its own ports; no two may be one port."""
+    for proc in plan.processes:
+        if not proc.is_engine or proc.vllm is None or proc.vllm.nnodes < 2 or proc.vllm.number("node_rank", 0):
+            continue
+        owned = [(port, "its own ports (KIMI_PORT, KIMI_*_DP_RPC_PORT, the KV ports)") for port in proc.listens]
+        master = proc.vllm.text("master_port")
+        if master and master.isdigit():
+            owned.append((int(master), "vLLM's master port (--master-port)"))
+        owned.append((peer_port, "the peer watch (recipes/serving.yaml peer_watch.port), which the head's entrypoint "
+                      "starts before vLLM"))
+        seen: Dict[int, str] = {}
+        for port, what in owned:
+            other = seen.setdefault(port, what)
+            if other is not what:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank}, the head of a "
+                                f"{proc.vllm.nnodes}-node copy, would listen on port {port} twice: for {other} and for "
+                                f"{what}. Choose another KIMI_PORT, or another --master-port in KIMI_EXTRA_ARGS.")
