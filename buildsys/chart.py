@@ -433,7 +433,7 @@ _JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "choice": "
 
 def _setting_schema(field, catalog) -> dict:
     if field.name == "extra_args":  # a shell line or an argv list (TOML's form), passed untouched; no secret option
-        word = {"type": "string", "not": {"anyOf": [{"pattern": USERINFO}, {"pattern": _secret_options_pattern()}]}}
+        word = {"type": "string", "not": {"anyOf": [{"pattern": _userinfo()}, {"pattern": _secret_options_pattern()}]}}
         return {"anyOf": [word, {"type": "array", "items": word}]}
     if field.kind == "list":
         item = _plain({"type": "string", "minLength": 1})
@@ -471,14 +471,30 @@ def _setting_schema(field, catalog) -> dict:
 
 # ---------------------------------------------------------------- credentials (issue 37: none outside a Secret)
 
-# URL userinfo (`scheme://user:password@host`) in any value the chart writes into an object: refused by
+# URL userinfo (`scheme://user:password@host`) or a credential in a URL's query (`?access_token=`,
+# `&sig=`: core/vllm/mask.py QUERY_SECRET_WORDS) in any value the chart writes into an object: refused by
 # the schema, the way out being a Secret (hfToken, envFrom, extraEnv valueFrom).
-USERINFO = "://[^/?#@\\s]*@"
+def _userinfo() -> str:
+    from entrypoint.core.vllm.mask import QUERY_SECRET_NAME
+
+    return "://[^/?#@\\s]*@|" + _either_case_words(QUERY_SECRET_NAME) + "[^&#\\s]"
+
+
+def _either_case_words(pattern: str) -> str:
+    """The letters of `pattern` outside its character classes (`[...]`) matched in any case."""
+    out, inside = [], False
+    for c in pattern:
+        if c == "[":
+            inside = True
+        elif c == "]":
+            inside = False
+        out.append(f"[{c.lower()}{c.upper()}]" if c.isalpha() and not inside else c)
+    return "".join(out)
 
 
 def _plain(schema: dict) -> dict:
     """`schema` of a string (or of a list's strings) that holds no URL userinfo."""
-    return {**schema, "not": {"pattern": USERINFO}}
+    return {**schema, "not": {"pattern": _userinfo()}}
 
 
 def _either_case(pattern: str) -> str:
