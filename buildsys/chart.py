@@ -75,8 +75,14 @@ def _serving_pod(launch, role: str):
 
 def chart_hardware(catalog) -> list:
     """The hardware the chart renders: the GPU targets. A host backend's (KIMI_HARDWARE=cpu, sized
-    by its node's settings) renders with `kimi-serve plan --format k8s` (docs/cpu.md)."""
+    by its node's settings) renders with `kimi-serve plan --format k8s` (docs/shapes.md): the chart
+    takes its id and refuses it with that way out (`host_hardware`)."""
     return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is None)
+
+
+def host_hardware(catalog) -> list:
+    """The targets the chart names but leaves to `kimi-serve plan --format k8s` (KIMI_HARDWARE=cpu)."""
+    return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is not None)
 
 
 def _hardware(catalog) -> dict:
@@ -419,6 +425,7 @@ def facts() -> dict:
             "recipes": recipes, "tables": _intern(recipes),
             "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s},
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
+            "host_hardware": host_hardware(catalog),
             "router": _router(catalog), "defaults": _defaults(catalog), "kv": _kv(catalog),
             "preload": _preload(catalog), "images": _images(catalog),
             "ingress_annotations": {k: str(catalog.serving.streams.idle_timeout_s)
@@ -450,7 +457,7 @@ def _setting_schema(field, catalog) -> dict:
         return {"anyOf": [schema, {"type": "string", "pattern": r"^\s*[0-9]{1,18}\s*$"}]}
     choices = list(field.choices)
     if field.name == "hardware":
-        choices = chart_hardware(catalog)
+        choices = chart_hardware(catalog) + host_hardware(catalog)
     if field.name == "strategy":
         choices = sorted(catalog.strategies)
     if field.name == "variant":
