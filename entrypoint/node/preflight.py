@@ -18,7 +18,7 @@ from entrypoint.core.base import limits
 from entrypoint.node.detect import visible_gpus
 from entrypoint.node.exec import exec_env
 from entrypoint.core.base.check import Check
-from entrypoint.core.base.errors import PREFLIGHT_FAILED, KimiError
+from entrypoint.core.base.errors import PREFLIGHT_FAILED, KimiError, one_line
 from entrypoint.core.base.files import read_capped
 from entrypoint.core.compose.kv import engine_needs
 from entrypoint.core.compose.loading import load_data, load_report
@@ -386,7 +386,8 @@ def preflight_launch(launch, proc: Process, environ: Mapping[str, str],
                for r in results]
     errors = [r for r in results if r.status == "error"]
     if errors and mode == "on":
-        listed = "\n  ".join(f"{r.name}: {r.message}" for r in errors)
+        listed = "\n  ".join(f"{r.name}: {one_line(r.message)}" for r in errors)
         raise KimiError(PREFLIGHT_FAILED, f"preflight found {len(errors)} problem(s) on this node:\n  {listed}\n"
-                        "Set KIMI_PREFLIGHT=warn to start anyway, or run `kimi-serve doctor` for the full report.")
+                        "Set KIMI_PREFLIGHT=warn to start anyway, or run `kimi-serve doctor` for the full report.",
+                        listing=True)
     return proc, entries
