@@ -18,7 +18,6 @@ from entrypoint.core.base import errors as E
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.base.net import url_host
 
-GIB_GB = 2 ** 30 / 1e9  # a GiB (VLLM_CPU_KVCACHE_SPACE's unit) in GB (the memory check's)
 from entrypoint.core.compose.fleet import check_start, ROLE
 from entrypoint.core.compose.fleet import layer as fleet_layer
 from entrypoint.core.compose.kv import layer as kv_layer
@@ -30,6 +29,8 @@ from entrypoint.core.data.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.data.record import Record
 from entrypoint.core.vllm.args import Tagged, substitute, tag
 from entrypoint.core.vllm.vllm_cli import EngineArgs, check, dedupe, engine_args, parse, spec_for
+
+GIB_GB = 2 ** 30 / 1e9  # a GiB (VLLM_CPU_KVCACHE_SPACE's unit) in GB (the memory check's)
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
 # A local model's weights times this is the memory it needs (activations, buffers, the runtime)
