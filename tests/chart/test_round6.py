@@ -1,0 +1,51 @@
+"""Issue 49 item 4: the chart's escape hatches judged as the API server would judge the pod, no
+credential of a URL's query rendered, the hook given the monitoring values plan judges, and cpu
+refused with its way out (the chart renders the GPU targets; cpu renders with plan)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chart.helm import chart_refusal, check_hook, hook_env, template
+
+H200 = {"settings": {"hardware": "h200"}}
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"extraVolumes": [{"name": "cache", "emptyDir": {}}]}, "extraVolumes[0].name"),
+    ({"extraVolumes": [{"name": "x", "emptyDir": {}}], "extraVolumeMounts": [{"name": "x", "mountPath": "/cache"}]},
+     "extraVolumeMounts[0].mountPath"),
+    ({"extraVolumes": [{"name": "x", "emptyDir": {}}], "extraVolumeMounts": [{"name": "x", "mountPath": "/dev/shm/"}]},
+     "extraVolumeMounts[0].mountPath"),
+    ({"extraVolumes": [{"name": "x", "emptyDir": {}}, {"name": "x", "emptyDir": {}}]}, "extraVolumes[1].name"),
+    ({"extraVolumeMounts": [{"name": "nope", "mountPath": "/y"}]}, "names no volume"),
+])
+def test_extra_volumes_that_the_api_server_would_refuse_are_refused(helm, tmp_path, extra, words):
+    why = chart_refusal(helm, {**H200, **extra}, tmp_path)
+    assert why and words in why, why
+
+
+def test_extra_volumes_of_their_own_render(helm, tmp_path):
+    docs = template(helm, {**H200, "extraVolumes": [{"name": "x", "emptyDir": {}}],
+                           "extraVolumeMounts": [{"name": "x", "mountPath": "/data"}]}, tmp_path)
+    assert any(d.get("kind") == "Deployment" for d in docs)
+
+
+def test_a_query_token_is_refused_by_the_schema(helm, tmp_path):
+    values = {**H200, "autoscaling": {"enabled": True, "prometheusUrl": "http://prom:9090/?access_token=hf_Tok3n"}}
+    why = chart_refusal(helm, values, tmp_path)
+    assert why and "prometheusUrl" in why
+
+
+def test_the_hook_judges_the_monitoring_values(helm, tmp_path):
+    values = {"settings": {"hardware": "h200", "name": "kimi", "namespace": "kimi"},
+              "monitoring": {"enabled": True, "scraper": {"namespace": "prom", "podLabels": {"app": "x" * 70}}}}
+    env = hook_env(check_hook(template(helm, values, tmp_path)))
+    assert env["KIMI_MONITORING"] == "1" and env["KIMI_SCRAPER_NAMESPACE"] == "prom"
+    assert env["KIMI_SCRAPER_LABELS"] == "app=" + "x" * 70
+    assert chart_refusal(helm, values, tmp_path)  # plan refuses the label; so does the hook
+
+
+def test_cpu_is_refused_with_its_way_out(helm, tmp_path):
+    why = chart_refusal(helm, {"settings": {"hardware": "cpu", "skip_memory_check": True}}, tmp_path)
+    assert why and "kimi-serve plan --format k8s" in why and "does not match pattern" not in why
