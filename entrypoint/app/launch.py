@@ -113,6 +113,7 @@ def _compose(settings: Settings, detected_hardware: Optional[str] = None, catalo
         selection = with_addresses(selection, settings)
     spec = spec_for(selection.vllm_version)
     placement.check_addresses(settings)
+    placement.check_thread_lists(settings)
     placement.check_user_args(selection.user, spec)
     decision = None
     if settings.load_format != "recipe":

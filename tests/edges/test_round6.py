@@ -147,3 +147,24 @@ def test_every_kimi_name_the_scripts_and_images_use_is_a_setting_or_a_declared_h
 def test_the_router_selector_example_is_no_model_literal():
     done = cli(["plan"], KIMI_HARDWARE="h200", KIMI_REPLICAS="2", KIMI_ROUTER_SELECTOR="nokeyvalue")
     assert done.code == 2 and "kimi-k25" not in done.err
+
+
+# ---------------------------------------------------------------- addresses and thread lists, each class one check
+
+@pytest.mark.parametrize("value, words", [("10.0.0.5:80", "carries a port"), ("a..b", "is not a host name"),
+                                          ("u:pw@h", "carries user information")])
+def test_the_node_address_is_judged_like_every_address(value, words):
+    done = cli(["print"], KIMI_HARDWARE="h100", KIMI_NODES="2", KIMI_HEAD_ADDR="10.0.0.1", KIMI_IFACE="eth0",
+               KIMI_NODE_ADDR=value)
+    assert done.code == 2 and done.err.startswith("kimi-serve: error: KIMI_NODE_ADDR") and words in done.err
+    assert "pw@" not in done.err
+
+
+@pytest.mark.parametrize("value, ok", [("0-3|4-7", True), ("0,2|1,3", True), ("nobind", True), ("auto", True),
+                                       ("0-3", False), ("3-0|4-5", False), ("0-3|2-5", False), ("0-3|", False),
+                                       ("0-3|4-7|8-9", False)])
+def test_thread_lists_bind_one_list_per_rank(value, ok):
+    done = cli(["print"], KIMI_HARDWARE="cpu", KIMI_SKIP_MEMORY_CHECK="1", KIMI_CPU_RANKS="2",
+               KIMI_CPU_THREADS_BIND=value)
+    assert (done.code == 0) is ok, done.err
+    assert ok or ("KIMI_CPU_THREADS_BIND" in done.err and done.err.count("\n") == 1)

@@ -22,7 +22,7 @@ from entrypoint.core.vllm.mask import mask_value
 from entrypoint.core.vllm.vllm_cli import refusal
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
-ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs", "instance_addrs", "replica_addrs",
+ADDRESS_SETTINGS = ("head_addr", "node_addr", "host", "router_host", "prefill_addrs", "decode_addrs", "instance_addrs", "replica_addrs",
                     "mooncake_master_addr", "mooncake_store_host")
 # Variables a process's env names its GPUs with (declared in core/compose/settings.py).
 VISIBILITY_SETTINGS = ("cuda_visible_devices", "hip_visible_devices", "rocr_visible_devices")
@@ -82,6 +82,42 @@ def check_addresses(settings: Settings) -> None:
                 raise KimiError(E.INVALID_VALUE, f"{field.env} lists one host twice: entry {j + 1} ({_quoted(items[j])}) "
                                 f"and entry {i + 1} ({_quoted(item)}). Each entry is a node of its own: give each its "
                                 "own address.")
+
+
+def thread_list_problem(text: str, ranks: int) -> Optional[str]:
+    """Why a core list per rank (VLLM_CPU_OMP_THREADS_BIND's `0-3|4-7`: a `|` between ranks, `,`
+    between ranges) cannot bind `ranks` ranks, or None: one list per rank, ranges low to high, no
+    core in two ranks' lists (vLLM's CPU worker indexes the lists by its local rank)."""
+    groups = text.split("|")
+    if len(groups) != ranks:
+        return (f"gives {len(groups)} core list(s) for {ranks} rank(s) (KIMI_CPU_RANKS): give one per rank, "
+                "separated by '|'")
+    owner: Dict[int, int] = {}
+    for rank, group in enumerate(groups):
+        for item in group.split(","):
+            low, dash, high = item.partition("-")
+            if not low.isdigit() or (dash and not high.isdigit()):
+                return f"has {item!r} in rank {rank}'s list: write a core (3) or a range of cores (0-3)"
+            first, last = int(low), int(high) if dash else int(low)
+            if last < first:
+                return f"has the range {item!r} in rank {rank}'s list running backwards: write {last}-{first}"
+            if last - first > 65536:
+                return f"has the range {item!r}: more cores than a node holds"
+            for core in range(first, last + 1):
+                other = owner.setdefault(core, rank)
+                if other != rank:
+                    return f"binds core {core} to rank {other} and rank {rank}: give each rank cores of its own"
+    return None
+
+
+def check_thread_lists(settings: Settings) -> None:
+    """Every thread list setting judged alike (KIMI_CPU_THREADS_BIND)."""
+    text = settings.values.get("cpu_threads_bind")
+    if text and text not in ("nobind", "auto"):
+        why = thread_list_problem(text, settings.cpu_ranks)
+        if why:
+            raise KimiError(E.INVALID_VALUE, f"{BY_NAME['cpu_threads_bind'].env}={text[:80]!r} {why}. Or use nobind "
+                            "(no binding) or auto (a NUMA node per rank).")
 
 
 def check_user_args(user, spec) -> None:

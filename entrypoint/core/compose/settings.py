@@ -95,7 +95,7 @@ FIELDS: tuple = (
     F("head_addr", "str", None, "required when KIMI_NODES > 1", "Rendezvous address of rank 0 (`$HEAD_IP`)."),
     F("node_addr", "str", None, "the address of the route vLLM finds (KIMI_IFACE's interface)",
       "This node's address as the other nodes reach it (vLLM's VLLM_HOST_IP): where a node has several, or the "
-      "nodes share a host.", pattern=r"[0-9A-Za-z.:\[\]-]+", pattern_doc="an IPv4 or IPv6 address or a host name"),
+      "nodes share a host."),  # judged as every address is (placement.ADDRESS_SETTINGS)
     F("iface", "str", None, "required where the strategy needs it",
       "Network interface for GLOO/NCCL (`$IFACE_NAME`)."),
     F("role", "choice", None, "required to launch a pd_cluster process",
