@@ -74,15 +74,16 @@ def _serving_pod(launch, role: str):
 
 
 def chart_hardware(catalog) -> list:
-    """The hardware the chart renders: the GPU targets. A host backend's (KIMI_HARDWARE=cpu, sized
-    by its node's settings) renders with `kimi-serve plan --format k8s` (docs/shapes.md): the chart
-    takes its id and refuses it with that way out (`host_hardware`)."""
-    return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is None)
+    """The hardware the chart renders: every target, cpu included (its pods sized by recipes/hardware.yaml
+    pod_resources, no GPU, as plan sizes them; its ranks and memory are settings the containers read)."""
+    return sorted(catalog.hardware)
 
 
 def host_hardware(catalog) -> list:
-    """The targets the chart names but leaves to `kimi-serve plan --format k8s` (KIMI_HARDWARE=cpu)."""
-    return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is not None)
+    """The targets the chart names but leaves to `kimi-serve plan --format k8s` (none now: cpu renders
+    like any target, its pod sized by recipes/hardware.yaml pod_resources as plan sizes it)."""
+    return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is not None and h not in
+                  chart_hardware(catalog))
 
 
 def _hardware(catalog) -> dict:
@@ -160,7 +161,10 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
     recipe = catalog.recipe
     hardware, strategies = {}, {}
     pd: Dict[str, Any] = {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
-    for hw in recipe.hardware:
+    from entrypoint.core.compose.select import hardware_targets
+
+    targets = [hw for hw in hardware_targets(catalog) if hw in pods]  # cpu too: it serves every recipe
+    for hw in targets:
         offered = offered_strategies(catalog, hw)
         entry: dict = {"strategies": offered}
         for sid in offered:
@@ -180,7 +184,7 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
     from entrypoint.core.compose.select import default_release
 
     return {"hardware": hardware, "strategies": strategies, "pd": pd, "variants": sorted(recipe.variants),
-            "default_vllm": {hw: default_release(catalog, hw) for hw in recipe.hardware},
+            "default_vllm": {hw: default_release(catalog, hw) for hw in targets},
             "default_strategy": {"single": default_strategy(catalog, 1), "multi": default_strategy(catalog, PROBE_NODES)}}
 
 
@@ -457,7 +461,7 @@ def _setting_schema(field, catalog) -> dict:
         return {"anyOf": [schema, {"type": "string", "pattern": r"^\s*[0-9]{1,18}\s*$"}]}
     choices = list(field.choices)
     if field.name == "hardware":
-        choices = chart_hardware(catalog) + host_hardware(catalog)
+        choices = sorted({*chart_hardware(catalog), *host_hardware(catalog)})
     if field.name == "strategy":
         choices = sorted(catalog.strategies)
     if field.name == "variant":

@@ -1,6 +1,6 @@
 """Issue 49 item 4: the chart's escape hatches judged as the API server would judge the pod, no
 credential of a URL's query rendered, the hook given the monitoring values plan judges, and cpu
-refused with its way out (the chart renders the GPU targets; cpu renders with plan)."""
+rendered as plan renders it."""
 
 from __future__ import annotations
 
@@ -46,6 +46,28 @@ def test_the_hook_judges_the_monitoring_values(helm, tmp_path):
     assert chart_refusal(helm, values, tmp_path)  # plan refuses the label; so does the hook
 
 
-def test_cpu_is_refused_with_its_way_out(helm, tmp_path):
-    why = chart_refusal(helm, {"settings": {"hardware": "cpu", "skip_memory_check": True}}, tmp_path)
-    assert why and "kimi-serve plan --format k8s" in why and "does not match pattern" not in why
+@pytest.mark.parametrize("settings", [{"skip_memory_check": True}, {"cpu_memory_gb": 2000, "cpu_ranks": 4},
+                                      {"skip_memory_check": True, "strategy": "pd_cluster"}])
+def test_cpu_renders_as_plan_renders_it(helm, tmp_path, settings):
+    """The cpu target's pods (recipes/hardware.yaml pod_resources, no GPU) are the chart's as plan's."""
+    from tests.deploy.shapes import documents
+
+    values = {"settings": {"hardware": "cpu", "name": "kimi", "namespace": "kimi", **settings}}
+    chart = {(d["kind"], d["metadata"]["name"]): d for d in template(helm, values, tmp_path, "-n", "kimi")}
+    env = {"KIMI_HARDWARE": "cpu", "KIMI_NAME": "kimi", "KIMI_NAMESPACE": "kimi",
+           **{f"KIMI_{k.upper()}": ("1" if v is True else str(v)) for k, v in settings.items()}}
+    plan = {(d["kind"], d["metadata"]["name"]): d for d in documents("k8s", env) if d.get("kind") != "Namespace"}
+    for key, obj in plan.items():
+        if key[0] == "Deployment":
+            assert _same(chart[key]["spec"]["template"]["spec"]) == _same(obj["spec"]["template"]["spec"]), key
+        if key[0] == "LeaderWorkerSet":
+            for part in ("leaderTemplate", "workerTemplate"):
+                mine, theirs = (o["spec"]["leaderWorkerTemplate"].get(part, {}).get("spec") for o in (chart[key], obj))
+                assert _same(mine) == _same(theirs), (key, part)
+
+
+def _same(obj):
+    """An object with each env list in name order (plan keeps the environment's order)."""
+    if isinstance(obj, dict):
+        return {k: sorted(map(_same, v), key=lambda e: e["name"]) if k == "env" else _same(v) for k, v in obj.items()}
+    return [_same(x) for x in obj] if isinstance(obj, list) else obj

@@ -92,7 +92,7 @@ def hardware_targets(catalog: Catalog) -> list:
     every recipe (cpu: vLLM's CPU backend)."""
     recipe = catalog.recipe
     return [*recipe.hardware, *(h for h, hw in catalog.hardware.items()
-                                if hw.serves_every_recipe and h not in recipe.hardware)]
+                                if hw.serves_every_recipe and h not in recipe.hardware and not left_out(recipe, catalog, h))]
 
 
 def _valid_hardware(settings: Settings, catalog: Catalog, detected: Optional[str]) -> str:
