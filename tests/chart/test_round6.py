@@ -71,3 +71,21 @@ def _same(obj):
     if isinstance(obj, dict):
         return {k: sorted(map(_same, v), key=lambda e: e["name"]) if k == "env" else _same(v) for k, v in obj.items()}
     return [_same(x) for x in obj] if isinstance(obj, list) else obj
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"extraObjects": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+                        "data": {"url": "http://prom/?access_token=abcdef"}}]}, "extraObjects[0] (kind ConfigMap)"),
+    ({"extraObjects": ["apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  url: http://u:pw@h/\n"]},
+     "extraObjects[0] (kind ConfigMap)"),
+    ({"extraVolumes": [{"name": "n", "nfs": {"server": "h", "path": "/x?token=abcdef"}}]}, "extraVolumes[0]"),
+])
+def test_no_credential_renders_outside_a_secret_through_an_escape_hatch(helm, tmp_path, extra, words):
+    why = chart_refusal(helm, {**H200, **extra}, tmp_path)
+    assert why and words in why and "Secret" in why, why
+
+
+def test_a_secret_among_the_extra_objects_may_hold_credentials(helm, tmp_path):
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "y"}, "stringData": {"url": "http://u:pw@h/"}}
+    docs = template(helm, {**H200, "extraObjects": [secret]}, tmp_path)
+    assert any(d.get("kind") == "Secret" and d["metadata"]["name"] == "y" for d in docs)

@@ -433,6 +433,11 @@ launch), each overlaid with the chart's `probes` values */}}
   {{- /* judged as the API server would judge the pod: a volume name or a mountPath once, a mount of a volume that exists */ -}}
   {{- $names := list $d.volumes.cache -}}{{- range $volumes }}{{ $names = append $names .name }}{{ end -}}
   {{- $paths := list -}}{{- range $mounts }}{{ $paths = append $paths .mountPath }}{{ end -}}
+  {{- range $hatch := list "extraVolumes" "extraVolumeMounts" -}}{{- range $i, $x := (index $v $hatch | default list) -}}
+    {{- if regexMatch $f.credential_pattern (toJson $x) -}}
+      {{- fail (printf "%s[%d] carries a credential (a URL's user:password@ or a token in its query): no credential renders outside a Secret; mount it from a Secret (a secret volume) instead" $hatch $i) -}}
+    {{- end -}}
+  {{- end -}}{{- end -}}
   {{- range $i, $x := ($v.extraVolumes | default list) -}}
     {{- if has $x.name $names -}}
       {{- fail (printf "extraVolumes[%d].name=%s: the pod already has a volume of that name (the chart's own: %s, or an earlier extraVolumes entry); give it another name" $i (toJson $x.name) (join ", " $names)) -}}
