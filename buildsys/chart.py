@@ -74,9 +74,16 @@ def _serving_pod(launch, role: str):
 
 
 def chart_hardware(catalog) -> list:
-    """The hardware the chart renders: the GPU targets. A host backend's (KIMI_HARDWARE=cpu, sized
-    by its node's settings) renders with `kimi-serve plan --format k8s` (docs/cpu.md)."""
-    return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is None)
+    """The hardware the chart renders: every target, cpu included (its pods sized by recipes/hardware.yaml
+    pod_resources, no GPU, as plan sizes them; its ranks and memory are settings the containers read)."""
+    return sorted(catalog.hardware)
+
+
+def host_hardware(catalog) -> list:
+    """The targets the chart names but leaves to `kimi-serve plan --format k8s` (none now: cpu renders
+    like any target, its pod sized by recipes/hardware.yaml pod_resources as plan sizes it)."""
+    return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is not None and h not in
+                  chart_hardware(catalog))
 
 
 def _hardware(catalog) -> dict:
@@ -154,7 +161,10 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
     recipe = catalog.recipe
     hardware, strategies = {}, {}
     pd: Dict[str, Any] = {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
-    for hw in recipe.hardware:
+    from entrypoint.core.compose.select import hardware_targets
+
+    targets = [hw for hw in hardware_targets(catalog) if hw in pods]  # cpu too: it serves every recipe
+    for hw in targets:
         offered = offered_strategies(catalog, hw)
         entry: dict = {"strategies": offered}
         for sid in offered:
@@ -174,7 +184,7 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
     from entrypoint.core.compose.select import default_release
 
     return {"hardware": hardware, "strategies": strategies, "pd": pd, "variants": sorted(recipe.variants),
-            "default_vllm": {hw: default_release(catalog, hw) for hw in recipe.hardware},
+            "default_vllm": {hw: default_release(catalog, hw) for hw in targets},
             "default_strategy": {"single": default_strategy(catalog, 1), "multi": default_strategy(catalog, PROBE_NODES)}}
 
 
@@ -419,6 +429,8 @@ def facts() -> dict:
             "recipes": recipes, "tables": _intern(recipes),
             "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s},
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
+            "host_hardware": host_hardware(catalog),
+            "credential_pattern": _userinfo(),  # the escape hatches' objects judged as every value is
             "router": _router(catalog), "defaults": _defaults(catalog), "kv": _kv(catalog),
             "preload": _preload(catalog), "images": _images(catalog),
             "ingress_annotations": {k: str(catalog.serving.streams.idle_timeout_s)
@@ -433,7 +445,7 @@ _JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "choice": "
 
 def _setting_schema(field, catalog) -> dict:
     if field.name == "extra_args":  # a shell line or an argv list (TOML's form), passed untouched; no secret option
-        word = {"type": "string", "not": {"anyOf": [{"pattern": USERINFO}, {"pattern": _secret_options_pattern()}]}}
+        word = {"type": "string", "not": {"anyOf": [{"pattern": _userinfo()}, {"pattern": _secret_options_pattern()}]}}
         return {"anyOf": [word, {"type": "array", "items": word}]}
     if field.kind == "list":
         item = _plain({"type": "string", "minLength": 1})
@@ -450,7 +462,7 @@ def _setting_schema(field, catalog) -> dict:
         return {"anyOf": [schema, {"type": "string", "pattern": r"^\s*[0-9]{1,18}\s*$"}]}
     choices = list(field.choices)
     if field.name == "hardware":
-        choices = chart_hardware(catalog)
+        choices = sorted({*chart_hardware(catalog), *host_hardware(catalog)})
     if field.name == "strategy":
         choices = sorted(catalog.strategies)
     if field.name == "variant":
@@ -471,14 +483,30 @@ def _setting_schema(field, catalog) -> dict:
 
 # ---------------------------------------------------------------- credentials (issue 37: none outside a Secret)
 
-# URL userinfo (`scheme://user:password@host`) in any value the chart writes into an object: refused by
+# URL userinfo (`scheme://user:password@host`) or a credential in a URL's query (`?access_token=`,
+# `&sig=`: core/vllm/mask.py QUERY_SECRET_WORDS) in any value the chart writes into an object: refused by
 # the schema, the way out being a Secret (hfToken, envFrom, extraEnv valueFrom).
-USERINFO = "://[^/?#@\\s]*@"
+def _userinfo() -> str:
+    from entrypoint.core.vllm.mask import QUERY_SECRET_NAME
+
+    return "://[^/?#@\\s]*@|" + _either_case_words(QUERY_SECRET_NAME) + "[^&#\\s]"
+
+
+def _either_case_words(pattern: str) -> str:
+    """The letters of `pattern` outside its character classes (`[...]`) matched in any case."""
+    out, inside = [], False
+    for c in pattern:
+        if c == "[":
+            inside = True
+        elif c == "]":
+            inside = False
+        out.append(f"[{c.lower()}{c.upper()}]" if c.isalpha() and not inside else c)
+    return "".join(out)
 
 
 def _plain(schema: dict) -> dict:
     """`schema` of a string (or of a list's strings) that holds no URL userinfo."""
-    return {**schema, "not": {"pattern": USERINFO}}
+    return {**schema, "not": {"pattern": _userinfo()}}
 
 
 def _either_case(pattern: str) -> str:

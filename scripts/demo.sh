@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-host.sh
-export KIMI_DOCKERD_PIDFILE=/tmp/kimi-demo-dockerd.pid
-rm -f "$KIMI_DOCKERD_PIDFILE"
+export KS_DOCKERD_PIDFILE=/tmp/kimi-demo-dockerd.pid
+rm -f "$KS_DOCKERD_PIDFILE"
 trap 'scripts/docker-engine.sh stop || true' EXIT
 scripts/docker-engine.sh start
 py="$(scripts/venv.sh build)"   # the project's own venv (.venv), never the system interpreter

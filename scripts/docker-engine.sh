@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Start or stop a local Docker engine (dockerd without bridge or iptables; see docs/images.md).
 #   scripts/docker-engine.sh start   -> reuses a running engine; otherwise starts dockerd and
-#                                       writes its pid to $KIMI_DOCKERD_PIDFILE (only then)
+#                                       writes its pid to $KS_DOCKERD_PIDFILE (only then)
 #   scripts/docker-engine.sh stop    -> stops the engine only if this script started it
 set -euo pipefail
-PIDFILE="${KIMI_DOCKERD_PIDFILE:-/tmp/kimi-dockerd.pid}"
-LOG="${KIMI_DOCKERD_LOG:-/tmp/kimi-dockerd.log}"
+PIDFILE="${KS_DOCKERD_PIDFILE:-/tmp/kimi-dockerd.pid}"
+LOG="${KS_DOCKERD_LOG:-/tmp/kimi-dockerd.log}"
 
 case "${1:-}" in
   start)

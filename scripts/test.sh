@@ -30,8 +30,8 @@ fi
 py="$(scripts/venv.sh test,cloud,vllm-contract)"   # tests/cloud and tests/vllm_contract need theirs
 bin="$(dirname "$py")"
 
-export KIMI_DOCKERD_PIDFILE="/tmp/kimi-test-dockerd.$$.pid"   # this run's own: it stops only what it started
-rm -f "$KIMI_DOCKERD_PIDFILE"
+export KS_DOCKERD_PIDFILE="/tmp/kimi-test-dockerd.$$.pid"   # this run's own: it stops only what it started
+rm -f "$KS_DOCKERD_PIDFILE"
 trap 'scripts/docker-engine.sh stop || true' EXIT
 if [[ "$(id -u)" == 0 ]] || docker info >/dev/null 2>&1; then
   scripts/docker-engine.sh start

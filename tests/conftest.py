@@ -185,7 +185,7 @@ def docker_client():
     except Exception as exc:  # noqa: BLE001
         if shutil.which("dockerd") and os.geteuid() == 0:
             subprocess.run([str(ROOT / "scripts" / "docker-engine.sh"), "start"], check=True,
-                           env=dict(os.environ, KIMI_DOCKERD_PIDFILE="/tmp/kimi-dockerd-pytest.pid"))
+                           env=dict(os.environ, KS_DOCKERD_PIDFILE="/tmp/kimi-dockerd-pytest.pid"))
             started = True
             client = docker.from_env(timeout=600)
             client.ping()
@@ -195,7 +195,7 @@ def docker_client():
     client.close()
     if started:
         subprocess.run([str(ROOT / "scripts" / "docker-engine.sh"), "stop"],
-                       env=dict(os.environ, KIMI_DOCKERD_PIDFILE="/tmp/kimi-dockerd-pytest.pid"))
+                       env=dict(os.environ, KS_DOCKERD_PIDFILE="/tmp/kimi-dockerd-pytest.pid"))
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional, Tuple
 
-from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.base.errors import INSUFFICIENT_MEMORY, INVALID_VALUE, KimiError
 from entrypoint.core.compose import kv, placement
 from entrypoint.core.compose.kv import KvChoice
 from entrypoint.core.compose.plan import Plan, Process
@@ -77,6 +77,24 @@ class Launch:
 
 def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
             detected_vllm: Optional[str] = None, storage=None, selection: Optional[Selection] = None) -> Launch:
+    """`_compose`, with a local KIMI_MODEL that holds no weights named (path and reason) where the
+    memory check, which could not size it, refuses the recipe's variant instead."""
+    try:
+        return _compose(settings, detected_hardware, catalog, detected_vllm, storage, selection)
+    except KimiError as exc:
+        from entrypoint.core.base.files import local_model_problem  # noqa: PLC0415 - only on a refusal
+
+        why = local_model_problem(settings.model) if settings.model and exc.code == INSUFFICIENT_MEMORY else None
+        if why is None:
+            raise
+        raise KimiError(INVALID_VALUE, f"KIMI_MODEL={settings.model!r} {why}, so it cannot be sized or loaded. Give "
+                        "the directory that holds the checkpoint's *.safetensors (or a Hugging Face repo id), or unset "
+                        "KIMI_MODEL to serve the recipe's model (rendering for a node where the path exists: "
+                        "KIMI_SKIP_MEMORY_CHECK=1).") from None
+
+
+def _compose(settings: Settings, detected_hardware: Optional[str] = None, catalog: Optional[Catalog] = None,
+             detected_vllm: Optional[str] = None, storage=None, selection: Optional[Selection] = None) -> Launch:
     """The pure part: settings -> selection (once) -> plan (of the recipe KIMI_RECIPE names). `storage`:
     the node's weights volume (entrypoint.core.compose.loading.StorageFacts), for KIMI_LOAD_FORMAT other than
     `recipe`; or a function of the selected model that probes it (the node's, at a start).
@@ -95,6 +113,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
         selection = with_addresses(selection, settings)
     spec = spec_for(selection.vllm_version)
     placement.check_addresses(settings)
+    placement.check_thread_lists(settings)
     placement.check_user_args(selection.user, spec)
     decision = None
     if settings.load_format != "recipe":
@@ -111,6 +130,7 @@ def compose(settings: Settings, detected_hardware: Optional[str] = None, catalog
     plan = resolve(selection, catalog, kv=choice, load=decision, fleet=fleet_choice, model_gb=model_gb)  # the one composition (docs/composition.md)
     placement.check_role(settings, plan)
     placement.check_node_fit(plan, catalog.hardware[plan.hardware].gpu_count, settings)
+    placement.check_head_ports(plan, catalog.serving.peer_watch.port)
     unrecorded = unrecorded_note(selection.vllm_version)  # judged by another release's grammar: said, never silent
     notes: Tuple[str, ...] = (unrecorded,) if unrecorded else ()
     provisional = catalog.recipe.provisional

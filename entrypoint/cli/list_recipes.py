@@ -16,6 +16,8 @@ def _variant_cell(catalog, hw_id: str, vid: str) -> str:
     if variant_unsupported(catalog, vid, hw_id):
         return "-"
     hw, var = catalog.hardware[hw_id], catalog.recipe.variants[vid]
+    if hw.host_backend is not None:  # ranks in the node's RAM (KIMI_CPU_MEMORY_GB), not GPUs
+        return f"{var.vram_minimum_gb:g} GB RAM"
     nodes = math.ceil(var.vram_minimum_gb / hw.vram_gb)
     return "1 node" if nodes == 1 else f">= {nodes} nodes"
 
@@ -49,6 +51,7 @@ def recipes_summary(catalog) -> dict:
 
 
 def catalog_summary(catalog) -> dict:
+    from entrypoint.core.compose.select import hardware_targets
     from entrypoint.core.data.recipe import default_features
 
     r = catalog.recipe
@@ -59,13 +62,15 @@ def catalog_summary(catalog) -> dict:
                          "gpus": catalog.hardware[h].gpu_count, "vram_gb": catalog.hardware[h].vram_gb,
                          "arch": catalog.hardware[h].arch, "default_features": list(default_features(r, h)),
                          "variants": {v: _variant_cell(catalog, h, v) for v in r.variants},
+                         "host_backend": {"ranks": hb.ranks_setting, "memory": hb.memory_setting}
+                         if (hb := catalog.hardware[h].host_backend) is not None else None,
                          "strategies": _strategy_cell(catalog, h)}
-                     for h in r.hardware},
+                     for h in hardware_targets(catalog)},
         "variants": {v: {"model": var.model_id or r.model.model_id, "precision": var.precision,
                          "vram_minimum_gb": var.vram_minimum_gb, "description": var.description}
                      for v, var in r.variants.items()},
         "strategies": {s: {"name": catalog.strategies[s].display_name, "type": catalog.strategies[s].deploy_type}
-                       for s in dict.fromkeys(x for h in r.hardware for x in _offered(catalog, h))},
+                       for s in dict.fromkeys(x for h in hardware_targets(catalog) for x in _offered(catalog, h))},
         "features": {f: {"description": feat.description, "conflicts_with": list(feat.conflicts_with),
                          "strategies": list(feat.strategies) if feat.strategies is not None else None}
                      for f, feat in r.features.items()},
@@ -115,7 +120,8 @@ def command(fmt: str, recipe) -> None:
     click.echo(f"\n{title}: hardware (cells: nodes a variant needs; - = not supported)")
     click.echo(text_table(
         ["id", "name", "gpus", "vram", "arch", *variants, "default features", "strategies"],
-        [[h, d["name"], d["gpus"], f"{d['vram_gb']:g} GB", d["arch"], *[d["variants"][v] for v in variants],
+        [[h, d["name"], d["host_backend"]["ranks"] if d["host_backend"] else d["gpus"],
+          f"RAM ({d['host_backend']['memory']})" if d["host_backend"] else f"{d['vram_gb']:g} GB", d["arch"], *[d["variants"][v] for v in variants],
           ",".join(d["default_features"]), ",".join(d["strategies"])] for h, d in summary["hardware"].items()]))
     click.echo("\nVariants")
     click.echo(text_table(["id", "model", "precision", "needs"],

@@ -25,7 +25,7 @@ from entrypoint.core.base.files import read_capped, write_file
 from entrypoint.core.compose.settings import BY_NAME, read_settings
 from entrypoint.core.data.platforms import load_platforms, platform as platform_data
 from entrypoint.core.vllm.mask import mask_argv
-from entrypoint.core.vllm.vllm_cli import SHAPE_DESTS, secret_spec
+from entrypoint.core.vllm.vllm_cli import refusal, refused_dests, secret_spec
 
 NONE = "none"
 CHECKPOINT_MARKER = "config.json"  # a Hugging Face checkpoint directory has it
@@ -163,9 +163,9 @@ class _Apply:
                 continue
             flag, value = "--" + bare.lower().replace("_", "-"), self.env[name]
             opt, _ = secret_spec().lookup(flag)  # every spelling vLLM accepts: `SM_VLLM_POR` is --port
-            if opt is not None and opt.dest in SHAPE_DESTS:
+            if opt is not None and opt.dest in refused_dests():
                 raise KimiError(E.UNSUPPORTED_COMBINATION, f"{name} would set {opt.name}, which draws the "
-                                f"deployment and is a setting's: set {SHAPE_DESTS[opt.dest]} instead.")
+                                f"deployment and is not a vLLM argument's{refusal(opt.dest, name, 'from the environment')}")
             if value.strip().lower() == "false":
                 continue
             new = [flag] if value.strip().lower() in ("", "true") else [flag, value]

@@ -18,10 +18,11 @@ from entrypoint.core.base import limits
 from entrypoint.node.detect import visible_gpus
 from entrypoint.node.exec import exec_env
 from entrypoint.core.base.check import Check
-from entrypoint.core.base.errors import PREFLIGHT_FAILED, KimiError
+from entrypoint.core.base.errors import PREFLIGHT_FAILED, KimiError, one_line
 from entrypoint.core.base.files import read_capped
 from entrypoint.core.compose.kv import engine_needs
 from entrypoint.core.compose.loading import load_data, load_report
+from entrypoint.core.compose.resolve import GIB_GB
 from entrypoint.core.compose.settings import env_flag
 from entrypoint.node.logs import Entry
 from entrypoint.node.facts import NodeFacts, gather
@@ -116,14 +117,18 @@ def check_vram(launch, proc, facts: NodeFacts, environ) -> NodeCheck:
     if _host(launch) is not None and proc.local_gpus:
         ram, _ = host_facts()
         minimum, nodes = launch.plan.vram_minimum_gb, max(1, launch.plan.nodes)
-        need = minimum / nodes
+        host = _host(launch)
+        kv_gb = proc.local_gpus * host.kvcache_gib * GIB_GB  # each rank's KV cache beside the weights (this node's ranks)
+        need = minimum / nodes + kv_gb
         what = (f"the model's {launch.plan.local_model_gb:.2f} GB of weights" if launch.plan.local_model_gb is not None
                 else f"the {launch.plan.variant} variant")
+        what += f" and {proc.local_gpus} rank(s) x {host.kvcache_gib} GiB of KV cache (KIMI_CPU_KVCACHE_GIB)"
         if ram >= need:
-            return NodeCheck("vram", "ok", f"{ram:.1f} GB of RAM; {what} needs {minimum:.1f} GB over {nodes} node(s)")
+            return NodeCheck("vram", "ok", f"{ram:.1f} GB of RAM; {what} need {need:.1f} GB per node")
         status = "warning" if launch.settings.skip_memory_check else "error"
-        return NodeCheck("vram", status, f"{ram:.1f} GB of RAM, below the {need:.1f} GB per node {what} needs. Use "
-                         "a node with more memory, more nodes, a smaller model (KIMI_MODEL=/path), or "
+        return NodeCheck("vram", status, f"{ram:.1f} GB of RAM, below the {need:.1f} GB per node {what} need. Use "
+                         "a node with more memory, more nodes, fewer ranks (KIMI_CPU_RANKS), a smaller "
+                         "KIMI_CPU_KVCACHE_GIB, a smaller model (KIMI_MODEL=/path), or "
                          "KIMI_SKIP_MEMORY_CHECK=1 if you know it fits.")
     gpus = visible_gpus(facts.all_gpus, exec_env(proc.env, environ)) or facts.detection.gpus
     if not gpus or proc.local_gpus == 0:
@@ -386,7 +391,8 @@ def preflight_launch(launch, proc: Process, environ: Mapping[str, str],
                for r in results]
     errors = [r for r in results if r.status == "error"]
     if errors and mode == "on":
-        listed = "\n  ".join(f"{r.name}: {r.message}" for r in errors)
+        listed = "\n  ".join(f"{r.name}: {one_line(r.message)}" for r in errors)
         raise KimiError(PREFLIGHT_FAILED, f"preflight found {len(errors)} problem(s) on this node:\n  {listed}\n"
-                        "Set KIMI_PREFLIGHT=warn to start anyway, or run `kimi-serve doctor` for the full report.")
+                        "Set KIMI_PREFLIGHT=warn to start anyway, or run `kimi-serve doctor` for the full report.",
+                        listing=True)
     return proc, entries

@@ -140,7 +140,7 @@ def test_a_dangling_reference_names_the_file_and_the_key(tmp_path, name, change,
 
 
 def test_every_part_of_the_catalog_is_validated_once_and_read_from_the_cache(tmp_path, monkeypatch):
-    """One digest covers every data file; the KV, loader, bench, preload and fleet parts are cached beside the
+    """One digest covers every data file; the KV, loader, bench, preload, fleet and wiring parts are cached beside the
     catalog, so a KV launch reads JSON, not YAML (and imports neither yaml nor pydantic)."""
     import subprocess
     import sys
@@ -149,7 +149,7 @@ def test_every_part_of_the_catalog_is_validated_once_and_read_from_the_cache(tmp
     env = base_env(**H200, KIMI_RECIPES_DIR=str(copy), KIMI_KV_OFFLOAD="lmcache", PYTHONPATH=str(Path(__file__).parents[2]))
     assert run_proc(["print"], env).code == 0
     parts = sorted(p.name.split("-", 2)[2] if p.name.count("-") == 2 else "" for p in (copy / ".validated").iterdir())
-    assert parts == ["", "bench.json", "fleet.json", "kv_offload.json", "loaders.json", "preload.json"]
+    assert parts == ["", "bench.json", "fleet.json", "kv_offload.json", "loaders.json", "preload.json", "wiring.json"]
     probe = ("import sys, runpy; sys.argv = ['kimi-serve', 'print']\n"
              "try:\n    runpy.run_module('entrypoint', run_name='__main__')\nexcept SystemExit:\n    pass\n"
              "print('yaml' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr)")
@@ -157,7 +157,7 @@ def test_every_part_of_the_catalog_is_validated_once_and_read_from_the_cache(tmp
     assert out.stderr.strip().splitlines()[-1] == "False False", out.stderr
     (copy / "kv_offload.yaml").write_text((copy / "kv_offload.yaml").read_text() + "\n# a change\n")
     assert run_proc(["print"], env).code == 0  # validated again: a new digest
-    assert len(list((copy / ".validated").iterdir())) == 12  # two digests of 6 parts
+    assert len(list((copy / ".validated").iterdir())) == 14  # two digests of 7 parts
 
 
 # ---------------------------------------------------------------- 2: bounded reads of the weights and their search

@@ -27,7 +27,8 @@ def model(tmp_path_factory):
 
 
 def cpu(model, **more) -> dict:
-    return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(model), "KIMI_IFACE": "eth0", **more}
+    # a node's memory given (the check counts each rank's 4 GiB KV cache: up to 16 ranks here)
+    return {"KIMI_HARDWARE": "cpu", "KIMI_MODEL": str(model), "KIMI_IFACE": "eth0", "KIMI_CPU_MEMORY_GB": "256", **more}
 
 
 def _layout(sid: str) -> dict:
@@ -74,7 +75,7 @@ def test_a_kimi_checkpoint_is_refused_by_the_memory_check_with_the_figures():
 
 
 def test_a_local_model_is_sized_from_its_own_files(model, tmp_path):
-    plan = build(cpu(model, KIMI_CPU_MEMORY_GB="1")).plan
+    plan = build(cpu(model, KIMI_CPU_MEMORY_GB="2", KIMI_CPU_KVCACHE_GIB="1")).plan
     assert plan.local_model_gb == pytest.approx(0.005) and plan.vram_minimum_gb == pytest.approx(0.006)
     big = tmp_path / "big"
     big.mkdir()
@@ -82,6 +83,18 @@ def test_a_local_model_is_sized_from_its_own_files(model, tmp_path):
         weights.truncate(3_000_000_000)  # 3 GB, sparse
     with pytest.raises(KimiError, match=r"the model at .*big \(3\.6 GB with vLLM's working memory\) needs at least 4 GB"):
         build(cpu(big, KIMI_CPU_MEMORY_GB="2"))
+
+
+@pytest.mark.parametrize("more", [{"KIMI_CPU_KVCACHE_GIB": "64"}, {"KIMI_CPU_RANKS": "16"},
+                                  {"KIMI_CPU_RANKS": "4", "KIMI_CPU_KVCACHE_GIB": "32"}])
+def test_the_memory_check_counts_each_ranks_kv_cache(model, more):
+    """Issue 49: VLLM_CPU_KVCACHE_SPACE is host memory each rank allocates beside the weights."""
+    with pytest.raises(KimiError) as info:
+        build(cpu(model, KIMI_CPU_MEMORY_GB="8", **more))
+    assert info.value.code == "insufficient_memory"
+    assert "KV cache of" in info.value.message and "KIMI_CPU_KVCACHE_GIB" in info.value.message
+    assert "KIMI_CPU_RANKS" in info.value.message
+    build(cpu(model, KIMI_CPU_MEMORY_GB="8", KIMI_SKIP_MEMORY_CHECK="1", **more))  # the way out it names
 
 
 def test_the_recipes_gpu_only_flags_are_dropped_and_the_users_kept(model):

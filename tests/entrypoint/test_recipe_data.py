@@ -70,10 +70,10 @@ def test_validated_cache_is_reused_and_invalidated_by_content(data, tmp_path):
     first = load_catalog_from(data)
     cached = list((tmp_path / "cache" / "kimi-serve").glob("catalog-*.json")) + \
         list((data / ".validated").glob("catalog-*.json"))
-    # the catalog and its parts read on demand (KV offload, loaders, bench, preload, fleet), all of one digest
+    # the catalog and its parts read on demand (KV offload, loaders, bench, preload, fleet, wiring), all of one digest
     assert sorted(p.name.split("-", 2)[-1] for p in cached) == sorted(
         [p.name.split("-")[1] for p in cached if p.name.count("-") == 1] + [f"{s}.json" for s in
-                                                                          ("bench", "fleet", "kv_offload", "loaders", "preload")])
+                                                                          ("bench", "fleet", "kv_offload", "loaders", "preload", "wiring")])
     main = [p for p in cached if p.name.count("-") == 1]
     assert len(main) == 1 and len({p.name.split("-")[1][:24] for p in cached}) == 1
     assert load_catalog_from(data) == first == load_catalog_from(data, use_cache=False)

@@ -75,6 +75,9 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- /* settings.name, else the release's; settings.namespace, else the release's (plan judges both: the hook) */ -}}
 {{- $name := $s.name | default .Release.Name -}}
 {{- $ns := $s.namespace | default .Release.Namespace -}}
+{{- if has (lower (trim (toString $hw))) ($f.host_hardware | default list) -}}
+  {{- fail (printf "settings.hardware=%s: this chart renders the GPU targets (%s); a %s deployment is sized by its node's settings (KIMI_CPU_RANKS, KIMI_CPU_MEMORY_GB): render it with `KIMI_HARDWARE=%s kimi-serve plan --format k8s` (docs/shapes.md)" $hw (join ", " (keys $f.hardware | sortAlpha)) $hw $hw) -}}
+{{- end -}}
 {{- $hwf := index $f.hardware $hw | default dict -}}
 {{- /* the image: settings.image (KIMI_IMAGE), else image.repository with image.tag or image.digest, else the
       hardware's published image built on the release (<vllm>-<target>, where one is built: else the hook's
@@ -427,6 +430,29 @@ launch), each overlaid with the chart's `probes` values */}}
     {{- $volumes = append $volumes (dict "name" $f.preload.socket.name "emptyDir" (dict "medium" "Memory")) -}}
   {{- end -}}
   {{- /* Helm's escape hatches: the user's volumes on every GPU pod, mounted in the server and the download step */ -}}
+  {{- /* judged as the API server would judge the pod: a volume name or a mountPath once, a mount of a volume that exists */ -}}
+  {{- $names := list $d.volumes.cache -}}{{- range $volumes }}{{ $names = append $names .name }}{{ end -}}
+  {{- $paths := list -}}{{- range $mounts }}{{ $paths = append $paths .mountPath }}{{ end -}}
+  {{- range $hatch := list "extraVolumes" "extraVolumeMounts" -}}{{- range $i, $x := (index $v $hatch | default list) -}}
+    {{- if regexMatch $f.credential_pattern (toJson $x) -}}
+      {{- fail (printf "%s[%d] carries a credential (a URL's user:password@ or a token in its query): no credential renders outside a Secret; mount it from a Secret (a secret volume) instead" $hatch $i) -}}
+    {{- end -}}
+  {{- end -}}{{- end -}}
+  {{- range $i, $x := ($v.extraVolumes | default list) -}}
+    {{- if has $x.name $names -}}
+      {{- fail (printf "extraVolumes[%d].name=%s: the pod already has a volume of that name (the chart's own: %s, or an earlier extraVolumes entry); give it another name" $i (toJson $x.name) (join ", " $names)) -}}
+    {{- end -}}
+    {{- $names = append $names $x.name -}}
+  {{- end -}}
+  {{- range $i, $x := ($v.extraVolumeMounts | default list) -}}
+    {{- if not (has $x.name $names) -}}
+      {{- fail (printf "extraVolumeMounts[%d].name=%s names no volume of the pod (its volumes: %s); add the volume to extraVolumes, or mount one that exists" $i (toJson $x.name) (join ", " $names)) -}}
+    {{- end -}}
+    {{- if has (trimSuffix "/" $x.mountPath) $paths -}}
+      {{- fail (printf "extraVolumeMounts[%d].mountPath=%s: the server container already mounts a volume there (the chart's own mounts: %s, or an earlier entry); choose another path" $i (toJson $x.mountPath) (join ", " $paths)) -}}
+    {{- end -}}
+    {{- $paths = append $paths (trimSuffix "/" $x.mountPath) -}}
+  {{- end -}}
   {{- $volumes = concat $volumes ($v.extraVolumes | default list) -}}
   {{- $mounts = concat $mounts ($v.extraVolumeMounts | default list) -}}
 {{- end -}}

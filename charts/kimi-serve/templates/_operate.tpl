@@ -16,10 +16,15 @@ it is given (their maps are shared), as autoscaling.apply does.
 {{- $v := .Values -}}
 {{- $a := $v.autoscaling -}}
 {{- $replicas := int $v.replicas -}}
+{{- /* monitoring.scraper.podLabels as KIMI_SCRAPER_LABELS writes them (key=value), for the hook to judge */ -}}
+{{- $scraperLabels := list -}}
+{{- range $k, $x := ($v.monitoring.scraper.podLabels | default dict) }}{{ $scraperLabels = append $scraperLabels (printf "%s=%v" $k $x) }}{{ end -}}
 {{- toJson (dict "replicas" $replicas "max_replicas" (max (int $a.maxReplicas) $replicas)
       "autoscaling" (ternary $a.engine "off" (and $a.enabled true))
       "scale_waiting" (int $a.waitingPerReplica) "scale_kv_percent" (int $a.kvCachePercent)
-      "prometheus_url" $a.prometheusUrl "slo_ttft_ms" (int $v.monitoring.sloTtftMs) "slo_itl_ms" (int $v.monitoring.sloItlMs)) -}}
+      "prometheus_url" $a.prometheusUrl "slo_ttft_ms" (int $v.monitoring.sloTtftMs) "slo_itl_ms" (int $v.monitoring.sloItlMs)
+      "monitoring" (and $v.monitoring.enabled true) "scraper_namespace" ($v.monitoring.scraper.namespace | default "")
+      "scraper_labels" $scraperLabels) -}}
 {{- end -}}
 
 {{/* kimi.match: (list ctx facts component) -> PromQL matchers of this deployment's engines */}}

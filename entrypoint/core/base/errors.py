@@ -18,10 +18,20 @@ INTERNAL_ERROR = "internal_error"
 EXIT_USAGE = 2
 
 
+def one_line(text: str) -> str:
+    """`text` on one line: a line break or another control character a value carried, escaped as
+    Python writes it (`\\n`), so that a message stays one line whatever it quotes."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class KimiError(Exception):
     """A user-facing error: ends the program with exit code 2 (or `exit_code`) and one clear message."""
 
-    def __init__(self, code: str, message: str, exit_code: int = EXIT_USAGE, see: str = ""):
+    def __init__(self, code: str, message: str, exit_code: int = EXIT_USAGE, see: str = "", listing: bool = False):
+        if not listing:  # one line whatever a quoted value holds (`listing`: a report of one problem per line)
+            message, see = one_line(message), one_line(see)
         full = f"{message} {see}" if see else message
         super().__init__(full)
         self.code = code
@@ -51,7 +61,9 @@ def did_you_mean(value: str, valid: Iterable[str]) -> str:
     """` Did you mean 'x'?` for the valid value closest to `value` (a near spelling, or a short form:
     one part of a hyphenated name), else ""."""
     valid = list(valid)
-    close = difflib.get_close_matches(str(value), valid, n=1)
+    close = [v for v in valid if str(v).lower() == str(value).strip().lower()][:1] or \
+        difflib.get_close_matches(str(value), valid, n=1) or \
+        difflib.get_close_matches(str(value).lower(), valid, n=1)
     if not close:  # a short form: `k3` for `kimi-k3`, `h200` written `H200` is matched above
         text = str(value).strip().lower()
         close = [v for v in valid if text and (v.lower().endswith("-" + text) or v.lower().startswith(text + "-"))][:1]

@@ -270,6 +270,37 @@ def write_file(path, data, mode: int = 0o644) -> None:
         raise
 
 
+def is_local_path(model: str) -> bool:
+    """Whether KIMI_MODEL names a path of this node (`/models/x`, `./x`, `~/x`), not a repo id or a URL."""
+    return "://" not in model and model.startswith(("/", "./", "../", "~"))
+
+
+def local_model_problem(model: str) -> Optional[str]:
+    """Why the local path `model` holds no weights vLLM could load (words that follow the path), or
+    None: a path that exists and holds *.safetensors or *.bin, or no local path at all."""
+    if not is_local_path(model):
+        return None
+    path = os.path.expanduser(model)
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a link loop"
+        return "is a dangling link" if os.path.islink(path) else "does not exist on this node"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"is {kind_of(info.st_mode) if not stat.S_ISREG(info.st_mode) else 'a file'}, not a directory of weights"
+    odd = []
+    for suffix in (".safetensors", ".bin"):
+        walk = walk_files(path, suffix, limits.MAX_WEIGHTS_ENTRIES, 0, limits.WEIGHTS_SEARCH_DEADLINE_S)
+        if walk.files:
+            return None
+        odd += walk.odd
+    if odd:
+        name, what = odd[0]
+        return f"holds no weights vLLM could read: {os.path.basename(name)} is {what}, not a regular file"
+    return "holds no weights (no *.safetensors or *.bin file in it)"
+
+
 def local_model_gb(model: str) -> Optional[float]:
     """GB of weights (*.safetensors, else *.bin) in a local model directory (KIMI_MODEL=/path), the
     top folder as vLLM reads it; None when `model` is no local directory holding either (a repo id,

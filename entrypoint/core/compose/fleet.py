@@ -127,7 +127,7 @@ def choose(settings, directory: Optional[str] = None, pd: bool = False) -> Optio
         key, _, value = (term if sep else item).partition("=")
         if not key or not value:
             raise KimiError(E.INVALID_VALUE, f"KIMI_ROUTER_SELECTOR: {item[:80]!r} is not key=value. Give the pod "
-                            "labels that select the copies, e.g. app.kubernetes.io/name=kimi-k25 (or leave it to "
+                            "labels that select the copies, e.g. app.kubernetes.io/name=<the deployment's name> (or leave it to "
                             "`plan --format k8s`, which sets it).")
     if addrs and selector:
         raise KimiError(E.INVALID_VALUE, "KIMI_REPLICA_ADDRS and KIMI_ROUTER_SELECTOR both name the copies: keep "

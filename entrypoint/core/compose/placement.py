@@ -19,10 +19,10 @@ from entrypoint.core.base.errors import KimiError
 from entrypoint.core.compose.plan import Kind, Plan, Process
 from entrypoint.core.compose.settings import BY_NAME, Settings
 from entrypoint.core.vllm.mask import mask_value
-from entrypoint.core.vllm.vllm_cli import SHAPE_DESTS
+from entrypoint.core.vllm.vllm_cli import refusal
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
-ADDRESS_SETTINGS = ("head_addr", "host", "router_host", "prefill_addrs", "decode_addrs", "instance_addrs", "replica_addrs",
+ADDRESS_SETTINGS = ("head_addr", "node_addr", "host", "router_host", "prefill_addrs", "decode_addrs", "instance_addrs", "replica_addrs",
                     "mooncake_master_addr", "mooncake_store_host")
 # Variables a process's env names its GPUs with (declared in core/compose/settings.py).
 VISIBILITY_SETTINGS = ("cuda_visible_devices", "hip_visible_devices", "rocr_visible_devices")
@@ -84,6 +84,42 @@ def check_addresses(settings: Settings) -> None:
                                 "own address.")
 
 
+def thread_list_problem(text: str, ranks: int) -> Optional[str]:
+    """Why a core list per rank (VLLM_CPU_OMP_THREADS_BIND's `0-3|4-7`: a `|` between ranks, `,`
+    between ranges) cannot bind `ranks` ranks, or None: one list per rank, ranges low to high, no
+    core in two ranks' lists (vLLM's CPU worker indexes the lists by its local rank)."""
+    groups = text.split("|")
+    if len(groups) != ranks:
+        return (f"gives {len(groups)} core list(s) for {ranks} rank(s) (KIMI_CPU_RANKS): give one per rank, "
+                "separated by '|'")
+    owner: Dict[int, int] = {}
+    for rank, group in enumerate(groups):
+        for item in group.split(","):
+            low, dash, high = item.partition("-")
+            if not low.isdigit() or (dash and not high.isdigit()):
+                return f"has {item!r} in rank {rank}'s list: write a core (3) or a range of cores (0-3)"
+            first, last = int(low), int(high) if dash else int(low)
+            if last < first:
+                return f"has the range {item!r} in rank {rank}'s list running backwards: write {last}-{first}"
+            if last - first > 65536:
+                return f"has the range {item!r}: more cores than a node holds"
+            for core in range(first, last + 1):
+                other = owner.setdefault(core, rank)
+                if other != rank:
+                    return f"binds core {core} to rank {other} and rank {rank}: give each rank cores of its own"
+    return None
+
+
+def check_thread_lists(settings: Settings) -> None:
+    """Every thread list setting judged alike (KIMI_CPU_THREADS_BIND)."""
+    text = settings.values.get("cpu_threads_bind")
+    if text and text not in ("nobind", "auto"):
+        why = thread_list_problem(text, settings.cpu_ranks)
+        if why:
+            raise KimiError(E.INVALID_VALUE, f"{BY_NAME['cpu_threads_bind'].env}={text[:80]!r} {why}. Or use nobind "
+                            "(no binding) or auto (a NUMA node per rank).")
+
+
 def check_user_args(user, spec) -> None:
     """The user's vLLM arguments (`user`: vllm_cli.EngineArgs of KIMI_EXTRA_ARGS and the container
     arguments) set none of the options the plan draws the deployment from (vllm_cli.SHAPE_DESTS:
@@ -93,12 +129,13 @@ def check_user_args(user, spec) -> None:
     for dest in user.shape_given():
         option = next((o for o in spec.options.values() if o.dest == dest), None)
         name = option.name if option is not None else "--" + dest.replace("_", "-")
-        value = user.text(dest) or ""
-        shown = f"{name} {value[:80]!r}" if value else name
+        value = user.get(dest)
+        text = "" if isinstance(value, bool) else user.text(dest) or ""
+        shown = f"{name} {mask_value(text)[:80]!r}" if text else name if value is not False else \
+            f"{name} off ({', '.join(option.negative) if option is not None else 'its negative form'})"
         raise KimiError(E.INVALID_VALUE, f"the vLLM arguments (KIMI_EXTRA_ARGS, the container arguments) set "
-                        f"{shown}, which draws the deployment (its GPUs, ports, probes or grace period) and is "
-                        f"a setting's, not a vLLM argument's: set {SHAPE_DESTS[dest]} instead, and remove "
-                        f"{name} (in any spelling) from the vLLM arguments.")
+                        f"{shown}, which draws the deployment (its GPUs, processes, ports, probes, wiring or grace "
+                        f"period) and is not a vLLM argument's{refusal(dest, name)}")
 
 
 def check_role(settings: Settings, plan: Plan) -> None:
@@ -182,3 +219,25 @@ def check_node_fit(plan: Plan, gpu_count: int, settings: Settings) -> None:
                                 "them other addresses, or other ports (KIMI_PORT, KIMI_ROUTER_PORT, KIMI_*_DP_RPC_PORT; "
                                 "each pool's port comes from the strategy).")
         seen.setdefault(host, []).append((proc, gpus, ports))
+
+
+def check_head_ports(plan: Plan, peer_port: int) -> None:
+    """A multi-node copy's head (rank 0 of an engine spanning --nnodes): the peer watch its entrypoint
+    forks before vLLM starts (recipes/serving.yaml peer_watch, node/peers.py) and vLLM's master port
+    (--master-port) listen beside its own ports; no two may be one port."""
+    for proc in plan.processes:
+        if not proc.is_engine or proc.vllm is None or proc.vllm.nnodes < 2 or proc.vllm.number("node_rank", 0):
+            continue
+        owned = [(port, "its own ports (KIMI_PORT, KIMI_*_DP_RPC_PORT, the KV ports)") for port in proc.listens]
+        master = proc.vllm.text("master_port")
+        if master and master.isdigit():
+            owned.append((int(master), "vLLM's master port (--master-port)"))
+        owned.append((peer_port, "the peer watch (recipes/serving.yaml peer_watch.port), which the head's entrypoint "
+                      "starts before vLLM"))
+        seen: Dict[int, str] = {}
+        for port, what in owned:
+            other = seen.setdefault(port, what)
+            if other is not what:
+                raise KimiError(E.UNSUPPORTED_COMBINATION, f"{proc.role} rank {proc.rank}, the head of a "
+                                f"{proc.vllm.nnodes}-node copy, would listen on port {port} twice: for {other} and for "
+                                f"{what}. Choose another KIMI_PORT, or another --master-port in KIMI_EXTRA_ARGS.")

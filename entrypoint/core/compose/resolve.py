@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Tuple
 from entrypoint.core.base import errors as E
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.base.net import url_host
+
 from entrypoint.core.compose.fleet import check_start, ROLE
 from entrypoint.core.compose.fleet import layer as fleet_layer
 from entrypoint.core.compose.kv import layer as kv_layer
@@ -28,6 +29,8 @@ from entrypoint.core.data.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.data.record import Record
 from entrypoint.core.vllm.args import Tagged, substitute, tag
 from entrypoint.core.vllm.vllm_cli import EngineArgs, check, dedupe, engine_args, parse, spec_for
+
+GIB_GB = 2 ** 30 / 1e9  # a GiB (VLLM_CPU_KVCACHE_SPACE's unit) in GB (the memory check's)
 
 EnvLayers = List[Tuple[str, Dict[str, str]]]  # (source, env)
 # A local model's weights times this is the memory it needs (activations, buffers, the runtime)
@@ -593,8 +596,18 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
     what = (f"the model at {sel.model} ({need:.1f} GB with vLLM's working memory)" if need != ctx.variant.vram_minimum_gb
             else f"KIMI_VARIANT={sel.variant}")
     for pool in pools:
-        if pool.vram_gb >= need:
+        # a host backend's ranks each allocate their KV cache (VLLM_CPU_KVCACHE_SPACE, GiB) beside the weights
+        kv_gb = round(pool.gpus * ctx.host.kvcache_gib * GIB_GB, 1) if ctx.host is not None else 0.0
+        if pool.vram_gb >= need + kv_gb:
             continue
+        if kv_gb and pool.vram_gb >= need:  # the weights fit: the ranks' KV cache does not
+            raise KimiError(E.INSUFFICIENT_MEMORY,
+                            f"{what} and the KV cache of {pool.gpus} rank(s) x {ctx.host.kvcache_gib} GiB "
+                            f"(KIMI_CPU_KVCACHE_GIB: {kv_gb:g} GB vLLM's CPU backend allocates beside the weights) need "
+                            f"{need + kv_gb:.0f} GB, but the ranks' node(s) hold {pool.vram_gb:.0f} GB (KIMI_CPU_MEMORY_GB). "
+                            "Ways "
+                            f"out: a smaller KIMI_CPU_KVCACHE_GIB; fewer ranks (KIMI_CPU_RANKS); a larger "
+                            "KIMI_CPU_MEMORY_GB on a node that has it; KIMI_SKIP_MEMORY_CHECK=1 to try anyway.")
         nodes_needed = math.ceil(need / hw.vram_gb)
         fitting = [v for v, var in ctx.recipe.variants.items()
                    if var.vram_minimum_gb <= pool.vram_gb and not variant_unsupported(ctx.cat, v, sel.hardware)

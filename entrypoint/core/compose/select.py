@@ -87,21 +87,31 @@ class Selection(Choice):
         return self.nodes > 1
 
 
+def hardware_targets(catalog: Catalog) -> list:
+    """Every KIMI_HARDWARE id the recipe launches on: its GPU targets, then the targets that serve
+    every recipe (cpu: vLLM's CPU backend)."""
+    recipe = catalog.recipe
+    return [*recipe.hardware, *(h for h, hw in catalog.hardware.items()
+                                if hw.serves_every_recipe and h not in recipe.hardware and not left_out(recipe, catalog, h))]
+
+
 def _valid_hardware(settings: Settings, catalog: Catalog, detected: Optional[str]) -> str:
     recipe = catalog.recipe
+    targets = hardware_targets(catalog)
     hw = settings.hardware or settings.image_hardware
     source = "KIMI_HARDWARE" if settings.hardware else "the image's default hardware (KIMI_IMAGE_HARDWARE)"
     if hw is None:
         raise KimiError(E.MISSING_SETTING, "KIMI_HARDWARE is not set and this is not an image with a default target. "
-                        f"Set KIMI_HARDWARE to one of: {', '.join(recipe.hardware)}, or auto.")
+                        f"Set KIMI_HARDWARE to one of: {', '.join(targets)}, or auto.")
     if hw == "auto":
         if detected is None:
             raise KimiError(E.MISSING_SETTING, "KIMI_HARDWARE=auto but no supported GPU was detected on this node: "
-                            f"set KIMI_HARDWARE to its target, one of: {', '.join(recipe.hardware)}.",
+                            f"set KIMI_HARDWARE to its target, one of: {', '.join(targets)} (cpu: vLLM's CPU "
+                            "backend, for a node without GPUs).",
                             see="`kimi-serve doctor` shows what each probe saw.")
         hw = detected
     if hw not in catalog.hardware:
-        raise unknown_value(source, hw, recipe.hardware, "Or use auto to detect it.")
+        raise unknown_value(source, hw, targets, "Or use auto to detect it.")
     why = left_out(recipe, catalog, hw)
     if hw not in recipe.hardware and (why or not catalog.hardware[hw].serves_every_recipe):
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"The {recipe.title} recipe has no launch for {hw}"

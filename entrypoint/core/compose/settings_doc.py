@@ -18,7 +18,8 @@ END = "<!-- settings-table:end -->"
 def _ids() -> dict:
     catalog = load_catalog()
     recipes = catalog.recipes.values()
-    hardware = list(dict.fromkeys(h for r in recipes for h in r.hardware))
+    hardware = list(dict.fromkeys([*(h for r in recipes for h in r.hardware),  # then cpu: every recipe's
+                                   *(h for h, hw in catalog.hardware.items() if hw.serves_every_recipe)]))
     variants: Dict[str, list] = {}
     profiles: Dict[str, list] = {}
     for r in recipes:

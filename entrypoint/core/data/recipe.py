@@ -33,7 +33,8 @@ __all__ = ["Catalog", "RecipeDataError", "default_recipes_dir", "default_feature
 Catalog = Record  # the validated catalog: fields recipe, hardware, strategies (see recipe_schema.Catalog)
 _SCHEMA_SOURCES = tuple(Path(__file__).parent.parent.joinpath(name) for name in (
     "data/recipe.py", "data/recipe_schema.py", "data/platform_schema.py", "data/record.py", "data/catalog_cache.py", "base/files.py",
-    "data/kv_schema.py", "data/loading_schema.py", "data/bench.py", "data/preload_schema.py", "data/fleet_schema.py"))
+    "data/kv_schema.py", "data/loading_schema.py", "data/bench.py", "data/preload_schema.py", "data/fleet_schema.py",
+    "data/wiring_schema.py"))
 
 
 class RecipeDataError(Exception):
@@ -46,12 +47,13 @@ class RecipeDataError(Exception):
 
 KV_FILE, LOADERS_FILE = "kv_offload.yaml", "loaders.yaml"
 PRELOAD_FILE = "vllm/preload.yaml"  # `vllm preload` per release (core/compose/preload.py)
+WIRING_FILE = "vllm/wiring.yaml"  # what the vLLM arguments may not set (core/vllm/vllm_cli.py)
 FLEET_FILE = "fleet.yaml"  # the router in front of a fleet's copies (core/compose/fleet.py)
 BENCH_FILE = "bench/benchmarks.yaml"  # a folder of its own: no glob of recipes/*.yaml takes it for a recipe
 # The parts of the one catalog read only by the commands that need them (a start without KV
 # offload never decodes the KV part); all are validated, cross-checked and cached together.
 SECTIONS = {"kv_offload": KV_FILE, "loaders": LOADERS_FILE, "bench": BENCH_FILE, "preload": PRELOAD_FILE,
-            "fleet": FLEET_FILE}
+            "fleet": FLEET_FILE, "wiring": WIRING_FILE}
 
 
 def _model_files(directory: Path) -> List[Path]:
@@ -221,15 +223,20 @@ def _validate(directory: Path) -> dict:
     from entrypoint.core.data.kv_schema import KvFile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
     from entrypoint.core.data.loading_schema import LoadersFile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
     from entrypoint.core.data.preload_schema import PreloadFile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.core.data.wiring_schema import WiringFile  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
     catalog = _validate_main(directory)
     models = {"kv_offload": KvFile, "loaders": LoadersFile, "bench": BenchFile, "preload": PreloadFile,
-              "fleet": FleetFile}
+              "fleet": FleetFile, "wiring": WiringFile}
     parts = {name: _validated(directory / file, models[name], read_data_file(directory / file))
              for name, file in SECTIONS.items()}
+    dests = set()
     for path in _grammar_files(directory):
         _check_grammar(path)
-    problems = _dangling(directory, catalog, parts["kv_offload"], parts["loaders"], parts["bench"])
+        dests |= {o["dest"] for o in read_data_file(path)["options"]}
+    problems = [f"{directory / WIRING_FILE}: {what}.{dest}: no recorded vLLM grammar has this destination"
+                for what in ("refused", "allowed") for dest in getattr(parts["wiring"], what) if dest not in dests]
+    problems += _dangling(directory, catalog, parts["kv_offload"], parts["loaders"], parts["bench"])
     if parts["fleet"].router_of not in parts["kv_offload"].stores:
         valid = ", ".join(sorted(parts["kv_offload"].stores)) or "none"
         problems.append(f"{directory / FLEET_FILE}: router_of: unknown KV store {parts['fleet'].router_of!r} "
@@ -347,8 +354,9 @@ def with_host(catalog: Record, settings, ram_gb: float, cores: int) -> Record:
         env = {key: _fill(value, values) for key, value in backend.env.items()}
         fields = {name: getattr(backend, name) for name in backend._fields}
         sized = {name: getattr(hw, name) for name in hw._fields}
-        sized.update(gpu_count=ranks, vram_gb=memory,
-                     host_backend=Record(backend._kind, {**fields, "env": FrozenDict(env)}))
+        sized.update(gpu_count=ranks, vram_gb=memory,  # kvcache_gib: what each rank allocates (the memory check)
+                     host_backend=Record(backend._kind, {**fields, "env": FrozenDict(env),
+                                                         "kvcache_gib": settings.cpu_kvcache_gib or backend.kvcache_gib}))
         hardware[hid] = Record(hw._kind, sized)
     fields = {name: getattr(catalog, name) for name in catalog._fields}
     return Record("Catalog", {**fields, "hardware": FrozenDict(hardware)})

@@ -90,10 +90,12 @@ def _file_secret(path: str) -> list:
 
 
 def url_passwords(environ: Mapping[str, str]) -> list:
-    """The password of every URL a variable's value carries (KIMI_MODEL=s3://key:password@bucket):
-    a message that quotes it without its URL still hides it."""
+    """The password of every URL a variable's value carries (KIMI_MODEL=s3://key:password@bucket),
+    and every credential in its query (`?access_token=...`): a message that quotes it without its URL
+    still hides it."""
     return [m.group(3) for value in environ.values() if "://" in value for m in _USERINFO.finditer(value)
-            if m.group(3)]
+            if m.group(3)] + [m.group(2) for value in environ.values() if "?" in value
+                              for m in _QUERY_SECRET.finditer(value)]
 
 
 def mask_env(env: Mapping[str, str]) -> dict:
@@ -152,6 +154,13 @@ _FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w.-]*)")
 # masked, blanks included) or one word (not an option: argparse would not take it as the value).
 _VALUE = re.compile(r"""(?:=|\s+)(?:'(?P<single>[^']*)'?|"(?P<double>[^"]*)"?|(?P<word>[^\s'"]+))""")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/@:]*):([^\s/@]*)@")
+# A URL's query parameter that carries a credential (`?access_token=`, `&token=`, `&key=`, `&sig=`,
+# S3's `X-Amz-Signature=` and `X-Amz-Security-Token=`, GCS's `X-Goog-Signature=`): its name ends in one of
+# these words, in any case; the value runs to the next `&`, `#`, blank or quote.
+QUERY_SECRET_WORDS = ("token", "key", "apikey", "signature", "sig", "secret", "password", "passwd", "pwd",
+                      "credential", "credentials", "auth", "authorization")
+QUERY_SECRET_NAME = r"[?&;](?:[\w.\-]*[_.\-])?(?:" + "|".join(QUERY_SECRET_WORDS) + ")="  # RE2 takes it too
+_QUERY_SECRET = re.compile(r"(?i)(" + QUERY_SECRET_NAME + r")([^&#\s'\"]+)")
 
 
 def mask_flags(text: str) -> str:
@@ -177,8 +186,19 @@ def mask_flags(text: str) -> str:
 
 
 def mask_userinfo(text: str) -> str:
-    """`scheme://user:password@host` -> `scheme://user:****@host` (a URL given with credentials)."""
-    return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
+    """`scheme://user:password@host` -> `scheme://user:****@host`, and `?access_token=X` ->
+    `?access_token=****` (a URL given with credentials, in its userinfo or its query)."""
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
+    return _QUERY_SECRET.sub(lambda m: m.group(1) + MASK, text) if "=" in text else text
+
+
+def url_credential(text: str) -> str:
+    """Where a URL carries a credential: "user information" (`user:password@`), "the query parameter
+    NAME", or "" when it carries none."""
+    if _USERINFO.search(text):
+        return "user information (user:password@)"
+    found = _QUERY_SECRET.search(text)
+    return f"the query parameter {found.group(1)[1:-1]}" if found else ""
 
 
 def mask_output(text: str, environ: Mapping[str, str], argv: Sequence[str] = ()) -> str:

@@ -14,6 +14,7 @@ directory.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,7 +24,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 from entrypoint.core.base import errors as E
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.data.datadir import default_recipes_dir
-from entrypoint.core.data.recipe import read_data_file, RecipeDataError
+from entrypoint.core.data.recipe import load_section, read_data_file, RecipeDataError
 from entrypoint.core.data.versions import version_key
 
 Tagged = List[Tuple[str, str]]  # (token, source)
@@ -55,7 +56,8 @@ class Option:
 
     @property
     def name(self) -> str:
-        return max(self.strings, key=len)
+        """The option's longest positive string (`--enable-expert-parallel`, never its `--no-` form)."""
+        return max((s for s in self.strings if s not in self.negative) or self.strings, key=len)
 
     def normalised(self, value: str) -> str:
         if self.choice_key == "lower_underscore":
@@ -316,9 +318,14 @@ def values(argv: Sequence[str], spec: Spec) -> Dict[str, object]:
     """The effective value of every destination the argv sets: a string (last wins), True for a
     flag, False for its `--no-` form, a list for accumulating/list options."""
     out: Dict[str, object] = {}
+    dotted: Dict[str, dict] = {}
     for unit in parse([(t, "") for t in argv], spec, strict=False):
         opt = unit.option
-        if opt is None or unit.dotted:
+        if opt is None:
+            continue
+        if unit.dotted:  # `--opt.key value`: vLLM gathers the keys and appends `--opt '<json>'` last
+            keys = unit.tokens[0][0].split("=", 1)[0].split(".")[1:]
+            _set_key(dotted.setdefault(opt.dest, {}), keys, unit.values[0] if unit.values else "")
             continue
         if opt.kind == "boolean_optional":
             out[opt.dest] = _canonical(unit.tokens[0][0], spec) not in opt.negative
@@ -333,7 +340,22 @@ def values(argv: Sequence[str], spec: Spec) -> Dict[str, object]:
             out[opt.dest] = list(unit.values)
         else:
             out[opt.dest] = unit.values[0] if unit.values else ""
+    for dest, config in dotted.items():  # the gathered keys replace the option's whole value
+        out[dest] = json.dumps(config, separators=(",", ":"))
     return out
+
+
+def _set_key(config: dict, keys: List[str], raw: str) -> None:
+    """One `--opt.a.b value` key into the dict vLLM builds from them (a value JSON reads is that value)."""
+    try:
+        value: object = json.loads(raw)
+    except ValueError:
+        value = raw
+    for key in keys[:-1]:
+        inner = config.get(key)
+        config = config.setdefault(key, {}) if isinstance(inner, dict) or inner is None else config
+    if keys:
+        config[keys[-1]] = value
 
 
 def _canonical(token: str, spec: Spec) -> str:
@@ -436,6 +458,31 @@ def _reads(*dests: str, setting: str):
     return wrap
 
 
+def refused_dests() -> Dict[str, Tuple[Optional[str], Optional[str]]]:
+    """Every destination the user's vLLM arguments may not set -> (the setting that owns it, or
+    None; why, or None): what the renderings read (SHAPE_DESTS) and what recipes/vllm/wiring.yaml
+    records as changing the world size, the processes, the ports or the wiring."""
+    return _refused(str(default_recipes_dir()))
+
+
+@lru_cache(maxsize=8)
+def _refused(directory: str) -> Dict[str, Tuple[Optional[str], Optional[str]]]:
+    found: Dict[str, Tuple[Optional[str], Optional[str]]] = {d: (s, None) for d, s in SHAPE_DESTS.items()}
+    for dest, entry in load_section("wiring", directory).refused.items():
+        found.setdefault(dest, (entry.setting, entry.why))
+    return found
+
+
+def refusal(dest: str, name: str, where: str = "from the vLLM arguments") -> str:
+    """The end of a refusal of `name` (an option of `dest`): the setting to use instead, or why none is
+    drawn, and the way out."""
+    setting, why = refused_dests().get(dest, (None, None))
+    reason = f" ({why})" if why and setting else f": {why}" if why else ""
+    if setting:
+        return f"{reason}: set {setting} instead, and remove {name} (in any spelling) {where}."
+    return f"{reason}. Remove {name} (in any spelling) {where}."
+
+
 @dataclass(frozen=True)
 class EngineArgs:
     """What vLLM itself reads from one process's `serve` arguments, parsed once by its grammar
@@ -460,9 +507,10 @@ class EngineArgs:
         return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
     def shape_given(self) -> List[str]:
-        """The shape destinations these arguments give, in the grammar's order: any value, the
-        negative form of a flag (`--no-enable-expert-parallel` turns a strategy's EP off) included."""
-        return [dest for dest in SHAPE_DESTS if dest in self.found]
+        """The refused destinations these arguments give (`refused_dests`: what the renderings read,
+        and what changes the world size, processes, ports or wiring): any value, the negative form of
+        a flag (`--no-enable-expert-parallel` turns a strategy's EP off) and dotted keys included."""
+        return [dest for dest in refused_dests() if dest in self.found]
 
     @_reads("tensor_parallel_size", setting=_PARALLEL)
     def tensor_parallel(self) -> int:
