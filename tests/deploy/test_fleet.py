@@ -142,7 +142,8 @@ def test_compose_runs_this_nodes_copy_and_the_router_before_every_copy():
     router = doc["services"]["kimi-k2-5-router"]
     assert router["depends_on"] == ["kimi-k2-5"]
     proc = build({k: str(v) for k, v in router["environment"].items()}).this_process()
-    urls = proc.argv[proc.argv.index("--worker-urls") + 1:proc.argv.index("--host")]
+    argv = proc.router_argv  # the router behind the stream front
+    urls = argv[argv.index("--worker-urls") + 1:argv.index("--host")]
     assert list(urls) == ["http://127.0.0.1:8000", "http://10.0.0.2:8000"]
     engine = build({k: str(v) for k, v in doc["services"]["kimi-k2-5"]["environment"].items()}).this_process()
     assert engine.argv[:2] == ("vllm", "serve") and "--kv-events-config" in engine.argv
@@ -213,15 +214,18 @@ def test_the_router_does_not_start_without_every_copys_address(env, missing):
     assert "KIMI_REPLICA_ADDRS" in err.value.message
 
 
-@pytest.mark.parametrize("policy, added", [
-    ("cache_aware", ["--enable-scale-out", "--max-num-queued-reqs"]), ("round_robin", ["--max-num-queued-reqs"]),
-    ("kv_aware", ["--enable-scale-out", "--kv-events-config", "--max-num-queued-reqs"])])
-def test_every_engine_serves_what_the_routers_policy_asks_of_it(policy, added):
+@pytest.mark.parametrize("policy, front, added", [
+    ("cache_aware", "on", ["--enable-scale-out", "--max-num-queued-reqs"]),
+    ("round_robin", "off", ["--max-num-queued-reqs"]),
+    # the stream front parses a continued chat stream with the engines' derender endpoint (issue 48)
+    ("round_robin", "on", ["--enable-scale-out", "--max-num-queued-reqs"]),
+    ("kv_aware", "on", ["--enable-scale-out", "--kv-events-config", "--max-num-queued-reqs"])])
+def test_every_engine_serves_what_the_routers_policy_asks_of_it(policy, front, added):
     from entrypoint.core.vllm.vllm_cli import spec_for, values
 
     one = build({**H200, "KIMI_STRATEGY": "single_node_dep"}).plan.processes[0]
     plan = build({**H200, "KIMI_STRATEGY": "single_node_dep", "KIMI_REPLICA_ADDRS": "a,b",
-                  "KIMI_ROUTER_POLICY": policy}).plan
+                  "KIMI_ROUTER_POLICY": policy, "KIMI_STREAM_FRONT": front}).plan
     engine = plan.processes[0]
     assert [t for t in engine.argv if t.startswith("--") and t not in one.argv] == added
     found = values(list(engine.argv[3:]), spec_for("0.32.0"))  # vLLM's own grammar reads them
