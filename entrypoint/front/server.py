@@ -409,4 +409,8 @@ def serve(host: str, port: int, upstream: str, migrations: int, drain_s: int, ch
     """Run the front until SIGTERM (or its child's exit); its exit code."""
     front = Front(upstream, migrations, drain_s, child)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    return asyncio.run(front.run(host, port))
+    try:  # uvloop where the image has it (vLLM's own dependency): its event loop relays a chunk for less CPU
+        import uvloop  # noqa: PLC0415 - optional
+    except ImportError:
+        return asyncio.run(front.run(host, port))
+    return uvloop.run(front.run(host, port))
