@@ -509,6 +509,8 @@ launch), each overlaid with the chart's `probes` values */}}
     {{- $sidecar := merge (dict "name" $f.preload.role "image" $c.image "imagePullPolicy" $c.pullPolicy "env" $penv "volumeMounts" (deepCopy $mounts))
           (fromJson (toJson $f.preload.container | replace "${health_path}" $c.preload.path)) -}}
     {{- with $c.envFrom }}{{ $_ := set $sidecar "envFrom" . }}{{ end -}}
+    {{- /* its start-up budget is the launch's, as the engine's (k8s_pod.add_weight_cache: the same health figures) */ -}}
+    {{- with $container.startupProbe }}{{ $_ := set $sidecar.startupProbe "failureThreshold" .failureThreshold }}{{ end -}}
     {{- $_ := set $spec "initContainers" (append $spec.initContainers $sidecar) -}}
   {{- end -}}
   {{- $_ := set $spec "nodeSelector" (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) -}}
