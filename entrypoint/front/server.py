@@ -199,6 +199,7 @@ class Front:
         headers = self._headers(request)
         response: Optional[web.StreamResponse] = None
         derendered = 0  # chat after a seam: tokens the parsers have seen
+        started_at = -1  # tokens generated when the last continuation was sent (-1: none sent)
         assert self.session is not None
         while True:
             try:
@@ -254,7 +255,7 @@ class Front:
                     return web.json_response({"error": {"message": f"the router did not answer: {cause}",
                                                         "type": "bad_gateway", "param": None, "code": 502}},
                                              status=502)
-                stop = self._cannot_continue(progress)
+                stop = self._cannot_continue(progress, len(progress.generated) == started_at)
                 if stop is not None:
                     return await self._fail(request, response, progress, stop[0], f"{stop[1]} ({cause})")
                 if progress.remaining() == 0:  # cut after its last token: the answer is whole
@@ -276,16 +277,21 @@ class Front:
                     if length is not None:
                         payload["max_tokens"] = max(1, length - len(payload["prompt"]))
                 url = self.upstream + S.COMPLETIONS
-                derendered = len(progress.generated)
+                derendered = started_at = len(progress.generated)
                 await asyncio.sleep(min(2.0, 0.25 * progress.attempts))  # the router's health checks catch up
 
-    def _cannot_continue(self, progress: S.Progress):
+    def _cannot_continue(self, progress: S.Progress, stalled: bool = False):
+        """Why the stream ends here (the metric's reason and the client's message), or None: continue
+        it. `stalled`: the last continuation gave no token (no engine could take it)."""
         if progress.continuable is not None:
             return "not_continuable", f"the engine serving this stream stopped, and it cannot be continued on " \
                                       f"another: {progress.continuable}"
         if progress.prompt_ids is None:
             return "no_token_ids", "the engine serving this stream stopped before it gave the prompt's token ids " \
                                    "(vLLM 0.32 or later gives them), so it cannot be continued"
+        if progress.attempts >= self.migrations and stalled:
+            return "no_survivor", f"the engine serving this stream stopped, and no other engine could continue " \
+                                  f"it ({progress.attempts} tries)"
         if progress.attempts >= self.migrations:
             return "migrations_exhausted", f"the stream was continued {progress.attempts} times, the front's " \
                                            f"limit, and its engine stopped again"

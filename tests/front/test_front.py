@@ -36,8 +36,8 @@ class Upstream:
     """vllm-router + engines, stood in: each streamed request is served from the prompt's position in
     ANSWER; `cut_after` tokens into the first stream the engine dies (the body ends mid-chunked)."""
 
-    def __init__(self, cut_after=None, cut_every=False):
-        self.cut_after, self.cut_every = cut_after, cut_every
+    def __init__(self, cut_after=None, cut_every=False, refuse_after_cut=False):
+        self.cut_after, self.cut_every, self.refuse_after_cut = cut_after, cut_every, refuse_after_cut
         self.requests: List[dict] = []
 
     async def handle(self, request: web.Request):
@@ -52,6 +52,8 @@ class Upstream:
                 "content": "".join(f"c{t} " for t in ids[5:])}}]})
         if not body.get("stream"):
             return web.json_response({"choices": [{"text": "x"}]})
+        if self.refuse_after_cut and len(self.requests) > 1:  # the router has no engine left
+            return web.json_response({"error": {"message": "no healthy workers"}}, status=503)
         chat = request.path.endswith("chat/completions")
         prompt = body.get("prompt")
         start = len(prompt) - len(PROMPT_IDS) if isinstance(prompt, list) else 0
@@ -165,6 +167,13 @@ def test_a_stream_cut_more_often_than_the_limit_ends_with_an_error_event(serve):
     url = serve(Upstream(cut_after=2, cut_every=True), migrations=2)
     seen = _stream(url, S.COMPLETIONS, {"model": "m", "prompt": "hi", "max_tokens": 12})
     assert seen.outcome == "error" and "continued 2 times" in seen.error, seen
+
+
+def test_a_stream_no_engine_can_continue_ends_with_an_error_event_saying_so(serve):
+    url = serve(Upstream(cut_after=4, refuse_after_cut=True), migrations=2)
+    seen = _stream(url, S.COMPLETIONS, {"model": "m", "prompt": "hi", "max_tokens": 12})
+    assert seen.outcome == "error" and "no other engine could continue it" in seen.error, seen
+    assert len(seen.text.split()) == 4  # what the engine gave before it stopped, once
 
 
 def test_reasons_and_continuation_bodies():
