@@ -71,8 +71,8 @@ PROVES = {  # what each module's shape proves, for the results file and docs/sha
     "test_multi_node_tp_dp": "Kimi-K3's TP-per-node, DP-across layout; headless rank 1 (tp-dp-lb-mismatch fixed)",
     "test_multi_node_tep": "TP 2 + expert parallelism across two hosts (plugin)",
     "test_multi_node_dep": "DP 2 + EP across two hosts, each serving HTTP (plugin)",
-    "test_pd_cluster": "prefill, decode and the PD router, the prompt's KV cache moved over NIXL",
-    "test_fleet": "two copies behind the stream front and the cache-aware vllm-router, both reached; one SIGKILLed under load and started again (faults); streams continued on the survivor when a copy dies mid-stream; a rolling restart under load and streams; no survivor: the OpenAI client raises",
+    "test_pd_cluster": "prefill, decode and the PD router behind the stream front, the prompt's KV cache moved over NIXL; the decode engine killed mid-stream: no survivor, the OpenAI client raises APIError",
+    "test_fleet": "two copies behind the stream front and the cache-aware vllm-router, both reached; one SIGKILLed under load and started again (faults); streams continued on the survivor when that copy dies mid-stream; a rolling restart under load and streams",
 }
 
 
