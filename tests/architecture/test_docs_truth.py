@@ -1,5 +1,5 @@
 """The docs name only what exists: every repository path, Python module path and KIMI_* setting that
-README.md, docs/*.md and the chart's README name, and every one the code names in the words users
+README.md, docs/*.md, the chart's README and benchmarks/README.md name, and every one the code names in the words users
 and readers see (entrypoint/ and buildsys/, read whole: KimiError messages, help, docstrings,
 comments), is there.
 
@@ -178,7 +178,8 @@ CODE_NAMES = frozenset(name for path in code_files()
 
 
 def documents() -> list:
-    return [ROOT / "README.md", ROOT / "charts" / "kimi-serve" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", ROOT / "charts" / "kimi-serve" / "README.md", ROOT / "benchmarks" / "README.md",
+            *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def all_findings() -> list:
