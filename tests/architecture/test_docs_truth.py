@@ -1,7 +1,7 @@
 """The docs name only what exists: every repository path, Python module path and KIMI_* setting that
-README.md, docs/*.md, the chart's README and benchmarks/README.md name, and every one the code names in the words users
-and readers see (entrypoint/ and buildsys/, read whole: KimiError messages, help, docstrings,
-comments), is there.
+README.md, docs/*.md, the chart's README and benchmarks/README.md name, and every one the code names
+in the words users and readers see (entrypoint/ and buildsys/, read whole: KimiError messages, help,
+docstrings, comments), is there.
 
 The rules, in one place:
 
