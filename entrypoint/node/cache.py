@@ -61,7 +61,7 @@ def model_dirs(model: str, cache_dir: str, environ: Mapping[str, str]) -> list:
 def weights_search(model: str, cache_dir: str, environ: Mapping[str, str]) -> Tuple[Optional[Path], str]:
     """(the directory holding the model's safetensors or None, the first *.safetensors that is
     not a regular file: a FIFO, a device, a link loop; "" when none). The search is bounded in
-    entries, depth and time (core/files.walk_files) and follows no link to a directory."""
+    entries, depth and time (core/base/files.walk_files) and follows no link to a directory."""
     problem = ""
     for base in model_dirs(model, cache_dir, environ):
         try:

@@ -23,7 +23,7 @@ from entrypoint.node.facts import existing_parent, mount_of
 
 def _sample_file(weights: Path) -> Optional[Path]:
     """The largest regular *.safetensors among the first LOAD_SAMPLE_FILES found under `weights`
-    (a bounded search: core/files.walk_files; a FIFO or a device is never opened)."""
+    (a bounded search: core/base/files.walk_files; a FIFO or a device is never opened)."""
     walk = walk_files(weights, ".safetensors", limits.MAX_WEIGHTS_ENTRIES, limits.MAX_WEIGHTS_DEPTH,
                       limits.WEIGHTS_SEARCH_DEADLINE_S, first=limits.LOAD_SAMPLE_FILES)
     if not walk.files:

@@ -1,8 +1,8 @@
 {{/*
 The chart draws the objects `kimi-serve plan --format k8s` renders for the same settings (tests/chart
-compares them), and decides nothing: every setting is judged by kimi-serve's own code, in the
-release's image, by the pre-install/pre-upgrade hook (check-job.yaml) and again by every container
-before it loads anything. The shape comes from files/facts.json, a table generated from plan by
+compares them). It derives the deployment from the settings (the lookups below) but judges none:
+every setting is judged by kimi-serve's own code, in the release's image, by the
+pre-install/pre-upgrade hook (check-job.yaml) and again by every container before it loads anything. The shape comes from files/facts.json, a table generated from plan by
 `python build.py chart` (recipe x hardware -> strategies offered, pod resources, pool sizes, ports,
 start-up budgets; a test fails when it is stale). It parses no vLLM option: the options that draw a
 deployment are refused in settings.extra_args by plan itself (typed settings set them). Where the

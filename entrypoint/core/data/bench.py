@@ -17,7 +17,7 @@ from entrypoint.core.data.bench_schema import (METRICS, PER_GPU, BenchFile, Defa
                                         check_sweep, published as published_figures)
 from entrypoint.core.data.recipe import load_section, RecipeDataError
 
-DATA_FILE = "bench/benchmarks.yaml"  # core/recipe.BENCH_FILE: a folder of its own (no glob of recipes/*.yaml takes it)
+DATA_FILE = "bench/benchmarks.yaml"  # core/data/recipe.BENCH_FILE: a folder of its own (no glob of recipes/*.yaml takes it)
 PERCENTILES = ("p50", "p99")
 LATENCIES = ("ttft", "tpot", "itl")  # vLLM's metric names: time to first token, per output token, between tokens
 

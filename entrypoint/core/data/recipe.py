@@ -73,7 +73,7 @@ def _data_files(directory: Path) -> List[Path]:
 
 
 def read_data_file(path: Path):
-    """One data file through the one bounded reader (core/files.read_data); RecipeDataError
+    """One data file through the one bounded reader (core/base/files.read_data); RecipeDataError
     (one line naming the file) when it is not a regular file, too large, too deep or malformed."""
     try:
         return read_data(path, limits.MAX_DATA_FILE_BYTES, limits.MAX_DATA_DEPTH, limits.MAX_DATA_NODES)

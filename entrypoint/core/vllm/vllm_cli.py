@@ -554,7 +554,7 @@ class EngineArgs:
         value = self.text("data_parallel_rpc_port")
         return int(value) if value and value.isascii() and value.isdigit() else None
 
-    @_reads("load_format", setting="KIMI_LOAD_FORMAT (docs/loading.md)")
+    @_reads("load_format", setting="KIMI_LOAD_FORMAT (docs/cold-start.md)")
     def load_format(self) -> Optional[str]:
         return self.text("load_format")
 
