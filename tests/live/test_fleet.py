@@ -78,15 +78,15 @@ def test_a_copy_killed_under_load_costs_only_what_it_held_and_no_stream(running)
     from tests.live.faults import as_dict, kill_one_copy_under_load
 
     url, model = running.front.url(), running.plan.served_model_name
-    clients, tokens = 6, 256
+    clients, tokens = 6, 320
     calm = ST.run_drill(url, model, clients, tokens, {}, lambda: None, 0.0, url)  # the uninterrupted answers
     assert calm.complete == clients, ST.summary(calm)
     expect = dict(enumerate(calm.seen))
     drills: list = []
     streaming = threading.Thread(target=lambda: drills.append(ST.run_drill(
         url, model, clients, tokens, expect, lambda: None, 0.0, url, front_log=lambda: running.front.tail(5000))))
-    streaming.start()  # the kill below lands 5 s in: mid-stream (256 tokens take ~10-15 s here)
-    figures = kill_one_copy_under_load(running)
+    streaming.start()  # the kill below lands 3 s in: mid-stream (320 tokens take ~6-15 s here)
+    figures = kill_one_copy_under_load(running, before_s=3.0)
     streaming.join(600)
     running.faults = as_dict(figures)
     (drill,) = drills
