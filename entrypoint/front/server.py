@@ -258,7 +258,7 @@ class Front:
                 stop = self._cannot_continue(progress, len(progress.generated) == started_at)
                 if stop is not None:
                     return await self._fail(request, response, progress, stop[0], f"{stop[1]} ({cause})")
-                if progress.remaining() == 0:  # cut after its last token: the answer is whole
+                if progress.remaining() == 0 and response is not None:  # cut after its last token: the answer is whole
                     progress.finish_reason = "length"
                     if path == S.CHAT and progress.attempts:
                         await self._chat_delta(response, progress, derendered, final=True)
@@ -363,7 +363,7 @@ class Front:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        waits = [asyncio.ensure_future(stop.wait())]
+        waits: List[asyncio.Future] = [asyncio.ensure_future(stop.wait())]
         if self.child is not None:
             waits.append(asyncio.ensure_future(self.child.wait()))
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
