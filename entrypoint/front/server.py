@@ -140,6 +140,7 @@ class Front:
         client too (the connection dropped, never a clean end)."""
         self.metrics.passed += 1
         assert self.session is not None
+        response: Optional[web.StreamResponse] = None
         try:
             up_cm = self.session.request(request.method, self.upstream + request.path_qs, data=body or None,
                                          headers=self._headers(request), allow_redirects=False)
@@ -157,8 +158,10 @@ class Front:
                 await response.write_eof()
                 return response
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            if request.transport is not None and getattr(request, "_kimi_prepared", False):
-                request.transport.close()
+            if response is not None and response.prepared:  # cut mid-body: the client's cut too
+                if request.transport is not None:
+                    request.transport.close()
+                return response
             return web.json_response({"error": {"message": f"the router did not answer: {type(exc).__name__}",
                                                 "type": "bad_gateway", "param": None, "code": 502}}, status=502)
 
@@ -234,8 +237,7 @@ class Front:
                             if out is not None:
                                 await self._send(response, out)
                         else:
-                            new = S.continued(progress, chunk)
-                            if new is not None and not progress.finished and \
+                            if S.record(progress, chunk) and not progress.finished and \
                                     len(progress.generated) - derendered >= DERENDER_EVERY:
                                 derendered = await self._chat_delta(response, progress, derendered, final=False)
                 if progress.finished:
@@ -246,8 +248,7 @@ class Front:
                     return response
                 raise Cut("the engine's stream ended before its answer did")
             except (aiohttp.ClientError, asyncio.TimeoutError, Cut, ValueError) as exc:
-                if isinstance(exc, (ConnectionResetError,)) or request.transport is None or \
-                        request.transport.is_closing():
+                if request.transport is None or request.transport.is_closing():
                     return response or web.Response(status=499)  # the client left
                 cause = str(exc) or type(exc).__name__
                 if response is None and progress.attempts == 0 and not isinstance(exc, Cut):
@@ -391,18 +392,15 @@ class Front:
 
 
 async def _sse(content: aiohttp.StreamReader):
-    """The `data:` payloads of an SSE body, as they come."""
-    data: List[str] = []
+    """The `data:` payloads of an SSE body, as they come (stream.Events)."""
+    reader = S.Events()
     async for raw in content:
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
-    if data:
-        yield "\n".join(data)
+        payload = reader.line(raw)
+        if payload is not None:
+            yield payload
+    payload = reader.end()
+    if payload is not None:
+        yield payload
 
 
 def _error_message(error: Any) -> str:

@@ -151,20 +151,37 @@ def continuation(progress: Progress) -> Dict[str, Any]:
 # ---------------------------------------------------------------- SSE
 
 
+class Events:
+    """SSE lines -> the `data:` payloads, one per blank-line-ended block (comments and other fields
+    skipped): `line` gives the payload a line completes, `end` the one left open at the body's end.
+    The one SSE reader of the front, for a list of lines (`events`) and for a body as it comes."""
+
+    def __init__(self) -> None:
+        self.data: List[str] = []
+
+    def line(self, raw: bytes) -> Optional[str]:
+        text = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if text.startswith("data:"):
+            self.data.append(text[5:].lstrip(" "))
+        elif not text and self.data:
+            return self.end()
+        return None
+
+    def end(self) -> Optional[str]:
+        payload, self.data = ("\n".join(self.data) if self.data else None), []
+        return payload
+
+
 def events(lines: Iterable[bytes]) -> Iterator[str]:
-    """The `data:` payloads of SSE lines (one event per blank-line-ended block; comments and other
-    fields skipped)."""
-    data: List[str] = []
+    """The `data:` payloads of SSE lines (`Events`)."""
+    reader = Events()
     for raw in lines:
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
-    if data:
-        yield "\n".join(data)
+        payload = reader.line(raw)
+        if payload is not None:
+            yield payload
+    payload = reader.end()
+    if payload is not None:
+        yield payload
 
 
 def sse(payload: Any) -> bytes:
@@ -226,16 +243,22 @@ def _shown(progress: Progress, chunk: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def continued(progress: Progress, chunk: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """A completions chunk of the continuation (the survivor's), for a completions stream: recorded,
-    and shown under the stream's id. (Chat streams go through `ChatState`.)"""
+def record(progress: Progress, chunk: Dict[str, Any]) -> bool:
+    """Record a chunk of the continuation (the survivor's): its token ids and finish; whether it
+    carried a choice (the usage chunk does not)."""
     choices = chunk.get("choices") or []
     for choice in choices:
         progress.generated.extend(choice.get("token_ids") or ())
         if choice.get("finish_reason") is not None:
             progress.finish_reason = choice["finish_reason"]
             progress.stop_reason = choice.get("stop_reason")
-    if not choices:
+    return bool(choices)
+
+
+def continued(progress: Progress, chunk: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """A completions chunk of the continuation, for a completions stream: recorded, and shown under
+    the stream's id. (A chat stream's rest goes through `ChatState`.)"""
+    if not record(progress, chunk):
         return None
     out = _shown(progress, chunk)
     out["choices"] = [{**c, "index": 0} for c in out["choices"]]
