@@ -50,46 +50,50 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-# a shared engine, registry, images, build contexts or venv: one worker, in turn (`slow` builds images)
+# A test that shares something (the Docker engine, a registry, images, build contexts, a tool's venv,
+# a real vLLM server's ports) carries one of these markers; under pytest-xdist it runs in a lane (an
+# xdist group: one worker runs the lane's tests one after another), and the rest spread over the
+# other workers. Three lanes, which share no port, engine, image, registry or venv install, so they
+# run beside one another (scripts/test.sh gives them a worker each and one more for the rest):
 SERIAL_MARKERS = ("docker", "vllm", "serial", "slow")
-# The live shapes, and every test that runs a real fleet router, are a lane of their own beside the
-# rest of the serial tests: they bind the recipes' well-known ports on their own loopback hosts
-# (127.0.1.x: 8000-8002, NIXL's side channel) and the fleet router's metrics port (29000, on every
-# address), which nothing in the other lane binds (the Compose test's host-network services bind
-# 127.0.0.1 only, tests/deploy/test_compose_live.py). Neither lane uses the other's engine, images or
-# registry; the vLLM venv is made once (scripts/vllm-env.sh locks it).
+# - `live`: the live shapes and every test that runs a real fleet router. They bind the recipes'
+#   well-known ports on their own loopback hosts (127.0.1.x: 8000-8002, NIXL's side channel) and the
+#   fleet router's metrics port (29000, on every address), which nothing in another lane binds (the
+#   Compose test's host-network services bind 127.0.0.1 only, tests/deploy/test_compose_live.py).
 LIVE_LANE = ("tests/live/", "tests/verify/test_fleet_live.py")
-# vLLM's own parsers and the KV components (tests/vllm_contract): they share the vLLM parser
-# environment and .cache/kv-components (made once, by the first of them) and bind only free ports on
-# 127.0.0.1, so they are a third lane: the third worker runs it first, beside the other two, instead
-# of one lane running it last while a core idles (measured: the serial lane's last 5 minutes, issue
-# 40). The one exception binds the plan's own PD pool ports (8001/8002 on 127.0.0.1), as the Compose
-# test's services do: it stays in the serial lane.
-CONTRACT_LANE = ("tests/vllm_contract/",)
-SERIAL_LANE = ("tests/vllm_contract/test_router.py::test_the_real_router_runs_a_plans_argv_without_an_api_key",)
+# - `docker`: every test on the Docker engine (its images, the registry, the builds), and the one test
+#   outside it that binds the plan's own PD pool ports (8001/8002 on 127.0.0.1) as the Compose test's
+#   services do.
+DOCKER_LANE = ("tests/vllm_contract/test_router.py::test_the_real_router_runs_a_plans_argv_without_an_api_key",)
+# - `tools`: the rest that shares something: vLLM's own parsers and the KV components
+#   (tests/vllm_contract: the parser environment and .cache/kv-components, made once by the first of
+#   them), the scanners' and the build extra's venvs, mypy, and the real vLLM servers of tests/verify
+#   (free ports on 127.0.0.1; the vLLM venv is made once, scripts/vllm-env.sh locks it). Measured
+#   (issue 51): with the real servers and the scanners in the Docker engine's lane, that lane was
+#   the run's critical path by ten minutes while a core idled.
+LANES = ("live", "docker", "tools")
 
 
-def lane_of(nodeid: str) -> str:
-    """The xdist group of a test that shares a resource: `live` for the live shapes and real fleets,
-    `contract` for vLLM's own parsers and KV components, else `serial`."""
+def lane_of(nodeid: str, markers=()) -> str:
+    """The xdist group (LANES) of a test that shares a resource, from its nodeid and its markers."""
     if nodeid.startswith(LIVE_LANE):
         return "live"
-    if nodeid.startswith(CONTRACT_LANE) and not nodeid.startswith(SERIAL_LANE):
-        return "contract"
-    return "serial"
+    if "docker" in markers or nodeid.split("[")[0] in DOCKER_LANE:
+        return "docker"
+    return "tools"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group into the nodeid
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (--dist loadgroup, scripts/test.sh), every test that uses a shared
-    resource is in one of two groups (lanes), so one worker runs each lane's tests one after
-    another while another runs the other lane; the rest spread over the workers. The lanes share
-    no port, engine, image or registry (LIVE_LANE says why)."""
+    resource is in one lane (LANES), so one worker runs each lane's tests one after another while
+    others run the other lanes; the rest spread over the workers."""
     if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: one process, no groups (nor their marker)
         return
     for item in items:
-        if any(item.get_closest_marker(name) for name in SERIAL_MARKERS):
-            item.add_marker(pytest.mark.xdist_group(lane_of(item.nodeid)))
+        markers = {name for name in SERIAL_MARKERS if item.get_closest_marker(name)}
+        if markers:
+            item.add_marker(pytest.mark.xdist_group(lane_of(item.nodeid, markers)))
 
 
 # ---------------------------------------------------------------- nothing outside tmp (issue 40)

@@ -38,9 +38,9 @@ def test_the_command_passes_pytests_status_and_summary_through():
     assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]  # pytest: no tests ran
     # pytest's summary line, as one process ("2 deselected in 0.1s") or xdist's workers ("no tests ran in 1s") say it
     assert re.search(r"^=* ?(\d+ deselected|no tests ran) in [\d.]+s", proc.stdout, re.M), proc.stdout[-2000:]
-    workers = int(re.search(r" -n (\d+) --dist loadgroup ", proc.stdout).group(1))  # every core, three at least
+    workers = int(re.search(r" -n (\d+) --dist loadgroup ", proc.stdout).group(1))  # every core, a lane's each and one more
     cores = int(subprocess.run(["nproc"], env=env, capture_output=True, text=True, check=True).stdout)
-    assert workers == max(cores, 3), proc.stdout
+    assert workers == max(cores, 4), proc.stdout
     assert "pytest exited 5" in proc.stdout
 
 
@@ -51,36 +51,39 @@ def test_the_live_lane_holds_every_module_that_runs_live_shapes_or_a_real_fleet(
 
     live = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
             if re.search(r"^from (tests\.live\.\w+|real_fleet) import", p.read_text(), re.M)}
-    assert "tests/live/test_fleet.py" in live and "tests/verify/test_fleet_live.py" in live, live
-    assert {m for m in live if lane_of(m + "::t") != "live"} == set()
+    assert "tests/live/test_fleet.py" in live, live
+    assert {m for m in live if lane_of(m + "::t", {"slow", "vllm"}) != "live"} == set()
     assert not [m for m in LIVE_LANE if not any(x.startswith(m) for x in live)], "a lane entry with no live module"
-    assert lane_of("tests/deploy/test_compose_live.py::test_pd_cluster_on_one_node_comes_up") == "serial"
+    assert lane_of("tests/deploy/test_compose_live.py::test_pd_cluster_on_one_node_comes_up", {"slow", "docker"}) == "docker"
 
 
-def test_the_contract_lane_is_vllms_parsers_and_the_kv_components_less_what_binds_a_plans_port():
-    """tests/vllm_contract's shared-resource tests are a lane of their own (the parser environment and
-    the KV components' venv, free ports on 127.0.0.1); the test that binds the plan's PD pool ports
-    stays in the serial lane with the Compose test, and it is still there under that name."""
-    from tests.conftest import SERIAL_LANE, lane_of
+def test_the_docker_lane_is_the_engines_tests_and_what_binds_a_plans_pool_ports():
+    """Every test on the Docker engine is in its lane; so is the one test elsewhere that binds the plan's
+    PD pool ports (as the Compose test's services do), still there under that name. vLLM's parsers,
+    the KV components, the scanners and the real servers of tests/verify are the tools lane."""
+    from tests.conftest import DOCKER_LANE, lane_of
 
-    assert lane_of("tests/vllm_contract/test_real_parser.py::test_the_checked_in_grammar_is_what_vllm_gives") == "contract"
-    assert lane_of("tests/vllm_contract/test_kv_components.py::test_the_real_master_and_store_start_with_the_plan") == "contract"
-    for nodeid in SERIAL_LANE:
+    assert lane_of("tests/images/test_publish.py::test_the_matrix_job_gives_every_target", {"slow", "docker"}) == "docker"
+    assert lane_of("tests/vllm_contract/test_real_parser.py::test_the_checked_in_grammar_is_what_vllm_gives",
+                   {"serial"}) == "tools"
+    assert lane_of("tests/security/test_checkov.py::test_dockerfile_passes", {"slow", "serial"}) == "tools"
+    assert lane_of("tests/verify/test_real_vllm.py::t", {"slow", "vllm"}) == "tools"
+    for nodeid in DOCKER_LANE:
         path, name = nodeid.split("::")
-        assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), f"{nodeid} is gone: update SERIAL_LANE"
-        assert lane_of(nodeid) == lane_of(nodeid + "[param]") == "serial"
+        assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), f"{nodeid} is gone: update DOCKER_LANE"
+        assert lane_of(nodeid, {"serial"}) == lane_of(nodeid + "[param]", {"serial"}) == "docker"
 
 
 @pytest.mark.serial
-def test_a_shared_resource_test_runs_in_the_one_serial_group(request):
+def test_a_shared_resource_test_runs_in_a_lane(request):
     """Under xdist (scripts/test.sh: --dist loadgroup) a test marked docker/vllm/serial/slow carries
-    the `serial` group in its nodeid, so one worker runs the group in turn (tests/conftest.py). It
+    its lane's group in its nodeid, so one worker runs the lane in turn (tests/conftest.py). It
     failed with pytest 9 (xdist 3.8's group suffix ignored) and without the hook's tryfirst."""
     import os
 
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         pytest.skip("not under pytest-xdist: no groups")
-    assert request.node.nodeid.endswith("@serial"), request.node.nodeid
+    assert request.node.nodeid.endswith("@tools"), request.node.nodeid
 
 
 def test_the_demo_ends_with_what_it_ran_and_three_next_things_that_work(tmp_path):

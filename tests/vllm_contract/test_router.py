@@ -131,7 +131,7 @@ def free_metrics_port(argv) -> list:
 
 
 @needs_router
-@pytest.mark.serial  # its pools bind the plan's 8001/8002 on 127.0.0.1, as the Compose test's services do: the serial lane (tests/conftest.py SERIAL_LANE)
+@pytest.mark.serial  # its pools bind the plan's 8001/8002 on 127.0.0.1, as the Compose test's services do: the docker lane (tests/conftest.py DOCKER_LANE)
 def test_the_real_router_runs_a_plans_argv_without_an_api_key():
     """The router process of a DEP/DEP plan (intra-node DP 8), on loopback: prefill on 127.0.0.1,
     decode on 127.0.0.2, each on its pool's port of the plan (the strategy's: a --port of the
