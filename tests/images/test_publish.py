@@ -1,8 +1,9 @@
 """The publish pipeline, run here for real (docs/images.md, "Publishing").
 
 publish.yml's own `run:` lines (read from the file, not copied) run in a clean copy of the
-checkout with a fresh venv first on PATH, as on a runner: the matrix job, then the image job once
-per matrix entry. What its actions do is done here by the same means where this machine can:
+checkout with a fresh venv first on PATH, as on a runner: the matrix job, then the image job for
+the first matrix entry of each base kind and platform (`representatives` says why). What its
+actions do is done here by the same means where this machine can:
 `docker/bake-action` -> every bake target built with BuildKit (the engine's own, Docker 20.10;
 no buildx here) from the bake file's own context, Dockerfile, platform, network, build args,
 labels and tags, arm64 under qemu, and pushed to a registry on 127.0.0.1; its `metadata` output
@@ -145,6 +146,21 @@ def _git(cwd, *args):
                           cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
+def representatives() -> list:
+    """The matrix entries whose image job runs here: the first target of each base kind and platform.
+    The image job is one job run per target with TARGET set; what its build does follows the target's
+    base and platform, while the targets of one base and platform differ only in the bake file's build
+    arguments, labels and tags (which `build.py list` and the bake file give for every target, and the
+    image tests check on every target built from the stand-ins). Measured (issue 51): 9 jobs cost
+    ~13 s of bake file, ~5 s of smoke and a push each beyond the first of a base; 5 keep every build."""
+    from buildsys import targets
+
+    first: dict = {}
+    for name, target in targets.load().targets.items():
+        first.setdefault((target.base, target.platform), name)
+    return list(first.values())
+
+
 @pytest.fixture(scope="module")
 def published(runner, local_registry):
     tmp, clone, venv, env = runner["tmp"], runner["clone"], runner["venv"], runner["env"]
@@ -160,7 +176,10 @@ def published(runner, local_registry):
     assert spec["jobs"]["image"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
     matrix = json.loads(outputs["matrix"])
     jobs = {}
+    ran = representatives()
     for entry in matrix["include"]:
+        if entry["target"] not in ran:
+            continue
         job = workflow.Job(spec, "image", clone, env, {**contexts, "matrix": entry, "needs": {"matrix": {"outputs": outputs}}},
                            tmp, actions)
         job.run()
@@ -192,10 +211,13 @@ def test_the_matrix_job_gives_every_target(published):
 
     data = targets.load()
     assert [e["target"] for e in published["matrix"]["include"]] == list(data.targets)
-    assert set(published["jobs"]) == set(data.targets)
+    ran = set(published["jobs"])
+    assert ran == set(representatives()) and len(ran) < len(data.targets)
+    assert {(data.targets[t].base, data.targets[t].platform) for t in ran} == \
+        {(t.base, t.platform) for t in data.targets.values()}, "every base kind and platform is built and pushed"
 
 
-def test_every_target_is_pushed_with_every_tag_list_shows(published):
+def test_each_job_pushes_its_target_with_every_tag_list_shows(published):
     http, repo = published["http"], published["repo"]
     served = set(http.get(f"/v2/{repo}/tags/list").json()["tags"])
     listed = {row["target"]: row["tags"] for row in published["list"]}
