@@ -630,7 +630,8 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
         if fitting:
             ways.append(f"KIMI_VARIANT={' or '.join(fitting)}")
         if ctx.host is not None:
-            ways.append("KIMI_MODEL=/path/to/a smaller model of the architecture (sized from its files)")
+            ways.append("a larger KIMI_CPU_MEMORY_GB (the node's memory) on a node that has it")
+            ways.append("KIMI_MODEL=/path/to/a smaller model of the architecture (sized from its files, or KIMI_MODEL_GB)")
         ways.append("KIMI_SKIP_MEMORY_CHECK=1 to try anyway")
         raise KimiError(E.INSUFFICIENT_MEMORY,
                         f"{what} needs at least {need:.0f} GB of {memory_word}, but {where} hold "
