@@ -263,11 +263,11 @@ class FleetLayer:
     def _kv_event_args(self, sel, engine: Process, urls: List[str]) -> List[str]:
         out: List[str] = []
         base = self.data.kv_events.port
-        local_dp = max(1, engine.vllm.data_parallel_local)
+        local_dp = max(1, engine.engine.data_parallel_local)
         for url, host in zip(urls, replica_hosts(self.choice)):
             endpoints = ",".join(f"tcp://{url_host(host)}:{base + r}" for r in range(local_dp))
             out += ["--kv-event-source", f"{url}={endpoints}"]
-        block = engine.vllm.number("block_size", self.data.kv_events.default_block_size)
+        block = engine.engine.number("block_size", self.data.kv_events.default_block_size)
         return out + ["--kv-event-model", sel.served_model_name, "--kv-event-block-size", str(block)]
 
     def router(self, sel, engines: Sequence[Process]) -> Process:

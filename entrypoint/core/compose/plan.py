@@ -101,6 +101,14 @@ class Process:
         return self.kind is Kind.ENGINE
 
     @property
+    def engine(self) -> EngineArgs:
+        """An engine's effective vLLM arguments: `vllm`, for a process known to be an engine (a
+        reader of any process asks `vllm`, which is None for the others)."""
+        if self.vllm is None:
+            raise ValueError(f"{self.role} {self.rank} is a {self.kind.value}, not a vLLM engine: it has no vLLM arguments")
+        return self.vllm
+
+    @property
     def reads_weights(self) -> bool:
         """It reads the checkpoint from the cache or the model's source: an engine, and the weight
         cache (`vllm preload`) that loads them for the engine beside it."""
@@ -405,12 +413,12 @@ class Plan(Choice):
     def tensor_parallel(self) -> Optional[int]:
         """The engines' tensor-parallel size (None without an engine)."""
         first = self.first_engine
-        return first.vllm.tensor_parallel if first is not None else None
+        return first.engine.tensor_parallel if first is not None else None
 
     @property
     def trust_remote_code(self) -> bool:
         first = self.first_engine
-        return bool(first is not None and first.vllm.trust_remote_code)
+        return bool(first is not None and first.engine.trust_remote_code)
 
     @property
     def served_name(self) -> str:
@@ -422,7 +430,7 @@ class Plan(Choice):
     def tokenizer(self) -> str:
         """Where a client's tokenizer comes from: the engines' --tokenizer, else the model."""
         first = self.first_engine
-        return (first.vllm.text("tokenizer") if first is not None else None) or self.model
+        return (first.engine.text("tokenizer") if first is not None else None) or self.model
 
     def find(self, role: str, rank: int) -> Optional[Process]:
         return find(self.processes, role, rank)

@@ -12,14 +12,15 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from entrypoint.core.base import errors as E
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.base.net import url_host
 
-from entrypoint.core.compose.fleet import check_start, ROLE
+from entrypoint.core.compose.fleet import FleetChoice, check_start, ROLE
 from entrypoint.core.compose.fleet import layer as fleet_layer
+from entrypoint.core.compose.kv import KvChoice
 from entrypoint.core.compose.kv import layer as kv_layer
 from entrypoint.core.compose.plan import Kind, Plan, Pool, Port, Process, engine, service, with_helper_drain
 from entrypoint.core.compose.plan import preload as preload_process
@@ -29,6 +30,9 @@ from entrypoint.core.data.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.data.record import Record
 from entrypoint.core.vllm.args import Tagged, substitute, tag
 from entrypoint.core.vllm.vllm_cli import EngineArgs, check, dedupe, engine_args, parse, spec_for
+
+if TYPE_CHECKING:  # imported where used: kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.core.compose.loading import Decision
 
 GIB_GB = 2 ** 30 / 1e9  # a GiB (VLLM_CPU_KVCACHE_SPACE's unit) in GB (the memory check's)
 
@@ -552,7 +556,7 @@ class _RouterSlot:
 
 
 def _pd_processes(ctx: _Ctx) -> list:
-    pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
+    pools = ctx.sel.pd_pools
     per_pool = {role: [_pool_process(ctx, pool, k) for k in range(pool.node_count)] for role, pool in pools.items()}
     ports = {role: procs[0].port for role, procs in per_pool.items()}
     if (pools["prefill"].nodes == 0 or pools["decode"].nodes == 0) and ports["prefill"] == ports["decode"]:
@@ -656,6 +660,15 @@ def _check_parallel_sizes(ctx: _Ctx, processes: list) -> None:
                             f"give --decode-context-parallel-size {math.gcd(dcp, tp)} in KIMI_EXTRA_ARGS.")
 
 
+def _dest(ctx: _Ctx, flag: str) -> str:
+    """The destination of a flag the profile data names (checked against vLLM's grammar)."""
+    option = ctx.spec.lookup(flag)[0]
+    if option is None:
+        raise KimiError(E.UNKNOWN_VALUE, f"KIMI_PROFILE={ctx.sel.profile} names {flag}, which vLLM "
+                        f"{ctx.sel.vllm_version} does not have (recipes/models/{ctx.sel.recipe}.yaml).")
+    return option.dest
+
+
 def _check_profile_args(ctx: _Ctx, processes: list) -> None:
     prof, pid = ctx.profile, ctx.sel.profile
     if prof is None:
@@ -665,11 +678,11 @@ def _check_profile_args(ctx: _Ctx, processes: list) -> None:
             continue
         found = proc.found.found
         for flag in prof.forbidden_args:
-            if ctx.spec.lookup(flag)[0].dest in found:
+            if _dest(ctx, flag) in found:
                 raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_PROFILE={pid} does not support {flag} "
                                 f"({prof.description}). Remove it from the vLLM args or drop the profile.")
         for flag, rule in prof.required_args.items():
-            value = found.get(ctx.spec.lookup(flag)[0].dest)
+            value = found.get(_dest(ctx, flag))
             example = f"KIMI_EXTRA_ARGS='{flag} {int(rule.min) if rule.min is not None else '...'}'"
             if not value:
                 raise KimiError(E.MISSING_SETTING, f"KIMI_PROFILE={pid} needs {flag}"
@@ -684,7 +697,8 @@ def _check_profile_args(ctx: _Ctx, processes: list) -> None:
                                 f"Use e.g. {example}.")
 
 
-def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_gb: Optional[float] = None) -> Plan:
+def resolve(sel: Selection, cat: Catalog, kv: Optional[KvChoice] = None, load: Optional[Decision] = None,
+            fleet: Optional[FleetChoice] = None, model_gb: Optional[float] = None) -> Plan:
     """The one composition (docs/composition.md): every engine's layers (base ... user, with
     KIMI_LOAD_FORMAT's loader among the settings), the serving topology (nodes, or the PD pools and
     their router), the memory and profile checks, then the KV layer (`kv`: a core.compose.kv.KvChoice; its
@@ -758,7 +772,7 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
         pd = ctx.strategy.deploy_type == "pd_cluster"
         pd_fleet = fleet is not None and pd
         if pd:
-            pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
+            pools = ctx.sel.pd_pools
             heads = {role: next(p for p in serving if isinstance(p, _Draft) and p.role == role) for role in pools}
         engine_layer = fleet.pd_engines(heads["prefill"].port or 8000) if pd_fleet else fleet  # one port if discovered
         engines = [_router_process(ctx, pools, heads, fleet) if isinstance(p, _RouterSlot)
@@ -786,14 +800,15 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
     return out
 
 
-def this_process(plan: Plan, sel: Selection, kv=None, fleet=None) -> Process:
+def this_process(plan: Plan, sel: Selection, kv: Optional[KvChoice] = None, fleet: Optional[FleetChoice] = None) -> Process:
     """The process this container runs, read from the plan's topology by KIMI_ROLE and KIMI_NODE_RANK
     (the one role-to-process lookup): a fleet's router (`fleet`: its FleetChoice), a process of a KV
     deployment (`kv`: its KvChoice), the weight cache, a PD pool's node, else the node's own rank."""
     topology = plan.topology
-    if fleet is not None and sel.role == ROLE:  # the fleet's router (core/compose/fleet.py)
-        check_start(topology.router)
-        return topology.router
+    router = topology.router
+    if fleet is not None and sel.role == ROLE and router is not None:  # the fleet's router (core/compose/fleet.py)
+        check_start(router)
+        return router
     if kv is not None:
         return _kv_process(plan, sel, kv)
     if sel.role is not None and not topology.pd and topology.helper(Kind.PRELOAD) is not None:
@@ -807,7 +822,7 @@ def this_process(plan: Plan, sel: Selection, kv=None, fleet=None) -> Process:
                         "or router (`kimi-serve plan` shows all of them).")
     proc = topology.process(sel.role, sel.node_rank)
     if proc is None:
-        pool = sel.prefill if sel.role == "prefill" else sel.decode
+        pool = sel.pd_pools["prefill" if sel.role == "prefill" else "decode"]
         raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={sel.node_rank} but the {sel.role} pool has "
                         f"{pool.node_count} node(s): ranks run from 0 to {pool.node_count - 1}.")
     return proc

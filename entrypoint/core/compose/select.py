@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Dict, Mapping, Optional
 
 from entrypoint.core.base import errors as E
 from entrypoint.core.base.errors import KimiError, unknown_value
@@ -85,6 +85,13 @@ class Selection(Choice):
     @property
     def is_multi_node(self) -> bool:
         return self.nodes > 1
+
+    @property
+    def pd_pools(self) -> Dict[str, PoolChoice]:
+        """A pd_cluster's two pools by role (prefill first): a PD selection has both, any other none."""
+        if self.prefill is None or self.decode is None:
+            raise ValueError(f"{self.strategy} is not a pd_cluster strategy: it has no prefill and decode pools")
+        return {"prefill": self.prefill, "decode": self.decode}
 
 
 def hardware_targets(catalog: Catalog) -> list:
@@ -538,7 +545,7 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
     nodes = settings.nodes if strat.deploy_type == "multi_node" else 1
     prefill = _pool(settings, catalog, "prefill", hw, vid, model_gb) if is_pd else None
     decode = _pool(settings, catalog, "decode", hw, vid, model_gb) if is_pd else None
-    if is_pd:
+    if prefill is not None and decode is not None:
         for pool in (prefill, decode):
             addrs = settings.values[f"{pool.role}_addrs"]
             units = settings.replicas if settings.router != "none" else 1  # a PD fleet: every unit's nodes (core/compose/fleet.py)
