@@ -370,7 +370,7 @@ def _settings() -> list:
     for f in KIMI_FIELDS:
         if f.name in ENV_ONLY:
             continue
-        entry = {"name": f.name, "env": f.env, "kind": f.kind}
+        entry: Dict[str, object] = {"name": f.name, "env": f.env, "kind": f.kind}
         entry.update({k: v for k, v in (("passed", dep.passed(f)), ("default", f.default),
                                         ("lower", f.lower or f.kind == "choice")) if v not in (None, False, ())})
         out.append(entry)

@@ -7,23 +7,26 @@ network (no cluster wiring)."""
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Tuple
 
-from entrypoint.app.launch import Launch, compose, platform_launch
+from entrypoint.app.launch import Launch, launch_of, platform_launch
 from entrypoint.core.base.errors import INVALID_VALUE, KimiError
-from entrypoint.core.compose.select import select
-from entrypoint.core.compose.settings import read_settings
+from entrypoint.core.compose.launch import compose_launch, declared_facts, selection_of
+from entrypoint.core.compose.select import Selection
+from entrypoint.core.compose.settings import Settings, read_settings
 from entrypoint.core.data.platforms import platform as platform_data
-from entrypoint.core.data.recipe import load_catalog, with_recipe
+from entrypoint.core.data.recipe import Catalog, load_catalog, with_recipe
 from entrypoint.core.vllm.mask import written_secret
 from entrypoint.render.deployment import platform_env
 
 
-def _chosen(environ: Mapping[str, str]):
-    """(settings, catalog, selection) of the rendering environment, before any address is known."""
+def _chosen(environ: Mapping[str, str]) -> Tuple[Settings, Catalog, Selection]:
+    """(settings, catalog, selection) of the rendering environment, before any address is known:
+    the nodes' facts as the settings declare them (never this machine's: core's declared_facts)."""
     settings = read_settings(environ)
+    facts = declared_facts(settings)
     catalog = with_recipe(load_catalog(), settings.recipe)
-    return settings, catalog, select(settings, catalog)
+    return settings, catalog, selection_of(settings, facts, catalog)
 
 
 def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None) -> Launch:
@@ -32,7 +35,7 @@ def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None
     environ = os.environ if environ is None else environ
     settings, catalog, selection = _chosen(environ)
     wired = read_settings(render_module.deployment_environ(environ, settings, selection))
-    return compose(wired, catalog=catalog, selection=selection)
+    return launch_of(compose_launch(wired, declared_facts(wired), catalog, selection))
 
 
 def deployment_notes(launch: Launch, environ: Optional[Mapping[str, str]] = None) -> list:

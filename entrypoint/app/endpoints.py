@@ -15,16 +15,20 @@ def front_process(launch: Launch) -> Process:
     (or the plan is one engine per node), else the router, else the first engine."""
     if launch.selection.role or (launch.kv is None and not launch.plan.topology.pd):
         return launch.this_process()
-    return launch.plan.front
+    front = launch.plan.front
+    if front is None:  # a plan always has an engine
+        raise ValueError("the plan has no process a client talks to")
+    return front
 
 
 def local_url(launch: Launch, proc: Process, port: Optional[int] = None) -> str:
     """The URL of `proc`'s server as a client on its own machine reaches it (healthcheck, verify);
     `port` overrides the plan's (the port the start recorded)."""
+    host: Optional[str]
     if proc.kind is Kind.ROUTER:
         host = launch.settings.router_host
     else:
-        host = (proc.vllm.host if proc.is_engine else None) or launch.settings.host
+        host = (proc.vllm.host if proc.vllm is not None else None) or launch.settings.host
     return client_url(host, port or proc.port or 8000)
 
 

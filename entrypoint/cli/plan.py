@@ -18,7 +18,7 @@ from entrypoint.core.base import limits
 from entrypoint.core.base.errors import INVALID_VALUE, KimiError
 
 # Deployment renderers: format -> module exposing `render(launch) -> {filename: text}`.
-FILE_RENDERERS = {"compose": "entrypoint.render.compose", "k8s": "entrypoint.render.k8s",
+FILE_RENDERERS = {"compose": "entrypoint.render.docker_compose", "k8s": "entrypoint.render.k8s",
                   "sagemaker": "entrypoint.render.sagemaker", "vertex": "entrypoint.render.vertex",
                   "azureml": "entrypoint.render.azureml", "skypilot": "entrypoint.render.skypilot",
                   "k8s-bench": "entrypoint.render.bench_job:K8sBench",

@@ -112,8 +112,9 @@ def _capture(argv: List[str], environ: Mapping[str, str]) -> Tuple[int, str, str
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
     return code, out[proc.stdout].decode("utf-8", "replace"), out[proc.stderr].decode("utf-8", "replace")
 
 

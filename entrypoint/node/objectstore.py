@@ -46,7 +46,7 @@ def _first(environ: Mapping[str, str], names) -> Optional[str]:
 def _reachable(url: str) -> bool:
     parts = urllib.parse.urlsplit(url)
     try:
-        with connect(parts.hostname, parts.port or 80, METADATA_TIMEOUT_S):  # the name lookup bounded too
+        with connect(parts.hostname or "", parts.port or 80, METADATA_TIMEOUT_S):  # the name lookup bounded too
             return True
     except OSError:
         return False

@@ -16,7 +16,7 @@ variant for the reference) and takes the tokenizer from the launch's model.
 
 from __future__ import annotations
 
-from entrypoint.render import compose, k8s
+from entrypoint.render import docker_compose, k8s
 from entrypoint.render.deployment import (HF_TOKEN_PATH, TERMINATION_MESSAGE, image, serving_port, settings_env,
                                           token_path)
 from entrypoint.render.k8s_pod import (container_security, pod_security, env_list, hf_token_secret, scratch_and_token,
@@ -127,23 +127,23 @@ class K8sVerify:
 
 
 class ComposeBench:
-    deployment_environ = staticmethod(compose.deployment_environ)
+    deployment_environ = staticmethod(docker_compose.deployment_environ)
 
     @staticmethod
     def render(launch) -> dict:
-        compose.render(launch)  # the same refusals as the deployment's file (one node only)
+        docker_compose.render(launch)  # the same refusals as the deployment's file (one node only)
         proc = launch.plan.front
         service = {"image": image(launch), "command": bench_args(f"http://127.0.0.1:{_api_port(launch)}", "text"),
-                   **compose.hardened(launch, proc), "network_mode": "host", "restart": "no",
+                   **docker_compose.hardened(launch, proc), "network_mode": "host", "restart": "no",
                    "profiles": ["bench"],
-                   "volumes": [f"{compose.CACHE_VOLUME}:{launch.settings.cache_dir}",
+                   "volumes": [f"{docker_compose.CACHE_VOLUME}:{launch.settings.cache_dir}",
                                f"{COMPOSE_RESULTS}:{RESULTS_DIR}"],
-                   "depends_on": {compose.service_name(launch, proc): {"condition": "service_healthy"}}}
+                   "depends_on": {docker_compose.service_name(launch, proc): {"condition": "service_healthy"}}}
         service["environment"] = {**settings_env(launch), HF_TOKEN_PATH: token_path()}
-        doc = {"services": {bench_name(launch): service}, "volumes": {compose.CACHE_VOLUME: {}},
-               "secrets": {compose.TOKEN_SECRET: {"file": compose.TOKEN_SOURCE}}}
-        header = (f"# kimi-serve bench against this node's deployment, once (docs/bench.md). With {compose.FILE}:\n"
-                  f"#   docker compose -f {compose.FILE} -f {COMPOSE_FILE} run --rm {bench_name(launch)}\n"
+        doc = {"services": {bench_name(launch): service}, "volumes": {docker_compose.CACHE_VOLUME: {}},
+               "secrets": {docker_compose.TOKEN_SECRET: {"file": docker_compose.TOKEN_SOURCE}}}
+        header = (f"# kimi-serve bench against this node's deployment, once (docs/bench.md). With {docker_compose.FILE}:\n"
+                  f"#   docker compose -f {docker_compose.FILE} -f {COMPOSE_FILE} run --rm {bench_name(launch)}\n"
                   f"# It waits for the API service to be healthy; its files go to {COMPOSE_RESULTS}/ (writable by UID "
-                  f"{compose.image_user(launch).uid}).\n")
+                  f"{docker_compose.image_user(launch).uid}).\n")
         return {COMPOSE_FILE: header + dump(doc)}

@@ -39,10 +39,10 @@ def selector(name: str, sel, lws_labels) -> list:
     name_label, index_label = lws_labels
     if sel.prefill is not None:
         out = []
-        for pool in (sel.prefill, sel.decode):
-            out.append(f"{pool.role}:{name_label}={name}-{pool.role}")
+        for pool in sel.pd_pools.values():
+            out.append(f"{pool.name}:{name_label}={name}-{pool.name}")
             if pool.serving_nodes < pool.node_count:
-                out.append(f"{pool.role}:{index_label}=0")
+                out.append(f"{pool.name}:{index_label}=0")
         return out
     if sel.is_multi_node:
         return [f"{name_label}={name}", f"{index_label}=0"]

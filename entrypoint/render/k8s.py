@@ -43,8 +43,8 @@ def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
     kv = k8s_kv.deployment_environ(environ, settings, sel)  # a KV store's Services and pod names
     kv.update(k8s_fleet.deployment_environ(environ, settings, sel, (LWS_NAME_LABEL, LWS_INDEX_LABEL)))  # a fleet
     if sel.prefill is not None:
-        addrs = {f"KIMI_{p.role.upper()}_ADDRS": ",".join(pod_addresses(lws_name(sel.name, p.role), p.node_count))
-                 for p in (sel.prefill, sel.decode)}
+        addrs = {f"KIMI_{p.name.upper()}_ADDRS": ",".join(pod_addresses(lws_name(sel.name, p.name), p.node_count))
+                 for p in sel.pd_pools.values()}
         return with_defaults(environ, {**addrs, **AUTO_IFACE, **kv})
     if sel.is_multi_node:
         head = pod_addresses(lws_name(sel.name), sel.nodes)[0]

@@ -184,7 +184,7 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
                  "volumeMounts": mounts, "lifecycle": pre_stop(stop(launch, proc), serves=proc.serves_http)}
     if proc.serves_http:
         container["ports"] = [{"name": "http", "containerPort": proc.port}]
-        container.update(_probes(launch, proc.port))
+        container.update(_probes(launch, proc.port or 8000))  # vLLM's default, as every reader of the plan
     elif proc.port:  # a KV helper: its TCP port, checked by `kimi-serve healthcheck` (it connects)
         container["ports"] = [{"name": "tcp", "containerPort": proc.port}]
         container.update(helper_probes(launch))

@@ -16,7 +16,7 @@ import yaml
 
 from entrypoint.app.deploy import deployment_launch
 from entrypoint.cli.bench import command as bench_command
-from entrypoint.render import compose, k8s
+from entrypoint.render import docker_compose, k8s
 from entrypoint.render.bench_job import COMPOSE_FILE, K8S_FILE, ComposeBench, K8sBench
 from tests.conftest import IN_CI
 from tests.deploy.k8s_schema import _roundtrip
@@ -64,7 +64,7 @@ def test_the_job_runs_bench_once_against_the_deployments_service(case):
 @pytest.mark.parametrize("case", ["single-h200", "pd-shared-b200"])
 def test_the_compose_one_shot_service_joins_the_deployments_file(case):
     environ = COMPOSE[case]
-    main = yaml.safe_load(compose.render(deployment_launch(compose, environ))[compose.FILE])
+    main = yaml.safe_load(docker_compose.render(deployment_launch(docker_compose, environ))[docker_compose.FILE])
     extra = yaml.safe_load(ComposeBench.render(deployment_launch(ComposeBench, environ))[COMPOSE_FILE])
     merged = {**main, "services": {**main["services"], **extra["services"]}}
     jsonschema.validate(merged, json.loads(COMPOSE_SPEC.read_text()), cls=jsonschema.Draft7Validator)
@@ -72,7 +72,7 @@ def test_the_compose_one_shot_service_joins_the_deployments_file(case):
     (waits_for, condition), = svc["depends_on"].items()
     assert waits_for in main["services"] and condition == {"condition": "service_healthy"}
     assert "healthcheck" in main["services"][waits_for]
-    port = next(p for p in deployment_launch(compose, environ).plan.processes if p.role in ("single", "router")).port
+    port = next(p for p in deployment_launch(docker_compose, environ).plan.processes if p.role in ("single", "router")).port
     params = _bench_args_parse(svc["command"])
     assert params["url"] == f"http://127.0.0.1:{port}"
     assert svc["profiles"] == ["bench"] and svc["restart"] == "no"  # `docker compose up` never starts it
@@ -86,9 +86,9 @@ def test_docker_compose_config_accepts_the_pair(tmp_path):
             pytest.fail("CI=true but docker-compose is missing (apt-get install docker-compose)")
         pytest.skip("docker-compose is not installed")
     environ = COMPOSE["single-h200"]
-    (tmp_path / compose.FILE).write_text(compose.render(deployment_launch(compose, environ))[compose.FILE])
+    (tmp_path / docker_compose.FILE).write_text(docker_compose.render(deployment_launch(docker_compose, environ))[docker_compose.FILE])
     (tmp_path / COMPOSE_FILE).write_text(ComposeBench.render(deployment_launch(ComposeBench, environ))[COMPOSE_FILE])
-    proc = subprocess.run([exe, "-f", str(tmp_path / compose.FILE), "-f", str(tmp_path / COMPOSE_FILE),
+    proc = subprocess.run([exe, "-f", str(tmp_path / docker_compose.FILE), "-f", str(tmp_path / COMPOSE_FILE),
                            "--profile", "bench", "config"], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from entrypoint.core.base.errors import KimiError
-from entrypoint.render import compose
+from entrypoint.render import docker_compose
 from tests.conftest import IN_CI
 from tests.deploy.shapes import COMPOSE, deployment_name, launch_for, render
 from tests.testdata import COMPOSE_SPEC
@@ -24,7 +24,7 @@ SECRET = "hf_do_not_render_me_123"
 
 
 def compose_doc(environ) -> dict:
-    return yaml.safe_load(render("compose", environ)[compose.FILE])
+    return yaml.safe_load(render("compose", environ)[docker_compose.FILE])
 
 
 @pytest.mark.parametrize("case", sorted(COMPOSE))
@@ -40,8 +40,8 @@ def test_docker_compose_config_accepts_it(case, tmp_path):
         if IN_CI:
             pytest.fail("CI=true but docker-compose is missing (apt-get install docker-compose)")
         pytest.skip("docker-compose is not installed")
-    (tmp_path / compose.FILE).write_text(render("compose", COMPOSE[case])[compose.FILE])
-    proc = subprocess.run([exe, "-f", str(tmp_path / compose.FILE), "config"], capture_output=True, text=True,
+    (tmp_path / docker_compose.FILE).write_text(render("compose", COMPOSE[case])[docker_compose.FILE])
+    proc = subprocess.run([exe, "-f", str(tmp_path / docker_compose.FILE), "config"], capture_output=True, text=True,
                           env={**os.environ, "HF_TOKEN": SECRET}, timeout=60)
     assert proc.returncode == 0, proc.stderr
     resolved = yaml.safe_load(proc.stdout)
@@ -56,20 +56,20 @@ def test_docker_compose_config_accepts_it(case, tmp_path):
 @pytest.mark.parametrize("case", sorted(COMPOSE))
 def test_one_service_per_process(case):
     environ = {**COMPOSE[case], "HF_TOKEN": SECRET}
-    text = render("compose", environ)[compose.FILE]
+    text = render("compose", environ)[docker_compose.FILE]
     assert SECRET not in text
     doc = yaml.safe_load(text)
     launch = launch_for("compose", environ)
     brand = launch.catalog.hardware[launch.plan.hardware].brand
     name = deployment_name(environ)
-    sockets = [compose.SOCKET_VOLUME] if environ.get("KIMI_PRELOAD") else []  # the weight cache's (docs/day2.md)
-    assert list(doc["volumes"]) == [compose.CACHE_VOLUME, *sockets]
+    sockets = [docker_compose.SOCKET_VOLUME] if environ.get("KIMI_PRELOAD") else []  # the weight cache's (docs/day2.md)
+    assert list(doc["volumes"]) == [docker_compose.CACHE_VOLUME, *sockets]
     assert doc["secrets"] == {"hf_token": {"file": "./hf_token"}}
     want = [name if p.role == "single" else f"{name}-{p.role}" for p in launch.plan.processes]
     assert list(doc["services"]) == [f"{name}-download"] + want
     download = doc["services"].pop(f"{name}-download")
     assert download["command"] == ["download"] and download["restart"] == "no"
-    assert download["volumes"] == [f"{compose.CACHE_VOLUME}:/cache"] and "HF_TOKEN" not in download["environment"]
+    assert download["volumes"] == [f"{docker_compose.CACHE_VOLUME}:/cache"] and "HF_TOKEN" not in download["environment"]
     assert download["environment"]["HF_TOKEN_PATH"] == "/run/secrets/kimi-serve/hf_token"
     assert "deploy" not in download and "devices" not in download  # fetching needs no GPU
     for proc, svc in zip(launch.plan.processes, doc["services"].values()):
@@ -97,7 +97,7 @@ def test_one_service_per_process(case):
         else:  # an engine, or the weight cache (KIMI_PRELOAD): the engine waits for it healthy
             waits = helpers + [w for w, p in zip(want, launch.plan.processes) if p.role == "preload" and p is not proc]
             assert svc["ipc"] == "host"
-            assert svc["volumes"] == [f"{compose.CACHE_VOLUME}:/cache", *(f"{v}:/run/weight-cache" for v in sockets)]
+            assert svc["volumes"] == [f"{docker_compose.CACHE_VOLUME}:/cache", *(f"{v}:/run/weight-cache" for v in sockets)]
             assert svc["depends_on"] == {f"{name}-download": {"condition": "service_completed_successfully"},
                                          **{h: {"condition": "service_healthy"} for h in waits}}
         if brand == "nvidia":

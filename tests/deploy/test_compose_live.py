@@ -19,7 +19,7 @@ import time
 import pytest
 import yaml
 
-from entrypoint.render import compose
+from entrypoint.render import docker_compose
 from tests.conftest import IN_CI, read_standin_record
 from tests.deploy.shapes import COMPOSE, launch_for
 from tests.weights.hub_standin import Hub, draft_repo, kimi_like_repo
@@ -84,20 +84,20 @@ def test_pd_cluster_on_one_node_comes_up(built_images, docker_client, tmp_path):
     project = f"kimi-deploy-test-{os.getpid()}"
     environ = {**COMPOSE["pd-shared-b200"], **LOOPBACK, "KIMI_IMAGE": built["tags"][0], "KIMI_PREFLIGHT": "off"}
     launch = launch_for("compose", environ)
-    doc = yaml.safe_load(compose.render(launch)[compose.FILE])
-    download = doc["services"].pop(compose.download_name(launch))
+    doc = yaml.safe_load(docker_compose.render(launch)[docker_compose.FILE])
+    download = doc["services"].pop(docker_compose.download_name(launch))
     for svc in doc["services"].values():
         svc.pop("deploy", None)  # this machine has no GPUs, and the stand-in vllm needs none
         svc["healthcheck"]["interval"] = "2s"  # ask early; the rendered start period is kept
     with Hub([kimi_like_repo()[0], draft_repo()]) as hub:
         download["environment"]["HF_ENDPOINT"] = hub.url
-        doc["services"] = {compose.download_name(launch): download, **doc["services"]}
+        doc["services"] = {docker_compose.download_name(launch): download, **doc["services"]}
         _up_and_down(exe, docker_client, project, doc, launch, tmp_path)
     assert hub.bodies_done, "the download service fetched nothing"
 
 
 def _up_and_down(exe, docker_client, project, doc, launch, tmp_path):
-    path = tmp_path / compose.FILE
+    path = tmp_path / docker_compose.FILE
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     token = tmp_path / "hf_token"  # the secret file beside the compose file, as the header says
     token.write_text(FAKE_TOKEN)
@@ -108,7 +108,7 @@ def _up_and_down(exe, docker_client, project, doc, launch, tmp_path):
     up = subprocess.run([*cmd, "up", "-d"], capture_output=True, text=True, timeout=300)
     try:
         assert up.returncode == 0, up.stderr
-        serving = [s for s in doc["services"] if s != compose.download_name(launch)]
+        serving = [s for s in doc["services"] if s != docker_compose.download_name(launch)]
         containers = _wait_healthy(docker_client, project, serving)
         by_name = {f"{launch.name}-{p.role}": p for p in launch.plan.processes}
         for service, proc in by_name.items():

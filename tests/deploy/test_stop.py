@@ -14,7 +14,7 @@ import yaml
 
 from entrypoint.app.launch import build
 from entrypoint.core.base.errors import INVALID_VALUE, KimiError
-from entrypoint.render import compose, k8s
+from entrypoint.render import docker_compose, k8s
 from tests.deploy.shapes import COMPOSE, K8S, launch_for
 
 DRAIN = 300  # KIMI_DRAIN_TIMEOUT's default, long generations
@@ -144,7 +144,7 @@ def _seconds(text: str) -> int:
 
 @pytest.mark.parametrize("case", sorted(COMPOSE))
 def test_every_compose_service_is_stopped_with_sigterm_and_the_drain(case):
-    services = yaml.safe_load(next(iter(compose.render(launch_for("compose", COMPOSE[case])).values())))["services"]
+    services = yaml.safe_load(next(iter(docker_compose.render(launch_for("compose", COMPOSE[case])).values())))["services"]
     for name, svc in services.items():
         if svc.get("restart") == "no":  # the one-shot download: it has exited before anything serves
             continue

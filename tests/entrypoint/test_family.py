@@ -240,14 +240,14 @@ def test_the_issues_command_is_refused_without_any_other_setting():
 
 
 def test_the_installed_vllm_is_held_to_the_same_window(catalog):
-    from entrypoint.app.launch import compose
+    from entrypoint.core.compose.launch import NodeFacts, compose_launch
     from entrypoint.core.compose.settings import read_settings
 
     settings = read_settings({"KIMI_RECIPE": LINEAR, "KIMI_HARDWARE": "h200"})
     with pytest.raises(KimiError) as info:
-        compose(settings, catalog=catalog, detected_vllm="0.12.0")
+        compose_launch(settings, NodeFacts(vllm="0.12.0"), catalog)
     assert info.value.code == "unsupported_combination" and "the installed vLLM=0.12.0" in info.value.message
-    assert compose(settings, catalog=catalog, detected_vllm="0.33.0").selection.vllm_version == "0.33.0"
+    assert compose_launch(settings, NodeFacts(vllm="0.33.0"), catalog).selection.vllm_version == "0.33.0"
 
 
 def test_an_image_on_a_refused_release_does_not_list_the_recipe(catalog):

@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from entrypoint.app.launch import compose
+from entrypoint.core.compose.launch import NodeFacts, compose_launch
 from entrypoint.core.base import errors as E
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.compose import loading
@@ -26,7 +26,7 @@ H200 = {"KIMI_HARDWARE": "h200", "KIMI_VLLM_VERSION": "0.33.0"}
 
 
 def launch(env, storage=None, user_args=()):
-    return compose(read_settings({**H200, **env}, user_args), storage=storage)
+    return compose_launch(read_settings({**H200, **env}, user_args), NodeFacts(storage=storage))
 
 
 def argv_values(launch_):
@@ -325,8 +325,8 @@ def test_bad_loader_data_is_rejected(tmp_path, mutate, needle):
 
 def test_cuda_only_loaders_are_not_picked_for_amd_gpus():
     env = {"KIMI_HARDWARE": "mi355x", "KIMI_VLLM_VERSION": "0.33.0", "KIMI_LOAD_FORMAT": "auto"}
-    found = compose(read_settings(env),
-                    storage=local("ext4", installed=("safetensors", "instanttensor", "fastsafetensors")))
+    found = compose_launch(read_settings(env),
+                           NodeFacts(storage=local("ext4", installed=("safetensors", "instanttensor", "fastsafetensors"))))
     assert argv_values(found)["load_format"] == "safetensors"  # the streamer absent; instanttensor is CUDA-only
     brands = {lid: list(ld.brands) for lid, ld in loading.load_data().loaders.items()}  # read-only: tuples
     assert brands["instanttensor"] == ["nvidia"] and brands["runai_streamer"] == []

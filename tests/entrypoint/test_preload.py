@@ -16,7 +16,7 @@ from entrypoint.core.base.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, 
 from entrypoint.core.compose import preload
 from entrypoint.core.compose.plan import Kind, Port
 from entrypoint.core.data.record import Record
-from entrypoint.render import compose
+from entrypoint.render import docker_compose
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import documents, render
 from tests.testdata import COMPOSE_SPEC
@@ -165,7 +165,7 @@ def test_kubernetes_refuses_what_a_sidecar_cannot_see(monkeypatch):
 
 @pytest.mark.parametrize("hardware", ["h200", "mi300x"])
 def test_compose_draws_a_companion_service_the_engine_waits_for(hardware):
-    doc = yaml.safe_load(render("compose", {**ON, "KIMI_HARDWARE": hardware})[compose.FILE])
+    doc = yaml.safe_load(render("compose", {**ON, "KIMI_HARDWARE": hardware})[docker_compose.FILE])
     jsonschema.validate(doc, json.loads(COMPOSE_SPEC.read_text()), cls=jsonschema.Draft7Validator)
     services = doc["services"]
     engine, daemon = services["kimi-k2-5"], services["kimi-k2-5-preload"]

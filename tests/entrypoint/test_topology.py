@@ -128,3 +128,31 @@ def test_a_helper_beside_the_engine_is_no_pool_and_no_router(environ, kind):
     assert shape(t) == [("deployment", [["single:0"]])] and t.router is None and not t.kv_store
     assert [h.kind for h in t.helpers] == [kind] and t.helper(kind) is p.processes[-1]
     assert t.front is p.processes[0]
+
+
+# ---------------------------------------------------------------- one pool type, carried from the selection (issue 51)
+
+
+@pytest.mark.parametrize("environ, fmt", [(K8S["single-h200"], "k8s"), (COMPOSE["pd-shared-b200"], "compose"),
+                                          ({**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "2",
+                                            "KIMI_DECODE_NODES": "1", "KIMI_DECODE_PARALLELISM": "dep"}, "k8s"),
+                                          (K8S["kv-centralized-h200x3"], "k8s")])
+def test_the_plans_pools_are_the_selections_sized_and_filled(environ, fmt):
+    launch = launch_for(fmt, environ)
+    pools, chosen = launch.plan.pools, launch.selection.pools
+    assert pools is launch.plan.topology.pools  # one set of pools: Plan.pools is the topology's
+    assert type(pools[0]) is type(chosen[0])  # one pool type from the selection to the plan
+    assert [(p.nodes, p.parallelism) for p in pools] == [(c.nodes, c.parallelism) for c in chosen]
+    for pool in pools:
+        assert pool.engines and all(p.pool == pool.name for p in pool.engines)
+        head = pool.groups[0].leader
+        per_gpu = {"h200": 141, "b200": 180}[launch.plan.hardware]  # GB of one GPU (1128 / 8, 1440 / 8)
+        assert pool.gpus == head.vllm.world_size and pool.vram_gb == pytest.approx(pool.gpus * per_gpu)
+
+
+def test_the_pools_engines_are_found_by_the_pool_they_were_made_for_not_by_their_role():
+    p = plan({**H200, "KIMI_STRATEGY": "pd_cluster", "KIMI_PREFILL_NODES": "2", "KIMI_DECODE_NODES": "1"}, "k8s")
+    renamed = tuple(dataclasses.replace(proc, role=f"x-{proc.role}") if proc.is_engine else proc for proc in p.processes)
+    t = dataclasses.replace(p, processes=renamed).topology
+    assert [(pool.name, [[f"{e.role}:{e.rank}" for e in g.nodes] for g in pool.groups]) for pool in t.pools] == [
+        ("prefill", [["x-prefill:0", "x-prefill:1"]]), ("decode", [["x-decode:0"]])]

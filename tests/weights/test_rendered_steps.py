@@ -7,13 +7,13 @@ import pytest
 import yaml
 
 from entrypoint.app.deploy import deployment_launch
-from entrypoint.render import compose, k8s
+from entrypoint.render import docker_compose, k8s
 
 LWS_WORKER = {"LWS_LEADER_ADDRESS": "kimi-k2-5-0.kimi-k2-5", "LWS_GROUP_SIZE": "2", "LWS_WORKER_INDEX": "1"}
 
 
 def _compose_step(environ):
-    doc = yaml.safe_load(compose.render(deployment_launch(compose, environ))[compose.FILE])
+    doc = yaml.safe_load(docker_compose.render(deployment_launch(docker_compose, environ))[docker_compose.FILE])
     step = doc["services"]["kimi-k2-5-download"]
     return step["command"], {k: v for k, v in step["environment"].items() if v is not None}
 

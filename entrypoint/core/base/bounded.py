@@ -277,7 +277,7 @@ def request(method: str, url: str, *, timeout: float, json_body=None, headers: O
                       max_bytes=max_bytes) as response:
         try:
             body, last = b"", time.monotonic()
-            for chunk in response._chunks:
+            for chunk in response._chunks or ():  # open_request leaves the body unread
                 now = time.monotonic()
                 response.longest_gap_s, last = max(response.longest_gap_s, now - last), now
                 body += chunk

@@ -42,7 +42,7 @@ def _part(text: str) -> str:
 def layout(proc: Process) -> str:
     """This engine's parallel layout, from its effective vLLM arguments (parsed once, in the plan):
     TP, PP, DP (local), DCP, EP."""
-    args = proc.vllm
+    args = proc.engine
     parts = [f"tp{args.tensor_parallel}", f"pp{args.pipeline_parallel}", f"dp{args.data_parallel}"]
     local = args.number("data_parallel_size_local", 0)
     if local:

@@ -219,7 +219,7 @@ def _check_pd_discovery(choice: FleetChoice, sel) -> None:
         raise _refuse(f"A PD fleet's router discovers each pool by a selector of its own, and KIMI_ROUTER_SELECTOR "
                       f"names no term of the {missing[0]} pool. Add `{missing[0]}:key=value` terms (the labels of "
                       "that pool's API pods), or leave the selector to `plan --format k8s`, which sets it.")
-    shared = [pool.role for pool in (sel.prefill, sel.decode) if pool.nodes == 0]
+    shared = [pool.name for pool in sel.pd_pools.values() if pool.shares_node]
     if shared:
         raise _refuse(f"A PD fleet's router reaches every discovered pod on one port, so both pools listen on the "
                       f"prefill pool's port; KIMI_{shared[0].upper()}_NODES=0 shares one node between the pools, "
@@ -263,11 +263,11 @@ class FleetLayer:
     def _kv_event_args(self, sel, engine: Process, urls: List[str]) -> List[str]:
         out: List[str] = []
         base = self.data.kv_events.port
-        local_dp = max(1, engine.vllm.data_parallel_local)
+        local_dp = max(1, engine.engine.data_parallel_local)
         for url, host in zip(urls, replica_hosts(self.choice)):
             endpoints = ",".join(f"tcp://{url_host(host)}:{base + r}" for r in range(local_dp))
             out += ["--kv-event-source", f"{url}={endpoints}"]
-        block = engine.vllm.number("block_size", self.data.kv_events.default_block_size)
+        block = engine.engine.number("block_size", self.data.kv_events.default_block_size)
         return out + ["--kv-event-model", sel.served_model_name, "--kv-event-block-size", str(block)]
 
     def router(self, sel, engines: Sequence[Process]) -> Process:

@@ -84,7 +84,7 @@ def choose(settings, hostname: str = "", directory: Optional[str] = None) -> Opt
         why = f"KIMI_KV_OFFLOAD={kid} runs beside each engine" if kid else "KIMI_KV_OFFLOAD is not set"
         raise KimiError(E.INVALID_VALUE, f"{', '.join(store_settings)} configure a KV store, but {why}. Remove them, "
                         "or set KIMI_KV_OFFLOAD to a kv_store_* deployment (docs/kv-cache.md).")
-    if not kid:
+    if not kid or data is None:  # data is loaded for every KIMI_KV_OFFLOAD
         return None
     addrs = tuple(settings.instance_addrs)
     vals = {"MOONCAKE_DEVICE_NAME": settings.mooncake_device_name or "",
@@ -123,7 +123,7 @@ def _check_common(kid: str, entry: Record, sel: Selection, cat) -> None:
         raise _refuse(f"KIMI_KV_OFFLOAD={kid} needs vLLM >= {floor}, but the launch is for vLLM {sel.vllm_version} "
                       "(KIMI_VLLM_VERSION, or the image's vLLM). Run an image built on a newer vLLM (the default "
                       "tags).")
-    if sel.user.get("kv_transfer_config") is not None:
+    if sel.user is not None and sel.user.get("kv_transfer_config") is not None:
         raise _refuse(f"KIMI_KV_OFFLOAD={kid} sets --kv-transfer-config, and the vLLM arguments (KIMI_EXTRA_ARGS or "
                       "container arguments) set it too. Keep one: remove it from the arguments, or unset "
                       "KIMI_KV_OFFLOAD.")
@@ -231,6 +231,8 @@ class KvLayer:
     def router_process(self, sel: Selection, port: int) -> Process:
         """vllm-router in front of the instances (each reached on the engines' `port`)."""
         choice, router = self.choice, self.router
+        if router is None:
+            raise ValueError(f"KIMI_KV_OFFLOAD={choice.id} with {self.instances} instance(s) has no router")
         urls = [f"http://{url_host(_lookup(choice, sel, {})(f'VLLM_INSTANCE_{i + 1}'))}:{port}"
                 for i in range(self.instances)]
         router_port = choice.router_port or router.port

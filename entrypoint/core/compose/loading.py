@@ -385,7 +385,7 @@ def load_report(plan, catalog, proc, spec, vllm_version: str, decision: Optional
     gds = bool(storage and storage.gds_driver and (storage.fstype or "") in data.storage.gds_fs)
     where = (f"{storage.path or 'the weights'} on {storage.fstype or 'an unknown file system'} ({kind} storage; "
              f"GPUDirect Storage {'usable' if gds else 'not usable'})") if storage else "storage unknown"
-    if sample:
+    if sample and storage:
         where += (f"; sample {storage.sample_bytes / 2 ** 20:.0f} MiB at {sample:.2f} GB/s "
                   f"({'O_DIRECT' if storage.sample_direct else 'through the page cache'})")
     elif storage and storage.note:

@@ -5,7 +5,9 @@ knows what it is (`Kind`), its program and arguments, its ports by purpose and, 
 its effective vLLM arguments (`vllm_cli.EngineArgs`, parsed once when it is made: `engine`); the
 deployment's facts (engines, GPUs, TP, served name, tokenizer) are the Plan's, and so is its shape:
 `Plan.topology` (engine pools and their groups of nodes, the router in front, the helpers beside,
-the one role-to-process lookup), computed once when the Plan is made. No reader slices or re-parses
+the one role-to-process lookup), computed once when the Plan is made from the pools the selection
+chose (one `Pool` type from the selection to the plan) and the pool each engine was made for
+(`Process.pool`). No reader slices or re-parses
 argv (tests/architecture/test_typed_plan.py), nor works the shape out again from role names.
 """
 
@@ -82,6 +84,7 @@ class Process:
     # --shutdown-timeout; the router and the KV helpers: the deployment's budget). 0 = none.
     drain_s: int = 0
     front: Optional[StreamFront] = None  # a router run behind the stream front (KIMI_STREAM_FRONT)
+    pool: Optional[str] = None  # an engine's pool (Pool.name), given by the resolver; None for any other process
 
     @property
     def argv(self) -> tuple:
@@ -99,6 +102,14 @@ class Process:
     @property
     def is_engine(self) -> bool:
         return self.kind is Kind.ENGINE
+
+    @property
+    def engine(self) -> EngineArgs:
+        """An engine's effective vLLM arguments: `vllm`, for a process known to be an engine (a
+        reader of any process asks `vllm`, which is None for the others)."""
+        if self.vllm is None:
+            raise ValueError(f"{self.role} {self.rank} is a {self.kind.value}, not a vLLM engine: it has no vLLM arguments")
+        return self.vllm
 
     @property
     def reads_weights(self) -> bool:
@@ -151,7 +162,7 @@ def _kv_events_port(config) -> Optional[int]:
 
 
 def engine(role: str, rank: int, model: str, args: Sequence[str], env: dict, provenance: dict, spec: Spec,
-           files: Optional[dict] = None) -> Process:
+           files: Optional[dict] = None, pool: Optional[str] = None) -> Process:
     """A vLLM engine, its arguments parsed once by `spec` (the grammar of the release launched)
     into the facts every consumer reads: GPUs, ports, served name."""
     found = engine_args(args, spec)
@@ -170,7 +181,7 @@ def engine(role: str, rank: int, model: str, args: Sequence[str], env: dict, pro
     return Process(role=role, rank=rank, kind=Kind.ENGINE, program=(*ENGINE_PROGRAM, model), args=tuple(args),
                    env=env, provenance=provenance, local_gpus=found.gpus_needed, port=ports.get(Port.HTTP),
                    ports=ports, vllm=found, model=model, files=dict(files or {}),
-                   drain_s=found.drain_s)
+                   drain_s=found.drain_s, pool=pool)
 
 
 def service(kind: Kind, role: str, argv: Sequence[str], ports: Dict[Port, int], port: int, env: Optional[dict] = None,
@@ -201,19 +212,10 @@ def with_helper_drain(processes) -> tuple:
     return tuple(dataclasses.replace(p, drain_s=drain) if not p.is_engine else p for p in processes)
 
 
-@dataclass(frozen=True)
-class Pool:
-    """A group of nodes that together hold one copy of the model (checked for memory)."""
-
-    name: str  # "deployment", "prefill", "decode"
-    nodes: int  # 0 = half of one node shared with the other pool
-    gpus: int  # GPUs the pool really has
-    vram_gb: float  # memory those GPUs hold
-
-
 # The roles of the engines, as the resolver names them (KIMI_ROLE, the plan's `role`).
 SINGLE, HEAD, WORKER, INSTANCE, PREFILL, DECODE = "single", "head", "worker", "instance", "prefill", "decode"
 PD_POOLS = (PREFILL, DECODE)  # a PD cluster's pools, in plan order
+DEPLOYMENT = "deployment"  # the pool of a deployment without PD pools (its copies: a KV store's `instance` pool)
 
 
 @dataclass(frozen=True)
@@ -233,13 +235,42 @@ class Group:
 
 
 @dataclass(frozen=True)
-class EnginePool:
-    """Engines that do one job: the deployment's (`deployment`), a KV store's instances (`instance`),
-    or a PD cluster's `prefill` / `decode` pool; each of its groups one copy of the model."""
+class Pool:
+    """Engines that do one job, each group of them one copy of the model: the deployment's
+    (`deployment`), a KV store's instances (`instance`), or a PD cluster's `prefill` / `decode` pool.
+    The one pool type, carried from the selection (name, nodes, a PD pool's parallelism) through
+    the resolver (the GPUs one copy really has, checked for memory) into the plan, where its
+    engines fill its groups (`Plan.pools`, the same objects as `Plan.topology.pools`)."""
 
     name: str  # "deployment", "instance", "prefill", "decode"
-    groups: tuple  # of Group
-    shares_node: bool = False  # a PD pool of 0 nodes: half of one node's GPUs, beside the other pool
+    # A PD pool's KIMI_<POOL>_NODES (0 = half of one node, shared with the other pool); else the
+    # nodes of one copy (KIMI_NODES).
+    nodes: int
+    parallelism: str = ""  # a PD pool's: tp | tep | dep
+    gpus: int = 0  # GPUs one copy really has (TP x PP x DP of its first engine), set by the resolver
+    vram_gb: float = 0.0  # memory those GPUs hold
+    groups: tuple = ()  # of Group, in rank order: set when the plan is made (topology)
+
+    @property
+    def node_count(self) -> int:
+        """Nodes the pool runs on (a shared PD pool: its one node)."""
+        return max(1, self.nodes)
+
+    @property
+    def shares_node(self) -> bool:
+        """A PD pool of 0 nodes: half of one node's GPUs, beside the other pool."""
+        return self.name in PD_POOLS and self.nodes == 0
+
+    @property
+    def serving_nodes(self) -> int:
+        """How many of a PD pool's nodes serve the API (the router's workers): every DEP node (its own
+        API server, --data-parallel-hybrid-lb), else the head only."""
+        return self.node_count if self.parallelism == "dep" else 1
+
+    def gpus_per_node(self, gpu_count: int) -> int:
+        """GPUs a PD pool has on each of its nodes: all of them, or the half of a shared node
+        (deliberate difference 3: the site sizes a shared pool as if it had the whole node)."""
+        return gpu_count if self.nodes >= 1 else max(1, gpu_count // 2)
 
     @property
     def engines(self) -> tuple:
@@ -250,11 +281,6 @@ class EnginePool:
         """Nodes of one group (1 for a single-node copy)."""
         return len(self.groups[0].nodes) if self.groups else 0
 
-    @property
-    def nodes(self) -> int:
-        """A PD pool's KIMI_<POOL>_NODES: its nodes, 0 when it shares one node with the other pool."""
-        return 0 if self.shares_node else self.group_nodes
-
 
 @dataclass(frozen=True)
 class Topology:
@@ -263,7 +289,7 @@ class Topology:
     beside them (a KV store's master and store, LMCache's server, the weight cache). The one
     answer to "is this PD?", "multi-node?", "which process is KIMI_ROLE / KIMI_NODE_RANK?"."""
 
-    pools: tuple  # of EnginePool, in plan order
+    pools: tuple  # of Pool (its groups filled), in plan order
     router: Optional[Process] = None  # the router in front of the engines, None where an engine serves clients
     helpers: tuple = ()  # the processes that are neither an engine nor the router, in plan order
     processes: tuple = ()  # every process, in plan order
@@ -288,7 +314,7 @@ class Topology:
         """The process a client of the whole deployment reaches: the router, else the first engine."""
         return self.router or next((p for pool in self.pools for p in pool.engines), None)
 
-    def pool(self, name: str) -> Optional[EnginePool]:
+    def pool(self, name: str) -> Optional[Pool]:
         return next((pool for pool in self.pools if pool.name == name), None)
 
     def helper(self, kind: Kind) -> Optional[Process]:
@@ -316,27 +342,24 @@ def find(processes, role: str, rank: int) -> Optional[Process]:
     return None
 
 
-def topology(processes: Sequence[Process], group_nodes: int, shared: Sequence[str] = ()) -> Topology:
-    """The topology of a plan's processes: PD engines make a pool per role (`prefill`, `decode`: one
-    group, by rank); any other engines one pool, `instance` for a KV store's instances, else
-    `deployment`, cut in groups of `group_nodes` nodes (a KV store's instance i holds ranks
-    i*nodes..); `shared`: the PD pools of 0 nodes."""
-    engines = [p for p in processes if p.is_engine]
-    pools = []
-    if any(p.role in PD_POOLS for p in engines):
-        for name in PD_POOLS:
-            members = tuple(sorted((p for p in engines if p.role == name), key=lambda p: p.rank))
-            if members:
-                pools.append(EnginePool(name, (Group(members),), shares_node=name in shared))
-    elif engines:
-        name = "instance" if any(p.role == INSTANCE for p in engines) else "deployment"
-        size = max(1, group_nodes)
-        ordered = sorted(engines, key=lambda p: p.rank)
-        groups = tuple(Group(tuple(ordered[i:i + size])) for i in range(0, len(ordered), size))
-        pools.append(EnginePool(name, groups))
+def topology(processes: Sequence[Process], pools: Sequence[Pool]) -> Topology:
+    """The topology of a plan: its pools (the selection's, sized by the resolver), each filled with
+    the engines that carry its name (`Process.pool`) in rank order: a PD pool one group, any other
+    cut in groups of its `nodes` (a KV store's instance i holds ranks i*nodes..); the router; the
+    helpers beside them."""
+    engines = sorted((p for p in processes if p.is_engine), key=lambda p: p.rank)
+    filled = []
+    for pool in pools:
+        members = tuple(p for p in engines if p.pool == pool.name)
+        if pool.name in PD_POOLS:
+            groups: tuple = (Group(members),) if members else ()
+        else:
+            size = max(1, pool.nodes)
+            groups = tuple(Group(members[i:i + size]) for i in range(0, len(members), size))
+        filled.append(dataclasses.replace(pool, groups=groups))
     router = next((p for p in processes if p.kind is Kind.ROUTER), None)
     helpers = tuple(p for p in processes if not p.is_engine and p.kind is not Kind.ROUTER)
-    return Topology(pools=tuple(pools), router=router, helpers=helpers, processes=tuple(processes))
+    return Topology(pools=tuple(filled), router=router, helpers=helpers, processes=tuple(processes))
 
 
 @dataclass(frozen=True)
@@ -362,7 +385,7 @@ class Plan(Choice):
     model: str  # the model argument given to vLLM
     served_model_name: str  # the name clients use
     vram_minimum_gb: float
-    pools: tuple  # of Pool
+    pools: tuple  # of Pool: the selection's, sized by the resolver; their groups filled when the plan is made
     processes: tuple  # of Process
     local_model_gb: Optional[float] = None  # a local model's weights (KIMI_MODEL=/path), which size it
     # Its engine pools and groups, router and helpers (`topology`), computed from the processes when
@@ -370,9 +393,10 @@ class Plan(Choice):
     # strategy's name, the roles or the argv.
     topology: Topology = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self):
-        shared = tuple(pool.name for pool in self.pools if pool.name in PD_POOLS and pool.nodes == 0)
-        object.__setattr__(self, "topology", topology(self.processes, self.nodes, shared))
+    def __post_init__(self) -> None:
+        shape = topology(self.processes, self.pools)
+        object.__setattr__(self, "topology", shape)
+        object.__setattr__(self, "pools", shape.pools)  # one pool type, one set of pools: the topology's
 
     def without_router(self) -> "Plan":
         """The plan of one copy of a fleet: its router left out (render/k8s_fleet.py draws the copies)."""
@@ -405,12 +429,12 @@ class Plan(Choice):
     def tensor_parallel(self) -> Optional[int]:
         """The engines' tensor-parallel size (None without an engine)."""
         first = self.first_engine
-        return first.vllm.tensor_parallel if first is not None else None
+        return first.engine.tensor_parallel if first is not None else None
 
     @property
     def trust_remote_code(self) -> bool:
         first = self.first_engine
-        return bool(first is not None and first.vllm.trust_remote_code)
+        return bool(first is not None and first.engine.trust_remote_code)
 
     @property
     def served_name(self) -> str:
@@ -422,7 +446,7 @@ class Plan(Choice):
     def tokenizer(self) -> str:
         """Where a client's tokenizer comes from: the engines' --tokenizer, else the model."""
         first = self.first_engine
-        return (first.vllm.text("tokenizer") if first is not None else None) or self.model
+        return (first.engine.text("tokenizer") if first is not None else None) or self.model
 
     def find(self, role: str, rank: int) -> Optional[Process]:
         return find(self.processes, role, rank)

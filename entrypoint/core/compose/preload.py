@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.data.recipe import default_recipes_dir, load_section
@@ -30,7 +30,7 @@ def load_preload(directory=None) -> Record:
     return load_section("preload", Path(directory or default_recipes_dir()))
 
 
-def release(sel, cat, deploy_type: str, kv=None, data: Record = None) -> Record:
+def release(sel, cat, deploy_type: str, kv=None, data: Optional[Record] = None) -> Record:
     """The release's `vllm preload` facts, or the refusal (what is wrong, what would work)."""
     data = data or load_preload()
     found = data.releases.get(sel.vllm_version)

@@ -12,23 +12,28 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from entrypoint.core.base import errors as E
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.base.net import url_host
 
-from entrypoint.core.compose.fleet import check_start, ROLE
+from entrypoint.core.compose.fleet import FleetChoice, check_start, ROLE
 from entrypoint.core.compose.fleet import layer as fleet_layer
+from entrypoint.core.compose.kv import KvChoice
 from entrypoint.core.compose.kv import layer as kv_layer
-from entrypoint.core.compose.plan import Kind, Plan, Pool, Port, Process, engine, service, with_helper_drain
+from entrypoint.core.compose.plan import (DEPLOYMENT, INSTANCE, Kind, Plan, Pool, Port, Process, engine, service,
+                                         with_helper_drain)
 from entrypoint.core.compose.plan import preload as preload_process
-from entrypoint.core.compose.select import (PLACEHOLDER_SETTINGS, PoolChoice, Selection, pool_tp, variant_unsupported,
+from entrypoint.core.compose.select import (PLACEHOLDER_SETTINGS, Selection, pool_tp, variant_unsupported,
                                             version_key)
 from entrypoint.core.data.recipe import Catalog, gpu_vram_gb
 from entrypoint.core.data.record import Record
 from entrypoint.core.vllm.args import Tagged, substitute, tag
 from entrypoint.core.vllm.vllm_cli import EngineArgs, check, dedupe, engine_args, parse, spec_for
+
+if TYPE_CHECKING:  # imported where used: kimi-serve print's start-up (test_startup_imports)
+    from entrypoint.core.compose.loading import Decision
 
 GIB_GB = 2 ** 30 / 1e9  # a GiB (VLLM_CPU_KVCACHE_SPACE's unit) in GB (the memory check's)
 
@@ -324,15 +329,15 @@ def _multi_node_flags(ctx: _Ctx, rank: int) -> List[str]:
     return flags + (["--headless"] if rank > 0 else [])
 
 
-def _pool_local_dp(ctx: _Ctx, pool: PoolChoice, defaults) -> int:
+def _pool_local_dp(ctx: _Ctx, pool: Pool, defaults) -> int:
     if pool.parallelism != "dep":
         return 0
     tp = pool_tp(ctx.cat, ctx.sel.hardware, defaults) or 1
     return max(1, pool.gpus_per_node(ctx.hw.gpu_count) // tp)
 
 
-def _pool_flags(ctx: _Ctx, pool: PoolChoice, defaults, k: int) -> List[str]:
-    role, n = pool.role.upper(), pool.nodes
+def _pool_flags(ctx: _Ctx, pool: Pool, defaults, k: int) -> List[str]:
+    role, n = pool.name.upper(), pool.nodes
     head = f"${role}_NODE_1"
     if pool.parallelism == "dep":
         local = _pool_local_dp(ctx, pool, defaults)
@@ -359,13 +364,13 @@ def _pool_flags(ctx: _Ctx, pool: PoolChoice, defaults, k: int) -> List[str]:
     return flags
 
 
-def _visible_devices(ctx: _Ctx, pool: PoolChoice) -> str:
+def _visible_devices(ctx: _Ctx, pool: Pool) -> str:
     gpus = ctx.hw.gpu_count
     if pool.nodes >= 1:
         ids = range(gpus)
     else:
         half = gpus // 2
-        ids = range(half) if pool.role == "prefill" else range(half, 2 * half)
+        ids = range(half) if pool.name == "prefill" else range(half, 2 * half)
     return ",".join(str(i) for i in ids)
 
 
@@ -405,14 +410,16 @@ class _Draft:
     env: Dict[str, str]
     origin: Dict[str, str]  # env name -> its layer
     found: EngineArgs  # what vLLM reads from `args` (last wins), placeholders unfilled
+    pool: str  # the selection's pool it serves in (Pool.name)
 
     @property
     def port(self) -> Optional[int]:
         return None if self.found.headless else self.found.port
 
 
-def _draft(ctx: _Ctx, role: str, rank: int, args: Tagged, env: Dict[str, str], origin: Dict[str, str]) -> _Draft:
-    return _Draft(role, rank, args, env, origin, engine_args([a for a, _ in args], ctx.spec))
+def _draft(ctx: _Ctx, role: str, rank: int, args: Tagged, env: Dict[str, str], origin: Dict[str, str],
+           pool: str) -> _Draft:
+    return _Draft(role, rank, args, env, origin, engine_args([a for a, _ in args], ctx.spec), pool)
 
 
 def _provenance(args: Tagged, env: Dict[str, str], env_origin: Dict[str, str]) -> Dict[str, str]:
@@ -436,7 +443,8 @@ def _router_finish(ctx: _Ctx, program: str, args: Tagged, fleet=None) -> Process
 
 
 def _finish(ctx: _Ctx, draft: _Draft, kv=None, budget_s: Optional[int] = None, role: Optional[str] = None,
-            rank: Optional[int] = None, values: Optional[Dict[str, str]] = None, fleet=None) -> Process:
+            rank: Optional[int] = None, values: Optional[Dict[str, str]] = None, fleet=None,
+            pool: Optional[str] = None) -> Process:
     """The typed engine: the draft's layers, then the KV layer's args (after every other, the
     user's included) and env (after the strategy's and the pool placement's), then a fleet's args
     (core/compose/fleet.py: its policy's), deduplicated once by vLLM's grammar, placeholders filled
@@ -468,7 +476,7 @@ def _finish(ctx: _Ctx, draft: _Draft, kv=None, budget_s: Optional[int] = None, r
             final_env[key] = value
             origin[key] = "settings (KIMI_LOAD_FORMAT: start-up budget)"
     return engine(role or draft.role, draft.rank if rank is None else rank, ctx.sel.model, words, final_env,
-                  _provenance(args, final_env, origin), ctx.spec, files)
+                  _provenance(args, final_env, origin), ctx.spec, files, pool=pool or draft.pool)
 
 
 def _plain_processes(ctx: _Ctx) -> List[_Draft]:
@@ -486,14 +494,14 @@ def _plain_processes(ctx: _Ctx) -> List[_Draft]:
             role = "single"
         strategy_args = tag("strategy", [*strat.vllm_args, *flags])
         args, env, origin = _compose_vllm(ctx, strategy_args, env_layers, None, own_port=True)
-        procs.append(_draft(ctx, role, rank, args, env, origin))
+        procs.append(_draft(ctx, role, rank, args, env, origin, DEPLOYMENT))
     return procs
 
 
-def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> _Draft:
+def _pool_process(ctx: _Ctx, pool: Pool, k: int) -> _Draft:
     strat = ctx.strategy
-    role_data = strat.roles[pool.role]
-    defaults = getattr(ctx.override, pool.role, None) if ctx.override else None
+    role_data = strat.roles[pool.name]
+    defaults = getattr(ctx.override, pool.name, None) if ctx.override else None
     strategy_args = tag("strategy", [*role_data.vllm_args, *_pool_flags(ctx, pool, defaults, k)])
     placement = {"CUDA_VISIBLE_DEVICES": _visible_devices(ctx, pool)}
     if pool.nodes >= 2:
@@ -507,12 +515,12 @@ def _pool_process(ctx: _Ctx, pool: PoolChoice, k: int) -> _Draft:
     if not ctx.hw.multi_node_nvlink:  # deliberate difference: NVL4-tray settings only on GB200/GB300
         env = {k2: v for k2, v in env.items() if k2 not in strat.multi_node_nvlink_env}
     if pool.parallelism == "dep" and k > 0:  # each DEP node binds its own NIXL side channel
-        head, own = f"${pool.role.upper()}_NODE_1", f"${pool.role.upper()}_NODE_{k + 1}"
+        head, own = f"${pool.name.upper()}_NODE_1", f"${pool.name.upper()}_NODE_{k + 1}"
         env = {key: (own if value == head else value) for key, value in env.items()}
-    return _draft(ctx, pool.role, k, args, env, origin)
+    return _draft(ctx, pool.name, k, args, env, origin, pool.name)
 
 
-def _router_process(ctx: _Ctx, pools: Dict[str, PoolChoice], heads: Dict[str, _Draft], fleet=None) -> Process:
+def _router_process(ctx: _Ctx, pools: Dict[str, Pool], heads: Dict[str, _Draft], fleet=None) -> Process:
     """The PD router in front of the pools' heads; with a fleet (core/compose/fleet.py), of every unit's
     heads, its policy on the prefill pool."""
     router = ctx.strategy.router
@@ -552,7 +560,7 @@ class _RouterSlot:
 
 
 def _pd_processes(ctx: _Ctx) -> list:
-    pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
+    pools = ctx.sel.pd_pools
     per_pool = {role: [_pool_process(ctx, pool, k) for k in range(pool.node_count)] for role, pool in pools.items()}
     ports = {role: procs[0].port for role, procs in per_pool.items()}
     if (pools["prefill"].nodes == 0 or pools["decode"].nodes == 0) and ports["prefill"] == ports["decode"]:
@@ -573,19 +581,15 @@ def _pd_processes(ctx: _Ctx) -> list:
 
 
 def _pools(ctx: _Ctx, processes: list) -> List[Pool]:
-    """The GPUs each copy of the model spans, read from the launch's effective vLLM arguments
-    (TP x PP x DP of the first process of each pool), so `-tp 2` in the user's args is what is
-    checked, not the recipe's layout."""
+    """The selection's pools, each sized by the GPUs one copy of the model spans, read from the
+    launch's effective vLLM arguments (TP x PP x DP of the pool's first engine), so `-tp 2` in the
+    user's args is what is checked, not the recipe's layout."""
     per_gpu = gpu_vram_gb(ctx.hw)
     out = []
-    names = ("prefill", "decode") if ctx.strategy.deploy_type == "pd_cluster" else ("single", "head")
-    for proc in processes:
-        if proc.role in names and proc.rank == 0:
-            gpus = proc.found.world_size
-            pool = getattr(ctx.sel, proc.role, None) if proc.role in ("prefill", "decode") else None
-            out.append(Pool(name=proc.role if pool is not None else "deployment",
-                            nodes=pool.nodes if pool is not None else ctx.sel.nodes, gpus=gpus,
-                            vram_gb=gpus * per_gpu))
+    for pool in ctx.sel.pools:
+        head = next(p for p in processes if isinstance(p, _Draft) and p.pool == pool.name and p.rank == 0)
+        gpus = head.found.world_size
+        out.append(dataclasses.replace(pool, gpus=gpus, vram_gb=gpus * per_gpu))
     return out
 
 
@@ -619,7 +623,7 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
         if pool.gpus < node_gpus:
             ways.append(f"span all {node_gpus} GPUs (the layout gives TP x PP x DP = {pool.gpus}: choose a wider "
                         "one with KIMI_STRATEGY or KIMI_PREFILL_PARALLELISM / KIMI_DECODE_PARALLELISM)")
-        current = sel.nodes if pool.name == "deployment" else max(1, pool.nodes)
+        current = pool.node_count
         if nodes_needed <= current:  # the nodes hold it: only the layout leaves GPUs out
             pass
         elif pool.name == "deployment":
@@ -630,7 +634,8 @@ def _check_memory(ctx: _Ctx, pools: List[Pool]) -> None:
         if fitting:
             ways.append(f"KIMI_VARIANT={' or '.join(fitting)}")
         if ctx.host is not None:
-            ways.append("KIMI_MODEL=/path/to/a smaller model of the architecture (sized from its files)")
+            ways.append("a larger KIMI_CPU_MEMORY_GB (the node's memory) on a node that has it")
+            ways.append("KIMI_MODEL=/path/to/a smaller model of the architecture (sized from its files, or KIMI_MODEL_GB)")
         ways.append("KIMI_SKIP_MEMORY_CHECK=1 to try anyway")
         raise KimiError(E.INSUFFICIENT_MEMORY,
                         f"{what} needs at least {need:.0f} GB of {memory_word}, but {where} hold "
@@ -655,6 +660,15 @@ def _check_parallel_sizes(ctx: _Ctx, processes: list) -> None:
                             f"give --decode-context-parallel-size {math.gcd(dcp, tp)} in KIMI_EXTRA_ARGS.")
 
 
+def _dest(ctx: _Ctx, flag: str) -> str:
+    """The destination of a flag the profile data names (checked against vLLM's grammar)."""
+    option = ctx.spec.lookup(flag)[0]
+    if option is None:
+        raise KimiError(E.UNKNOWN_VALUE, f"KIMI_PROFILE={ctx.sel.profile} names {flag}, which vLLM "
+                        f"{ctx.sel.vllm_version} does not have (recipes/models/{ctx.sel.recipe}.yaml).")
+    return option.dest
+
+
 def _check_profile_args(ctx: _Ctx, processes: list) -> None:
     prof, pid = ctx.profile, ctx.sel.profile
     if prof is None:
@@ -664,11 +678,11 @@ def _check_profile_args(ctx: _Ctx, processes: list) -> None:
             continue
         found = proc.found.found
         for flag in prof.forbidden_args:
-            if ctx.spec.lookup(flag)[0].dest in found:
+            if _dest(ctx, flag) in found:
                 raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_PROFILE={pid} does not support {flag} "
                                 f"({prof.description}). Remove it from the vLLM args or drop the profile.")
         for flag, rule in prof.required_args.items():
-            value = found.get(ctx.spec.lookup(flag)[0].dest)
+            value = found.get(_dest(ctx, flag))
             example = f"KIMI_EXTRA_ARGS='{flag} {int(rule.min) if rule.min is not None else '...'}'"
             if not value:
                 raise KimiError(E.MISSING_SETTING, f"KIMI_PROFILE={pid} needs {flag}"
@@ -683,7 +697,8 @@ def _check_profile_args(ctx: _Ctx, processes: list) -> None:
                                 f"Use e.g. {example}.")
 
 
-def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_gb: Optional[float] = None) -> Plan:
+def resolve(sel: Selection, cat: Catalog, kv: Optional[KvChoice] = None, load: Optional[Decision] = None,
+            fleet: Optional[FleetChoice] = None, model_gb: Optional[float] = None) -> Plan:
     """The one composition (docs/composition.md): every engine's layers (base ... user, with
     KIMI_LOAD_FORMAT's loader among the settings), the serving topology (nodes, or the PD pools and
     their router), the memory and profile checks, then the KV layer (`kv`: a core.compose.kv.KvChoice; its
@@ -717,6 +732,8 @@ def resolve(sel: Selection, cat: Catalog, kv=None, load=None, fleet=None, model_
     copies = None
     if fleet is not None:
         copies = fleet_layer(sel, cat, fleet, kv)
+    if layer is not None and layer.instances:  # the deployment's copies are the KV store's instances
+        pools = [dataclasses.replace(pool, name=INSTANCE) for pool in pools]
     weights: Optional[Process] = None
     if release is not None:  # KIMI_PRELOAD: `vllm preload` beside the one engine (core/compose/preload.py)
         serving, weights = _with_preload(ctx, serving, release)
@@ -745,7 +762,7 @@ def _with_preload(ctx: _Ctx, serving: list, found: Record) -> Tuple[list, Proces
     at = next((i for i, (_, source) in enumerate(draft.args) if source == "user"), len(draft.args))
     args = [*draft.args[:at], *preload.engine_layer(found, data), *draft.args[at:]]
     check(args, ctx.spec)
-    return [_draft(ctx, draft.role, draft.rank, args, draft.env, draft.origin), *serving[1:]], weights
+    return [_draft(ctx, draft.role, draft.rank, args, draft.env, draft.origin, draft.pool), *serving[1:]], weights
 
 
 def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fleet=None) -> List[Process]:
@@ -757,8 +774,9 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
         pd = ctx.strategy.deploy_type == "pd_cluster"
         pd_fleet = fleet is not None and pd
         if pd:
-            pools = {"prefill": ctx.sel.prefill, "decode": ctx.sel.decode}
-            heads = {role: next(p for p in serving if isinstance(p, _Draft) and p.role == role) for role in pools}
+            pools = ctx.sel.pd_pools
+            heads = {role: next(p for p in serving if isinstance(p, _Draft) and p.pool == role and p.rank == 0)
+                     for role in pools}
         engine_layer = fleet.pd_engines(heads["prefill"].port or 8000) if pd_fleet else fleet  # one port if discovered
         engines = [_router_process(ctx, pools, heads, fleet) if isinstance(p, _RouterSlot)
                    else _finish(ctx, p, layer, budget, fleet=engine_layer) if isinstance(p, _Draft) else p
@@ -777,22 +795,23 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
             if i == 0 and not layer.choice.values.get("VLLM_INSTANCE_1"):
                 _placeholder_lookup(ctx.sel)("HEAD_IP")  # no head at all: KIMI_HEAD_ADDR's error first
             values = {"HEAD_IP": layer.instance_head(ctx.sel, i)}
-        instances += [_finish(ctx, p, layer, budget, role="instance", rank=i * ctx.sel.nodes + p.rank, values=values)
-                      for p in serving]
+        instances += [_finish(ctx, p, layer, budget, role=INSTANCE, rank=i * ctx.sel.nodes + p.rank, values=values,
+                              pool=INSTANCE) for p in serving]
     out = [*layer.front, *instances]
     if layer.router is not None:
         out.append(layer.router_process(ctx.sel, next(p.port for p in instances if p.serves_http) or 8000))
     return out
 
 
-def this_process(plan: Plan, sel: Selection, kv=None, fleet=None) -> Process:
+def this_process(plan: Plan, sel: Selection, kv: Optional[KvChoice] = None, fleet: Optional[FleetChoice] = None) -> Process:
     """The process this container runs, read from the plan's topology by KIMI_ROLE and KIMI_NODE_RANK
     (the one role-to-process lookup): a fleet's router (`fleet`: its FleetChoice), a process of a KV
     deployment (`kv`: its KvChoice), the weight cache, a PD pool's node, else the node's own rank."""
     topology = plan.topology
-    if fleet is not None and sel.role == ROLE:  # the fleet's router (core/compose/fleet.py)
-        check_start(topology.router)
-        return topology.router
+    router = topology.router
+    if fleet is not None and sel.role == ROLE and router is not None:  # the fleet's router (core/compose/fleet.py)
+        check_start(router)
+        return router
     if kv is not None:
         return _kv_process(plan, sel, kv)
     if sel.role is not None and not topology.pd and topology.helper(Kind.PRELOAD) is not None:
@@ -806,7 +825,7 @@ def this_process(plan: Plan, sel: Selection, kv=None, fleet=None) -> Process:
                         "or router (`kimi-serve plan` shows all of them).")
     proc = topology.process(sel.role, sel.node_rank)
     if proc is None:
-        pool = sel.prefill if sel.role == "prefill" else sel.decode
+        pool = sel.pd_pools["prefill" if sel.role == "prefill" else "decode"]
         raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={sel.node_rank} but the {sel.role} pool has "
                         f"{pool.node_count} node(s): ranks run from 0 to {pool.node_count - 1}.")
     return proc

@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Dict, Mapping, Optional, Tuple
 
 from entrypoint.core.base import errors as E
 from entrypoint.core.base.errors import KimiError, unknown_value
-from entrypoint.core.compose.plan import Choice
+from entrypoint.core.compose.plan import Choice, Pool
 from entrypoint.core.compose.settings import Settings
 from entrypoint.core.data.platforms import load_platforms, model_source
 from entrypoint.core.data.recipe import Catalog, default_features
@@ -40,33 +40,11 @@ _POOL_MODE_BY_SUFFIX = (("_dep", "dep"), ("_tep", "tep"), ("_tp", "tp"), ("_tp_p
 
 
 @dataclass(frozen=True)
-class PoolChoice:
-    role: str  # prefill | decode
-    nodes: int  # 0 = half of one node, shared with the other pool
-    parallelism: str  # tp | tep | dep
-
-    @property
-    def node_count(self) -> int:
-        return max(1, self.nodes)
-
-    @property
-    def serving_nodes(self) -> int:
-        """How many of the pool's nodes serve the API (the router's workers): every DEP node (its own
-        API server, --data-parallel-hybrid-lb), else the head only."""
-        return self.node_count if self.parallelism == "dep" else 1
-
-    def gpus_per_node(self, gpu_count: int) -> int:
-        """GPUs the pool has on each of its nodes: all of them, or the half of a shared node
-        (deliberate difference 3: the site sizes a shared pool as if it had the whole node)."""
-        return gpu_count if self.nodes >= 1 else max(1, gpu_count // 2)
-
-
-@dataclass(frozen=True)
 class Selection(Choice):
     node_rank: int
     role: Optional[str]
-    prefill: Optional[PoolChoice]
-    decode: Optional[PoolChoice]
+    prefill: Optional[Pool]
+    decode: Optional[Pool]
     model: str
     served_model_name: str
     host: Optional[str]
@@ -85,6 +63,21 @@ class Selection(Choice):
     @property
     def is_multi_node(self) -> bool:
         return self.nodes > 1
+
+    @property
+    def pools(self) -> Tuple[Pool, ...]:
+        """The serving pools chosen: a PD cluster's prefill and decode pools, else the deployment's
+        one pool (of KIMI_NODES nodes per copy); the resolver sizes them, the plan fills them."""
+        if self.prefill is not None and self.decode is not None:
+            return (self.prefill, self.decode)
+        return (Pool(name="deployment", nodes=self.nodes),)
+
+    @property
+    def pd_pools(self) -> Dict[str, Pool]:
+        """A pd_cluster's two pools by role (prefill first): a PD selection has both, any other none."""
+        if self.prefill is None or self.decode is None:
+            raise ValueError(f"{self.strategy} is not a pd_cluster strategy: it has no prefill and decode pools")
+        return {"prefill": self.prefill, "decode": self.decode}
 
 
 def hardware_targets(catalog: Catalog) -> list:
@@ -400,7 +393,7 @@ def pool_tp(catalog: Catalog, hw: str, defaults) -> Optional[int]:
 
 
 def derived_pool(catalog: Catalog, hw: str, vid: str, role: str, mode: Optional[str] = None,
-                 model_gb: Optional[float] = None) -> PoolChoice:
+                 model_gb: Optional[float] = None) -> Pool:
     """The pool of `role` the settings get when they name no size: the recipe's pool defaults, else
     as many whole nodes as the variant's memory and the recipe's GPU floor for the layout need."""
     recipe, hardware = catalog.recipe, catalog.hardware[hw]
@@ -411,7 +404,7 @@ def derived_pool(catalog: Catalog, hw: str, vid: str, role: str, mode: Optional[
         floor = min_gpus(catalog, f"multi_node_{mode}", hw)
         vram = model_gb if model_gb is not None else recipe.variants[vid].vram_minimum_gb
         nodes = max(1, math.ceil(vram / hardware.vram_gb), math.ceil(floor / hardware.gpu_count))
-    return PoolChoice(role=role, nodes=nodes, parallelism=mode)
+    return Pool(name=role, nodes=nodes, parallelism=mode)
 
 
 def pool_parallelisms(catalog: Catalog) -> list:
@@ -424,7 +417,7 @@ def pool_parallelisms(catalog: Catalog) -> list:
     return allowed
 
 
-def _pool(settings: Settings, catalog: Catalog, role: str, hw: str, vid: str, model_gb: Optional[float]) -> PoolChoice:
+def _pool(settings: Settings, catalog: Catalog, role: str, hw: str, vid: str, model_gb: Optional[float]) -> Pool:
     pool = derived_pool(catalog, hw, vid, role, settings.values[f"{role}_parallelism"], model_gb)
     allowed = pool_parallelisms(catalog)
     if pool.parallelism not in allowed:
@@ -432,7 +425,7 @@ def _pool(settings: Settings, catalog: Catalog, role: str, hw: str, vid: str, mo
                         f"by the recipe's strategies; use one of {', '.join(allowed)}.")
     nodes = settings.values[f"{role}_nodes"]
     if nodes is not None:
-        pool = PoolChoice(role=role, nodes=nodes, parallelism=pool.parallelism)
+        pool = Pool(name=role, nodes=nodes, parallelism=pool.parallelism)
     _check_pool(catalog, hw, pool)
     return pool
 
@@ -465,9 +458,9 @@ def pool_rules(catalog: Catalog, hw: str, role: str) -> dict:
     return {"layouts": layouts, "tp": tp, "tp_way": way, "rank_way": rank_way}
 
 
-def _check_pool(catalog: Catalog, hw: str, pool: PoolChoice) -> None:
+def _check_pool(catalog: Catalog, hw: str, pool: Pool) -> None:
     """Pools the recipe's own data rules out (docs/composition.md: the site renders them anyway)."""
-    recipe, role = catalog.recipe, pool.role
+    recipe, role = catalog.recipe, pool.name
     count = catalog.hardware[hw].gpu_count
     gpus = pool.node_count * pool.gpus_per_node(count)
     setting = f"KIMI_{role.upper()}"
@@ -538,14 +531,14 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
     nodes = settings.nodes if strat.deploy_type == "multi_node" else 1
     prefill = _pool(settings, catalog, "prefill", hw, vid, model_gb) if is_pd else None
     decode = _pool(settings, catalog, "decode", hw, vid, model_gb) if is_pd else None
-    if is_pd:
+    if prefill is not None and decode is not None:
         for pool in (prefill, decode):
-            addrs = settings.values[f"{pool.role}_addrs"]
+            addrs = settings.values[f"{pool.name}_addrs"]
             units = settings.replicas if settings.router != "none" else 1  # a PD fleet: every unit's nodes (core/compose/fleet.py)
             if len(addrs) > pool.node_count * units:
-                raise KimiError(E.INVALID_VALUE, f"KIMI_{pool.role.upper()}_ADDRS lists {len(addrs)} addresses but the "
-                                f"{pool.role} pool has {pool.node_count} node(s). Give one address per node, or set "
-                                f"KIMI_{pool.role.upper()}_NODES={len(addrs)}.")
+                raise KimiError(E.INVALID_VALUE, f"KIMI_{pool.name.upper()}_ADDRS lists {len(addrs)} addresses but the "
+                                f"{pool.name} pool has {pool.node_count} node(s). Give one address per node, or set "
+                                f"KIMI_{pool.name.upper()}_NODES={len(addrs)}.")
     elif settings.node_rank >= nodes and settings.role != "instance":  # a KV store's instances: core/compose/kv.py
         raise KimiError(E.INVALID_VALUE, f"KIMI_NODE_RANK={settings.node_rank} but the deployment has {nodes} "
                         f"node(s): ranks run from 0 to {nodes - 1}.")

@@ -4,7 +4,9 @@ LeaderWorkerSet's LWS_*, Slurm's SLURM_*, the GPU visibility and hub variables).
 
 Precedence (lowest to highest): built-in defaults < the TOML file named by KIMI_CONFIG (keys in
 lower case without the prefix; KIMI_* settings only) < the environment. Container arguments are
-vLLM arguments and come after KIMI_EXTRA_ARGS. The README's tables are generated from `FIELDS`.
+vLLM arguments and come after KIMI_EXTRA_ARGS. Each setting is declared once, as an attribute of
+`Settings` (`text`, `number`, `choice`, `flag`, `items`, `spec`: its type follows from the kind and
+the default); `FIELDS` lists them in that order, and the README's tables are generated from it.
 `{hardware}` and `{variants}` in a help text are filled from the recipe data when documented.
 """
 
@@ -15,13 +17,16 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass
-from typing import Any, Generic, Mapping, Optional, Tuple, TypeVar, Union, get_args, overload
+from typing import TYPE_CHECKING, Any, Generic, Mapping, Optional, Tuple, TypedDict, TypeVar, Union, overload
 
 from entrypoint.core.base import limits
 from entrypoint.core.base.errors import INVALID_VALUE, KimiError, unknown_value
 from entrypoint.core.base.files import read_capped
 from entrypoint.core.data.versions import DIGEST
 from entrypoint.core.vllm.mask import mask_argv, mask_value
+
+if TYPE_CHECKING:  # Python 3.10's typing has no Unpack; read by mypy only
+    from typing_extensions import Unpack
 
 # An image reference (github.com/distribution/reference, regexp.go): [domain[:port]/]path[:tag][@digest]
 _DOMAIN = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])(?:\.(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9]))*(?::[0-9]+)?"
@@ -31,9 +36,6 @@ IMAGE_REFERENCE = (rf"(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[A-Za-z0-9_][A-Za-z
 
 # A setting's value: what _convert reads for its kind (a list: a tuple of strings), or None when unset.
 Value = Union[str, int, bool, Tuple[str, ...], None]
-# The Python type of each kind's value; Optional when the default is None (python_type).
-PYTHON_TYPES: Mapping[str, Any] = {"str": str, "int": int, "bool": bool, "list": Tuple[str, ...], "choice": str,
-                                   "spec": str}
 
 
 @dataclass(frozen=True)
@@ -60,320 +62,96 @@ class Field:
         return self.external or "KIMI_" + self.name.upper()
 
 
-def python_type(field: Field) -> Any:
-    """The type of the field's value: its kind's, Optional where the default is None (an unset
-    str, int or choice; a bool, a list and a field with a default always hold a value)."""
-    base = PYTHON_TYPES[field.kind]
-    return base if field.default is not None else Optional[base]
-
-
-F = Field
-FIELDS: tuple = (
-    F("recipe", "str", None, "`{default_recipe}`", "Which Kimi model: a recipe slug ({recipes})."),
-    F("hardware", "str", None, "the image's own target; `auto` = detect",
-      "Hardware id: {hardware}, or `auto`."),
-    F("variant", "str", "default", "`default`", "Checkpoint variant: {variants}."),
-    F("strategy", "str", None, "`single_node_tp`; `multi_node_tp` when KIMI_NODES > 1",
-      "Serving strategy id (`kimi-serve list` shows them)."),
-    F("features", "spec", None, "the recipe's defaults for the hardware",
-      "Comma list of features; empty = none; `+f` / `-f` add to / remove from the defaults."),
-    F("profile", "str", None, "none", "Tuned profile: {profiles}."),
-    F("cpu_ranks", "int", 1, "`1`", "KIMI_HARDWARE=cpu: vLLM ranks per node (what a GPU target's GPUs are).",
-      minimum=1, maximum=limits.MAX_CPU_RANKS),
-    F("cpu_memory_gb", "int", None, "this node's RAM", "KIMI_HARDWARE=cpu: GB of memory per node the memory check "
-      "counts (rendering for other nodes).", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB),
-    F("cpu_threads", "int", None, "this node's cores over KIMI_CPU_RANKS", "KIMI_HARDWARE=cpu: OpenMP threads per "
-      "rank (OMP_NUM_THREADS).", minimum=1, maximum=limits.MAX_CPU_THREADS),
-    F("cpu_kvcache_gib", "int", None, "`4` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: GiB of KV cache per rank "
-      "(VLLM_CPU_KVCACHE_SPACE).", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB),
-    F("cpu_threads_bind", "str", None, "`nobind` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: how ranks bind their "
-      "threads (VLLM_CPU_OMP_THREADS_BIND): `nobind`, `auto` (a NUMA node per rank), or core lists `0-3|4-7`.",
-      pattern=r"nobind|auto|[0-9][0-9,|-]*", pattern_doc="nobind, auto, or core ranges per rank like 0-3|4-7"),
-    F("nodes", "int", 1, "`1`", "Number of nodes of a multi-node deployment.", minimum=1, maximum=limits.MAX_NODES),
-    F("node_rank", "int", 0, "`0`", "This node's rank (multi-node) or its index in its pool (prefill/decode).",
-      maximum=limits.MAX_NODES - 1),
-    F("head_addr", "str", None, "required when KIMI_NODES > 1", "Rendezvous address of rank 0 (`$HEAD_IP`)."),
-    F("node_addr", "str", None, "the address of the route vLLM finds (KIMI_IFACE's interface)",
-      "This node's address as the other nodes reach it (vLLM's VLLM_HOST_IP): where a node has several, or the "
-      "nodes share a host."),  # judged as every address is (placement.ADDRESS_SETTINGS)
-    F("iface", "str", None, "required where the strategy needs it",
-      "Network interface for GLOO/NCCL (`$IFACE_NAME`)."),
-    F("role", "choice", None, "required to launch a pd_cluster process",
-      "Which process of a pd_cluster, KV deployment or fleet (its router) this container runs (docs/kv-cache.md, "
-      "docs/fleet.md); `preload`: KIMI_PRELOAD's weight cache (docs/day2.md).",
-      ("prefill", "decode", "router", "master", "store", "instance", "lmcache", "preload")),
-    F("prefill_nodes", "int", None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node.",
-      maximum=limits.MAX_POOL_NODES),
-    F("decode_nodes", "int", None, "the recipe's pools", "Decode pool size in nodes; 0 = the two pools share one node.",
-      maximum=limits.MAX_POOL_NODES),
-    F("prefill_parallelism", "choice", None, "the recipe's", "Prefill pool parallelism.", ("tp", "tep", "dep")),
-    F("decode_parallelism", "choice", None, "the recipe's", "Decode pool parallelism.", ("tp", "tep", "dep")),
-    F("prefill_addrs", "list", (), "required for pd_cluster", "Comma list of prefill node addresses (`$PREFILL_NODE_i`).",
-      maximum=limits.MAX_ADDRESSES),
-    F("decode_addrs", "list", (), "required for pd_cluster", "Comma list of decode node addresses (`$DECODE_NODE_i`).",
-      maximum=limits.MAX_ADDRESSES),
-    F("prefill_dp_rpc_port", "int", 29550, "`29550`", "DP RPC port of the prefill pool.", minimum=1, maximum=65535),
-    F("decode_dp_rpc_port", "int", 29560, "`29560`", "DP RPC port of the decode pool.", minimum=1, maximum=65535),
-    F("router_host", "str", "0.0.0.0", "`0.0.0.0`", "Router bind address."),
-    F("router_port", "int", 8000, "`8000`; a KV store's router: its `router.port` (30080)", "Router port.",
-      minimum=1, maximum=65535),
-    # A fleet: KIMI_REPLICAS copies behind one router (entrypoint/core/compose/fleet.py, recipes/fleet.yaml; docs/fleet.md).
-    F("router", "choice", "vllm-router", "`vllm-router`", "What fronts the copies of a fleet (KIMI_REPLICAS > 1): "
-      "`vllm-router` (the cache-aware router), `gateway` (a Gateway API InferencePool and its endpoint picker; "
-      "Kubernetes), `none` (a plain Service: connections spread blind to the caches).",
-      ("vllm-router", "gateway", "none")),
-    F("stream_front", "choice", None, "`on` for a fleet behind `vllm-router`", "The stream front before a fleet's "
-      "router (docs/fleet.md): a stream whose engine stops continues on another copy, or ends with an explicit "
-      "error; `on` also puts a PD cluster of one unit behind it; `off`: the router alone.", ("on", "off")),
-    F("router_policy", "str", None, "`cache_aware`", "The fleet router's policy (recipes/fleet.yaml): cache_aware, "
-      "round_robin, random, power_of_two, consistent_hash, sticky_least_loaded, or kv_aware (the engines publish "
-      "their KV-cache events)."),
-    F("replica_addrs", "list", (), "required for the router outside Kubernetes",
-      "Comma list of the fleet's copies, one address each (a multi-node copy: its head; `$REPLICA_i`).",
-      maximum=limits.MAX_ADDRESSES),
-    F("router_selector", "list", (), "set by `plan --format k8s`", "Kubernetes label selector (comma list of "
-      "key=value): the router discovers the copies' pods in its namespace instead of KIMI_REPLICA_ADDRS.",
-      maximum=limits.MAX_ADDRESSES),
-    F("kv_offload", "str", None, "none", "KV cache beyond the GPU (docs/kv-cache.md): simple, offloading_cpu, "
-      "offloading_fs, lmcache, kv_store_centralized_mooncake or kv_store_distributed_mooncake."),
-    F("kv_instances", "int", None, "the KV store's `default_instances` (centralized 2, distributed 1)",
-      "Engine instances behind the cache-aware router of a KV store (1 = no router).", minimum=1,
-      maximum=limits.MAX_NODES),
-    F("instance_addrs", "list", (), "required for the router and multi-node instances",
-      "Comma list of the KV store's instance addresses, one per instance (`$VLLM_INSTANCE_i`).",
-      maximum=limits.MAX_ADDRESSES),
-    F("mooncake_master_addr", "str", None, "required for a KV store",
-      "Address of the mooncake_master every instance and the store reach (`$MOONCAKE_MASTER_IP`)."),
-    F("mooncake_device_name", "str", "", "`\"\"` (auto-selection)", "RDMA NICs of the instances' Mooncake config, "
-      "e.g. mlx5_0,mlx5_1 (`$MOONCAKE_DEVICE_NAME`)."),
-    F("mooncake_store_device_name", "str", "", "`\"\"` (auto-selection)", "RDMA NICs of the store node "
-      "(`$MOONCAKE_STORE_DEVICE_NAME`)."),
-    F("mooncake_store_host", "str", None, "this machine's hostname",
-      "Address the Mooncake store advertises to the instances (its config's `local_hostname`)."),
-    F("model", "str", None, "the variant's model id", "A local path or another repo id to load instead."),
-    F("model_revision", "str", None, "the repo's default branch (not emitted)",
-      "Branch, tag or commit of the model repo: `--revision` of the launch and what `kimi-serve download` fetches."),
-    F("served_model_name", "str", None, "the variant's model id (also when KIMI_MODEL is a path)",
-      "Name clients use; `--served-model-name` is emitted only when it differs from the model argument."),
-    F("host", "str", None, "vLLM's default (not emitted)", "API bind address."),
-    F("port", "int", None, "vLLM's default, 8000 (not emitted)", "API port (single node and multi-node head).",
-      minimum=1, maximum=65535),
-    F("vllm_version", "str", None, "the image's vLLM (baked in at build); else the installed vLLM's; else "
-      "recipes/serving.yaml `default_vllm.release` (a recipe whose floor is later: its floor)",
-      "vLLM release the launch is for (e.g. 0.19.1): flags, choices and env are checked against its "
-      "grammar (recipes/vllm/); set it for `print`/`plan` of another image. Renderings run the image built on it."),
-    F("load_format", "str", "recipe", "`recipe`", "How vLLM loads the weights: `recipe` (the recipe's own flags), "
-      "`auto` (the fastest measured loader for this node's storage: recipes/loaders.yaml, docs/cold-start.md), or a "
-      "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`).",
-      lower=True),
-    F("drain_timeout", "int", 300, "`300`", "Seconds a stopped engine drains its running requests: vLLM's "
-      "`--shutdown-timeout` on every engine (where the release has it), and every rendering's grace period "
-      "(preStop pause + drain + margin; docs/day2.md). 0 = vLLM's own default: SIGTERM aborts every open stream.",
-      maximum=limits.MAX_DRAIN_S),
-    F("preload", "bool", False, "`0`", "1 = keep the weights across engine restarts: `vllm preload` beside the engine "
-      "(a sidecar container on Kubernetes, a companion service in Compose) holds them in GPU memory and the engine "
-      "maps them (`--load-format ipc_cache`); one node, a release and GPU brand recorded in recipes/vllm/preload.yaml "
-      "(docs/day2.md)."),
-    F("extra_args", "str", None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell."),
-    F("skip_memory_check", "bool", False, "`0`", "1 = allow a deployment below the variant's VRAM minimum."),
-    F("download", "bool", False, "`0`; `1` in the cloud renderings",
-      "1 = the start runs `kimi-serve download` before preflight (platforms with one container and no init step)."),
-    F("download_backoff_s", "int", 2, "`2`", "Seconds before the first retry of a failed hub request (`kimi-serve "
-      "download`); each retry doubles it, up to 60; 0 = retry at once.", maximum=60),
-    F("dry_run", "bool", False, "`0`", "1 = print the launch and exit 0."),
-    F("preflight", "choice", "on", "`on`", "Node checks before exec: on, warn (errors become warnings), off.",
-      ("on", "warn", "off")),
-    F("log_format", "choice", "text", "`text`", "Start-up log format: text or json.", ("text", "json")),
-    F("cache_dir", "str", "/cache", "`/cache`", "Mount point for the Hugging Face and vLLM caches.",
-      pattern=r"/.*", pattern_doc="an absolute path"),
-    F("debug", "bool", False, "`0`", "1 = an unexpected error shows its full Python traceback (for a bug report)."),
-    F("image", "str", None, "the project's published image for the target", "Image that rendered deployments run.",
-      pattern=IMAGE_REFERENCE, pattern_doc="an image reference like registry.example/team/kimi:v1 (the OCI "
-      "grammar: [registry[:port]/]name[:tag][@algorithm:digest], no blanks, one tag and one digest at most)"),
-    F("image_digest", "str", None, "the digest recipes/serving.yaml locks for the target, if any",
-      "Pin the rendered image by content: `sha256:<64 hex digits>`, added to KIMI_IMAGE (or the published image) "
-      "as `@sha256:...`, so every pod and service runs exactly that build; an upgrade is a new digest (docs/day2.md).",
-      pattern=DIGEST, pattern_doc="an image digest, sha256: and 64 lower-case hex digits"),
-    F("name", "str", None, "the recipe's (`{default_name}` for {default_recipe})",
-      "Name of a rendered deployment (a DNS label: a-z, 0-9, `-`).",
-      pattern=r"[a-z]([-a-z0-9]*[a-z0-9])?", pattern_doc=f"a DNS label: lower-case letters, digits and '-', "
-      f"starting with a letter, ending with a letter or digit, at most {limits.MAX_NAME_LENGTH} characters"),
-    F("namespace", "str", "kimi-serve", "`kimi-serve`",
-      "Kubernetes namespace of every rendered object (rendered as a Namespace with Pod Security `restricted`)."),
-    # Operating a Kubernetes deployment (`plan --format k8s`, the Helm chart; docs/operate.md). Renderer settings:
-    # no container gets them.
-    F("monitoring", "bool", False, "`0`", "1 = `plan --format k8s` also renders a PodMonitor, a PrometheusRule (the "
-      "alerts) and a Grafana dashboard ConfigMap (Prometheus Operator and Grafana's dashboard sidecar)."),
-    F("slo_ttft_ms", "int", 2000, "`2000`", "Time-to-first-token SLO in ms: the p95 above it for 10 min alerts.",
-      minimum=1, maximum=limits.MAX_SLO_MS),
-    F("slo_itl_ms", "int", 100, "`100`", "Inter-token latency SLO in ms: the p95 above it for 10 min alerts.",
-      minimum=1, maximum=limits.MAX_SLO_MS),
-    F("autoscaling", "choice", "off", "`off`", "Autoscaler `plan --format k8s` renders for each engine group: a "
-      "KEDA ScaledObject (`keda`) or an HPA on the Prometheus adapter's metrics (`hpa`), with a "
-      "PodDisruptionBudget, surge-one rollouts and zone spread.", ("off", "keda", "hpa")),
-    F("replicas", "int", 1, "`1`", "Copies of the deployment (each engine group), behind one router (KIMI_ROUTER); the fewest when autoscaling.",
-      minimum=1, maximum=limits.MAX_REPLICAS),
-    F("max_replicas", "int", 4, "`4` (KIMI_REPLICAS when larger)", "Most copies the autoscaler scales each engine group to.",
-      minimum=1, maximum=limits.MAX_REPLICAS),
-    F("scale_waiting", "int", 8, "`8`", "Requests waiting per copy above which the autoscaler adds one.",
-      minimum=1, maximum=limits.MAX_SCALE_WAITING),
-    F("scale_kv_percent", "int", 80, "`80`", "Average KV-cache usage (percent) above which the autoscaler adds a copy.",
-      minimum=1, maximum=100),
-    F("prometheus_url", "str", "http://prometheus-operated.monitoring.svc:9090", "`http://prometheus-operated.monitoring.svc:9090`",
-      "Prometheus the KEDA ScaledObject queries (`autoscaling=keda`).", pattern=r"https?://[^\s]+",
-      pattern_doc="an http(s) URL"),
-    F("scraper_namespace", "str", "monitoring", "`monitoring`",
-      "Namespace of the Prometheus that scrapes the engines: the NetworkPolicies admit it to every metrics port.",
-      pattern=r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", pattern_doc="a Kubernetes namespace name"),
-    F("scraper_labels", "list", (), "none (any pod of KIMI_SCRAPER_NAMESPACE)",
-      "Comma list of `key=value` pod labels of that Prometheus (e.g. `app.kubernetes.io/name=prometheus`).",
-      maximum=16),
-    F("image_target", "str", None, "baked in at build", "The image's build target (set by the image)."),
-    F("image_hardware", "str", None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image)."),
-    F("image_serves", "list", (), "baked in at build", "Hardware ids the image serves (set by the image)."),
-    F("image_cuda", "str", None, "baked in at build (CUDA images)",
-      "CUDA version of the image's base (set by the image; a recipe's `min_stack` is checked against it)."),
-    F("image_rocm", "str", None, "baked in at build (ROCm images)",
-      "ROCm version of the image's base (set by the image; a recipe's `min_stack` is checked against it)."),
-    F("config", "str", None, "none", "Path of a TOML file with the same keys in lower case, without the prefix."),
-    F("platform", "str", None, "detected from the platform's own variables (and SageMaker's `serve` argument)",
-      "Cloud container platform whose contract the container follows: sagemaker, vertex, azureml, skypilot, or "
-      "`none` (docs/cloud.md)."),
-    F("recipes_dir", "str", None, "the recipe data of the checkout or the package",
-      "A directory of recipe data (models/, hardware.yaml, strategies/, ...) to use instead; for maintainers."),
-    # Variables others set, read by the cluster wiring, detection and preflight (env only).
-    F("lws_leader_address", "str", None, "-", "Address of the group's leader pod: KIMI_HEAD_ADDR when unset.",
-      external="LWS_LEADER_ADDRESS", owner="LeaderWorkerSet"),
-    F("lws_group_size", "int", None, "-", "Pods in the group: KIMI_NODES when unset.",
-      external="LWS_GROUP_SIZE", owner="LeaderWorkerSet", minimum=1, maximum=limits.MAX_NODES),
-    F("lws_worker_index", "int", None, "-", "This pod's index in its group: KIMI_NODE_RANK when unset.",
-      external="LWS_WORKER_INDEX", owner="LeaderWorkerSet", maximum=limits.MAX_NODES - 1),
-    F("slurm_nnodes", "int", None, "-", "Nodes of the job step: KIMI_NODES when unset.",
-      external="SLURM_NNODES", owner="Slurm", minimum=1, maximum=limits.MAX_NODELIST_HOSTS),
-    F("slurm_job_num_nodes", "int", None, "-", "Nodes of the job (when SLURM_NNODES is absent).",
-      external="SLURM_JOB_NUM_NODES", owner="Slurm", minimum=1, maximum=limits.MAX_NODELIST_HOSTS),
-    F("slurm_nodeid", "int", None, "-", "This node's index in the job: KIMI_NODE_RANK when unset.",
-      external="SLURM_NODEID", owner="Slurm", maximum=limits.MAX_NODELIST_HOSTS - 1),
-    F("slurm_job_nodelist", "str", None, "-", "The job's compact host list; its first host is KIMI_HEAD_ADDR.",
-      external="SLURM_JOB_NODELIST", owner="Slurm"),
-    F("slurm_nodelist", "str", None, "-", "The host list (when SLURM_JOB_NODELIST is absent).",
-      external="SLURM_NODELIST", owner="Slurm"),
-    F("cuda_visible_devices", "str", None, "-", "GPUs the process may use (NVIDIA; AMD when HIP_VISIBLE_DEVICES is unset).",
-      external="CUDA_VISIBLE_DEVICES", owner="GPU runtime"),
-    F("hip_visible_devices", "str", None, "-", "GPUs the process may use (AMD).",
-      external="HIP_VISIBLE_DEVICES", owner="GPU runtime"),
-    F("rocr_visible_devices", "str", None, "-", "GPUs the ROCm runtime exposes (AMD), applied first.",
-      external="ROCR_VISIBLE_DEVICES", owner="GPU runtime"),
-    F("hf_hub_offline", "bool", False, "`0`", "1 = no hub access: the weights must be in the cache already.",
-      external="HF_HUB_OFFLINE", owner="Hugging Face Hub"),
-    F("hf_token", "str", None, "none", "Token for gated or private repos (`kimi-serve download`, vLLM); masked in every output.",
-      external="HF_TOKEN", owner="Hugging Face Hub"),
-    F("hf_token_path", "str", None, "`$HF_HOME/token`",
-      "File holding the token (rendered deployments mount their secret there; huggingface_hub reads it).",
-      external="HF_TOKEN_PATH", owner="Hugging Face Hub"),
-    F("hf_endpoint", "str", None, "`https://huggingface.co`", "The hub `kimi-serve download` and vLLM fetch from (a mirror).",
-      external="HF_ENDPOINT", owner="Hugging Face Hub"),
-    F("vllm_use_modelscope", "bool", False, "`0`", "1 = vLLM loads from ModelScope: its cache holds the weights.",
-      external="VLLM_USE_MODELSCOPE", owner="vLLM"),
-    # Cloud container platforms (recipes/platforms.yaml, docs/cloud.md) and object storage.
-    F("sagemaker_bind_to_port", "int", None, "-", "Port SageMaker sends traffic to (multi-container endpoints); 8080 when unset: KIMI_PORT.",
-      external="SAGEMAKER_BIND_TO_PORT", owner="SageMaker"),
-    F("sm_vllm_model", "str", None, "-", "Model to load (AWS's vLLM containers' convention): KIMI_MODEL when unset.",
-      external="SM_VLLM_MODEL", owner="SageMaker"),
-    F("hf_model_id", "str", None, "-", "Model to load (the Hugging Face containers' convention): KIMI_MODEL when unset.",
-      external="HF_MODEL_ID", owner="SageMaker"),
-    F("sm_vllm_flags", "str", None, "-", "`SM_VLLM_<NAME>=v` is the vLLM flag `--<name> v` (`true`: a bare flag, `false`: none), before KIMI_EXTRA_ARGS.",
-      external="SM_VLLM_<NAME>", owner="SageMaker"),
-    F("aip_http_port", "int", None, "-", "Port Vertex AI sends probes and predictions to: KIMI_PORT (must agree).",
-      external="AIP_HTTP_PORT", owner="Vertex AI"),
-    F("aip_mode", "str", None, "-", "`PREDICTION` in a serving container (detection).",
-      external="AIP_MODE", owner="Vertex AI"),
-    F("aip_health_route", "str", None, "-", "Route Vertex AI probes; must be one the server answers.",
-      external="AIP_HEALTH_ROUTE", owner="Vertex AI"),
-    F("aip_predict_route", "str", None, "-", "Route Vertex AI sends predictions to; must be one the server answers.",
-      external="AIP_PREDICT_ROUTE", owner="Vertex AI"),
-    F("aip_storage_uri", "str", None, "-", "gs:// copy of the model's artifacts: KIMI_MODEL when unset.",
-      external="AIP_STORAGE_URI", owner="Vertex AI"),
-    F("azureml_model_dir", "str", None, "-", "Where the deployment's registered model is mounted: KIMI_MODEL when unset and it holds a checkpoint.",
-      external="AZUREML_MODEL_DIR", owner="Azure ML"),
-    F("skypilot_num_nodes", "int", None, "-", "Nodes of the task: KIMI_NODES when unset.",
-      external="SKYPILOT_NUM_NODES", owner="SkyPilot"),
-    F("skypilot_node_rank", "int", None, "-", "This node's rank: KIMI_NODE_RANK when unset.",
-      external="SKYPILOT_NODE_RANK", owner="SkyPilot"),
-    F("skypilot_node_ips", "str", None, "-", "Node addresses, one a line, rank 0 first: the first is KIMI_HEAD_ADDR when unset.",
-      external="SKYPILOT_NODE_IPS", owner="SkyPilot"),
-    F("aws_endpoint_url_s3", "str", None, "-", "S3-compatible endpoint for s3:// models (else AWS_ENDPOINT_URL, else AWS).",
-      external="AWS_ENDPOINT_URL_S3", owner="you (S3)"),
-    F("aws_endpoint_url", "str", None, "-", "Endpoint of every AWS service, used for s3:// models.",
-      external="AWS_ENDPOINT_URL", owner="you (S3)"),
-    F("aws_region", "str", None, "-", "Region of the bucket (else AWS_DEFAULT_REGION, else us-east-1).",
-      external="AWS_REGION", owner="you / the platform (S3)"),
-    F("aws_default_region", "str", None, "-", "Region of the bucket when AWS_REGION is unset.",
-      external="AWS_DEFAULT_REGION", owner="you / the platform (S3)"),
-    F("aws_access_key_id", "str", None, "-", "Key id for s3:// models (masked in every output).",
-      external="AWS_ACCESS_KEY_ID", owner="you / the platform (S3)"),
-    F("aws_secret_access_key", "str", None, "-", "Secret key for s3:// models (masked in every output).",
-      external="AWS_SECRET_ACCESS_KEY", owner="you / the platform (S3)"),
-    F("aws_session_token", "str", None, "-", "Session token of temporary credentials (masked).",
-      external="AWS_SESSION_TOKEN", owner="you / the platform (S3)"),
-    F("aws_profile", "str", None, "-", "Named profile: preflight names it as the credential source, vLLM's loader resolves it.",
-      external="AWS_PROFILE", owner="you (S3)"),
-    F("aws_web_identity_token_file", "str", None, "-", "Web identity credentials (named by preflight, resolved by the loader).",
-      external="AWS_WEB_IDENTITY_TOKEN_FILE", owner="EKS / the platform (S3)"),
-    F("aws_container_credentials_relative_uri", "str", None, "-", "Container credentials (named by preflight, resolved by the loader).",
-      external="AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", owner="ECS / the platform (S3)"),
-    F("aws_container_credentials_full_uri", "str", None, "-", "Container credentials (named by preflight, resolved by the loader).",
-      external="AWS_CONTAINER_CREDENTIALS_FULL_URI", owner="the platform (S3)"),
-    F("aws_ec2_metadata_disabled", "str", None, "-", "`true`: no instance-metadata credentials (S3-compatible stores).",
-      external="AWS_EC2_METADATA_DISABLED", owner="you (S3)"),
-    F("google_application_credentials", "str", None, "-", "Service-account key file for gs:// models (else the metadata server).",
-      external="GOOGLE_APPLICATION_CREDENTIALS", owner="you (GCS)"),
-)
-del F
-
-BY_NAME = {f.name: f for f in FIELDS}
-BY_ENV = {f.env: f for f in FIELDS}
-KIMI_FIELDS = tuple(f for f in FIELDS if not f.external)
-EXTERNAL_FIELDS = tuple(f for f in FIELDS if f.external)
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-
-
-def parse_bool(text: Any) -> Optional[bool]:
-    """The one reading of a yes/no value: 1/true/yes/on, 0/false/no/off/empty; None otherwise."""
-    if isinstance(text, bool):
-        return text
-    word = str(text).strip().lower()
-    return True if word in _TRUE else False if word in _FALSE else None
-
-
 T = TypeVar("T")
 
 
+class _Options(TypedDict, total=False):
+    """A declaration's optional parts (Field's)."""
+
+    external: str
+    owner: str
+    minimum: int
+    maximum: int
+    pattern: str
+    lower: bool
+    pattern_doc: str
+
+
 class _Setting(Generic[T]):
-    """A Settings attribute: the value of the field of its name, typed T (python_type(field))."""
+    """A setting, declared once: a Settings attribute typed T (its kind's value, Optional where it
+    may be unset), holding the Field that reads it (`field`, named after the attribute)."""
+
+    def __init__(self, kind: str, default: Value, default_doc: str, help: str, choices: Tuple[str, ...] = (),
+                 **options: Unpack[_Options]) -> None:
+        self._declared = (kind, default, default_doc, help, choices, options)
 
     def __set_name__(self, owner: type, name: str) -> None:
+        kind, default, default_doc, help, choices, options = self._declared
         self.name = name
-        self.__doc__ = BY_NAME[name].help if name in BY_NAME else None
+        self.field = Field(name, kind, default, default_doc, help, choices, **options)
+        self.__doc__ = help
 
     @overload
     def __get__(self, settings: None, owner: type) -> _Setting[T]: ...
     @overload
     def __get__(self, settings: Settings, owner: type) -> T: ...
     def __get__(self, settings: Optional[Settings], owner: type) -> Union[T, _Setting[T]]:
-        return self if settings is None else settings.values[self.name]  # python_type(field), checked at import
+        return self if settings is None else settings.values[self.name]  # read_settings converted it to T
 
-    @property
-    def type(self) -> Any:
-        """T, as written in the declaration (typing keeps it on the instance)."""
-        return get_args(self.__orig_class__)[0]  # type: ignore[attr-defined]
+
+# One declaration per setting: the kind of value is the function's, its type follows from it and
+# from the default (None: the setting may be unset, so Optional).
+@overload
+def text(default: None, default_doc: str, help: str, **options: Unpack[_Options]) -> _Setting[Optional[str]]: ...
+@overload
+def text(default: str, default_doc: str, help: str, **options: Unpack[_Options]) -> _Setting[str]: ...
+def text(default: Optional[str], default_doc: str, help: str,
+         **options: Unpack[_Options]) -> Union[_Setting[Optional[str]], _Setting[str]]:
+    """A string setting."""
+    return _Setting[Optional[str]]("str", default, default_doc, help, **options)
+
+
+@overload
+def number(default: None, default_doc: str, help: str, **options: Unpack[_Options]) -> _Setting[Optional[int]]: ...
+@overload
+def number(default: int, default_doc: str, help: str, **options: Unpack[_Options]) -> _Setting[int]: ...
+def number(default: Optional[int], default_doc: str, help: str,
+           **options: Unpack[_Options]) -> Union[_Setting[Optional[int]], _Setting[int]]:
+    """A whole number, between `minimum` (default 0) and `maximum`."""
+    return _Setting[Optional[int]]("int", default, default_doc, help, **options)
+
+
+@overload
+def choice(default: None, default_doc: str, help: str, choices: Tuple[str, ...],
+           **options: Unpack[_Options]) -> _Setting[Optional[str]]: ...
+@overload
+def choice(default: str, default_doc: str, help: str, choices: Tuple[str, ...],
+           **options: Unpack[_Options]) -> _Setting[str]: ...
+def choice(default: Optional[str], default_doc: str, help: str, choices: Tuple[str, ...],
+           **options: Unpack[_Options]) -> Union[_Setting[Optional[str]], _Setting[str]]:
+    """One of `choices`, read in any case."""
+    return _Setting[Optional[str]]("choice", default, default_doc, help, choices, **options)
+
+
+def flag(default: bool, default_doc: str, help: str, **options: Unpack[_Options]) -> _Setting[bool]:
+    """A yes/no setting (parse_bool)."""
+    return _Setting[bool]("bool", default, default_doc, help, **options)
+
+
+def items(default: Tuple[str, ...], default_doc: str, help: str, **options: Unpack[_Options]) -> _Setting[Tuple[str, ...]]:
+    """A comma list (a list in the KIMI_CONFIG file), at most `maximum` entries."""
+    return _Setting[Tuple[str, ...]]("list", default, default_doc, help, **options)
+
+
+def spec(default: None, default_doc: str, help: str, **options: Unpack[_Options]) -> _Setting[Optional[str]]:
+    """A comma list kept as written: "" = none, unset = the default."""
+    return _Setting[Optional[str]]("spec", default, default_doc, help, **options)
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Typed settings: one attribute per field of FIELDS, declared below with its value's type
-    (python_type; declaration_errors holds the two lists together). `values` holds them by name
+    """Typed settings: one attribute per setting, each declared once below (its kind, default, help;
+    its type follows from the kind and the default). `values` holds them by name
     for code that picks a setting by a computed name (f"{role}_addrs"): typed Any there, since the
     type depends on the name; the attributes are the typed access. `origin` says where each value
     came from."""
@@ -396,144 +174,288 @@ class Settings:
                             f"{_shown(BY_NAME['extra_args'], extra)}. Check its quotes.") from None
         return tuple(parts) + tuple(self.user_args)
 
-    # One attribute per field, in FIELDS' order, typed python_type(field).
-    recipe = _Setting[Optional[str]]()
-    hardware = _Setting[Optional[str]]()
-    variant = _Setting[str]()
-    strategy = _Setting[Optional[str]]()
-    features = _Setting[Optional[str]]()
-    profile = _Setting[Optional[str]]()
-    cpu_ranks = _Setting[int]()
-    cpu_memory_gb = _Setting[Optional[int]]()
-    cpu_threads = _Setting[Optional[int]]()
-    cpu_kvcache_gib = _Setting[Optional[int]]()
-    cpu_threads_bind = _Setting[Optional[str]]()
-    nodes = _Setting[int]()
-    node_rank = _Setting[int]()
-    head_addr = _Setting[Optional[str]]()
-    node_addr = _Setting[Optional[str]]()
-    iface = _Setting[Optional[str]]()
-    role = _Setting[Optional[str]]()
-    prefill_nodes = _Setting[Optional[int]]()
-    decode_nodes = _Setting[Optional[int]]()
-    prefill_parallelism = _Setting[Optional[str]]()
-    decode_parallelism = _Setting[Optional[str]]()
-    prefill_addrs = _Setting[Tuple[str, ...]]()
-    decode_addrs = _Setting[Tuple[str, ...]]()
-    prefill_dp_rpc_port = _Setting[int]()
-    decode_dp_rpc_port = _Setting[int]()
-    router_host = _Setting[str]()
-    router_port = _Setting[int]()
-    router = _Setting[str]()
-    stream_front = _Setting[Optional[str]]()
-    router_policy = _Setting[Optional[str]]()
-    replica_addrs = _Setting[Tuple[str, ...]]()
-    router_selector = _Setting[Tuple[str, ...]]()
-    kv_offload = _Setting[Optional[str]]()
-    kv_instances = _Setting[Optional[int]]()
-    instance_addrs = _Setting[Tuple[str, ...]]()
-    mooncake_master_addr = _Setting[Optional[str]]()
-    mooncake_device_name = _Setting[str]()
-    mooncake_store_device_name = _Setting[str]()
-    mooncake_store_host = _Setting[Optional[str]]()
-    model = _Setting[Optional[str]]()
-    model_revision = _Setting[Optional[str]]()
-    served_model_name = _Setting[Optional[str]]()
-    host = _Setting[Optional[str]]()
-    port = _Setting[Optional[int]]()
-    vllm_version = _Setting[Optional[str]]()
-    load_format = _Setting[str]()
-    drain_timeout = _Setting[int]()
-    preload = _Setting[bool]()
-    extra_args = _Setting[Optional[str]]()
-    skip_memory_check = _Setting[bool]()
-    download = _Setting[bool]()
-    download_backoff_s = _Setting[int]()
-    dry_run = _Setting[bool]()
-    preflight = _Setting[str]()
-    log_format = _Setting[str]()
-    cache_dir = _Setting[str]()
-    debug = _Setting[bool]()
-    image = _Setting[Optional[str]]()
-    image_digest = _Setting[Optional[str]]()
-    name = _Setting[Optional[str]]()
-    namespace = _Setting[str]()
-    monitoring = _Setting[bool]()
-    slo_ttft_ms = _Setting[int]()
-    slo_itl_ms = _Setting[int]()
-    autoscaling = _Setting[str]()
-    replicas = _Setting[int]()
-    max_replicas = _Setting[int]()
-    scale_waiting = _Setting[int]()
-    scale_kv_percent = _Setting[int]()
-    prometheus_url = _Setting[str]()
-    scraper_namespace = _Setting[str]()
-    scraper_labels = _Setting[Tuple[str, ...]]()
-    image_target = _Setting[Optional[str]]()
-    image_hardware = _Setting[Optional[str]]()
-    image_serves = _Setting[Tuple[str, ...]]()
-    image_cuda = _Setting[Optional[str]]()
-    image_rocm = _Setting[Optional[str]]()
-    config = _Setting[Optional[str]]()
-    platform = _Setting[Optional[str]]()
-    recipes_dir = _Setting[Optional[str]]()
-    lws_leader_address = _Setting[Optional[str]]()
-    lws_group_size = _Setting[Optional[int]]()
-    lws_worker_index = _Setting[Optional[int]]()
-    slurm_nnodes = _Setting[Optional[int]]()
-    slurm_job_num_nodes = _Setting[Optional[int]]()
-    slurm_nodeid = _Setting[Optional[int]]()
-    slurm_job_nodelist = _Setting[Optional[str]]()
-    slurm_nodelist = _Setting[Optional[str]]()
-    cuda_visible_devices = _Setting[Optional[str]]()
-    hip_visible_devices = _Setting[Optional[str]]()
-    rocr_visible_devices = _Setting[Optional[str]]()
-    hf_hub_offline = _Setting[bool]()
-    hf_token = _Setting[Optional[str]]()
-    hf_token_path = _Setting[Optional[str]]()
-    hf_endpoint = _Setting[Optional[str]]()
-    vllm_use_modelscope = _Setting[bool]()
-    sagemaker_bind_to_port = _Setting[Optional[int]]()
-    sm_vllm_model = _Setting[Optional[str]]()
-    hf_model_id = _Setting[Optional[str]]()
-    sm_vllm_flags = _Setting[Optional[str]]()
-    aip_http_port = _Setting[Optional[int]]()
-    aip_mode = _Setting[Optional[str]]()
-    aip_health_route = _Setting[Optional[str]]()
-    aip_predict_route = _Setting[Optional[str]]()
-    aip_storage_uri = _Setting[Optional[str]]()
-    azureml_model_dir = _Setting[Optional[str]]()
-    skypilot_num_nodes = _Setting[Optional[int]]()
-    skypilot_node_rank = _Setting[Optional[int]]()
-    skypilot_node_ips = _Setting[Optional[str]]()
-    aws_endpoint_url_s3 = _Setting[Optional[str]]()
-    aws_endpoint_url = _Setting[Optional[str]]()
-    aws_region = _Setting[Optional[str]]()
-    aws_default_region = _Setting[Optional[str]]()
-    aws_access_key_id = _Setting[Optional[str]]()
-    aws_secret_access_key = _Setting[Optional[str]]()
-    aws_session_token = _Setting[Optional[str]]()
-    aws_profile = _Setting[Optional[str]]()
-    aws_web_identity_token_file = _Setting[Optional[str]]()
-    aws_container_credentials_relative_uri = _Setting[Optional[str]]()
-    aws_container_credentials_full_uri = _Setting[Optional[str]]()
-    aws_ec2_metadata_disabled = _Setting[Optional[str]]()
-    google_application_credentials = _Setting[Optional[str]]()
+    # Every setting, declared once: KIMI_* first, then the variables others set (external=...).
+    recipe = text(None, "`{default_recipe}`", "Which Kimi model: a recipe slug ({recipes}).")
+    hardware = text(None, "the image's own target; `auto` = detect",
+      "Hardware id: {hardware}, or `auto`.")
+    variant = text("default", "`default`", "Checkpoint variant: {variants}.")
+    strategy = text(None, "`single_node_tp`; `multi_node_tp` when KIMI_NODES > 1",
+      "Serving strategy id (`kimi-serve list` shows them).")
+    features = spec(None, "the recipe's defaults for the hardware",
+      "Comma list of features; empty = none; `+f` / `-f` add to / remove from the defaults.")
+    profile = text(None, "none", "Tuned profile: {profiles}.")
+    cpu_ranks = number(1, "`1`", "KIMI_HARDWARE=cpu: vLLM ranks per node (what a GPU target's GPUs are).",
+      minimum=1, maximum=limits.MAX_CPU_RANKS)
+    cpu_memory_gb = number(None, "this node's RAM; a rendering: the target's nominal `vram_gb` (16, "
+      "recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: GB of memory per node the memory check counts, and a rendered "
+      "pod's memory.", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB)
+    cpu_threads = number(None, "this node's cores over KIMI_CPU_RANKS; a rendering: the nominal pod's 4 cores over "
+      "them", "KIMI_HARDWARE=cpu: OpenMP threads per rank (OMP_NUM_THREADS); a rendered pod gets ranks x threads "
+      "cores.", minimum=1, maximum=limits.MAX_CPU_THREADS)
+    cpu_kvcache_gib = number(None, "`4` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: GiB of KV cache per rank "
+      "(VLLM_CPU_KVCACHE_SPACE).", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB)
+    cpu_threads_bind = text(None, "`nobind` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: how ranks bind their "
+      "threads (VLLM_CPU_OMP_THREADS_BIND): `nobind`, `auto` (a NUMA node per rank), or core lists `0-3|4-7`.",
+      pattern=r"nobind|auto|[0-9][0-9,|-]*", pattern_doc="nobind, auto, or core ranges per rank like 0-3|4-7")
+    nodes = number(1, "`1`", "Number of nodes of a multi-node deployment.", minimum=1, maximum=limits.MAX_NODES)
+    node_rank = number(0, "`0`", "This node's rank (multi-node) or its index in its pool (prefill/decode).",
+      maximum=limits.MAX_NODES - 1)
+    head_addr = text(None, "required when KIMI_NODES > 1", "Rendezvous address of rank 0 (`$HEAD_IP`).")
+    node_addr = text(None, "the address of the route vLLM finds (KIMI_IFACE's interface)",
+      "This node's address as the other nodes reach it (vLLM's VLLM_HOST_IP): where a node has several, or the "
+      "nodes share a host.")  # judged as every address is (placement.ADDRESS_SETTINGS)
+    iface = text(None, "required where the strategy needs it",
+      "Network interface for GLOO/NCCL (`$IFACE_NAME`).")
+    role = choice(None, "required to launch a pd_cluster process",
+      "Which process of a pd_cluster, KV deployment or fleet (its router) this container runs (docs/kv-cache.md, "
+      "docs/fleet.md); `preload`: KIMI_PRELOAD's weight cache (docs/day2.md).",
+      ("prefill", "decode", "router", "master", "store", "instance", "lmcache", "preload"))
+    prefill_nodes = number(None, "the recipe's pools", "Prefill pool size in nodes; 0 = the two pools share one node.",
+      maximum=limits.MAX_POOL_NODES)
+    decode_nodes = number(None, "the recipe's pools", "Decode pool size in nodes; 0 = the two pools share one node.",
+      maximum=limits.MAX_POOL_NODES)
+    prefill_parallelism = choice(None, "the recipe's", "Prefill pool parallelism.", ("tp", "tep", "dep"))
+    decode_parallelism = choice(None, "the recipe's", "Decode pool parallelism.", ("tp", "tep", "dep"))
+    prefill_addrs = items((), "required for pd_cluster", "Comma list of prefill node addresses (`$PREFILL_NODE_i`).",
+      maximum=limits.MAX_ADDRESSES)
+    decode_addrs = items((), "required for pd_cluster", "Comma list of decode node addresses (`$DECODE_NODE_i`).",
+      maximum=limits.MAX_ADDRESSES)
+    prefill_dp_rpc_port = number(29550, "`29550`", "DP RPC port of the prefill pool.", minimum=1, maximum=65535)
+    decode_dp_rpc_port = number(29560, "`29560`", "DP RPC port of the decode pool.", minimum=1, maximum=65535)
+    router_host = text("0.0.0.0", "`0.0.0.0`", "Router bind address.")
+    router_port = number(8000, "`8000`; a KV store's router: its `router.port` (30080)", "Router port.",
+      minimum=1, maximum=65535)
+    # A fleet: KIMI_REPLICAS copies behind one router (entrypoint/core/compose/fleet.py, recipes/fleet.yaml; docs/fleet.md).
+    router = choice("vllm-router", "`vllm-router`", "What fronts the copies of a fleet (KIMI_REPLICAS > 1): "
+      "`vllm-router` (the cache-aware router), `gateway` (a Gateway API InferencePool and its endpoint picker; "
+      "Kubernetes), `none` (a plain Service: connections spread blind to the caches).",
+      ("vllm-router", "gateway", "none"))
+    stream_front = choice(None, "`on` for a fleet behind `vllm-router`", "The stream front before a fleet's "
+      "router (docs/fleet.md): a stream whose engine stops continues on another copy, or ends with an explicit "
+      "error; `on` also puts a PD cluster of one unit behind it; `off`: the router alone.", ("on", "off"))
+    router_policy = text(None, "`cache_aware`", "The fleet router's policy (recipes/fleet.yaml): cache_aware, "
+      "round_robin, random, power_of_two, consistent_hash, sticky_least_loaded, or kv_aware (the engines publish "
+      "their KV-cache events).")
+    replica_addrs = items((), "required for the router outside Kubernetes",
+      "Comma list of the fleet's copies, one address each (a multi-node copy: its head; `$REPLICA_i`).",
+      maximum=limits.MAX_ADDRESSES)
+    router_selector = items((), "set by `plan --format k8s`", "Kubernetes label selector (comma list of "
+      "key=value): the router discovers the copies' pods in its namespace instead of KIMI_REPLICA_ADDRS.",
+      maximum=limits.MAX_ADDRESSES)
+    kv_offload = text(None, "none", "KV cache beyond the GPU (docs/kv-cache.md): simple, offloading_cpu, "
+      "offloading_fs, lmcache, kv_store_centralized_mooncake or kv_store_distributed_mooncake.")
+    kv_instances = number(None, "the KV store's `default_instances` (centralized 2, distributed 1)",
+      "Engine instances behind the cache-aware router of a KV store (1 = no router).", minimum=1,
+      maximum=limits.MAX_NODES)
+    instance_addrs = items((), "required for the router and multi-node instances",
+      "Comma list of the KV store's instance addresses, one per instance (`$VLLM_INSTANCE_i`).",
+      maximum=limits.MAX_ADDRESSES)
+    mooncake_master_addr = text(None, "required for a KV store",
+      "Address of the mooncake_master every instance and the store reach (`$MOONCAKE_MASTER_IP`).")
+    mooncake_device_name = text("", "`\"\"` (auto-selection)", "RDMA NICs of the instances' Mooncake config, "
+      "e.g. mlx5_0,mlx5_1 (`$MOONCAKE_DEVICE_NAME`).")
+    mooncake_store_device_name = text("", "`\"\"` (auto-selection)", "RDMA NICs of the store node "
+      "(`$MOONCAKE_STORE_DEVICE_NAME`).")
+    mooncake_store_host = text(None, "this machine's hostname",
+      "Address the Mooncake store advertises to the instances (its config's `local_hostname`).")
+    model = text(None, "the variant's model id", "A local path or another repo id to load instead.")
+    model_gb = number(None, "the local model's own files (on its node)", "GB of the weights of a local KIMI_MODEL "
+      "(a path): what a rendering for other nodes sizes it by, since their files are not on the rendering machine.",
+      minimum=1, maximum=limits.MAX_CPU_MEMORY_GB)
+    model_revision = text(None, "the repo's default branch (not emitted)",
+      "Branch, tag or commit of the model repo: `--revision` of the launch and what `kimi-serve download` fetches.")
+    served_model_name = text(None, "the variant's model id (also when KIMI_MODEL is a path)",
+      "Name clients use; `--served-model-name` is emitted only when it differs from the model argument.")
+    host = text(None, "vLLM's default (not emitted)", "API bind address.")
+    port = number(None, "vLLM's default, 8000 (not emitted)", "API port (single node and multi-node head).",
+      minimum=1, maximum=65535)
+    vllm_version = text(None, "the image's vLLM (baked in at build); else the installed vLLM's; else "
+      "recipes/serving.yaml `default_vllm.release` (a recipe whose floor is later: its floor)",
+      "vLLM release the launch is for (e.g. 0.19.1): flags, choices and env are checked against its "
+      "grammar (recipes/vllm/); set it for `print`/`plan` of another image. Renderings run the image built on it.")
+    load_format = text("recipe", "`recipe`", "How vLLM loads the weights: `recipe` (the recipe's own flags), "
+      "`auto` (the fastest measured loader for this node's storage: recipes/loaders.yaml, docs/cold-start.md), or a "
+      "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`).",
+      lower=True)
+    drain_timeout = number(300, "`300`", "Seconds a stopped engine drains its running requests: vLLM's "
+      "`--shutdown-timeout` on every engine (where the release has it), and every rendering's grace period "
+      "(preStop pause + drain + margin; docs/day2.md). 0 = vLLM's own default: SIGTERM aborts every open stream.",
+      maximum=limits.MAX_DRAIN_S)
+    preload = flag(False, "`0`", "1 = keep the weights across engine restarts: `vllm preload` beside the engine "
+      "(a sidecar container on Kubernetes, a companion service in Compose) holds them in GPU memory and the engine "
+      "maps them (`--load-format ipc_cache`); one node, a release and GPU brand recorded in recipes/vllm/preload.yaml "
+      "(docs/day2.md).")
+    extra_args = text(None, "none", "More vLLM args, split like a shell would (shlex), never run through a shell.")
+    skip_memory_check = flag(False, "`0`", "1 = allow a deployment below the variant's VRAM minimum.")
+    download = flag(False, "`0`; `1` in the cloud renderings",
+      "1 = the start runs `kimi-serve download` before preflight (platforms with one container and no init step).")
+    download_backoff_s = number(2, "`2`", "Seconds before the first retry of a failed hub request (`kimi-serve "
+      "download`); each retry doubles it, up to 60; 0 = retry at once.", maximum=60)
+    dry_run = flag(False, "`0`", "1 = print the launch and exit 0.")
+    preflight = choice("on", "`on`", "Node checks before exec: on, warn (errors become warnings), off.",
+      ("on", "warn", "off"))
+    log_format = choice("text", "`text`", "Start-up log format: text or json.", ("text", "json"))
+    cache_dir = text("/cache", "`/cache`", "Mount point for the Hugging Face and vLLM caches.",
+      pattern=r"/.*", pattern_doc="an absolute path")
+    debug = flag(False, "`0`", "1 = an unexpected error shows its full Python traceback (for a bug report).")
+    image = text(None, "the project's published image for the target", "Image that rendered deployments run.",
+      pattern=IMAGE_REFERENCE, pattern_doc="an image reference like registry.example/team/kimi:v1 (the OCI "
+      "grammar: [registry[:port]/]name[:tag][@algorithm:digest], no blanks, one tag and one digest at most)")
+    image_digest = text(None, "the digest recipes/serving.yaml locks for the target, if any",
+      "Pin the rendered image by content: `sha256:<64 hex digits>`, added to KIMI_IMAGE (or the published image) "
+      "as `@sha256:...`, so every pod and service runs exactly that build; an upgrade is a new digest (docs/day2.md).",
+      pattern=DIGEST, pattern_doc="an image digest, sha256: and 64 lower-case hex digits")
+    name = text(None, "the recipe's (`{default_name}` for {default_recipe})",
+      "Name of a rendered deployment (a DNS label: a-z, 0-9, `-`).",
+      pattern=r"[a-z]([-a-z0-9]*[a-z0-9])?", pattern_doc=f"a DNS label: lower-case letters, digits and '-', "
+      f"starting with a letter, ending with a letter or digit, at most {limits.MAX_NAME_LENGTH} characters")
+    namespace = text("kimi-serve", "`kimi-serve`",
+      "Kubernetes namespace of every rendered object (rendered as a Namespace with Pod Security `restricted`).")
+    # Operating a Kubernetes deployment (`plan --format k8s`, the Helm chart; docs/operate.md). Renderer settings:
+    # no container gets them.
+    monitoring = flag(False, "`0`", "1 = `plan --format k8s` also renders a PodMonitor, a PrometheusRule (the "
+      "alerts) and a Grafana dashboard ConfigMap (Prometheus Operator and Grafana's dashboard sidecar).")
+    slo_ttft_ms = number(2000, "`2000`", "Time-to-first-token SLO in ms: the p95 above it for 10 min alerts.",
+      minimum=1, maximum=limits.MAX_SLO_MS)
+    slo_itl_ms = number(100, "`100`", "Inter-token latency SLO in ms: the p95 above it for 10 min alerts.",
+      minimum=1, maximum=limits.MAX_SLO_MS)
+    autoscaling = choice("off", "`off`", "Autoscaler `plan --format k8s` renders for each engine group: a "
+      "KEDA ScaledObject (`keda`) or an HPA on the Prometheus adapter's metrics (`hpa`), with a "
+      "PodDisruptionBudget, surge-one rollouts and zone spread.", ("off", "keda", "hpa"))
+    replicas = number(1, "`1`", "Copies of the deployment (each engine group), behind one router (KIMI_ROUTER); the fewest when autoscaling.",
+      minimum=1, maximum=limits.MAX_REPLICAS)
+    max_replicas = number(4, "`4` (KIMI_REPLICAS when larger)", "Most copies the autoscaler scales each engine group to.",
+      minimum=1, maximum=limits.MAX_REPLICAS)
+    scale_waiting = number(8, "`8`", "Requests waiting per copy above which the autoscaler adds one.",
+      minimum=1, maximum=limits.MAX_SCALE_WAITING)
+    scale_kv_percent = number(80, "`80`", "Average KV-cache usage (percent) above which the autoscaler adds a copy.",
+      minimum=1, maximum=100)
+    prometheus_url = text("http://prometheus-operated.monitoring.svc:9090", "`http://prometheus-operated.monitoring.svc:9090`",
+      "Prometheus the KEDA ScaledObject queries (`autoscaling=keda`).", pattern=r"https?://[^\s]+",
+      pattern_doc="an http(s) URL")
+    scraper_namespace = text("monitoring", "`monitoring`",
+      "Namespace of the Prometheus that scrapes the engines: the NetworkPolicies admit it to every metrics port.",
+      pattern=r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", pattern_doc="a Kubernetes namespace name")
+    scraper_labels = items((), "none (any pod of KIMI_SCRAPER_NAMESPACE)",
+      "Comma list of `key=value` pod labels of that Prometheus (e.g. `app.kubernetes.io/name=prometheus`).",
+      maximum=16)
+    image_target = text(None, "baked in at build", "The image's build target (set by the image).")
+    image_hardware = text(None, "baked in at build", "The image's default KIMI_HARDWARE (set by the image).")
+    image_serves = items((), "baked in at build", "Hardware ids the image serves (set by the image).")
+    image_cuda = text(None, "baked in at build (CUDA images)",
+      "CUDA version of the image's base (set by the image; a recipe's `min_stack` is checked against it).")
+    image_rocm = text(None, "baked in at build (ROCm images)",
+      "ROCm version of the image's base (set by the image; a recipe's `min_stack` is checked against it).")
+    config = text(None, "none", "Path of a TOML file with the same keys in lower case, without the prefix.")
+    platform = text(None, "detected from the platform's own variables (and SageMaker's `serve` argument)",
+      "Cloud container platform whose contract the container follows: sagemaker, vertex, azureml, skypilot, or "
+      "`none` (docs/cloud.md).")
+    recipes_dir = text(None, "the recipe data of the checkout or the package",
+      "A directory of recipe data (models/, hardware.yaml, strategies/, ...) to use instead; for maintainers.")
+    # Variables others set, read by the cluster wiring, detection and preflight (env only).
+    lws_leader_address = text(None, "-", "Address of the group's leader pod: KIMI_HEAD_ADDR when unset.",
+      external="LWS_LEADER_ADDRESS", owner="LeaderWorkerSet")
+    lws_group_size = number(None, "-", "Pods in the group: KIMI_NODES when unset.",
+      external="LWS_GROUP_SIZE", owner="LeaderWorkerSet", minimum=1, maximum=limits.MAX_NODES)
+    lws_worker_index = number(None, "-", "This pod's index in its group: KIMI_NODE_RANK when unset.",
+      external="LWS_WORKER_INDEX", owner="LeaderWorkerSet", maximum=limits.MAX_NODES - 1)
+    slurm_nnodes = number(None, "-", "Nodes of the job step: KIMI_NODES when unset.",
+      external="SLURM_NNODES", owner="Slurm", minimum=1, maximum=limits.MAX_NODELIST_HOSTS)
+    slurm_job_num_nodes = number(None, "-", "Nodes of the job (when SLURM_NNODES is absent).",
+      external="SLURM_JOB_NUM_NODES", owner="Slurm", minimum=1, maximum=limits.MAX_NODELIST_HOSTS)
+    slurm_nodeid = number(None, "-", "This node's index in the job: KIMI_NODE_RANK when unset.",
+      external="SLURM_NODEID", owner="Slurm", maximum=limits.MAX_NODELIST_HOSTS - 1)
+    slurm_job_nodelist = text(None, "-", "The job's compact host list; its first host is KIMI_HEAD_ADDR.",
+      external="SLURM_JOB_NODELIST", owner="Slurm")
+    slurm_nodelist = text(None, "-", "The host list (when SLURM_JOB_NODELIST is absent).",
+      external="SLURM_NODELIST", owner="Slurm")
+    cuda_visible_devices = text(None, "-", "GPUs the process may use (NVIDIA; AMD when HIP_VISIBLE_DEVICES is unset).",
+      external="CUDA_VISIBLE_DEVICES", owner="GPU runtime")
+    hip_visible_devices = text(None, "-", "GPUs the process may use (AMD).",
+      external="HIP_VISIBLE_DEVICES", owner="GPU runtime")
+    rocr_visible_devices = text(None, "-", "GPUs the ROCm runtime exposes (AMD), applied first.",
+      external="ROCR_VISIBLE_DEVICES", owner="GPU runtime")
+    hf_hub_offline = flag(False, "`0`", "1 = no hub access: the weights must be in the cache already.",
+      external="HF_HUB_OFFLINE", owner="Hugging Face Hub")
+    hf_token = text(None, "none", "Token for gated or private repos (`kimi-serve download`, vLLM); masked in every output.",
+      external="HF_TOKEN", owner="Hugging Face Hub")
+    hf_token_path = text(None, "`$HF_HOME/token`",
+      "File holding the token (rendered deployments mount their secret there; huggingface_hub reads it).",
+      external="HF_TOKEN_PATH", owner="Hugging Face Hub")
+    hf_endpoint = text(None, "`https://huggingface.co`", "The hub `kimi-serve download` and vLLM fetch from (a mirror).",
+      external="HF_ENDPOINT", owner="Hugging Face Hub")
+    vllm_use_modelscope = flag(False, "`0`", "1 = vLLM loads from ModelScope: its cache holds the weights.",
+      external="VLLM_USE_MODELSCOPE", owner="vLLM")
+    # Cloud container platforms (recipes/platforms.yaml, docs/cloud.md) and object storage.
+    sagemaker_bind_to_port = number(None, "-", "Port SageMaker sends traffic to (multi-container endpoints); 8080 when unset: KIMI_PORT.",
+      external="SAGEMAKER_BIND_TO_PORT", owner="SageMaker")
+    sm_vllm_model = text(None, "-", "Model to load (AWS's vLLM containers' convention): KIMI_MODEL when unset.",
+      external="SM_VLLM_MODEL", owner="SageMaker")
+    hf_model_id = text(None, "-", "Model to load (the Hugging Face containers' convention): KIMI_MODEL when unset.",
+      external="HF_MODEL_ID", owner="SageMaker")
+    sm_vllm_flags = text(None, "-", "`SM_VLLM_<NAME>=v` is the vLLM flag `--<name> v` (`true`: a bare flag, `false`: none), before KIMI_EXTRA_ARGS.",
+      external="SM_VLLM_<NAME>", owner="SageMaker")
+    aip_http_port = number(None, "-", "Port Vertex AI sends probes and predictions to: KIMI_PORT (must agree).",
+      external="AIP_HTTP_PORT", owner="Vertex AI")
+    aip_mode = text(None, "-", "`PREDICTION` in a serving container (detection).",
+      external="AIP_MODE", owner="Vertex AI")
+    aip_health_route = text(None, "-", "Route Vertex AI probes; must be one the server answers.",
+      external="AIP_HEALTH_ROUTE", owner="Vertex AI")
+    aip_predict_route = text(None, "-", "Route Vertex AI sends predictions to; must be one the server answers.",
+      external="AIP_PREDICT_ROUTE", owner="Vertex AI")
+    aip_storage_uri = text(None, "-", "gs:// copy of the model's artifacts: KIMI_MODEL when unset.",
+      external="AIP_STORAGE_URI", owner="Vertex AI")
+    azureml_model_dir = text(None, "-", "Where the deployment's registered model is mounted: KIMI_MODEL when unset and it holds a checkpoint.",
+      external="AZUREML_MODEL_DIR", owner="Azure ML")
+    skypilot_num_nodes = number(None, "-", "Nodes of the task: KIMI_NODES when unset.",
+      external="SKYPILOT_NUM_NODES", owner="SkyPilot")
+    skypilot_node_rank = number(None, "-", "This node's rank: KIMI_NODE_RANK when unset.",
+      external="SKYPILOT_NODE_RANK", owner="SkyPilot")
+    skypilot_node_ips = text(None, "-", "Node addresses, one a line, rank 0 first: the first is KIMI_HEAD_ADDR when unset.",
+      external="SKYPILOT_NODE_IPS", owner="SkyPilot")
+    aws_endpoint_url_s3 = text(None, "-", "S3-compatible endpoint for s3:// models (else AWS_ENDPOINT_URL, else AWS).",
+      external="AWS_ENDPOINT_URL_S3", owner="you (S3)")
+    aws_endpoint_url = text(None, "-", "Endpoint of every AWS service, used for s3:// models.",
+      external="AWS_ENDPOINT_URL", owner="you (S3)")
+    aws_region = text(None, "-", "Region of the bucket (else AWS_DEFAULT_REGION, else us-east-1).",
+      external="AWS_REGION", owner="you / the platform (S3)")
+    aws_default_region = text(None, "-", "Region of the bucket when AWS_REGION is unset.",
+      external="AWS_DEFAULT_REGION", owner="you / the platform (S3)")
+    aws_access_key_id = text(None, "-", "Key id for s3:// models (masked in every output).",
+      external="AWS_ACCESS_KEY_ID", owner="you / the platform (S3)")
+    aws_secret_access_key = text(None, "-", "Secret key for s3:// models (masked in every output).",
+      external="AWS_SECRET_ACCESS_KEY", owner="you / the platform (S3)")
+    aws_session_token = text(None, "-", "Session token of temporary credentials (masked).",
+      external="AWS_SESSION_TOKEN", owner="you / the platform (S3)")
+    aws_profile = text(None, "-", "Named profile: preflight names it as the credential source, vLLM's loader resolves it.",
+      external="AWS_PROFILE", owner="you (S3)")
+    aws_web_identity_token_file = text(None, "-", "Web identity credentials (named by preflight, resolved by the loader).",
+      external="AWS_WEB_IDENTITY_TOKEN_FILE", owner="EKS / the platform (S3)")
+    aws_container_credentials_relative_uri = text(None, "-", "Container credentials (named by preflight, resolved by the loader).",
+      external="AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", owner="ECS / the platform (S3)")
+    aws_container_credentials_full_uri = text(None, "-", "Container credentials (named by preflight, resolved by the loader).",
+      external="AWS_CONTAINER_CREDENTIALS_FULL_URI", owner="the platform (S3)")
+    aws_ec2_metadata_disabled = text(None, "-", "`true`: no instance-metadata credentials (S3-compatible stores).",
+      external="AWS_EC2_METADATA_DISABLED", owner="you (S3)")
+    google_application_credentials = text(None, "-", "Service-account key file for gs:// models (else the metadata server).",
+      external="GOOGLE_APPLICATION_CREDENTIALS", owner="you (GCS)")
 
 
-def declaration_errors(fields: Tuple[Field, ...] = FIELDS, settings: type = Settings) -> list:
-    """Where the fields and the Settings attributes disagree: a field without its attribute, an
-    attribute without its field, an attribute typed otherwise than its field's value."""
-    declared = {n: a for n, a in vars(settings).items() if isinstance(a, _Setting)}
-    names = {f.name for f in fields}
-    return ([f"{f.name}: no Settings attribute" for f in fields if f.name not in declared]
-            + [f"{n}: a Settings attribute without a field" for n in declared if n not in names]
-            + [f"{f.name}: declared {declared[f.name].type}, a {f.kind} with default {f.default!r} reads "
-               f"{python_type(f)}" for f in fields if f.name in declared and declared[f.name].type != python_type(f)])
+FIELDS: Tuple[Field, ...] = tuple(a.field for a in vars(Settings).values() if isinstance(a, _Setting))
+BY_NAME = {f.name: f for f in FIELDS}
+BY_ENV = {f.env: f for f in FIELDS}
+KIMI_FIELDS = tuple(f for f in FIELDS if not f.external)
+EXTERNAL_FIELDS = tuple(f for f in FIELDS if f.external)
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
 
 
-if declaration_errors():  # a programming error: fail at import, not at a setting's first use
-    raise TypeError("Settings and FIELDS disagree: " + "; ".join(declaration_errors()))
+def parse_bool(text: Any) -> Optional[bool]:
+    """The one reading of a yes/no value: 1/true/yes/on, 0/false/no/off/empty; None otherwise."""
+    if isinstance(text, bool):
+        return text
+    word = str(text).strip().lower()
+    return True if word in _TRUE else False if word in _FALSE else None
 
 
 # Keys a KIMI_CONFIG file may not set: they are read before (or without) the file.
@@ -773,4 +695,4 @@ def env_flag(environ: Mapping[str, str], name: str) -> bool:
     """A declared yes/no variable others set (e.g. HF_HUB_OFFLINE), read with the one boolean parser;
     a value it cannot read counts as the default (the variable's owner decides what else it means)."""
     value = parse_bool(environ.get(name, ""))
-    return BY_ENV[name].default if value is None else value
+    return BY_ENV[name].default is True if value is None else value

@@ -55,8 +55,9 @@ def sources(plan: Plan) -> List[Source]:
     proc = plan.first_engine
     if proc is None:
         return []
-    args = proc.vllm
-    model, revision = proc.model, args.text("revision") or DEFAULT_REVISION
+    args, model = proc.engine, proc.model
+    assert model is not None, "an engine serves a model (plan.engine)"
+    revision = args.text("revision") or DEFAULT_REVISION
     found = [] if is_local_path(model) else [Source(model, revision, "model")]
     draft = _draft(args)
     if draft is not None:

@@ -34,7 +34,7 @@ def parse_sweep(text: str) -> tuple:
     return check_sweep([int(w) for w in words])
 
 
-def load_bench(directory: Path, catalog=None) -> BenchFile:
+def load_bench(directory: Optional[Path] = None, catalog=None) -> BenchFile:
     """The validated data: the bench part of the one catalog (core/data/recipe), where every
     reference's recipe (recipes/models/<slug>.yaml), hardware and variant is checked against the
     recipe data. `catalog` is accepted for the callers that have one; the check is the catalog's."""

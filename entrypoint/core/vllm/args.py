@@ -27,7 +27,7 @@ def units(tokens: Tagged) -> List[Tuple[Optional[str], Tagged]]:
     """Group tokens for display, without a grammar (the router's argv): a flag followed by a token
     not starting with '-' is one unit; a lone flag is a unit; anything else is positional (key
     None). vLLM's own argv is grouped by its grammar: `display_units`."""
-    out = []
+    out: List[Tuple[Optional[str], Tagged]] = []
     i = 0
     while i < len(tokens):
         tok = tokens[i][0]

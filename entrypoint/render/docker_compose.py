@@ -54,7 +54,7 @@ def deployment_environ(environ: Mapping[str, str], settings: Settings, sel: Sele
         if sel.prefill is None:
             defaults["KIMI_INSTANCE_ADDRS"] = LOOPBACK
     if sel.prefill is not None:
-        defaults.update({f"KIMI_{pool.role.upper()}_ADDRS": LOOPBACK for pool in (sel.prefill, sel.decode)})
+        defaults.update({f"KIMI_{pool.name.upper()}_ADDRS": LOOPBACK for pool in sel.pd_pools.values()})
     return with_defaults(environ, defaults)
 
 
@@ -63,9 +63,9 @@ def _check_one_node(sel: Selection) -> None:
     if sel.is_multi_node:
         raise KimiError(UNSUPPORTED_COMBINATION, f"KIMI_STRATEGY={sel.strategy} with KIMI_NODES={sel.nodes} spans "
                         f"{sel.nodes} nodes, but a Compose file runs on one node: " + way_out)
-    pools = (sel.prefill, sel.decode) if sel.prefill is not None else ()
+    pools = sel.pd_pools.values() if sel.prefill is not None else ()
     if any(pool.nodes > 0 for pool in pools):
-        sizes = ", ".join(f"KIMI_{p.role.upper()}_NODES={p.nodes}" for p in pools)
+        sizes = ", ".join(f"KIMI_{p.name.upper()}_NODES={p.nodes}" for p in pools)
         raise KimiError(UNSUPPORTED_COMBINATION, f"This PD cluster ({sizes}) spans several nodes, but a Compose file "
                         "runs on one node. Set KIMI_PREFILL_NODES=0 KIMI_DECODE_NODES=0 to share one node, or "
                         + way_out)
