@@ -97,6 +97,7 @@ def _hardware(catalog) -> dict:
         _, pod = _serving_pod(launch, launch.plan.first_engine.role)
         out[hw] = {"image_target": catalog.hardware[hw].image_target, "resources": pod["containers"][0]["resources"]["limits"],
                    "vram_gb": catalog.hardware[hw].vram_gb, "node_selector": pod["nodeSelector"],
+                   "arch_selector": {k8s_pod.ARCH_LABEL: catalog.hardware[hw].arch},
                    "pod_security": pod["securityContext"]}
     return out
 
@@ -341,7 +342,7 @@ def _defaults(catalog) -> dict:
             "token": {"dir": dep.TOKEN_DIR, "file": dep.TOKEN_FILE, "key": dep.HF_TOKEN, "path_env": dep.HF_TOKEN_PATH,
                       "mode": 0o440},
             "helper_probes": k8s_pod.helper_probes(single),
-            "skips": k8s_pod.SKIP_REASONS, "cache_size": k8s.CACHE_SIZE, "pss": k8s.PSS_LEVEL,
+            "skips": k8s_pod.SKIP_REASONS, "cache_size": k8s.CACHE_SIZE,
             "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API, "namespace_label": k8s.NAMESPACE_LABEL,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
             "volumes": {"cache": k8s_pod.CACHE_VOLUME, "shm": k8s_pod.SHM_VOLUME, "token": k8s_pod.TOKEN_VOLUME},
@@ -622,7 +623,6 @@ def values_schema() -> dict:
             "settings": {**obj, "description": "The KIMI_CONFIG file's keys (KIMI_* in lower case, no prefix).",
                          "required": ["hardware"], "properties": settings},
             "replicas": own("replicas"),
-            "createNamespace": {"type": "boolean", "description": "Render the Namespace (Pod Security restricted)."},
             "image": {**obj, "properties": {"repository": {"type": "string"}, "tag": {"type": "string"},
                                             "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
                                             "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}}},

@@ -127,7 +127,7 @@ def _toml(settings: dict) -> str:
 
 def plan_objects(settings: dict, operate: dict, tmp_path) -> list:
     """plan's objects for the settings, named and placed as the release names and places them
-    (settings.name / settings.namespace where set), without the Namespace (createNamespace: false)."""
+    (settings.name / settings.namespace where set), without the Namespace (the release's own)."""
     config = tmp_path / "kimi.toml"
     config.write_text(_toml({"name": RELEASE, "namespace": RELEASE_NAMESPACE, **settings}))
     return [d for d in documents("k8s", {"KIMI_CONFIG": str(config), **operate}) if d["kind"] != "Namespace"]
@@ -351,14 +351,14 @@ def test_the_schema_refuses_bad_names_and_credentials(helm, tmp_path, values, wh
 
 
 def test_chart_values_extend_the_objects(helm, tmp_path):
-    values = {"settings": {"hardware": "h200"}, "createNamespace": False, "nodeSelector": {"pool": "gpu"},
+    values = {"settings": {"hardware": "h200"}, "nodeSelector": {"pool": "gpu"},
               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
               "extraEnv": [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}],
               "persistence": {"size": "2Ti", "storageClassName": "fast"}, "service": {"type": "LoadBalancer"}}
     objects = _keyed(release_template(helm, values, tmp_path))
     assert not [k for k in objects if k[0] == "Namespace"]
     pod = objects[("Deployment", "kimi-k2-5")]["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {"pool": "gpu", "nvidia.com/gpu.product": "NVIDIA-H200"}
+    assert pod["nodeSelector"] == {"pool": "gpu", "kubernetes.io/arch": "amd64", "nvidia.com/gpu.product": "NVIDIA-H200"}
     assert pod["tolerations"] == values["tolerations"]
     assert pod["containers"][0]["env"][-1] == {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}
     assert objects[("PersistentVolumeClaim", "kimi-k2-5-cache")]["spec"] == {

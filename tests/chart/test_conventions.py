@@ -49,7 +49,7 @@ def test_names_labels_and_namespace_come_from_the_release(helm, tmp_path):
     names = lambda objs: {(o["kind"], o["metadata"]["name"]) for o in objs}  # noqa: E731
     assert not names(alpha) & names(beta)  # two releases never collide
     assert {o["metadata"]["namespace"] for o in alpha} == {"serving"}  # the release's namespace
-    assert not [o for o in alpha if o["kind"] == "Namespace"]  # createNamespace defaults to false
+    assert not [o for o in alpha if o["kind"] == "Namespace"]  # the release's namespace exists before its hook runs
     for obj in alpha:
         labels = obj["metadata"]["labels"]
         assert labels["app.kubernetes.io/instance"] == "alpha" and labels["app.kubernetes.io/managed-by"] == "Helm"
@@ -57,11 +57,8 @@ def test_names_labels_and_namespace_come_from_the_release(helm, tmp_path):
     deployment = _one(alpha, "Deployment", "alpha")
     assert not set(HELM_LABELS) & set(deployment["spec"]["selector"]["matchLabels"])  # selectors stay upgrade-safe
     assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/instance"] == "alpha"
-    named = _render(helm, {"settings": {"hardware": "h200", "name": "kimi-a", "namespace": "llm"},
-                           "createNamespace": True}, tmp_path, "alpha")
-    assert {o["metadata"].get("namespace") for o in named if o["kind"] != "Namespace"} == {"llm"}
-    ns = _one(named, "Namespace")
-    assert ns["metadata"]["name"] == "llm" and ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    named = _render(helm, {"settings": {"hardware": "h200", "name": "kimi-a", "namespace": "llm"}}, tmp_path, "alpha")
+    assert {o["metadata"].get("namespace") for o in named} == {"llm"}
     assert _one(named, "Deployment")["metadata"]["name"] == "kimi-a"
     refusal = chart_refusal(helm, H200, tmp_path, release="kimi.bad")  # plan's judgment of KIMI_NAME (the hook)
     assert refusal is not None and "KIMI_NAME" in refusal, refusal
@@ -251,7 +248,7 @@ CASES = {
                               "prefill_parallelism": "tp"}, "replicas": 2},
 }
 EVERYTHING = {"monitoring": {"enabled": True}, "serviceAccount": {"create": True},
-              "ingress": {"enabled": True, "hosts": [{"host": "kimi.example.com"}]}, "createNamespace": True,
+              "ingress": {"enabled": True, "hosts": [{"host": "kimi.example.com"}]},
               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
 
 

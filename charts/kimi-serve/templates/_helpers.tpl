@@ -112,7 +112,7 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- if not (kindIs "invalid" $value) }}{{ $judged = append $judged (dict "name" (printf "KIMI_%s" (upper $k)) "value" (include "kimi.envValue" $value)) }}{{ end -}}
 {{- end -}}
 {{- $base := dict "ok" false "name" $name "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
-      "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict -}}
+      "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict "archSelector" ($hwf.arch_selector | default dict) -}}
 {{- /* the shape table's entry for the settings: recipe x hardware, strategy, variant, KV choice */ -}}
 {{- $rhw := index ($r.hardware | default dict) $hw | default dict -}}
 {{- $nodes := int (hasKey $s "nodes" | ternary $s.nodes 1) -}}
@@ -515,6 +515,9 @@ launch), each overlaid with the chart's `probes` values */}}
   {{- end -}}
   {{- $_ := set $spec "nodeSelector" (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) -}}
   {{- range $k := list "runtimeClassName" "priorityClassName" "schedulerName" }}{{ with index $v $k }}{{ $_ := set $spec $k . }}{{ end }}{{ end -}}
+{{- else -}}
+  {{- /* a pod without GPUs (the router, a KV helper) on a node of the image's architecture (k8s_pod.pod_spec) */ -}}
+  {{- $_ := set $spec "nodeSelector" (deepCopy $c.archSelector) -}}
 {{- end -}}
 {{- range $k, $x := $d.pod_extra }}{{ $_ := set $spec $k (deepCopy $x) }}{{ end -}}
 {{- with $v.tolerations }}{{ $_ := set $spec "tolerations" . }}{{ end -}}
