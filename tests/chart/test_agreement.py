@@ -143,3 +143,19 @@ def test_chart_and_plan_agree_on_a_random_sample_of_fleets(helm, tmp_path):
     seed = _seed()
     fleets, pd_fleets = _compare(helm, tmp_path, fleet_sample(seed, FLEET_SIZE), seed, "fleets")
     assert fleets > pd_fleets > 0  # the sample renders fleets and PD fleets, not only refusals
+
+
+# issue 50's drift cases: an autoscaler with a load format other than the recipe's (the start-up budget,
+# its probe, progress deadline and scale-down window), every format vLLM registers; a GB200 fleet; monitoring
+DRIFT = [({"hardware": "h200", "load_format": fmt}, {"autoscaling": engine})
+         for fmt, engine in (("tensorizer", "keda"), ("dummy", "keda"), ("hf", "hpa"), ("pt", "keda"),
+                             ("gguf", "keda"), ("auto", "hpa"), ("runai_streamer", "keda"), ("no_such_format", "keda"))] + [
+    ({"hardware": "h200", "load_format": "safetensors", "model": "/models/kimi"}, {"autoscaling": "keda", "replicas": 2}),
+    ({"hardware": "h100", "strategy": "multi_node_tp", "nodes": 3, "load_format": "dummy"}, {"autoscaling": "keda"}),
+    ({"hardware": "gb200"}, {"replicas": 2, "monitoring": True}),
+    ({"hardware": "cpu", "skip_memory_check": True, "load_format": "dummy"}, {"autoscaling": "keda"}),
+]
+
+
+def test_the_drift_cases_agree(helm, tmp_path):
+    _compare(helm, tmp_path, DRIFT, 0, "issue 50's drift cases")

@@ -240,22 +240,17 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- $pdFleet = dict "terms" $pdTerms "grouped" $grouped -}}
 {{- end -}}
 
-{{- /* the start-up budget (core/compose/loading.py): the floor, or the load of the checkpoint by its format and form,
-      over the nodes of the smallest group */ -}}
+{{- /* the start-up budget (core/compose/loading.py), looked up: per load format and model form, per variant,
+      by the nodes of the smallest engine group (the table's "rest": the floor), with the figures it gives */ -}}
 {{- $model := toString ($s.model | default "") -}}
 {{- $form := "hub" -}}
 {{- if or (hasPrefix "s3://" $model) (hasPrefix "gs://" $model) }}{{ $form = "object" }}{{ else if hasPrefix "/" $model }}{{ $form = "path" }}{{ end -}}
-{{- $h := $f.monitoring.health -}}
-{{- $budget := int $h.start_period_s -}}
-{{- with index (index $f.tables (int $rhw.load)) (printf "%s|%s" $lf $form) -}}
-  {{- with .per_variant -}}
-    {{- $least := 0 -}}
-    {{- range $g := $groups }}{{ if (first $g.procs).gpu }}{{ if or (eq $least 0) (lt (len $g.procs) $least) }}{{ $least = len $g.procs }}{{ end }}{{ end }}{{ end -}}
-    {{- $want := addf $f.loading.engine_overhead_s (divf (index . $vid | default 0) (max $least 1)) -}}
-    {{- $whole := int (addf $want 0.999) -}}
-    {{- $budget = mul (int (ceil (divf (max $budget $whole) $h.interval_s))) (int $h.interval_s) -}}
-  {{- end -}}
-{{- end -}}
+{{- $least := "" -}}
+{{- range $g := $groups }}{{ if (first $g.procs).gpu }}{{ if or (not $least) (lt (len $g.procs) (atoi $least)) }}{{ $least = toString (len $g.procs) }}{{ end }}{{ end }}{{ end -}}
+{{- $byFormat := index (index $f.tables (int $rhw.load)) (printf "%s|%s" $lf $form) -}}
+{{- $byNodes := dict -}}
+{{- if not (kindIs "invalid" $byFormat) }}{{ $byNodes = index (index $f.tables (int $byFormat)) $vid | default dict }}{{ end -}}
+{{- $budget := index $byNodes $least | default $byNodes.rest -}}
 {{- /* the fleet (render/k8s_fleet.py, render/gateway.py): the router or the Gateway's pool in front of the copies */ -}}
 {{- $fleetOut := dict -}}
 {{- if $fleet -}}
@@ -315,6 +310,9 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $hf := $v.hfToken | default dict -}}
 {{- $engineResources := dict -}}
 {{- with $rhw.engine_resources }}{{ $engineResources = index (index (index $f.tables (int .)) $vid | default dict) $sid | default dict }}{{ end -}}
+{{- if not $budget -}}
+{{- toJson $base -}}
+{{- else -}}
 {{- $out := merge (dict "ok" true "engineResources" $engineResources "drain" $drain "strategy" $sid "shape" $st.shape "budget" $budget
       "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
       "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
@@ -324,6 +322,7 @@ names, the image and the hook's env) where the shape table has no entry for them
       "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) "fleet" $fleetOut
       "preload" (ternary (dict "path" (index $f.preload.health_paths $release) "gpusEnv" (index $f.preload.gpus_env $hw)) dict $preload)) $base -}}
 {{- toJson $out -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -365,8 +364,7 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- $probes := deepCopy $d.probes -}}
 {{- $ready := $probes.readinessProbe.exec -}}
 {{- $_ := set $ready "command" (concat $ready.command (list "--port" (toString (index . 3)))) -}}
-{{- $h := (index . 0).monitoring.health -}}
-{{- $_ := set $probes.startupProbe "failureThreshold" (int (ceil (divf $c.budget $h.interval_s))) -}}
+{{- $_ := set $probes.startupProbe "failureThreshold" $c.budget.failureThreshold -}}
 {{- range $k, $user := ($v.probes | default dict) -}}
   {{- $key := printf "%sProbe" $k -}}
   {{- $_ := set $probes $key (merge (deepCopy $user) (index $probes $key)) -}}
