@@ -702,6 +702,8 @@ def values_schema() -> dict:
                              "description": "More objects, rendered with the release (tpl): a map or a YAML string."},
             "tests": {**obj, "properties": {"enabled": {"type": "boolean"},
                                             "concurrency": {"type": "integer", "minimum": 1, "maximum": 256}}},
+            # Helm gives a dependency's values its umbrella's `global` (the chart reads none of it): as a subchart
+            "global": {"type": "object", "description": "An umbrella chart's global values (unread)."},
         },
         "definitions": _k8s_definitions(),
     }

@@ -20,7 +20,7 @@ import json
 import os
 
 from entrypoint.core.base.errors import KimiError
-from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, check_hook, hook_verdict, is_hook, run, without_helm
+from tests.chart.helm import RELEASE, RELEASE_NAMESPACE, check_hook, hook_verdict, is_hook, template_many, without_helm
 from tests.chart.sample import fleet_sample, sample
 from tests.deploy.shapes import documents
 
@@ -62,18 +62,11 @@ def values_of(settings: dict, operate: dict) -> dict:
     return values
 
 
-def _chart(helm, values: dict, tmp_path):
-    """(objects, the check hook Job) of `helm template --skip-tests`, or (None, helm's error)."""
-    path = tmp_path / "values.json"
-    path.write_text(json.dumps(values))
-    done = run(helm, "template", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "--skip-tests", "-f", str(path),
-               check=False)
-    if done.returncode != 0:
-        return None, done.stderr.strip()
-    import yaml
-
-    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
-    return [without_helm(d) for d in docs if not is_hook(d)], check_hook(docs)
+def _charts(helm, value_sets: list, tmp_path) -> list:
+    """Per value set, (objects, the check hook Job) of `helm template --skip-tests`, or (None, helm's
+    error): all rendered by a few helm runs (helm.template_many)."""
+    return [(None, docs) if isinstance(docs, str) else ([without_helm(d) for d in docs if not is_hook(d)], check_hook(docs))
+            for docs in template_many(helm, value_sets, tmp_path)]
 
 
 def _component(obj) -> str:
@@ -87,9 +80,9 @@ def _keyed(objects):
 def _compare(helm, tmp_path, samples, seed, what: str):
     """The rendered fleets and PD fleets; asserts chart and plan agree."""
     disagreements, refused, messages_alike, fleets, pd_fleets, by_hook = [], 0, 0, 0, 0, 0
-    for settings, operate in samples:
+    charts = _charts(helm, [values_of(settings, operate) for settings, operate in samples], tmp_path)
+    for (settings, operate), (charted, hook) in zip(samples, charts):
         planned, plan_error = _plan(settings, operate, tmp_path)
-        charted, hook = _chart(helm, values_of(settings, operate), tmp_path)
         chart_error = hook if charted is None else None
         if charted is not None:
             verdict = hook_verdict(hook)  # the chart's pre-install check: plan's own judgment

@@ -10,7 +10,8 @@ import json
 import pytest
 import yaml
 
-from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, chart_refusal, release_template, run, template
+from tests.chart.helm import (CHART, RELEASE, RELEASE_NAMESPACE, chart_refusal, check_hook, hook_env, is_hook,
+                              release_template, run, template, template_many)
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import documents
 
@@ -424,15 +425,31 @@ def _configurations():
             yield {"recipe": slug, "hardware": hw, "strategy": "pd_cluster"}
 
 
+def _agree(helm, tmp_path, configurations: list) -> list:
+    """For each value set: the chart renders the objects where plan renders them (its shape table has the
+    entry), and refuses (its render, else its pre-install check) where plan refuses. The check's env is
+    the settings as written, so its verdict is plan's on them: asserted, then not computed twice."""
+    rendered = template_many(helm, [{"settings": settings} for settings in configurations], tmp_path, "kimi", "default")
+    refused = []
+    for settings, docs in zip(configurations, rendered):
+        environ = {f"KIMI_{k.upper()}": str(v) for k, v in settings.items()}
+        plan_refuses = _plan_refuses(environ)
+        if isinstance(docs, str):  # helm's own error: a `fail` of the chart's few verdicts, or the schema
+            assert plan_refuses, (settings, docs)
+        else:
+            hook = check_hook(docs)
+            assert hook_env(hook).items() >= environ.items(), settings  # plan's input, as written
+            objects = [d for d in docs if not is_hook(d)]
+            # where plan renders, the chart draws the objects; where it does not, only the check refuses
+            assert bool(objects) or plan_refuses, (settings, "plan renders; the chart draws no object")
+        refused.append(plan_refuses)
+    assert any(refused) and not all(refused)  # some fit, some do not
+    return refused
+
+
 def test_chart_refuses_what_the_resolver_refuses_for_every_recipe_hardware_and_variant(helm, tmp_path):
     """The recipe's hardware list, its variants' hardware and memory needs, its GPU floors."""
-    agreed = []
-    for settings in _configurations():
-        environ = {f"KIMI_{k.upper()}": v for k, v in settings.items()}
-        refusal = chart_refusal(helm, {"settings": settings}, tmp_path)
-        assert (refusal is not None) == _plan_refuses(environ), (settings, refusal)
-        agreed.append(refusal is not None)
-    assert any(agreed) and not all(agreed)  # some fit, some do not
+    _agree(helm, tmp_path, list(_configurations()))
 
 
 def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(helm, tmp_path):
@@ -443,12 +460,5 @@ def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(h
     from entrypoint.core.data.recipe import load_catalog
 
     data = load_kv()
-    agreed = []
-    for hw in load_catalog().hardware:
-        for kid in (*data.options, *data.stores):
-            settings = {"hardware": hw, "kv_offload": kid}
-            refusal = chart_refusal(helm, {"settings": settings}, tmp_path)
-            refused = _plan_refuses({f"KIMI_{k.upper()}": v for k, v in settings.items()})
-            assert (refusal is not None) == refused, (settings, refusal)
-            agreed.append(refused)
-    assert any(agreed) and not all(agreed)
+    _agree(helm, tmp_path, [{"hardware": hw, "kv_offload": kid}
+                            for hw in load_catalog().hardware for kid in (*data.options, *data.stores)])

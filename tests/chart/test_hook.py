@@ -102,3 +102,22 @@ def test_every_value_plan_reads_reaches_the_hook(helm, tmp_path):
         "KIMI_FEATURES": "-spec_decoding", "KIMI_DRAIN_TIMEOUT": "60", "KIMI_PORT": "8100", "KIMI_REPLICAS": "2",
         "KIMI_AUTOSCALING": "hpa", "KIMI_MAX_REPLICAS": "5", "KIMI_MONITORING": "1", "KIMI_SCRAPER_NAMESPACE": "prom",
         "KIMI_SCRAPER_LABELS": "app=prometheus"}
+
+
+def test_the_chart_renders_as_an_umbrellas_dependency(helm, tmp_path):
+    """Helm gives a dependency its umbrella's `global` values: the schema takes them (it refused them before),
+    and two aliases of the chart render each its own hook, on its own architecture."""
+    umbrella = tmp_path / "umbrella"
+    (umbrella / "charts").mkdir(parents=True)
+    (umbrella / "charts" / "kimi-serve").symlink_to(ROOT / "charts" / "kimi-serve")
+    version = yaml.safe_load((ROOT / "charts" / "kimi-serve" / "Chart.yaml").read_text())["version"]
+    (umbrella / "Chart.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "v2", "name": "umbrella", "version": "0.0.0",
+        "dependencies": [{"name": "kimi-serve", "version": version, "alias": a} for a in ("arm", "x86")]}))
+    (umbrella / "values.yaml").write_text(yaml.safe_dump({
+        "global": {"team": "llm"}, "arm": {"settings": {"hardware": "gb200", "name": "arm"}},
+        "x86": {"settings": {"hardware": "h200", "name": "x86"}}}))
+    docs = [d for d in yaml.safe_load_all(run(helm, "template", "kimi", str(umbrella)).stdout) if d]
+    hooks = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Job" and is_hook(d)}
+    assert {name: job["spec"]["template"]["spec"]["nodeSelector"] for name, job in hooks.items()} == {
+        "arm-check": {"kubernetes.io/arch": "arm64"}, "x86-check": {"kubernetes.io/arch": "amd64"}}

@@ -67,6 +67,12 @@ shell line. Judging them is plan's (the hook). */}}
 {{/* kimi.ctx: the deployment the settings draw: names, groups of processes, env; {"ok": false} (with the
 names, the image and the hook's env) where the shape table has no entry for them */}}
 {{- define "kimi.ctx" -}}
+{{- /* drawn once per render: every template includes it, each gets its own copy (fromJson) */ -}}
+{{- if not (hasKey . "kimiCtx") }}{{ $_ := set . "kimiCtx" (include "kimi.draw" .) }}{{ end -}}
+{{- .kimiCtx -}}
+{{- end -}}
+
+{{- define "kimi.draw" -}}
 {{- $f := .Files.Get "files/facts.json" | fromJson -}}
 {{- $d := $f.defaults -}}
 {{- $s := include "kimi.settings" . | fromJson -}}
