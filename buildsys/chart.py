@@ -651,9 +651,8 @@ def values_schema() -> dict:
             "settings": {**obj, "description": "The KIMI_CONFIG file's keys (KIMI_* in lower case, no prefix).",
                          "required": ["hardware"], "properties": settings},
             "replicas": own("replicas"),
-            "image": {**obj, "properties": {"repository": {"type": "string"}, "tag": {"type": "string"},
-                                            "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
-                                            "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}}},
+            # the image itself is settings.image / settings.image_digest (KIMI_IMAGE, plan's): one source
+            "image": {**obj, "properties": {"pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}}},
             "resources": _k8s("ResourceRequirements"),
             "serviceAccount": {**obj, "properties": {"create": {"type": "boolean"}, "name": k8s_name,
                                                      "annotations": string_map, "automount": {"type": "boolean"}}},

@@ -69,7 +69,7 @@ def test_upgrade_keeps_every_name_and_selector(helm, tmp_path):
     the same release whatever chart values change around it."""
     before = _render(helm, H200, tmp_path)
     after = _render(helm, {**H200, "podLabels": {"team": "llm"}, "podAnnotations": {"a": "b"},
-                           "image": {"repository": "registry.example/kimi", "tag": "v2"}}, tmp_path)
+                           "settings": {**H200["settings"], "image": "registry.example/kimi:v2"}}, tmp_path)
 
     def immutable(objs):
         return {(o["kind"], o["metadata"]["name"]): json.dumps(o["spec"].get("selector"), sort_keys=True) for o in objs}
@@ -78,7 +78,7 @@ def test_upgrade_keeps_every_name_and_selector(helm, tmp_path):
 
 
 def test_image_resources_service_account_and_pod_labels(helm, tmp_path):
-    values = {**H200, "image": {"repository": "registry.example/kimi", "tag": "v1", "pullPolicy": "IfNotPresent"},
+    values = {"settings": {**H200["settings"], "image": "registry.example/kimi:v1"}, "image": {"pullPolicy": "IfNotPresent"},
               "resources": {"limits": {"cpu": "64", "memory": "900Gi"}, "requests": {"cpu": "64", "memory": "900Gi"}},
               "serviceAccount": {"create": True, "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/k"}},
               "podLabels": {"team": "llm"}}
@@ -93,8 +93,11 @@ def test_image_resources_service_account_and_pod_labels(helm, tmp_path):
     assert sa["metadata"]["annotations"] == values["serviceAccount"]["annotations"]
     assert pod["metadata"]["labels"]["team"] == "llm"
     digest = "sha256:" + "cd" * 32
-    pinned = _pod(_render(helm, {**H200, "image": {"repository": "r.example/kimi", "digest": digest}}, tmp_path))
-    assert pinned["spec"]["containers"][0]["image"] == f"r.example/kimi@{digest}"
+    pinned = _pod(_render(helm, {"settings": {**H200["settings"], "image": "r.example/kimi:v1", "image_digest": digest}},
+                          tmp_path))
+    assert pinned["spec"]["containers"][0]["image"] == f"r.example/kimi:v1@{digest}"  # as plan pins it
+    # one source: the image is the settings' (the hook judges it as plan does), no second spelling
+    assert "repository" in _refused(helm, {**H200, "image": {"repository": "r.example/kimi", "tag": "v1"}}, tmp_path)
     assert "GPUs of a pod are the plan's" in _refused(helm, {**H200, "resources": {"limits": {"nvidia.com/gpu": "4"}}},
                                                       tmp_path)
 

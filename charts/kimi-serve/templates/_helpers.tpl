@@ -85,7 +85,7 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- fail (printf "settings.hardware=%s: this chart renders the GPU targets (%s); a %s deployment is sized by its node's settings (KIMI_CPU_RANKS, KIMI_CPU_MEMORY_GB): render it with `KIMI_HARDWARE=%s kimi-serve plan --format k8s` (docs/shapes.md)" $hw (join ", " (keys $f.hardware | sortAlpha)) $hw $hw) -}}
 {{- end -}}
 {{- $hwf := index $f.hardware $hw | default dict -}}
-{{- /* the image: settings.image (KIMI_IMAGE), else image.repository with image.tag or image.digest, else the
+{{- /* the image, from one source (plan's, judged by the hook): settings.image (KIMI_IMAGE), else the
       hardware's published image built on the release (<vllm>-<target>, where one is built: else the hook's
       kimi-serve, on the default release's image, refuses); settings.image_digest pins it (render/deployment.image) */ -}}
 {{- $slug := $s.recipe | default $f.default_recipe -}}
@@ -98,13 +98,6 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $tag := printf "%s-%s" (ternary $vllm $dv $built) $target -}}
 {{- $image := $s.image | default (printf "%s:%s%s" $fi.repository $tag (ternary (printf "@%s" (index $fi.digests $tag | default "")) "" (and (hasKey $fi.digests $tag) (not $s.image_digest)))) -}}
 {{- $iv := $v.image | default dict -}}
-{{- if $iv.repository -}}
-  {{- if and (not $iv.tag) (not $iv.digest) }}{{ fail "image.repository needs image.tag or image.digest (sha256:...)" }}{{ end -}}
-  {{- if $s.image }}{{ fail "settings.image and image.repository both name the image: keep one" }}{{ end -}}
-  {{- $image = printf "%s%s%s" $iv.repository (ternary (printf ":%s" $iv.tag) "" (not (empty $iv.tag))) (ternary (printf "@%s" $iv.digest) "" (not (empty $iv.digest))) -}}
-{{- else if or $iv.tag $iv.digest -}}
-  {{- fail "image.tag / image.digest need image.repository" -}}
-{{- end -}}
 {{- with $s.image_digest }}{{ $image = printf "%s@%s" (first (splitList "@" $image)) . }}{{ end -}}
 {{- $helmLabels := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" (toString .Chart.AppVersion) -}}
 {{- $o := include "kimi.operate" . | fromJson -}}
@@ -130,7 +123,7 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- /* KIMI_PRELOAD: `vllm preload` beside a single-node engine, its health path the release's */ -}}
 {{- $release := $vllm -}}
 {{- $preload := and (eq (toString $s.preload) "true") (hasKey $f.preload.health_paths $release) -}}
-{{- if not (and (or $s.image $iv.repository $built) (or (not $s.preload) $preload) $hwf $rhw (has $sid (ternary (index $f.tables (int ($rhw.strategies | default 0))) list (hasKey $rhw "strategies"))) (has $vid ($r.variants | default list)) (or (not $kid) $kvs (hasKey $f.kv.options $kid))) -}}
+{{- if not (and (or $s.image $built) (or (not $s.preload) $preload) $hwf $rhw (has $sid (ternary (index $f.tables (int ($rhw.strategies | default 0))) list (hasKey $rhw "strategies"))) (has $vid ($r.variants | default list)) (or (not $kid) $kvs (hasKey $f.kv.options $kid))) -}}
 {{- toJson $base -}}
 {{- else -}}
 {{- $st := index $r.strategies $sid -}}
