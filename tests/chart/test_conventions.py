@@ -232,6 +232,7 @@ def test_the_schema_refuses_typos_inside_kubernetes_types(helm, tmp_path, values
 
 CASES = {
     "single": H200,
+    "fleet-gb200": {"settings": {"hardware": "gb200"}, "replicas": 2},  # arm64 only: every pod, the hook too, selects it
     "multi": {"settings": {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2}},
     "tp_dp": {"settings": {"recipe": "kimi-k3", "hardware": "gb300", "strategy": "multi_node_tp_dp", "nodes": 4}},
     "pd": {"settings": {"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
@@ -264,7 +265,8 @@ def test_every_object_validates_strictly_and_every_scrape_target_is_reachable(he
     objects = _render(helm, {**CASES[case], **EVERYTHING, **scaled}, tmp_path)
     newest = kubernetes_validate.utils.latest_version()
     core = ("Namespace", "Deployment", "StatefulSet", "Service", "PersistentVolumeClaim", "NetworkPolicy", "ConfigMap",
-            "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceAccount", "Ingress", "Pod", "Role", "RoleBinding")
+            "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceAccount", "Ingress", "Pod", "Role", "RoleBinding",
+            "Job")  # the hook: its nodeSelector, ordering annotations, Pod Security fields
     for obj in objects:
         if obj["kind"] in core:
             for version in ("1.30.0", newest):
