@@ -20,7 +20,7 @@ import json
 import os
 
 from entrypoint.core.base.errors import KimiError
-from tests.chart.helm import RELEASE, RELEASE_NAMESPACE, check_hook, hook_verdict, is_hook, template_many, without_helm
+from tests.chart.helm import RELEASE, RELEASE_NAMESPACE, hook_verdict, is_hook, template_many, without_helm
 from tests.chart.sample import fleet_sample, sample
 from tests.deploy.shapes import documents
 
@@ -63,9 +63,9 @@ def values_of(settings: dict, operate: dict) -> dict:
 
 
 def _charts(helm, value_sets: list, tmp_path) -> list:
-    """Per value set, (objects, the check hook Job) of `helm template --skip-tests`, or (None, helm's
-    error): all rendered by a few helm runs (helm.template_many)."""
-    return [(None, docs) if isinstance(docs, str) else ([without_helm(d) for d in docs if not is_hook(d)], check_hook(docs))
+    """Per value set, (objects, every document, the hooks among them) of `helm template --skip-tests`,
+    or (None, helm's error)."""
+    return [(None, docs) if isinstance(docs, str) else ([without_helm(d) for d in docs if not is_hook(d)], docs)
             for docs in template_many(helm, value_sets, tmp_path)]
 
 
@@ -81,11 +81,11 @@ def _compare(helm, tmp_path, samples, seed, what: str):
     """The rendered fleets and PD fleets; asserts chart and plan agree."""
     disagreements, refused, messages_alike, fleets, pd_fleets, by_hook = [], 0, 0, 0, 0, 0
     charts = _charts(helm, [values_of(settings, operate) for settings, operate in samples], tmp_path)
-    for (settings, operate), (charted, hook) in zip(samples, charts):
+    for (settings, operate), (charted, rendered) in zip(samples, charts):
         planned, plan_error = _plan(settings, operate, tmp_path)
-        chart_error = hook if charted is None else None
+        chart_error = rendered if charted is None else None
         if charted is not None:
-            verdict = hook_verdict(hook)  # the chart's pre-install check: plan's own judgment
+            verdict = hook_verdict(rendered)  # the chart's pre-install check: plan's own judgment
             if verdict is not None:
                 chart_error, by_hook = "the chart's pre-install check refuses: " + verdict, by_hook + 1
             elif plan_error is not None:

@@ -10,8 +10,8 @@ import json
 import pytest
 import yaml
 
-from tests.chart.helm import (CHART, RELEASE, RELEASE_NAMESPACE, chart_refusal, check_hook, hook_env, is_hook,
-                              release_template, run, template, template_many)
+from tests.chart.helm import (CHART, RELEASE, RELEASE_NAMESPACE, chart_refusal, check_hook, hook_config, hook_env,
+                              is_hook, release_template, run, template, template_many)
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import documents
 
@@ -427,8 +427,8 @@ def _configurations():
 
 def _agree(helm, tmp_path, configurations: list) -> list:
     """For each value set: the chart renders the objects where plan renders them (its shape table has the
-    entry), and refuses (its render, else its pre-install check) where plan refuses. The check's env is
-    the settings as written, so its verdict is plan's on them: asserted, then not computed twice."""
+    entry), and refuses (its render, else its pre-install check) where plan refuses. The check reads the
+    settings as written, so its verdict is plan's on them: asserted, then not computed twice."""
     rendered = template_many(helm, [{"settings": settings} for settings in configurations], tmp_path, "kimi", "default")
     refused = []
     for settings, docs in zip(configurations, rendered):
@@ -437,8 +437,8 @@ def _agree(helm, tmp_path, configurations: list) -> list:
         if isinstance(docs, str):  # helm's own error: a `fail` of the chart's few verdicts, or the schema
             assert plan_refuses, (settings, docs)
         else:
-            hook = check_hook(docs)
-            assert hook_env(hook).items() >= environ.items(), settings  # plan's input, as written
+            assert hook_config(docs) == settings  # plan's input, untouched
+            assert hook_env(check_hook(docs))["KIMI_NAME"] == "kimi"
             objects = [d for d in docs if not is_hook(d)]
             # where plan renders, the chart draws the objects; where it does not, only the check refuses
             assert bool(objects) or plan_refuses, (settings, "plan renders; the chart draws no object")

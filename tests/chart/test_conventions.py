@@ -72,7 +72,7 @@ def test_upgrade_keeps_every_name_and_selector(helm, tmp_path):
                            "settings": {**H200["settings"], "image": "registry.example/kimi:v2"}}, tmp_path)
 
     def immutable(objs):
-        return {(o["kind"], o["metadata"]["name"]): json.dumps(o["spec"].get("selector"), sort_keys=True) for o in objs}
+        return {(o["kind"], o["metadata"]["name"]): json.dumps((o.get("spec") or {}).get("selector"), sort_keys=True) for o in objs}
 
     assert immutable(before) == immutable(after)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.chart.helm import ROOT, check_hook, hook_env, is_hook, run, template
+from tests.chart.helm import ROOT, check_hook, hook_config, hook_env, is_hook, run, template
 
 TARGETS = yaml.safe_load((ROOT / "images" / "targets.yaml").read_text())["targets"]
 
@@ -60,12 +60,15 @@ def test_the_kv_helpers_land_on_the_images_architecture(helm, tmp_path):
 def test_the_hook_runs_before_and_without_any_release_object(helm, tmp_path, values):
     """Helm creates the release's objects after its pre-install hooks: the check may mount, run as or read
     none of them. No Namespace renders (the release's namespace exists first: `helm install
-    --create-namespace`), and the hook is the one pre-install hook, a Job that runs to completion."""
+    --create-namespace`); the pre-install hooks are the check, a Job that runs to completion, and the
+    ConfigMap of the settings it reads, created before it (a lower weight; hook_config asserts it)."""
     docs = template(helm, values, tmp_path, "-n", "serving")
     assert "Namespace" not in {d["kind"] for d in docs}
     hooks = [d for d in docs if is_hook(d) and d["metadata"]["annotations"]["helm.sh/hook"] != "test"]
     job = check_hook(docs)
-    assert hooks == [job]
+    assert hook_config(docs) == values["settings"]  # the settings untouched, as written
+    (config,) = [d for d in hooks if d["kind"] == "ConfigMap"]
+    assert sorted(hooks, key=lambda d: d["kind"]) == [config, job]
     notes = job["metadata"]["annotations"]
     assert notes["helm.sh/hook"] == "pre-install,pre-upgrade" and int(notes["helm.sh/hook-weight"]) < 0
     assert set(notes["helm.sh/hook-delete-policy"].split(",")) == {"before-hook-creation", "hook-succeeded"}
@@ -73,7 +76,9 @@ def test_the_hook_runs_before_and_without_any_release_object(helm, tmp_path, val
     pod = job["spec"]["template"]["spec"]
     assert job["spec"]["backoffLimit"] == 0 and pod["restartPolicy"] == "Never"
     assert "serviceAccountName" not in pod and pod["automountServiceAccountToken"] is False
-    assert all(set(v) == {"name", "emptyDir"} for v in pod["volumes"]), pod["volumes"]  # nothing the release makes
+    # nothing the release makes: scratch, and the settings' ConfigMap hook
+    assert all(set(v) == {"name", "emptyDir"} or v.get("configMap") == {"name": config["metadata"]["name"]}
+               for v in pod["volumes"]), pod["volumes"]
     (container,) = pod["containers"]
     assert "envFrom" not in container and all("valueFrom" not in e for e in container["env"])
 
@@ -85,7 +90,8 @@ def test_a_namespace_value_is_refused_with_the_way_out(helm, tmp_path):
 
 
 def test_every_value_plan_reads_reaches_the_hook(helm, tmp_path):
-    """The settings as written and every chart value under its KIMI_* name (facts.json chart_values)."""
+    """The settings as written (its KIMI_CONFIG file) and every chart value under its KIMI_* name
+    (facts.json chart_values)."""
     import json
 
     facts = json.loads((ROOT / "charts" / "kimi-serve" / "files" / "facts.json").read_text())
@@ -95,11 +101,12 @@ def test_every_value_plan_reads_reaches_the_hook(helm, tmp_path):
                               "kvCachePercent": 70, "prometheusUrl": "http://prom.example:9090"},
               "monitoring": {"enabled": True, "sloTtftMs": 1500, "sloItlMs": 80,
                              "scraper": {"namespace": "prom", "podLabels": {"app": "prometheus"}}}}
-    env = hook_env(check_hook(template(helm, values, tmp_path)))
+    docs = template(helm, values, tmp_path)
+    env = hook_env(check_hook(docs))
+    assert hook_config(docs) == values["settings"]
     assert {f"KIMI_{k.upper()}" for k in facts["chart_values"]} <= set(env)
-    assert {k: env[k] for k in ("KIMI_FEATURES", "KIMI_DRAIN_TIMEOUT", "KIMI_PORT", "KIMI_REPLICAS", "KIMI_AUTOSCALING",
-                                "KIMI_MAX_REPLICAS", "KIMI_MONITORING", "KIMI_SCRAPER_NAMESPACE", "KIMI_SCRAPER_LABELS")} == {
-        "KIMI_FEATURES": "-spec_decoding", "KIMI_DRAIN_TIMEOUT": "60", "KIMI_PORT": "8100", "KIMI_REPLICAS": "2",
+    assert {k: env[k] for k in ("KIMI_REPLICAS", "KIMI_AUTOSCALING", "KIMI_MAX_REPLICAS", "KIMI_MONITORING",
+                                "KIMI_SCRAPER_NAMESPACE", "KIMI_SCRAPER_LABELS")} == {"KIMI_REPLICAS": "2",
         "KIMI_AUTOSCALING": "hpa", "KIMI_MAX_REPLICAS": "5", "KIMI_MONITORING": "1", "KIMI_SCRAPER_NAMESPACE": "prom",
         "KIMI_SCRAPER_LABELS": "app=prometheus"}
 

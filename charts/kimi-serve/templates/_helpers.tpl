@@ -101,11 +101,9 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- with $s.image_digest }}{{ $image = printf "%s@%s" (first (splitList "@" $image)) . }}{{ end -}}
 {{- $helmLabels := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" (toString .Chart.AppVersion) -}}
 {{- $o := include "kimi.operate" . | fromJson -}}
-{{- /* what the hook's kimi-serve is given: every setting as the user wrote it (normalised), the names,
-      and the operating values under their KIMI_* names */ -}}
-{{- $judged := list -}}
-{{- range $f.settings }}{{ if and (hasKey $s .name) (not (has .name (list "name" "namespace"))) }}{{ $judged = append $judged (dict "name" .env "value" (include "kimi.envValue" (index $s .name))) }}{{ end }}{{ end -}}
-{{- $judged = concat $judged (list (dict "name" "KIMI_NAME" "value" $name) (dict "name" "KIMI_NAMESPACE" "value" $ns)) -}}
+{{- /* what the hook's kimi-serve is given: the settings untouched, as the user wrote them (a KIMI_CONFIG
+      file: check-job.yaml), the names, and the operating values under their KIMI_* names */ -}}
+{{- $judged := list (dict "name" "KIMI_CONFIG" "value" "/etc/kimi-serve/settings.json") (dict "name" "KIMI_NAME" "value" $name) (dict "name" "KIMI_NAMESPACE" "value" $ns) -}}
 {{- range $k, $path := $f.chart_values -}}
   {{- $value := index $o $k -}}
   {{- if not (kindIs "invalid" $value) }}{{ $judged = append $judged (dict "name" (printf "KIMI_%s" (upper $k)) "value" (include "kimi.envValue" $value)) }}{{ end -}}
