@@ -97,6 +97,7 @@ def _hardware(catalog) -> dict:
         _, pod = _serving_pod(launch, launch.plan.first_engine.role)
         out[hw] = {"image_target": catalog.hardware[hw].image_target, "resources": pod["containers"][0]["resources"]["limits"],
                    "vram_gb": catalog.hardware[hw].vram_gb, "node_selector": pod["nodeSelector"],
+                   "arch_selector": {k8s_pod.ARCH_LABEL: catalog.hardware[hw].arch},
                    "pod_security": pod["securityContext"]}
     return out
 
@@ -207,33 +208,56 @@ def _base(catalog, slug: str, hw: str, offered: list) -> dict:
 
 
 def _load(catalog, slug: str, hw: str, base: dict) -> dict:
-    """Per `load_format|model form` that plan renders (the others: its pre-install check), what the
-    start-up budget is made of (core/compose/loading.py): `per_variant` the margin x the whole checkpoint's
-    load time in s, the budget being max(the floor, the engine's overhead + that / the nodes of the
-    smallest group) in whole health-check intervals; none (`floor`) for KIMI_LOAD_FORMAT=recipe."""
+    """Per `load_format|model form` that plan renders (the others: its pre-install check), per variant,
+    the start-up budget (core/compose/loading.py) by the nodes of the smallest engine group ("1",
+    "2", ..., "rest": the floor every larger group gets), each with the figures the objects carry
+    (the startup probe's failureThreshold, an autoscaled Deployment's progressDeadlineSeconds), so
+    the chart looks them up and computes none. Every format any vLLM release of loaders.yaml accepts,
+    each judged on a release that accepts it (the budget does not depend on the release)."""
     from entrypoint.core.compose import loading
 
     data = loading.load_data()
-    formats = ["recipe", "auto", *sorted({lo.load_format for lo in data.loaders.values() if lo.load_format})]
+    health = catalog.serving.health
+
+    def figures(budget: int) -> dict:
+        return {"budget": budget, "failureThreshold": -(-budget // health.interval_s),
+                "progressDeadline": budget + health.interval_s * health.retries}
+
+    floor = figures(health.start_period_s)
+    releases = list(data.load_formats)
+    formats = {"recipe": None, "auto": None}
+    for release in releases:
+        for fmt in data.load_formats[release]:
+            formats.setdefault(fmt, release)
     out: Dict[str, Any] = {}
-    for fmt in formats:
+    for fmt, release in formats.items():
         for kind, model in MODEL_KINDS.items():
             env = {**base, "KIMI_LOAD_FORMAT": fmt, **({"KIMI_MODEL": model} if model else {})}
             try:
                 launch = _launch(env)
             except KimiError:
-                continue
+                if release is None or "KIMI_VLLM_VERSION" in base:
+                    continue
+                try:  # a format of another release: judged on that release
+                    launch = _launch({**env, "KIMI_VLLM_VERSION": release})
+                except KimiError:
+                    continue
             decision = launch.load
-            if decision is None or decision.setting == loading.RECIPE:
-                out[f"{fmt}|{kind}"] = {"floor": True}
-                continue
-            lid = decision.loader or data.vllm_default
-            per_variant = {}
+            per_variant: Dict[str, Any] = {}
             for vid, var in catalog.recipe.variants.items():
+                if decision is None or decision.setting == loading.RECIPE:
+                    per_variant[vid] = {"rest": floor}
+                    continue
                 size = loading.checkpoint_gb(catalog.recipe.id, vid, var.vram_minimum_gb, data)
-                load_s, _ = loading.expected_load_s(size, lid, decision.storage, None, data)
-                per_variant[vid] = round(data.budget.margin * load_s, 3)
-            out[f"{fmt}|{kind}"] = {"per_variant": per_variant}
+                by_nodes: Dict[str, Any] = {}
+                for nodes in range(1, 257):
+                    budget = loading.startup_budget_s(health.start_period_s, health.interval_s, size / nodes,
+                                                      decision.loader, decision.storage, data)
+                    if budget == health.start_period_s:
+                        break
+                    by_nodes[str(nodes)] = figures(budget)
+                per_variant[vid] = {**by_nodes, "rest": floor}
+            out[f"{fmt}|{kind}"] = per_variant
     return out
 
 
@@ -341,7 +365,7 @@ def _defaults(catalog) -> dict:
             "token": {"dir": dep.TOKEN_DIR, "file": dep.TOKEN_FILE, "key": dep.HF_TOKEN, "path_env": dep.HF_TOKEN_PATH,
                       "mode": 0o440},
             "helper_probes": k8s_pod.helper_probes(single),
-            "skips": k8s_pod.SKIP_REASONS, "cache_size": k8s.CACHE_SIZE, "pss": k8s.PSS_LEVEL,
+            "skips": k8s_pod.SKIP_REASONS, "cache_size": k8s.CACHE_SIZE,
             "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API, "namespace_label": k8s.NAMESPACE_LABEL,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
             "volumes": {"cache": k8s_pod.CACHE_VOLUME, "shm": k8s_pod.SHM_VOLUME, "token": k8s_pod.TOKEN_VOLUME},
@@ -398,16 +422,21 @@ def _intern(recipes: dict) -> list:
     INTERNED keys become indices into the returned list (the chart reads `index tables i`)."""
     tables: list = []
     seen: dict = {}
+
+    def intern(value) -> int:
+        text = json.dumps(value, sort_keys=True)
+        if text not in seen:
+            seen[text] = len(tables)
+            tables.append(value)
+        return seen[text]
+
     for recipe in recipes.values():
         for entry in recipe["hardware"].values():
+            if "load" in entry:  # each format's budgets too: most formats load alike
+                entry["load"] = {key: intern(budgets) for key, budgets in entry["load"].items()}
             for key in INTERNED:
-                if key not in entry:
-                    continue
-                text = json.dumps(entry[key], sort_keys=True)
-                if text not in seen:
-                    seen[text] = len(tables)
-                    tables.append(entry[key])
-                entry[key] = seen[text]
+                if key in entry:
+                    entry[key] = intern(entry[key])
     return tables
 
 
@@ -622,10 +651,8 @@ def values_schema() -> dict:
             "settings": {**obj, "description": "The KIMI_CONFIG file's keys (KIMI_* in lower case, no prefix).",
                          "required": ["hardware"], "properties": settings},
             "replicas": own("replicas"),
-            "createNamespace": {"type": "boolean", "description": "Render the Namespace (Pod Security restricted)."},
-            "image": {**obj, "properties": {"repository": {"type": "string"}, "tag": {"type": "string"},
-                                            "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
-                                            "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}}},
+            # the image itself is settings.image / settings.image_digest (KIMI_IMAGE, plan's): one source
+            "image": {**obj, "properties": {"pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}}},
             "resources": _k8s("ResourceRequirements"),
             "serviceAccount": {**obj, "properties": {"create": {"type": "boolean"}, "name": k8s_name,
                                                      "annotations": string_map, "automount": {"type": "boolean"}}},
@@ -674,6 +701,8 @@ def values_schema() -> dict:
                              "description": "More objects, rendered with the release (tpl): a map or a YAML string."},
             "tests": {**obj, "properties": {"enabled": {"type": "boolean"},
                                             "concurrency": {"type": "integer", "minimum": 1, "maximum": 256}}},
+            # Helm gives a dependency's values its umbrella's `global` (the chart reads none of it): as a subchart
+            "global": {"type": "object", "description": "An umbrella chart's global values (unread)."},
         },
         "definitions": _k8s_definitions(),
     }

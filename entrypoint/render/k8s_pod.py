@@ -30,6 +30,7 @@ SHM_VOLUME = "dshm"
 TOKEN_VOLUME = "hf-token"
 CONTAINER = "kimi-serve"
 DOWNLOAD_CONTAINER = "download"
+ARCH_LABEL = "kubernetes.io/arch"  # the kubelet's own node label
 SKIP_ANNOTATION = "checkov.io/skip{}"  # checkov's own: `CKV_ID=reason` (the reason holds no '=')
 RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 
@@ -193,10 +194,15 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     spec = {"enableServiceLinks": False, "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": grace,
             "securityContext": pod_security(launch, proc), "containers": [container], "volumes": volumes}
+    # every pod on a node that can run the image: the hardware's architecture (recipes/hardware.yaml
+    # `arch`, the image target's platform): the gb200/gb300 images are arm64 only, so a router or a
+    # KV helper (no GPU) must not land on a cluster's amd64 system nodes; a GPU pod also on its product
+    spec["nodeSelector"] = {ARCH_LABEL: hardware(launch).arch}
     if proc.local_gpus:
         spec["initContainers"] = [_download(container)]
         label = brand(launch).k8s_product_label
-        spec["nodeSelector"] = {label: hardware(launch).k8s_product} if label else {}
+        if label:
+            spec["nodeSelector"][label] = hardware(launch).k8s_product
     return spec
 
 

@@ -83,7 +83,8 @@ CHECK_ARGV = ["kimi-serve", "plan", "--format", "k8s", "--check"]
 
 
 def check_hook(docs: list) -> dict:
-    """The chart's pre-install/pre-upgrade check: the one hook Job that runs kimi-serve (asserts there is one)."""
+    """The chart's pre-install/pre-upgrade check: the one hook Job that runs kimi-serve (asserts there is one).
+    Its settings are in the ConfigMap it mounts (hook_config)."""
     jobs = [d for d in docs if d.get("kind") == "Job" and is_hook(d)
             and "pre-install" in d["metadata"]["annotations"]["helm.sh/hook"]
             and "pre-upgrade" in d["metadata"]["annotations"]["helm.sh/hook"]]
@@ -99,17 +100,40 @@ def hook_env(job: dict) -> dict:
     return {e["name"]: str(e["value"]) for e in container["env"]}
 
 
-def hook_verdict(job: dict):
-    """What the hook's `kimi-serve plan --format k8s --check` says of its environment, judged by this
-    checkout's kimi-serve in this process (the same composition the CLI runs): plan's refusal
-    message, or None where it renders."""
+CONFIG_PATH = "/etc/kimi-serve/settings.json"  # where the check reads the settings (KIMI_CONFIG)
+
+
+def hook_config(docs: list) -> dict:
+    """The settings the check reads, as the chart wrote them: the pre-install ConfigMap hook its Job mounts
+    at KIMI_CONFIG's folder, created before the Job (a lower hook weight)."""
+    job = check_hook(docs)
+    spec = job["spec"]["template"]["spec"]
+    assert hook_env(job)["KIMI_CONFIG"] == CONFIG_PATH
+    (mount,) = [m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == CONFIG_PATH.rsplit("/", 1)[0]]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]]
+    notes, job_notes = config["metadata"]["annotations"], job["metadata"]["annotations"]
+    assert notes["helm.sh/hook"] == job_notes["helm.sh/hook"]
+    assert int(notes["helm.sh/hook-weight"]) < int(job_notes["helm.sh/hook-weight"])
+    return json.loads(config["data"][CONFIG_PATH.rsplit("/", 1)[1]])
+
+
+def hook_verdict(docs: list):
+    """What the hook's `kimi-serve plan --format k8s --check` says of its environment and its settings
+    file, judged by this checkout's kimi-serve in this process (the same composition the CLI runs):
+    plan's refusal message, or None where it renders."""
+    import tempfile
+
     from entrypoint.core.base.errors import KimiError
     from tests.deploy.shapes import documents
 
-    try:
-        documents("k8s", hook_env(job))
-    except KimiError as exc:
-        return exc.message
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "settings.json"
+        path.write_text(json.dumps(hook_config(docs)))
+        try:
+            documents("k8s", {**hook_env(check_hook(docs)), "KIMI_CONFIG": str(path)})
+        except KimiError as exc:
+            return exc.message
     return None
 
 
@@ -122,4 +146,19 @@ def chart_refusal(helm: Path, values: dict, tmp: Path, *args: str, release: str 
     done = run(helm, "template", release, str(CHART), "-f", str(path), *args, check=False)
     if done.returncode != 0:
         return done.stderr
-    return hook_verdict(check_hook([d for d in yaml.safe_load_all(done.stdout) if d]))
+    return hook_verdict([d for d in yaml.safe_load_all(done.stdout) if d])
+
+
+
+def template_many(helm: Path, value_sets: list, tmp: Path, release: str = RELEASE,
+                  namespace: str = RELEASE_NAMESPACE) -> list:
+    """`helm template --skip-tests` of each value set: its documents (hooks included, Helm's labels
+    kept), or helm's error where it cannot render. (One run each: an umbrella chart holding the value
+    sets as aliases of this chart renders no faster, measured: the templates' work dominates.)"""
+    out: list = []
+    path = tmp / "values.json"
+    for values in value_sets:
+        path.write_text(json.dumps(values))
+        done = run(helm, "template", release, str(CHART), "-n", namespace, "--skip-tests", "-f", str(path), check=False)
+        out.append(done.stderr.strip() if done.returncode else [d for d in yaml.safe_load_all(done.stdout) if d])
+    return out

@@ -20,7 +20,7 @@ import json
 import os
 
 from entrypoint.core.base.errors import KimiError
-from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, check_hook, hook_verdict, is_hook, run, without_helm
+from tests.chart.helm import RELEASE, RELEASE_NAMESPACE, hook_verdict, is_hook, template_many, without_helm
 from tests.chart.sample import fleet_sample, sample
 from tests.deploy.shapes import documents
 
@@ -62,18 +62,11 @@ def values_of(settings: dict, operate: dict) -> dict:
     return values
 
 
-def _chart(helm, values: dict, tmp_path):
-    """(objects, the check hook Job) of `helm template --skip-tests`, or (None, helm's error)."""
-    path = tmp_path / "values.json"
-    path.write_text(json.dumps(values))
-    done = run(helm, "template", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "--skip-tests", "-f", str(path),
-               check=False)
-    if done.returncode != 0:
-        return None, done.stderr.strip()
-    import yaml
-
-    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
-    return [without_helm(d) for d in docs if not is_hook(d)], check_hook(docs)
+def _charts(helm, value_sets: list, tmp_path) -> list:
+    """Per value set, (objects, every document, the hooks among them) of `helm template --skip-tests`,
+    or (None, helm's error)."""
+    return [(None, docs) if isinstance(docs, str) else ([without_helm(d) for d in docs if not is_hook(d)], docs)
+            for docs in template_many(helm, value_sets, tmp_path)]
 
 
 def _component(obj) -> str:
@@ -87,12 +80,12 @@ def _keyed(objects):
 def _compare(helm, tmp_path, samples, seed, what: str):
     """The rendered fleets and PD fleets; asserts chart and plan agree."""
     disagreements, refused, messages_alike, fleets, pd_fleets, by_hook = [], 0, 0, 0, 0, 0
-    for settings, operate in samples:
+    charts = _charts(helm, [values_of(settings, operate) for settings, operate in samples], tmp_path)
+    for (settings, operate), (charted, rendered) in zip(samples, charts):
         planned, plan_error = _plan(settings, operate, tmp_path)
-        charted, hook = _chart(helm, values_of(settings, operate), tmp_path)
-        chart_error = hook if charted is None else None
+        chart_error = rendered if charted is None else None
         if charted is not None:
-            verdict = hook_verdict(hook)  # the chart's pre-install check: plan's own judgment
+            verdict = hook_verdict(rendered)  # the chart's pre-install check: plan's own judgment
             if verdict is not None:
                 chart_error, by_hook = "the chart's pre-install check refuses: " + verdict, by_hook + 1
             elif plan_error is not None:
@@ -143,3 +136,19 @@ def test_chart_and_plan_agree_on_a_random_sample_of_fleets(helm, tmp_path):
     seed = _seed()
     fleets, pd_fleets = _compare(helm, tmp_path, fleet_sample(seed, FLEET_SIZE), seed, "fleets")
     assert fleets > pd_fleets > 0  # the sample renders fleets and PD fleets, not only refusals
+
+
+# issue 50's drift cases: an autoscaler with a load format other than the recipe's (the start-up budget,
+# its probe, progress deadline and scale-down window), every format vLLM registers; a GB200 fleet; monitoring
+DRIFT = [({"hardware": "h200", "load_format": fmt}, {"autoscaling": engine})
+         for fmt, engine in (("tensorizer", "keda"), ("dummy", "keda"), ("hf", "hpa"), ("pt", "keda"),
+                             ("gguf", "keda"), ("auto", "hpa"), ("runai_streamer", "keda"), ("no_such_format", "keda"))] + [
+    ({"hardware": "h200", "load_format": "safetensors", "model": "/models/kimi"}, {"autoscaling": "keda", "replicas": 2}),
+    ({"hardware": "h100", "strategy": "multi_node_tp", "nodes": 3, "load_format": "dummy"}, {"autoscaling": "keda"}),
+    ({"hardware": "gb200"}, {"replicas": 2, "monitoring": True}),
+    ({"hardware": "cpu", "skip_memory_check": True, "load_format": "dummy"}, {"autoscaling": "keda"}),
+]
+
+
+def test_the_drift_cases_agree(helm, tmp_path):
+    _compare(helm, tmp_path, DRIFT, 0, "issue 50's drift cases")

@@ -10,7 +10,8 @@ import json
 import pytest
 import yaml
 
-from tests.chart.helm import CHART, RELEASE, RELEASE_NAMESPACE, chart_refusal, release_template, run, template
+from tests.chart.helm import (CHART, RELEASE, RELEASE_NAMESPACE, chart_refusal, check_hook, hook_config, hook_env,
+                              is_hook, release_template, run, template, template_many)
 from tests.deploy.k8s_schema import validate
 from tests.deploy.shapes import documents
 
@@ -127,7 +128,7 @@ def _toml(settings: dict) -> str:
 
 def plan_objects(settings: dict, operate: dict, tmp_path) -> list:
     """plan's objects for the settings, named and placed as the release names and places them
-    (settings.name / settings.namespace where set), without the Namespace (createNamespace: false)."""
+    (settings.name / settings.namespace where set), without the Namespace (the release's own)."""
     config = tmp_path / "kimi.toml"
     config.write_text(_toml({"name": RELEASE, "namespace": RELEASE_NAMESPACE, **settings}))
     return [d for d in documents("k8s", {"KIMI_CONFIG": str(config), **operate}) if d["kind"] != "Namespace"]
@@ -351,14 +352,14 @@ def test_the_schema_refuses_bad_names_and_credentials(helm, tmp_path, values, wh
 
 
 def test_chart_values_extend_the_objects(helm, tmp_path):
-    values = {"settings": {"hardware": "h200"}, "createNamespace": False, "nodeSelector": {"pool": "gpu"},
+    values = {"settings": {"hardware": "h200"}, "nodeSelector": {"pool": "gpu"},
               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
               "extraEnv": [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}],
               "persistence": {"size": "2Ti", "storageClassName": "fast"}, "service": {"type": "LoadBalancer"}}
     objects = _keyed(release_template(helm, values, tmp_path))
     assert not [k for k in objects if k[0] == "Namespace"]
     pod = objects[("Deployment", "kimi-k2-5")]["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {"pool": "gpu", "nvidia.com/gpu.product": "NVIDIA-H200"}
+    assert pod["nodeSelector"] == {"pool": "gpu", "kubernetes.io/arch": "amd64", "nvidia.com/gpu.product": "NVIDIA-H200"}
     assert pod["tolerations"] == values["tolerations"]
     assert pod["containers"][0]["env"][-1] == {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}
     assert objects[("PersistentVolumeClaim", "kimi-k2-5-cache")]["spec"] == {
@@ -424,15 +425,31 @@ def _configurations():
             yield {"recipe": slug, "hardware": hw, "strategy": "pd_cluster"}
 
 
+def _agree(helm, tmp_path, configurations: list) -> list:
+    """For each value set: the chart renders the objects where plan renders them (its shape table has the
+    entry), and refuses (its render, else its pre-install check) where plan refuses. The check reads the
+    settings as written, so its verdict is plan's on them: asserted, then not computed twice."""
+    rendered = template_many(helm, [{"settings": settings} for settings in configurations], tmp_path, "kimi", "default")
+    refused = []
+    for settings, docs in zip(configurations, rendered):
+        environ = {f"KIMI_{k.upper()}": str(v) for k, v in settings.items()}
+        plan_refuses = _plan_refuses(environ)
+        if isinstance(docs, str):  # helm's own error: a `fail` of the chart's few verdicts, or the schema
+            assert plan_refuses, (settings, docs)
+        else:
+            assert hook_config(docs) == settings  # plan's input, untouched
+            assert hook_env(check_hook(docs))["KIMI_NAME"] == "kimi"
+            objects = [d for d in docs if not is_hook(d)]
+            # where plan renders, the chart draws the objects; where it does not, only the check refuses
+            assert bool(objects) or plan_refuses, (settings, "plan renders; the chart draws no object")
+        refused.append(plan_refuses)
+    assert any(refused) and not all(refused)  # some fit, some do not
+    return refused
+
+
 def test_chart_refuses_what_the_resolver_refuses_for_every_recipe_hardware_and_variant(helm, tmp_path):
     """The recipe's hardware list, its variants' hardware and memory needs, its GPU floors."""
-    agreed = []
-    for settings in _configurations():
-        environ = {f"KIMI_{k.upper()}": v for k, v in settings.items()}
-        refusal = chart_refusal(helm, {"settings": settings}, tmp_path)
-        assert (refusal is not None) == _plan_refuses(environ), (settings, refusal)
-        agreed.append(refusal is not None)
-    assert any(agreed) and not all(agreed)  # some fit, some do not
+    _agree(helm, tmp_path, list(_configurations()))
 
 
 def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(helm, tmp_path):
@@ -443,12 +460,5 @@ def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(h
     from entrypoint.core.data.recipe import load_catalog
 
     data = load_kv()
-    agreed = []
-    for hw in load_catalog().hardware:
-        for kid in (*data.options, *data.stores):
-            settings = {"hardware": hw, "kv_offload": kid}
-            refusal = chart_refusal(helm, {"settings": settings}, tmp_path)
-            refused = _plan_refuses({f"KIMI_{k.upper()}": v for k, v in settings.items()})
-            assert (refusal is not None) == refused, (settings, refusal)
-            agreed.append(refused)
-    assert any(agreed) and not all(agreed)
+    _agree(helm, tmp_path, [{"hardware": hw, "kv_offload": kid}
+                            for hw in load_catalog().hardware for kid in (*data.options, *data.stores)])

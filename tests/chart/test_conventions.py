@@ -49,7 +49,7 @@ def test_names_labels_and_namespace_come_from_the_release(helm, tmp_path):
     names = lambda objs: {(o["kind"], o["metadata"]["name"]) for o in objs}  # noqa: E731
     assert not names(alpha) & names(beta)  # two releases never collide
     assert {o["metadata"]["namespace"] for o in alpha} == {"serving"}  # the release's namespace
-    assert not [o for o in alpha if o["kind"] == "Namespace"]  # createNamespace defaults to false
+    assert not [o for o in alpha if o["kind"] == "Namespace"]  # the release's namespace exists before its hook runs
     for obj in alpha:
         labels = obj["metadata"]["labels"]
         assert labels["app.kubernetes.io/instance"] == "alpha" and labels["app.kubernetes.io/managed-by"] == "Helm"
@@ -57,11 +57,8 @@ def test_names_labels_and_namespace_come_from_the_release(helm, tmp_path):
     deployment = _one(alpha, "Deployment", "alpha")
     assert not set(HELM_LABELS) & set(deployment["spec"]["selector"]["matchLabels"])  # selectors stay upgrade-safe
     assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/instance"] == "alpha"
-    named = _render(helm, {"settings": {"hardware": "h200", "name": "kimi-a", "namespace": "llm"},
-                           "createNamespace": True}, tmp_path, "alpha")
-    assert {o["metadata"].get("namespace") for o in named if o["kind"] != "Namespace"} == {"llm"}
-    ns = _one(named, "Namespace")
-    assert ns["metadata"]["name"] == "llm" and ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    named = _render(helm, {"settings": {"hardware": "h200", "name": "kimi-a", "namespace": "llm"}}, tmp_path, "alpha")
+    assert {o["metadata"].get("namespace") for o in named} == {"llm"}
     assert _one(named, "Deployment")["metadata"]["name"] == "kimi-a"
     refusal = chart_refusal(helm, H200, tmp_path, release="kimi.bad")  # plan's judgment of KIMI_NAME (the hook)
     assert refusal is not None and "KIMI_NAME" in refusal, refusal
@@ -72,16 +69,16 @@ def test_upgrade_keeps_every_name_and_selector(helm, tmp_path):
     the same release whatever chart values change around it."""
     before = _render(helm, H200, tmp_path)
     after = _render(helm, {**H200, "podLabels": {"team": "llm"}, "podAnnotations": {"a": "b"},
-                           "image": {"repository": "registry.example/kimi", "tag": "v2"}}, tmp_path)
+                           "settings": {**H200["settings"], "image": "registry.example/kimi:v2"}}, tmp_path)
 
     def immutable(objs):
-        return {(o["kind"], o["metadata"]["name"]): json.dumps(o["spec"].get("selector"), sort_keys=True) for o in objs}
+        return {(o["kind"], o["metadata"]["name"]): json.dumps((o.get("spec") or {}).get("selector"), sort_keys=True) for o in objs}
 
     assert immutable(before) == immutable(after)
 
 
 def test_image_resources_service_account_and_pod_labels(helm, tmp_path):
-    values = {**H200, "image": {"repository": "registry.example/kimi", "tag": "v1", "pullPolicy": "IfNotPresent"},
+    values = {"settings": {**H200["settings"], "image": "registry.example/kimi:v1"}, "image": {"pullPolicy": "IfNotPresent"},
               "resources": {"limits": {"cpu": "64", "memory": "900Gi"}, "requests": {"cpu": "64", "memory": "900Gi"}},
               "serviceAccount": {"create": True, "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/k"}},
               "podLabels": {"team": "llm"}}
@@ -96,8 +93,11 @@ def test_image_resources_service_account_and_pod_labels(helm, tmp_path):
     assert sa["metadata"]["annotations"] == values["serviceAccount"]["annotations"]
     assert pod["metadata"]["labels"]["team"] == "llm"
     digest = "sha256:" + "cd" * 32
-    pinned = _pod(_render(helm, {**H200, "image": {"repository": "r.example/kimi", "digest": digest}}, tmp_path))
-    assert pinned["spec"]["containers"][0]["image"] == f"r.example/kimi@{digest}"
+    pinned = _pod(_render(helm, {"settings": {**H200["settings"], "image": "r.example/kimi:v1", "image_digest": digest}},
+                          tmp_path))
+    assert pinned["spec"]["containers"][0]["image"] == f"r.example/kimi:v1@{digest}"  # as plan pins it
+    # one source: the image is the settings' (the hook judges it as plan does), no second spelling
+    assert "repository" in _refused(helm, {**H200, "image": {"repository": "r.example/kimi", "tag": "v1"}}, tmp_path)
     assert "GPUs of a pod are the plan's" in _refused(helm, {**H200, "resources": {"limits": {"nvidia.com/gpu": "4"}}},
                                                       tmp_path)
 
@@ -232,6 +232,7 @@ def test_the_schema_refuses_typos_inside_kubernetes_types(helm, tmp_path, values
 
 CASES = {
     "single": H200,
+    "fleet-gb200": {"settings": {"hardware": "gb200"}, "replicas": 2},  # arm64 only: every pod, the hook too, selects it
     "multi": {"settings": {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2}},
     "tp_dp": {"settings": {"recipe": "kimi-k3", "hardware": "gb300", "strategy": "multi_node_tp_dp", "nodes": 4}},
     "pd": {"settings": {"hardware": "h200", "strategy": "pd_cluster", "prefill_nodes": 2, "decode_nodes": 1,
@@ -251,7 +252,7 @@ CASES = {
                               "prefill_parallelism": "tp"}, "replicas": 2},
 }
 EVERYTHING = {"monitoring": {"enabled": True}, "serviceAccount": {"create": True},
-              "ingress": {"enabled": True, "hosts": [{"host": "kimi.example.com"}]}, "createNamespace": True,
+              "ingress": {"enabled": True, "hosts": [{"host": "kimi.example.com"}]},
               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
 
 
@@ -264,7 +265,8 @@ def test_every_object_validates_strictly_and_every_scrape_target_is_reachable(he
     objects = _render(helm, {**CASES[case], **EVERYTHING, **scaled}, tmp_path)
     newest = kubernetes_validate.utils.latest_version()
     core = ("Namespace", "Deployment", "StatefulSet", "Service", "PersistentVolumeClaim", "NetworkPolicy", "ConfigMap",
-            "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceAccount", "Ingress", "Pod", "Role", "RoleBinding")
+            "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceAccount", "Ingress", "Pod", "Role", "RoleBinding",
+            "Job")  # the hook: its nodeSelector, ordering annotations, Pod Security fields
     for obj in objects:
         if obj["kind"] in core:
             for version in ("1.30.0", newest):

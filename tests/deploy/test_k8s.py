@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import subprocess
 import sys
 
@@ -17,6 +18,13 @@ from tests.deploy.shapes import K8S, documents, launch_for
 
 SECRET = "hf_do_not_render_me_123"
 
+
+
+def _platform_arch(hardware: str) -> str:
+    """The architecture of the image that serves this hardware: its target's platform (images/targets.yaml)."""
+    targets = yaml.safe_load((Path(__file__).resolve().parents[2] / "images" / "targets.yaml").read_text())["targets"]
+    (platform,) = {t["platform"] for t in targets.values() if hardware in t.get("serves", [t.get("hardware")])}
+    return platform.split("/")[1]
 
 def _pod_specs(doc: dict):
     if doc["kind"] not in ("Deployment", "StatefulSet", "LeaderWorkerSet"):
@@ -60,8 +68,11 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
     text = "".join(k8s.render(k8s_launch(environ)).values())
     assert SECRET not in text
     brand = load_catalog().hardware[K8S[case]["KIMI_HARDWARE"]].brand
+    arch = _platform_arch(K8S[case]["KIMI_HARDWARE"])
     for doc in documents("k8s", environ):
         for pod in _pod_specs(doc):
+            # every pod (a router, a KV helper too) on a node of its image's platform (images/targets.yaml)
+            assert pod["nodeSelector"]["kubernetes.io/arch"] == arch
             assert pod["enableServiceLinks"] is False  # a Service named kimi would set KIMI_PORT=tcp://...
             container, *companions = pod["containers"]
             for side in companions:  # LMCache's server beside the engine: the same image, its own role
@@ -100,7 +111,7 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
             assert {m["mountPath"]: m["name"] for m in init["volumeMounts"]} == {**scratch, "/cache": k8s_pod.CACHE_VOLUME}
             gpus = resources["limits"][GPU_RESOURCE[brand]]
             assert int(gpus) >= 1
-            assert pod["nodeSelector"] == {PRODUCT_LABEL[brand]: PRODUCT[K8S[case]["KIMI_HARDWARE"]]}
+            assert pod["nodeSelector"] == {"kubernetes.io/arch": arch, PRODUCT_LABEL[brand]: PRODUCT[K8S[case]["KIMI_HARDWARE"]]}
             shm = next(v for v in pod["volumes"] if v["name"] == k8s_pod.SHM_VOLUME)
             assert shm["emptyDir"]["medium"] == "Memory"
             sockets = {"/run/weight-cache": k8s_pod.SOCKET_VOLUME} if sidecars else {}

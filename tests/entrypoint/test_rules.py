@@ -277,3 +277,18 @@ def test_toml_file_below_environment(tmp_path):
     with pytest.raises(KimiError) as info:
         build({"KIMI_CONFIG": str(cfg)})
     assert "hardware" in info.value.message
+
+
+def test_json_file_is_read_as_the_toml_one(tmp_path):
+    """A .json KIMI_CONFIG (the Helm chart's settings, rendered by toJson): the same keys and verdicts."""
+    cfg = tmp_path / "settings.json"
+    cfg.write_text('{"hardware": "mi300x", "variant": "default", "features": ["reasoning"], "nodes": 1}')
+    p = plan({"KIMI_CONFIG": str(cfg)})
+    assert p.hardware == "mi300x" and p.features == ("reasoning",)
+    assert plan({"KIMI_CONFIG": str(cfg), "KIMI_HARDWARE": "h200"}).hardware == "h200"
+    for text, why in (('{"hardware": "mi300x"', "not valid JSON"), ('["hardware"]', "not a JSON object"),
+                      ('{"hardware": null}', "no null"), ('{"hardwre": "mi300x"}', "hardware")):
+        cfg.write_text(text)
+        with pytest.raises(KimiError) as info:
+            build({"KIMI_CONFIG": str(cfg)})
+        assert why in info.value.message and "\n" not in info.value.message, text

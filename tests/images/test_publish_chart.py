@@ -98,5 +98,5 @@ def test_the_pushed_chart_renders_with_the_real_helm(pushed):
                           env={"PATH": "/usr/bin:/bin", "HOME": str(pushed["tmp"] / "home")})
     assert done.returncode == 0, done.stderr[-3000:]
     kinds = {d["kind"] for d in yaml.safe_load_all(done.stdout) if d}
-    # (no Namespace: the release's own, createNamespace defaults to false, as Helm users expect)
+    # (no Namespace: the release's own, which exists before the chart's pre-install check runs in it)
     assert {"Deployment", "Service", "NetworkPolicy", "PersistentVolumeClaim"} <= kinds and "Namespace" not in kinds

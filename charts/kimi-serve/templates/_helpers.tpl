@@ -67,6 +67,12 @@ shell line. Judging them is plan's (the hook). */}}
 {{/* kimi.ctx: the deployment the settings draw: names, groups of processes, env; {"ok": false} (with the
 names, the image and the hook's env) where the shape table has no entry for them */}}
 {{- define "kimi.ctx" -}}
+{{- /* drawn once per render: every template includes it, each gets its own copy (fromJson) */ -}}
+{{- if not (hasKey . "kimiCtx") }}{{ $_ := set . "kimiCtx" (include "kimi.draw" .) }}{{ end -}}
+{{- .kimiCtx -}}
+{{- end -}}
+
+{{- define "kimi.draw" -}}
 {{- $f := .Files.Get "files/facts.json" | fromJson -}}
 {{- $d := $f.defaults -}}
 {{- $s := include "kimi.settings" . | fromJson -}}
@@ -79,7 +85,7 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- fail (printf "settings.hardware=%s: this chart renders the GPU targets (%s); a %s deployment is sized by its node's settings (KIMI_CPU_RANKS, KIMI_CPU_MEMORY_GB): render it with `KIMI_HARDWARE=%s kimi-serve plan --format k8s` (docs/shapes.md)" $hw (join ", " (keys $f.hardware | sortAlpha)) $hw $hw) -}}
 {{- end -}}
 {{- $hwf := index $f.hardware $hw | default dict -}}
-{{- /* the image: settings.image (KIMI_IMAGE), else image.repository with image.tag or image.digest, else the
+{{- /* the image, from one source (plan's, judged by the hook): settings.image (KIMI_IMAGE), else the
       hardware's published image built on the release (<vllm>-<target>, where one is built: else the hook's
       kimi-serve, on the default release's image, refuses); settings.image_digest pins it (render/deployment.image) */ -}}
 {{- $slug := $s.recipe | default $f.default_recipe -}}
@@ -92,27 +98,18 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $tag := printf "%s-%s" (ternary $vllm $dv $built) $target -}}
 {{- $image := $s.image | default (printf "%s:%s%s" $fi.repository $tag (ternary (printf "@%s" (index $fi.digests $tag | default "")) "" (and (hasKey $fi.digests $tag) (not $s.image_digest)))) -}}
 {{- $iv := $v.image | default dict -}}
-{{- if $iv.repository -}}
-  {{- if and (not $iv.tag) (not $iv.digest) }}{{ fail "image.repository needs image.tag or image.digest (sha256:...)" }}{{ end -}}
-  {{- if $s.image }}{{ fail "settings.image and image.repository both name the image: keep one" }}{{ end -}}
-  {{- $image = printf "%s%s%s" $iv.repository (ternary (printf ":%s" $iv.tag) "" (not (empty $iv.tag))) (ternary (printf "@%s" $iv.digest) "" (not (empty $iv.digest))) -}}
-{{- else if or $iv.tag $iv.digest -}}
-  {{- fail "image.tag / image.digest need image.repository" -}}
-{{- end -}}
 {{- with $s.image_digest }}{{ $image = printf "%s@%s" (first (splitList "@" $image)) . }}{{ end -}}
 {{- $helmLabels := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" (toString .Chart.AppVersion) -}}
 {{- $o := include "kimi.operate" . | fromJson -}}
-{{- /* what the hook's kimi-serve is given: every setting as the user wrote it (normalised), the names,
-      and the operating values under their KIMI_* names */ -}}
-{{- $judged := list -}}
-{{- range $f.settings }}{{ if and (hasKey $s .name) (not (has .name (list "name" "namespace"))) }}{{ $judged = append $judged (dict "name" .env "value" (include "kimi.envValue" (index $s .name))) }}{{ end }}{{ end -}}
-{{- $judged = concat $judged (list (dict "name" "KIMI_NAME" "value" $name) (dict "name" "KIMI_NAMESPACE" "value" $ns)) -}}
+{{- /* what the hook's kimi-serve is given: the settings untouched, as the user wrote them (a KIMI_CONFIG
+      file: check-job.yaml), the names, and the operating values under their KIMI_* names */ -}}
+{{- $judged := list (dict "name" "KIMI_CONFIG" "value" "/etc/kimi-serve/settings.json") (dict "name" "KIMI_NAME" "value" $name) (dict "name" "KIMI_NAMESPACE" "value" $ns) -}}
 {{- range $k, $path := $f.chart_values -}}
   {{- $value := index $o $k -}}
   {{- if not (kindIs "invalid" $value) }}{{ $judged = append $judged (dict "name" (printf "KIMI_%s" (upper $k)) "value" (include "kimi.envValue" $value)) }}{{ end -}}
 {{- end -}}
 {{- $base := dict "ok" false "name" $name "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
-      "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict -}}
+      "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict "archSelector" ($hwf.arch_selector | default dict) -}}
 {{- /* the shape table's entry for the settings: recipe x hardware, strategy, variant, KV choice */ -}}
 {{- $rhw := index ($r.hardware | default dict) $hw | default dict -}}
 {{- $nodes := int (hasKey $s "nodes" | ternary $s.nodes 1) -}}
@@ -124,7 +121,7 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- /* KIMI_PRELOAD: `vllm preload` beside a single-node engine, its health path the release's */ -}}
 {{- $release := $vllm -}}
 {{- $preload := and (eq (toString $s.preload) "true") (hasKey $f.preload.health_paths $release) -}}
-{{- if not (and (or $s.image $iv.repository $built) (or (not $s.preload) $preload) $hwf $rhw (has $sid (ternary (index $f.tables (int ($rhw.strategies | default 0))) list (hasKey $rhw "strategies"))) (has $vid ($r.variants | default list)) (or (not $kid) $kvs (hasKey $f.kv.options $kid))) -}}
+{{- if not (and (or $s.image $built) (or (not $s.preload) $preload) $hwf $rhw (has $sid (ternary (index $f.tables (int ($rhw.strategies | default 0))) list (hasKey $rhw "strategies"))) (has $vid ($r.variants | default list)) (or (not $kid) $kvs (hasKey $f.kv.options $kid))) -}}
 {{- toJson $base -}}
 {{- else -}}
 {{- $st := index $r.strategies $sid -}}
@@ -240,22 +237,17 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- $pdFleet = dict "terms" $pdTerms "grouped" $grouped -}}
 {{- end -}}
 
-{{- /* the start-up budget (core/compose/loading.py): the floor, or the load of the checkpoint by its format and form,
-      over the nodes of the smallest group */ -}}
+{{- /* the start-up budget (core/compose/loading.py), looked up: per load format and model form, per variant,
+      by the nodes of the smallest engine group (the table's "rest": the floor), with the figures it gives */ -}}
 {{- $model := toString ($s.model | default "") -}}
 {{- $form := "hub" -}}
 {{- if or (hasPrefix "s3://" $model) (hasPrefix "gs://" $model) }}{{ $form = "object" }}{{ else if hasPrefix "/" $model }}{{ $form = "path" }}{{ end -}}
-{{- $h := $f.monitoring.health -}}
-{{- $budget := int $h.start_period_s -}}
-{{- with index (index $f.tables (int $rhw.load)) (printf "%s|%s" $lf $form) -}}
-  {{- with .per_variant -}}
-    {{- $least := 0 -}}
-    {{- range $g := $groups }}{{ if (first $g.procs).gpu }}{{ if or (eq $least 0) (lt (len $g.procs) $least) }}{{ $least = len $g.procs }}{{ end }}{{ end }}{{ end -}}
-    {{- $want := addf $f.loading.engine_overhead_s (divf (index . $vid | default 0) (max $least 1)) -}}
-    {{- $whole := int (addf $want 0.999) -}}
-    {{- $budget = mul (int (ceil (divf (max $budget $whole) $h.interval_s))) (int $h.interval_s) -}}
-  {{- end -}}
-{{- end -}}
+{{- $least := "" -}}
+{{- range $g := $groups }}{{ if (first $g.procs).gpu }}{{ if or (not $least) (lt (len $g.procs) (atoi $least)) }}{{ $least = toString (len $g.procs) }}{{ end }}{{ end }}{{ end -}}
+{{- $byFormat := index (index $f.tables (int $rhw.load)) (printf "%s|%s" $lf $form) -}}
+{{- $byNodes := dict -}}
+{{- if not (kindIs "invalid" $byFormat) }}{{ $byNodes = index (index $f.tables (int $byFormat)) $vid | default dict }}{{ end -}}
+{{- $budget := index $byNodes $least | default $byNodes.rest -}}
 {{- /* the fleet (render/k8s_fleet.py, render/gateway.py): the router or the Gateway's pool in front of the copies */ -}}
 {{- $fleetOut := dict -}}
 {{- if $fleet -}}
@@ -315,6 +307,9 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $hf := $v.hfToken | default dict -}}
 {{- $engineResources := dict -}}
 {{- with $rhw.engine_resources }}{{ $engineResources = index (index (index $f.tables (int .)) $vid | default dict) $sid | default dict }}{{ end -}}
+{{- if not $budget -}}
+{{- toJson $base -}}
+{{- else -}}
 {{- $out := merge (dict "ok" true "engineResources" $engineResources "drain" $drain "strategy" $sid "shape" $st.shape "budget" $budget
       "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
       "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
@@ -324,6 +319,7 @@ names, the image and the hook's env) where the shape table has no entry for them
       "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) "fleet" $fleetOut
       "preload" (ternary (dict "path" (index $f.preload.health_paths $release) "gpusEnv" (index $f.preload.gpus_env $hw)) dict $preload)) $base -}}
 {{- toJson $out -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -365,8 +361,7 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- $probes := deepCopy $d.probes -}}
 {{- $ready := $probes.readinessProbe.exec -}}
 {{- $_ := set $ready "command" (concat $ready.command (list "--port" (toString (index . 3)))) -}}
-{{- $h := (index . 0).monitoring.health -}}
-{{- $_ := set $probes.startupProbe "failureThreshold" (int (ceil (divf $c.budget $h.interval_s))) -}}
+{{- $_ := set $probes.startupProbe "failureThreshold" $c.budget.failureThreshold -}}
 {{- range $k, $user := ($v.probes | default dict) -}}
   {{- $key := printf "%sProbe" $k -}}
   {{- $_ := set $probes $key (merge (deepCopy $user) (index $probes $key)) -}}
@@ -515,6 +510,9 @@ launch), each overlaid with the chart's `probes` values */}}
   {{- end -}}
   {{- $_ := set $spec "nodeSelector" (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) -}}
   {{- range $k := list "runtimeClassName" "priorityClassName" "schedulerName" }}{{ with index $v $k }}{{ $_ := set $spec $k . }}{{ end }}{{ end -}}
+{{- else -}}
+  {{- /* a pod without GPUs (the router, a KV helper) on a node of the image's architecture (k8s_pod.pod_spec) */ -}}
+  {{- $_ := set $spec "nodeSelector" (deepCopy $c.archSelector) -}}
 {{- end -}}
 {{- range $k, $x := $d.pod_extra }}{{ $_ := set $spec $k (deepCopy $x) }}{{ end -}}
 {{- with $v.tolerations }}{{ $_ := set $spec "tolerations" . }}{{ end -}}

@@ -57,13 +57,13 @@ it is given (their maps are shared), as autoscaling.apply does.
     {{- if not (or (has $component $gpuRoles) (eq $component "router")) -}}
     {{- else if eq .kind "Deployment" -}}
       {{- $_ := set .spec "strategy" (dict "type" "RollingUpdate" "rollingUpdate" (deepCopy $surge)) -}}
-      {{- $_ := set .spec "progressDeadlineSeconds" (add $c.budget (mul $m.health.interval_s $m.health.retries)) -}}
+      {{- $_ := set .spec "progressDeadlineSeconds" $c.budget.progressDeadline -}}
       {{- $_ := set .spec.template.spec "topologySpreadConstraints" (list (dict "maxSkew" 1 "topologyKey" "topology.kubernetes.io/zone" "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" (dict "matchLabels" (deepCopy .spec.selector.matchLabels)))) -}}
     {{- else if eq .kind "LeaderWorkerSet" -}}
       {{- $_ := set .spec "rolloutStrategy" (dict "type" "RollingUpdate" "rollingUpdateConfiguration" (deepCopy $surge)) -}}
     {{- end -}}
   {{- end -}}
-  {{- $budget := int $c.budget -}}
+  {{- $budget := $c.budget.budget -}}
   {{- $behavior := dict "scaleDown" (dict "stabilizationWindowSeconds" $budget "policies" (list (dict "type" "Pods" "value" 1 "periodSeconds" $budget)))
         "scaleUp" (dict "stabilizationWindowSeconds" 0 "policies" (list (dict "type" "Pods" "value" 1 "periodSeconds" 60))) -}}
   {{- $scalers := list -}}{{- $pdbs := list -}}

@@ -2,7 +2,8 @@
 default and help: the KIMI_* settings, and the variables others set that it reads (a
 LeaderWorkerSet's LWS_*, Slurm's SLURM_*, the GPU visibility and hub variables).
 
-Precedence (lowest to highest): built-in defaults < the TOML file named by KIMI_CONFIG (keys in
+Precedence (lowest to highest): built-in defaults < the TOML file named by KIMI_CONFIG (a `.json`
+file: the same keys in JSON; keys in
 lower case without the prefix; KIMI_* settings only) < the environment. Container arguments are
 vLLM arguments and come after KIMI_EXTRA_ARGS. Each setting is declared once, as an attribute of
 `Settings` (`text`, `number`, `choice`, `flag`, `items`, `spec`: its type follows from the kind and
@@ -346,7 +347,7 @@ class Settings:
       "CUDA version of the image's base (set by the image; a recipe's `min_stack` is checked against it).")
     image_rocm = text(None, "baked in at build (ROCm images)",
       "ROCm version of the image's base (set by the image; a recipe's `min_stack` is checked against it).")
-    config = text(None, "none", "Path of a TOML file with the same keys in lower case, without the prefix.")
+    config = text(None, "none", "Path of a TOML file (or a .json file: JSON) with the same keys in lower case, without the prefix.")
     platform = text(None, "detected from the platform's own variables (and SageMaker's `serve` argument)",
       "Cloud container platform whose contract the container follows: sagemaker, vertex, azureml, skypilot, or "
       "`none` (docs/cloud.md).")
@@ -573,6 +574,19 @@ def _depth(value: Any, level: int = 1) -> int:
     return level
 
 
+def _json_table(path: str, text: str) -> dict:
+    import json  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
+
+    try:
+        table = json.loads(text)
+    except ValueError as exc:
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not valid JSON: {exc}.") from None
+    if not isinstance(table, dict) or None in table.values():
+        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not a JSON object of settings (strings, numbers, "
+                        "booleans or lists of strings; no null).")
+    return table
+
+
 def _read_file(path: str) -> dict:
     if sys.version_info >= (3, 11):
         import tomllib as _toml  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
@@ -592,7 +606,8 @@ def _read_file(path: str) -> dict:
         raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not UTF-8 text (byte {exc.start}): TOML files are "
                         "UTF-8.") from None
     try:
-        table = _toml.loads(text)
+        # a .json file: the same keys as JSON (the Helm chart writes its settings value so, as given)
+        table = _json_table(path, text) if path.endswith(".json") else _toml.loads(text)
     except _toml.TOMLDecodeError as exc:
         raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not valid TOML: {exc}.") from None
     except RecursionError:
