@@ -55,7 +55,7 @@ if str(ROOT) not in sys.path:
 # xdist group: one worker runs the lane's tests one after another), and the rest spread over the
 # other workers. Three lanes, which share no port, engine, image, registry or venv install, so they
 # run beside one another (scripts/test.sh gives them a worker each and one more for the rest):
-SERIAL_MARKERS = ("docker", "vllm", "serial", "slow")
+SERIAL_MARKERS = ("docker", "vllm", "serial")
 # - `live`: the live shapes and every test that runs a real fleet router. They bind the recipes'
 #   well-known ports on their own loopback hosts (127.0.1.x: 8000-8002, NIXL's side channel) and the
 #   fleet router's metrics port (29000, on every address), which nothing in another lane binds (the

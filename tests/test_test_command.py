@@ -29,6 +29,7 @@ def test_each_of_the_readmes_two_commands_says_how_long_it_takes():
     assert re.search(r"Time: about \d+ minutes on 2 cores \(measured from a\sfresh clone", before_tests), before_tests
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 and not shutil.which("sudo"), reason="scripts/test.sh sets up the host as root")
 def test_the_command_passes_pytests_status_and_summary_through():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_DOCKERD", "PYTEST_"))}
@@ -86,6 +87,7 @@ def test_a_shared_resource_test_runs_in_a_lane(request):
     assert request.node.nodeid.endswith("@tools"), request.node.nodeid
 
 
+@pytest.mark.slow
 def test_the_demo_ends_with_what_it_ran_and_three_next_things_that_work(tmp_path):
     """Issue 40 (a newcomer's path): the demo's last step prints one block of what it ran and the
     next three things to try, and each of those commands works as printed."""

@@ -52,6 +52,7 @@ def test_the_package_init_holds_nothing():
     assert [type(n).__name__ for n in tree.body] == ["Expr"]  # its docstring alone
 
 
+@pytest.mark.slow
 def test_code_imports_a_per_command_module_not_the_package():
     """`from entrypoint.app import build` would need the package to re-export it: everything
     names the module it takes from (entrypoint.app.launch, .deploy, ...), and that module exists."""

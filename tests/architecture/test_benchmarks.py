@@ -42,6 +42,7 @@ def helps() -> dict:
         return dict(zip(MAINS, pool.map(run, MAINS)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", MAINS, ids=lambda p: p.name)
 def test_each_script_answers_help(helps, script):
     done = helps[script]

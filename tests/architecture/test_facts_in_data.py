@@ -52,6 +52,7 @@ def _findings(paths, words) -> list:
     return found
 
 
+@pytest.mark.slow
 def test_no_hardware_literal_in_python():
     found = _findings(CODE, _hardware_words())
     assert not found, "hardware facts belong in recipes/*.yaml:\n" + "\n".join(found)
@@ -70,6 +71,7 @@ def _model_words() -> set:
     return {w.lower() for w in words}
 
 
+@pytest.mark.slow
 def test_no_model_or_parser_literal_in_python():
     """A recipe is data: no code names a model, a recipe or a parser (verify's expectations too
     come from the recipe: entrypoint/verify/checks.py ChatFacts.of)."""

@@ -41,6 +41,7 @@ def test_ruff_reports_a_planted_defect(tmp_path):
 
 
 @pytest.mark.slow  # a cold cache: 8-16 s on two shared cores (1 s warm)
+@pytest.mark.serial  # mypy's cache (.mypy_cache), shared with the next
 def test_mypy_finds_nothing():
     run = _run(_tool("mypy"))
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
@@ -48,6 +49,7 @@ def test_mypy_finds_nothing():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # mypy's cache
 def test_mypy_types_a_setting(tmp_path):
     """mypy sees each setting's own type (KIMI_NODES is an int, never None): a str read of it fails."""
     planted = tmp_path / "planted.py"

@@ -55,6 +55,7 @@ def test_the_new_id_is_unknown_to_the_real_data():
     assert NEW_ID not in yaml.safe_load((ROOT / "recipes" / "hardware.yaml").read_text())["hardware"]
 
 
+@pytest.mark.slow
 def test_print_and_plan_in_every_format(recipes, tmp_path):
     out = kimi(recipes, "print", "--format", "json", KIMI_HARDWARE=NEW_ID)
     assert out.returncode == 0, out.stderr

@@ -66,6 +66,7 @@ def test_the_new_recipe_is_unknown_to_the_real_data():
     assert out.returncode == 2 and "KIMI_RECIPE='kimi-k9' is not known" in out.stderr and "kimi-k3" in out.stderr
 
 
+@pytest.mark.slow
 def test_print_plan_and_batch(recipes, tmp_path):
     out = kimi(recipes, "print", "--format", "json", KIMI_HARDWARE=NEW_ID)
     assert out.returncode == 0, out.stderr

@@ -71,6 +71,7 @@ def _source_copy(dest: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # pip's build isolation beside the other tool installs
 def test_the_sdist_and_wheel_build_without_a_warning_and_ship_every_recipe_file(tmp_path):
     """`python -m build` (sdist, then the wheel from the sdist, in an isolated environment with
     build-system.requires) prints no warning, and the wheel holds every recipe data file."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from entrypoint.core.base.errors import KimiError
 from tests.chart.helm import RELEASE, RELEASE_NAMESPACE, hook_verdict, is_hook, template_many, without_helm
 from tests.chart.sample import fleet_sample, sample
@@ -123,11 +125,13 @@ def _seed() -> int:
     return int(os.environ.get("KIMI_CHART_SEED", "0")) or SEED
 
 
+@pytest.mark.slow
 def test_chart_and_plan_agree_on_a_random_sample(helm, tmp_path):
     seed = _seed()
     _compare(helm, tmp_path, sample(seed, SIZE), seed, "any settings")
 
 
+@pytest.mark.slow
 def test_chart_and_plan_agree_on_a_random_sample_of_fleets(helm, tmp_path):
     """Fleets (docs/fleet.md): copies of every strategy behind vllm-router, a Gateway or a plain
     Service, with router policies and ports, monitoring and autoscalers, and what plan refuses in a
@@ -150,5 +154,6 @@ DRIFT = [({"hardware": "h200", "load_format": fmt}, {"autoscaling": engine})
 ]
 
 
+@pytest.mark.slow
 def test_the_drift_cases_agree(helm, tmp_path):
     _compare(helm, tmp_path, DRIFT, 0, "issue 50's drift cases")

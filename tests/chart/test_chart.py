@@ -154,6 +154,7 @@ def _keyed(objects: list) -> dict:
     return keyed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_chart_renders_the_objects_plan_renders(helm, case, tmp_path):
     settings, operate, values = CASES[case]
@@ -163,6 +164,7 @@ def test_chart_renders_the_objects_plan_renders(helm, case, tmp_path):
         assert charted[key] == obj, f"{key} differs:\n" + "\n".join(_diff(charted[key], obj)[:20])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_chart_object_validates(helm, case, tmp_path):
     settings, _, values = CASES[case]
@@ -183,6 +185,7 @@ def test_lint_strict_is_clean_for_every_shape(helm, values):
     assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_the_example_values_cover_every_shape(helm, tmp_path):
     kinds = set()
     for values in sorted((CHART / "ci").glob("*-values.yaml")):
@@ -367,6 +370,7 @@ def test_chart_values_extend_the_objects(helm, tmp_path):
     assert objects[("Service", "kimi-k2-5-api")]["spec"]["type"] == "LoadBalancer"
 
 
+@pytest.mark.slow
 def test_generated_files_are_current():
     from buildsys import chart
 
@@ -447,11 +451,13 @@ def _agree(helm, tmp_path, configurations: list) -> list:
     return refused
 
 
+@pytest.mark.slow
 def test_chart_refuses_what_the_resolver_refuses_for_every_recipe_hardware_and_variant(helm, tmp_path):
     """The recipe's hardware list, its variants' hardware and memory needs, its GPU floors."""
     _agree(helm, tmp_path, list(_configurations()))
 
 
+@pytest.mark.slow
 def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(helm, tmp_path):
     """Each KV choice (docs/kv-cache.md) of the default recipe on every hardware, its default
     strategy: the chart renders it where plan does (a KV store's objects, LMCache's sidecar) and

@@ -256,6 +256,7 @@ EVERYTHING = {"monitoring": {"enabled": True}, "serviceAccount": {"create": True
               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_object_validates_strictly_and_every_scrape_target_is_reachable(helm, tmp_path, case):
     import kubernetes_validate

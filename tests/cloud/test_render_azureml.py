@@ -19,6 +19,7 @@ def loaded(aml, env, tmp_path):
             aml.load_online_deployment(tmp_path / "azureml-deployment.yml"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hw,instance", [("h200", "Standard_ND96isr_H200_v5"), ("mi300x", "Standard_ND96isr_MI300X_v5")])
 def test_deployment_loads_with_the_hardware_instance_routes_and_probes(aml, tmp_path, hw, instance):
     endpoint, deployment = loaded(aml, {"KIMI_HARDWARE": hw}, tmp_path)

@@ -53,6 +53,7 @@ def test_container_environment_names_the_platform_and_no_secret():
     assert env["KIMI_PLATFORM"] == "sagemaker" and "hf_secret" not in json.dumps(env)
 
 
+@pytest.mark.slow
 def test_moto_sagemaker_accepts_the_requests(service_model):
     """moto 5.2.5's mock checks InstanceType against its own list, which stops before P5 (its
     models/sagemaker validation); the rendered type is checked against botocore's current enum

@@ -21,6 +21,7 @@ def task(sky, env, tmp_path):
     return sky.Task.from_yaml_config(yaml.safe_load(text), env_overrides=[("HF_TOKEN", "from-the-shell")])
 
 
+@pytest.mark.slow
 def test_single_node_task(sky, tmp_path):
     t = task(sky, {"KIMI_HARDWARE": "h200"}, tmp_path)
     res, = t.resources
@@ -35,6 +36,7 @@ def test_multi_node_is_skypilots_node_count_and_no_head_address_is_written(sky, 
     assert "KIMI_HEAD_ADDR" not in t.envs  # each node maps SKYPILOT_NODE_IPS itself
 
 
+@pytest.mark.slow
 def test_hf_token_is_required_at_launch_never_written(sky, tmp_path):
     import yaml
 

@@ -21,6 +21,7 @@ def parsed(aip, env):
     return upload, deploy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hw,accelerator", [("h100x2", None), ("h200", "NVIDIA_H200_141GB"), ("b200", "NVIDIA_B200")])
 def test_specs_parse_with_the_hardware_accelerators(aip, hw, accelerator):
     if accelerator is None:

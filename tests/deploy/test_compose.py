@@ -33,6 +33,7 @@ def test_file_validates_against_the_compose_spec(case):
     jsonschema.validate(compose_doc(COMPOSE[case]), schema, cls=jsonschema.Draft7Validator)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(COMPOSE))
 def test_docker_compose_config_accepts_it(case, tmp_path):
     exe = shutil.which("docker-compose")

@@ -62,6 +62,7 @@ PRODUCT = {"h100": "NVIDIA-H100-80GB-HBM3", "h200": "NVIDIA-H200", "b200": "NVID
            "mi325x": "AMD_Instinct_MI325X", "mi350x": "AMD_Instinct_MI350X", "mi355x": "AMD_Instinct_MI355X"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(K8S))
 def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
     environ = {**K8S[case], "HF_TOKEN": SECRET}

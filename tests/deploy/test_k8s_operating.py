@@ -23,6 +23,7 @@ def _policies(docs):
     return [d for d in docs if d["kind"] == "NetworkPolicy"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(K8S))
 def test_the_scraper_reaches_every_scrape_target_and_no_other_pod_does(case):
     docs = documents("k8s", {**K8S[case], **OPERATED})

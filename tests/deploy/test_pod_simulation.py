@@ -61,6 +61,7 @@ def pods(docs):
                 yield {**_container_env(doc["spec"]["template"]["spec"]), "KIMI_NODE_RANK": str(index)}, index
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_each_pod_launches_its_process_of_the_plan(case):
     iface = default_route_iface()

@@ -34,6 +34,7 @@ def test_chunked_stream_until_done():
     assert whole.content.startswith(events[:20])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("behaviour,words", [(garbage, "not HTTP"), (huge_header, "longer than"),
                                              (endless_body, "larger than"), (slow_headers, "within 1 s"),
                                              (trickled_body, "within 1 s")])

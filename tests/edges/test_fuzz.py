@@ -13,6 +13,8 @@ import json
 import os
 import string
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -94,6 +96,7 @@ COMMANDS = [["print"], ["print", "--format", "json"], ["plan"], ["plan", "--form
             ["plan", "--format", "compose"], ["plan", "--format", "k8s"], ["explain", "--all"], ["doctor"], []]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(environments(), st.sampled_from(COMMANDS))
 def test_generated_environments(tmp_path_factory, case, args):
@@ -124,6 +127,7 @@ TOML_VALUES = st.recursive(
 TOML_KEYS = st.one_of(st.sampled_from([n[len("KIMI_"):].lower() for n in NAMES]), st.text(max_size=10))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.one_of(
     st.dictionaries(TOML_KEYS, TOML_VALUES, max_size=6).map(
@@ -149,6 +153,7 @@ BATCH_LINES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(BATCH_LINES, min_size=1, max_size=6))
 def test_generated_batch_lines(lines):
@@ -177,6 +182,7 @@ AMD_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-(10 ** 
                         max_leaves=15)
 
 
+@pytest.mark.slow
 @FEW
 @given(st.one_of(st.tuples(st.just("nvidia-smi"), st.lists(NVIDIA_LINES, max_size=70).map("\n".join)),
                  st.tuples(st.sampled_from(["amd-smi", "rocm-smi"]), AMD_JSON.map(json.dumps)),
@@ -215,6 +221,7 @@ HTTP_ANSWERS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @FEW
 @given(HTTP_ANSWERS, st.sampled_from([0.0, 0.1]), st.sampled_from(["healthcheck", "verify"]))
 def test_misbehaving_servers(answer, drip_s, command):
@@ -240,6 +247,7 @@ def test_slurm_nodelists(text):
     assert len(hosts) <= 1000
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=6)
 @given(environments())
 def test_subprocess_sample(tmp_path_factory, case):

@@ -244,6 +244,7 @@ def test_k8s_with_65535_nodes():
     one_line_error(run_cli(["plan", "--format", "k8s"], env), "KIMI_NODES")
 
 
+@pytest.mark.slow
 def test_healthcheck_total_deadline_against_slow_headers():
     with Server(slow_headers, lifetime_s=120) as srv:
         result = run_proc(["healthcheck", "--timeout", "2"], base_env(**H200, KIMI_PORT=str(srv.port)), timeout=30)
@@ -251,6 +252,7 @@ def test_healthcheck_total_deadline_against_slow_headers():
     assert result.seconds < 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("behaviour", [trickled_body, endless_body], ids=["trickled", "endless"])
 def test_verify_total_deadline_and_size_cap(behaviour):
     with Server(behaviour, lifetime_s=120) as srv:  # outlives the bound: only the client can end it

@@ -83,6 +83,7 @@ def _dripped_body(conn, stop):
         conn.sendall(body[i:i + 1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("behaviour", ["headers", "body"])
 def test_object_store_check_has_a_total_deadline(behaviour):
     """A store that sends its headers (or its body) a byte at a time: per-read timeouts never fire;
@@ -460,6 +461,7 @@ TRICKY = ["0o17", "1e3", "y", "N", "1_000", "0x1F", ".5", "+12", "on", "~", "nul
           "1.5e", "'quoted'", '"dq"', "a: b", "#x", "[x]", "{x}", "*ref", "&a", "!tag", "%x", "@x", "`x"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["compose", "k8s"])
 def test_rendered_environment_values_read_back_as_strings(fmt):
     """Every value a rendered file carries is the same string for YAML 1.1 (PyYAML, and go-yaml
@@ -592,6 +594,7 @@ def test_a_fifo_in_the_data_directory_is_broken_data_not_a_hang(tmp_path):
     assert "not a regular file" in result.err
 
 
+@pytest.mark.slow
 def test_a_stalled_name_lookup_is_inside_the_deadline():
     """getaddrinfo has no timeout of its own: a resolver that never answers still ends the
     request (and the object-store check, the metadata probe) within the one deadline."""

@@ -39,6 +39,7 @@ DATA_FILES = ["kv_offload.yaml", "loaders.yaml", "vllm/0.33.0.json", "vllm/0.19.
               "platforms.yaml", "models/kimi-k3.yaml", "strategies/pd_cluster.yaml", "fleet.yaml"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DATA_FILES)
 @pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
 def test_a_data_file_that_is_not_a_regular_file_is_refused(tmp_path, name, kind):
@@ -54,6 +55,7 @@ def test_a_data_file_that_is_not_a_regular_file_is_refused(tmp_path, name, kind)
     broken_image(run_proc(["print"], env, timeout=60), str(copy / name), "not a regular file")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, text, words", [
     ("kv_offload.yaml", "options: [\n", "not valid YAML (line 2"),
     ("loaders.yaml", "load_formats: {}\nextra: 1\n", "is invalid"),
@@ -133,6 +135,7 @@ def _edit_yaml(path: Path, change) -> None:
     ("fleet.yaml", lambda d: d.update(router_of="kv_store_mooncake"),
      "router_of: unknown KV store 'kv_store_mooncake' (valid: kv_store_centralized_mooncake"),
 ])
+@pytest.mark.slow
 def test_a_dangling_reference_names_the_file_and_the_key(tmp_path, name, change, words):
     copy = recipes_copy(tmp_path)
     _edit_yaml(copy / name, change)
@@ -342,6 +345,7 @@ def test_a_host_list_is_counted_before_it_is_expanded():
 DOLLARS = ["a$b", "${HOME}", "$HOME", "$$", "x$", "$(HOME)", "a$$b$${HOME}"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", DOLLARS)
 def test_a_dollar_in_a_value_reads_back_unchanged_through_docker_compose(tmp_path, value):
     """Compose interpolates `$NAME`, `${NAME}` and `$$` in every value; the rendered file escapes

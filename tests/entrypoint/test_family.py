@@ -190,6 +190,7 @@ def test_a_refused_release_is_refused_like_one_below_the_floor(catalog):
     plan(catalog, KIMI_RECIPE="kimi-k2-thinking", KIMI_HARDWARE="h200", KIMI_VLLM_VERSION="0.12.0")  # its floor
 
 
+@pytest.mark.slow
 def test_a_release_gets_the_verdict_of_its_class(catalog):
     """select.version_classes: the releases from which plan's verdict may change (the chart keys its
     tables of plan's verdicts by them). Every floor the data records is one, so is the release after

@@ -145,6 +145,7 @@ def test_every_recipe_has_its_golden():
                      "tp-dp-lb-mismatch"}
 
 
+@pytest.mark.slow
 def test_golden_through_the_batch_cli(tmp_path):
     """`plan --batch` renders every golden case of every recipe in one process, one JSON line each,
     errors included."""

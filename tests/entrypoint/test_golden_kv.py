@@ -64,6 +64,7 @@ def test_golden_kv_case(case, catalog):
         _compare(case["expect"], got, removed)
 
 
+@pytest.mark.slow
 def test_golden_kv_through_the_batch_cli(tmp_path):
     """`plan --format json --batch` prints the files with the processes, one JSON line per case."""
     results = plan_batch(tmp_path, CASES)

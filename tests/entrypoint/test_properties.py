@@ -2,6 +2,8 @@
 
 import string
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +47,7 @@ settings_strategy = st.fixed_dictionaries({}, optional={
 })
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(env=settings_strategy, user_args=st.lists(st.sampled_from(["--max-model-len", "4096", "--enforce-eager",
                                                                     "--tensor-parallel-size", "2"]), max_size=4))

@@ -26,6 +26,7 @@ def test_engine_commands_name_the_build_extra(command):
     assert "pip install -e '.[build]'" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_list_matrix_and_bake_need_no_sdk(tmp_path):
     assert _without_sdk("matrix").returncode == 0
     assert _without_sdk("list").returncode == 0
@@ -33,6 +34,7 @@ def test_list_matrix_and_bake_need_no_sdk(tmp_path):
     assert proc.returncode == 0 and (tmp_path / "bake.json").exists(), proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_an_unreachable_base_registry_points_at_the_standins(docker_client, tmp_path):
     data = tmp_path / "targets.yaml"  # a base on a host that never resolves (.invalid, RFC 2606)

@@ -31,6 +31,7 @@ def test_hadolint_clean(dockerfile):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_workflows_valid():
     assert {p.name for p in WORKFLOWS} >= {"ci.yml", "publish.yml"}
     proc = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",

@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 from tests.images import workflow
 from tests.images.test_publish import COSIGN, PUBLISH, clean_checkout
 
-pytestmark = pytest.mark.slow  # a fresh venv with the build extra (~40 s), helm, a registry
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # a fresh venv with the build extra (~40 s), helm, a registry
 HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"
 
 

@@ -90,6 +90,7 @@ def test_matrix_is_one_entry_per_target():
     assert {e["target"]: e["platform"] for e in out["include"]} == {k: v[1] for k, v in ISSUE_TABLE.items()}
 
 
+@pytest.mark.slow
 def test_list_shows_every_tag_a_build_creates():
     rows = json.loads(run_build_py("list", "--format", "json", "--registry", "r.example/x").stdout)
     sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -100,6 +101,7 @@ def test_list_shows_every_tag_a_build_creates():
     assert all(tag.rsplit(":", 1)[1] in table for r in rows for tag in r["tags"])
 
 
+@pytest.mark.slow
 def test_bake_file(tmp_path):
     out = tmp_path / "bake.json"
     run_build_py("bake", "-o", str(out), "--registry", "r.example/x")

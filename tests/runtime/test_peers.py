@@ -55,6 +55,7 @@ def _joined(head: subprocess.Popen, within_s: float = 20) -> None:
     pytest.fail(f"the worker never joined: {seen!r}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lost", ["worker", "head"])
 def test_a_lost_peer_stops_the_survivor(lost):
     port = _port()

@@ -40,6 +40,7 @@ def run(args, tmp_path, port, **env):
                           timeout=60)
 
 
+@pytest.mark.slow
 def test_a_stop_flips_readiness_first_and_liveness_stays(tmp_path, server):
     assert run(["healthcheck", "--ready"], tmp_path, server).returncode == 0
     started = time.monotonic()
@@ -66,6 +67,7 @@ def test_drain_refuses_a_bad_pause(tmp_path, server):
     assert not (tmp_path / "kimi-serve-stopping").exists()
 
 
+@pytest.mark.slow
 def test_a_restarted_container_is_ready_again(tmp_path, server):
     """A liveness failure runs the preStop hook too, and the container restarts in the same pod, whose
     scratch /tmp (an emptyDir) keeps the stop mark: the entrypoint clears it before it execs vLLM, or

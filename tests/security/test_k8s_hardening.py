@@ -42,6 +42,7 @@ def _selects(selector: dict, labels: dict) -> bool:
     return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(K8S))
 def test_every_object_is_in_the_namespace_which_enforces_restricted(case):
     docs = documents("k8s", {**K8S[case], "KIMI_NAMESPACE": NAMESPACE})

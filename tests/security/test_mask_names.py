@@ -139,6 +139,7 @@ def test_the_charts_schema_takes_a_knob_as_a_value_and_a_secret_only_from_a_secr
 
 # ---------------------------------------------------------------- the real commands
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variable, fmt, line, written", [
     ("TOKENIZERS_PARALLELISM=false", "k8s", "enableServiceLinks: false", "kubernetes.yaml"),
     ("VLLM_USE_FASTOKENS=true", "compose", "read_only: true", "compose.yaml"),

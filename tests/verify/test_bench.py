@@ -228,6 +228,7 @@ def run_bench(url: str, *args: str, env: dict, timeout: float = 300):
     return done
 
 
+@pytest.mark.slow
 def test_a_sweep_writes_figures_reference_charts_and_summary(standin, fake, tmp_path):
     server = standin("ok")
     argv_log = tmp_path / "argv.jsonl"
@@ -264,6 +265,7 @@ def test_a_sweep_writes_figures_reference_charts_and_summary(standin, fake, tmp_
                for c in benches)
 
 
+@pytest.mark.slow
 def test_links_planted_under_the_output_are_replaced_never_followed(standin, fake, tmp_path):
     """Every file bench writes (results.json, summary.md, the charts) goes through the one writer."""
     server = standin("ok")
@@ -329,6 +331,7 @@ def test_a_secret_in_the_clients_words_is_masked(standin, fake, tmp_path):
         assert not [f for f in tmp_path.iterdir() if f.is_file() and secret in f.read_text()]
 
 
+@pytest.mark.slow
 def test_a_sweep_is_bounded_in_time_and_leaves_no_client(standin, fake, tmp_path):
     pidfile = tmp_path / "pid"
     env = bench_env([fake], FAKE_VLLM_MODE="hang", FAKE_VLLM_PIDFILE=str(pidfile))
@@ -452,6 +455,7 @@ def test_the_deployment_is_read_from_the_launch_plan(environ, expected, tmp_path
         assert reference_json(reference, [], target.deployment)["same_tensor_parallel"] is False
 
 
+@pytest.mark.slow
 def test_a_one_gpu_recipe_without_references(standin, fake, tmp_path):
     """Kimi-Linear on h200 runs on one GPU (TP 1): the per-GPU figure is the whole throughput, and a
     recipe with no published figure says so without an empty list."""

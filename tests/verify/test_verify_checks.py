@@ -274,6 +274,7 @@ def test_stream_without_finish_reason_fails(standin):
     assert "without a finish_reason" in checks["streaming"].message
 
 
+@pytest.mark.slow
 def test_streaming_reports_its_longest_silence_and_warns_near_the_proxies_timeout(standin):
     """Issue 38: verify measures the longest gap between a stream's chunks and warns when it nears what
     the rendered proxies wait (recipes/serving.yaml streams.idle_timeout_s)."""

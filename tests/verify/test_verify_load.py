@@ -27,6 +27,7 @@ def verify(url: str, *args: str):
     return result.exit_code, {c["check"]: c for c in json.loads(result.stdout)["checks"]}
 
 
+@pytest.mark.slow
 def test_a_correct_server_passes_every_check_under_load(standin):
     code, checks = verify(standin("ok").url, "--concurrency", "8")
     assert code == 0
@@ -36,6 +37,7 @@ def test_a_correct_server_passes_every_check_under_load(standin):
     assert checks["load_degenerate"]["message"] == "no output of the 24 streams under load is one token repeated"
 
 
+@pytest.mark.slow
 def test_tool_deltas_corrupted_only_when_streams_overlap_fail_the_load_check(standin):
     server = standin("overlap_tool_deltas")
     code, checks = verify(server.url)  # one request at a time: nothing to see
@@ -52,6 +54,7 @@ def test_tool_deltas_corrupted_only_when_streams_overlap_fail_the_load_check(sta
     assert [checks[n]["status"] for n in ("load_thinking", "load_streaming", "load_degenerate")] == ["pass"] * 3
 
 
+@pytest.mark.slow
 def test_a_token_repeated_under_load_fails_the_degenerate_check(standin):
     code, checks = verify(standin("overlap_repeats").url, "--concurrency", "4")
     assert code == 1

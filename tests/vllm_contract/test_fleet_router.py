@@ -180,6 +180,7 @@ def _get(url: str, timeout: float = 5):
         return answer.read().decode()
 
 
+@pytest.mark.slow
 @needs_router
 @pytest.mark.parametrize("policy", ["round_robin", "kv_aware"])
 def test_the_real_router_starts_with_a_fleet_plan_and_routes_to_every_copy(policy, tmp_path):

@@ -106,6 +106,7 @@ SECRET_SPELLINGS = [["--api_key", SECRET], [f"--api_key={SECRET}"], ["--hf_token
                     [f"--api-key={SECRET}"], ["--api-k", SECRET]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", SECRET_SPELLINGS, ids=[" ".join(a) for a in SECRET_SPELLINGS])
 def test_secrets_are_masked_in_print_plan_and_explain(args):
     env = {"KIMI_HARDWARE": "h200"}
@@ -233,6 +234,7 @@ def test_supported_versions_are_checked_in():
         assert {o.dest for o in spec.options.values() if o.secret} >= {"api_key", "hf_token"}
 
 
+@pytest.mark.slow
 def test_preflight_names_the_effective_tp_in_any_spelling():
     """Preflight asks the node for the GPUs of the launch's TP (here the InferenceX lane's 4); a
     TP of the user's, in any spelling, is the launch's error in doctor's report instead."""

@@ -85,6 +85,7 @@ def test_the_sites_backend_url_is_what_the_real_router_refuses():
         parse_router_args(site)
 
 
+@pytest.mark.slow
 @needs_router
 def test_the_real_cache_aware_router_keeps_a_prefix_on_one_instance():
     port, router_port = _free_port(), _free_port()

@@ -124,6 +124,7 @@ def _pod_object(pod: dict, ip: str, namespace: str) -> dict:
             "status": {"phase": "Running", "podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
+@pytest.mark.slow
 @needs_router
 def test_the_real_pd_router_discovers_every_unit_and_routes_prefill_then_decode(tmp_path):
     docs = _docs(FLEETS["tp-x3"])

@@ -23,6 +23,7 @@ def test_the_release_ci_cannot_install_has_its_verdicts():
     assert [p.parent.name for p in RECORDED] == ["vllm-0.34.0"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", RECORDED, ids=[p.parent.name for p in RECORDED])
 def test_every_argv_of_the_sweep_was_accepted_by_the_release_itself(path):
     data = json.loads(path.read_text())
@@ -35,6 +36,7 @@ def test_every_argv_of_the_sweep_was_accepted_by_the_release_itself(path):
     assert any("kimi-k3.1-pro:" in cid for cid in argvs.values())  # the recipe that needs this release
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", RECORDED, ids=[p.parent.name for p in RECORDED])
 def test_no_plan_sets_a_variable_the_release_does_not_know(path):
     version = json.loads(path.read_text())["vllm_version"]

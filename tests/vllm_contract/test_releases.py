@@ -67,6 +67,7 @@ def test_lock_writes_every_releases_digests(tmp_path):
     assert "# Older vLLM releases" in path.read_text()
 
 
+@pytest.mark.slow
 def test_build_cli_lists_a_release():
     out = subprocess.run([sys.executable, str(ROOT / "build.py"), "list", "--format", "json", "--vllm", "0.19.1"],
                          capture_output=True, text=True, check=True)

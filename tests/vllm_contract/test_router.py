@@ -57,6 +57,7 @@ def _pd_plans():
                 assert err.code == "unsupported_combination" and "pool" in err.message, f"{cid}: {err.message}"
 
 
+@pytest.mark.slow
 @needs_router
 def test_every_pd_router_argv_parses_with_the_real_router():
     seen = 0
@@ -130,6 +131,7 @@ def free_metrics_port(argv) -> list:
     return argv
 
 
+@pytest.mark.slow
 @needs_router
 @pytest.mark.serial  # its pools bind the plan's 8001/8002 on 127.0.0.1, as the Compose test's services do: the docker lane (tests/conftest.py DOCKER_LANE)
 def test_the_real_router_runs_a_plans_argv_without_an_api_key():

@@ -34,6 +34,7 @@ UNKNOWN_TO_VLLM = {"VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4"}
 REFUSED_ARGS = {"kimi-k2-instruct": "--disable-log-requests"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_plan_parses_with_the_versions_grammar(version):
     spec, catalog = load_spec(version), load_catalog()

@@ -30,6 +30,7 @@ def _same_bytes(env, repo, paths):
         assert (env.snapshot(repo) / path).read_bytes() == repo.files[path], path
 
 
+@pytest.mark.slow
 def test_full_download_fetches_exactly_the_files_vllm_reads(env, hub, repos):
     main, wanted, draft = repos
     result = env.run("download")
@@ -46,6 +47,7 @@ def test_full_download_fetches_exactly_the_files_vllm_reads(env, hub, repos):
     assert f"{len(wanted) + 2}/{len(wanted) + 2} files" in out
 
 
+@pytest.mark.slow
 def test_spec_decoding_off_fetches_no_draft_model(env, hub, repos):
     main, wanted, _ = repos
     result = env.run("download", KIMI_FEATURES="-spec_decoding")
@@ -54,6 +56,7 @@ def test_spec_decoding_off_fetches_no_draft_model(env, hub, repos):
     assert not any(repo == DRAFT_ID for _, repo, _ in hub.requests)
 
 
+@pytest.mark.slow
 def test_json_progress_lines(env, repos):
     result = env.run("download", KIMI_LOG_FORMAT="json")
     assert result.returncode == 0, _clean(result)
@@ -63,6 +66,7 @@ def test_json_progress_lines(env, repos):
     assert done and done[0]["bytes"] == done[0]["total_bytes"] > 0 and "rate_bytes_s" in done[0]
 
 
+@pytest.mark.slow
 def test_second_run_fetches_nothing(env, hub, repos):
     _main, _wanted, _ = repos
     assert env.run("download").returncode == 0
@@ -73,6 +77,7 @@ def test_second_run_fetches_nothing(env, hub, repos):
     assert "0 to fetch" in result.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_then_resume_fetches_only_what_was_missing(env, hub, repos):
     main, wanted, _draft = repos
     hub.behaviour.hold.add(SHARD_3)
@@ -101,6 +106,7 @@ def test_sigterm_then_resume_fetches_only_what_was_missing(env, hub, repos):
     assert not list((env.repo_dir(main.repo_id) / "blobs").glob("*.incomplete"))
 
 
+@pytest.mark.slow
 def test_transient_errors_are_retried(env, hub, repos):
     main, wanted, _ = repos
     hub.behaviour.reset_once.add(SHARD_2)  # the hub library resumes this one itself
@@ -121,6 +127,7 @@ def _corrupt(path):
     blob.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 def test_verify_catches_a_corrupted_file_and_repair_fetches_it(env, hub, repos):
     main, wanted, _ = repos
     assert env.run("download").returncode == 0
@@ -138,6 +145,7 @@ def test_verify_catches_a_corrupted_file_and_repair_fetches_it(env, hub, repos):
     assert env.run("download", "--verify").returncode == 0
 
 
+@pytest.mark.slow
 def test_verify_offline_uses_the_listing_cached_at_download(env, hub, repos):
     main, _, _ = repos
     assert env.run("download").returncode == 0
@@ -149,6 +157,7 @@ def test_verify_offline_uses_the_listing_cached_at_download(env, hub, repos):
     assert result.returncode == 1 and SHARD_3 in _clean(result)
 
 
+@pytest.mark.slow
 def test_gated_repo_without_a_token(env, hub, repos):
     main, _, _ = repos
     main.gated = True
@@ -171,6 +180,7 @@ def test_missing_revision(env, hub, repos):
     assert result.returncode == 2 and "'v9.9' does not exist" in out and "KIMI_MODEL_REVISION" in out
 
 
+@pytest.mark.slow
 def test_pinned_commit_is_downloaded_and_launched(env, hub, repos):
     main, wanted, _ = repos
     result = env.run("download", KIMI_MODEL_REVISION=main.commit)
@@ -212,6 +222,7 @@ def test_full_disk_is_found_before_the_download(env, hub, repos, tmp_path):
     assert sum(hub.bodies_done.values()) == 0
 
 
+@pytest.mark.slow
 def test_offline_runs(env, hub, repos):
     main, _wanted, _ = repos
     offline = {"HF_HUB_OFFLINE": "1"}
@@ -233,6 +244,7 @@ def _cache_check(env, **extra) -> dict:
     return next(c for c in report["checks"] if c["check"] == "cache")
 
 
+@pytest.mark.slow
 def test_preflight_knows_complete_partial_and_missing_weights(env, hub, repos):
     main, _, _ = repos
     env.cache.mkdir()
@@ -255,6 +267,7 @@ def test_an_unwritable_cache_is_one_clear_error(env, hub, tmp_path):
     assert result.returncode == 2 and "cannot use the cache" in out
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_a_progress_bar(env, hub, repos):
     import pty
     import select
@@ -288,6 +301,7 @@ def test_a_terminal_gets_a_progress_bar(env, hub, repos):
     assert env.fetched(main) == wanted
 
 
+@pytest.mark.slow
 def test_verify_falls_back_to_the_cached_listing_when_the_hub_is_gone(env, hub, repos):
     assert env.run("download").returncode == 0
     result = env.run("download", "--verify", HF_ENDPOINT="http://127.0.0.1:9")  # online, but nothing listens

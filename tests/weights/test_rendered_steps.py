@@ -37,6 +37,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rendered_download_step_fetches_the_weights(case, env, repos):
     main, wanted, _draft = repos
@@ -74,6 +75,7 @@ def _skypilot_env(environ):
     return [], {k: str(v) for k, v in task["envs"].items() if v is not None}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sagemaker", "skypilot"])
 def test_cloud_containers_fetch_the_weights_before_vllm_starts(platform, env, repos, tmp_path):
     """One container, no init step: the rendered KIMI_DOWNLOAD=1 makes the start fetch first."""
@@ -89,6 +91,7 @@ def test_cloud_containers_fetch_the_weights_before_vllm_starts(platform, env, re
     assert result.stdout.startswith("FAKE-VLLM serve moonshotai/Kimi-K2.5")
 
 
+@pytest.mark.slow
 def test_the_start_skips_the_download_without_the_setting_and_in_a_dry_run(env, hub, tmp_path):
     path = f"{_fake_vllm(tmp_path)}:{env.vars['PATH']}"
     for extra in ({}, {"KIMI_DOWNLOAD": "1", "KIMI_DRY_RUN": "1"}):

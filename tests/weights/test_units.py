@@ -29,6 +29,7 @@ def test_the_plan_names_the_checkpoint_and_the_draft_model():
     assert _sources(KIMI_HARDWARE="gb200", KIMI_VARIANT="nvfp4")[0][0] == "nvidia/Kimi-K2.5-NVFP4"
 
 
+@pytest.mark.slow
 def test_the_revision_pins_the_model_not_the_draft():
     got = _sources(KIMI_MODEL_REVISION="v1.0")
     assert got[0][1] == "v1.0" and got[1][1] == "main"  # vLLM gives the draft its own revision
