@@ -8,25 +8,36 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 
 
-def test_readme_and_ci_run_the_same_command():
+def test_readme_and_ci_run_the_same_commands():
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("Run all tests"):]
     assert re.search(r"```bash\n(.*?)\n```", section, re.S).group(1) == "bash scripts/test.sh"
     assert "exec bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+    # the fast lane: the README's command is CI's fast job (issue 51)
+    section = readme[readme.index("Check a change in minutes"):]
+    assert re.search(r"```bash\n(.*?)\n```", section, re.S).group(1) == "bash scripts/fast.sh"
+    ci = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    assert [step.get("run") for step in ci["jobs"]["fast"]["steps"]][-1] == "bash scripts/fast.sh"
+    assert "not slow" in (ROOT / "scripts" / "fast.sh").read_text()
 
 
-def test_each_of_the_readmes_two_commands_says_how_long_it_takes():
-    """Issue 40 (a newcomer's path): the demo and the tests each say their time beside the command."""
+def test_each_of_the_readmes_commands_says_how_long_it_takes():
+    """Issue 40 (a newcomer's path): the demo, the fast lane and the tests each say their time beside
+    the command; the two test commands as measured from a fresh clone, quiet and busy (issue 51)."""
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Two commands"):readme.index("## What it does")]
+    section = readme[readme.index("## Three commands"):readme.index("## What it does")]
     before_demo, rest = section.split("```bash\nbash scripts/demo.sh\n```")
+    before_fast, rest = rest.split("```bash\nbash scripts/fast.sh\n```")
     before_tests = rest.split("```bash\nbash scripts/test.sh\n```")[0]
     assert "Time: about 5-6 minutes on a 2-core machine from a fresh clone." in before_demo
-    assert re.search(r"Time: about \d+ minutes on 2 cores \(measured from a\sfresh clone", before_tests), before_tests
+    for text in (before_fast, before_tests):
+        assert re.search(r"Time: about \d+ minutes on 2 cores \(measured from a\sfresh clone", text), text
+        assert re.search(r"\d+ min \d+ s quiet, \d+ min \d+ s busy", text), text
 
 
 @pytest.mark.slow
