@@ -99,6 +99,21 @@ def _hardware(catalog) -> dict:
                    "vram_gb": catalog.hardware[hw].vram_gb, "node_selector": pod["nodeSelector"],
                    "arch_selector": {k8s_pod.ARCH_LABEL: catalog.hardware[hw].arch},
                    "pod_security": pod["securityContext"]}
+        if catalog.hardware[hw].host_backend is not None:
+            out[hw]["sized_by"] = _sized_by(recipe_catalog, slug, hw, sid)
+    return out
+
+
+def _sized_by(catalog, slug: str, hw: str, sid: str) -> dict:
+    """A host backend's pod (recipe.with_host: the node's, as its settings give it): resource -> [the
+    setting whose value it is, the unit written after it], found by rendering the pod with odd values."""
+    probe = {"cpu_cores": 701, "cpu_memory_gb": 7003}
+    _, pod = _serving_pod(_probe(catalog, slug, hw, sid, **probe), "single")
+    out = {}
+    for resource, amount in pod["containers"][0]["resources"]["limits"].items():
+        for name, value in probe.items():
+            if amount.startswith(str(value)):
+                out[resource] = [name, amount[len(str(value)):]]
     return out
 
 

@@ -105,13 +105,17 @@ def helper_probes(launch) -> dict:
 
 def _resources(launch, proc: Process) -> dict:
     """Requests = limits (Guaranteed QoS): the GPUs, and the process's share of the node's CPU and
-    memory from the hardware data (the router's from its strategy's)."""
+    memory from the hardware data (the router's from its strategy's); a host backend's node pod
+    (KIMI_HARDWARE=cpu) whole, whatever ranks it runs, as its settings give it (recipe.with_host)."""
+    hw = hardware(launch)
+    if proc.local_gpus and hw.host_backend is not None:
+        amounts = {"cpu": str(hw.pod_resources.cpu), "memory": hw.pod_resources.memory}
+        return {"limits": amounts, "requests": dict(amounts)}
     if not proc.local_gpus:  # the router, a KV helper (recipes/kv_offload.yaml)
         sized, share, gpus = helper_resources(launch, proc), 1, {}
     else:
-        hw = hardware(launch)
         sized, share = hw.pod_resources, proc.local_gpus / hw.gpu_count
-        resource = brand(launch).k8s_resource  # none for a host backend's ranks (KIMI_HARDWARE=cpu)
+        resource = brand(launch).k8s_resource
         gpus = {resource: str(proc.local_gpus)} if resource else {}
     amounts = {"cpu": str(math.ceil(sized.cpu * share)), "memory": f"{math.ceil(sized.memory_gib * share)}Gi", **gpus}
     return {"limits": amounts, "requests": dict(amounts)}

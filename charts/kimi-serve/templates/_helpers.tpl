@@ -307,10 +307,13 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $hf := $v.hfToken | default dict -}}
 {{- $engineResources := dict -}}
 {{- with $rhw.engine_resources }}{{ $engineResources = index (index (index $f.tables (int .)) $vid | default dict) $sid | default dict }}{{ end -}}
+{{- /* a host backend's node pod: each amount a setting's value as written, where it is given (recipe.with_host) */ -}}
+{{- $nodeResources := deepCopy $hwf.resources -}}
+{{- range $k, $by := ($hwf.sized_by | default dict) }}{{ with index $s (first $by) }}{{ $_ := set $nodeResources $k (printf "%v%s" . (last $by)) }}{{ end }}{{ end -}}
 {{- if not $budget -}}
 {{- toJson $base -}}
 {{- else -}}
-{{- $out := merge (dict "ok" true "engineResources" $engineResources "drain" $drain "strategy" $sid "shape" $st.shape "budget" $budget
+{{- $out := merge (dict "ok" true "engineResources" ($engineResources | default $nodeResources) "drain" $drain "strategy" $sid "shape" $st.shape "budget" $budget
       "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
       "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
       "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
@@ -397,7 +400,7 @@ launch), each overlaid with the chart's `probes` values */}}
   {{- end -}}
   {{- $env = $grouped -}}
 {{- end -}}{{- end -}}
-{{- $amounts := deepCopy ($p.resources | default (ternary ($c.engineResources | default $hwf.resources) $f.router.resources $p.gpu)) -}}
+{{- $amounts := deepCopy ($p.resources | default (ternary $c.engineResources $f.router.resources $p.gpu)) -}}
 {{- $resources := dict "limits" $amounts "requests" (deepCopy $amounts) -}}
 {{- if and $p.gpu $v.resources -}}
   {{- /* the chart's resources override the CPU and memory of the engine containers; the GPUs are the plan's */ -}}
