@@ -79,13 +79,6 @@ def chart_hardware(catalog) -> list:
     return sorted(catalog.hardware)
 
 
-def host_hardware(catalog) -> list:
-    """The targets the chart names but leaves to `kimi-serve plan --format k8s` (none now: cpu renders
-    like any target, its pod sized by recipes/hardware.yaml pod_resources as plan sizes it)."""
-    return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is not None and h not in
-                  chart_hardware(catalog))
-
-
 def _hardware(catalog) -> dict:
     """What a pod of each hardware is, whatever the recipe: image, resources, selector, security."""
     out = {}
@@ -473,7 +466,6 @@ def facts() -> dict:
             "recipes": recipes, "tables": _intern(recipes),
             "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s},
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
-            "host_hardware": host_hardware(catalog),
             "credential_pattern": _userinfo(),  # the escape hatches' objects judged as every value is
             "router": _router(catalog), "defaults": _defaults(catalog), "kv": _kv(catalog),
             "preload": _preload(catalog), "images": _images(catalog),
@@ -485,28 +477,39 @@ def facts() -> dict:
 # ---------------------------------------------------------------- values.schema.json
 
 _JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "choice": "string", "spec": "string"}
+# text as plan keeps it (core/compose/settings.py: blanks around a value dropped, empty = unset): one word
+# or more, without blanks around them
+_TRIMMED = r"^\S(?:[\s\S]*\S)?$"
+_ENTRY = r"^[^\s,](?:[^,]*[^\s,])?$"  # a list's entry: what plan keeps of it between two commas
+# the spellings plan reads alike that the chart would otherwise have to make one of: a release as an image tag
+_CANONICAL = {"vllm_version": r"^[^\svV]\S*$"}  # a release is plan's to judge; here only its spelling
 
 
 def _setting_schema(field, catalog) -> dict:
-    if field.name == "extra_args":  # a shell line or an argv list (TOML's form), passed untouched; no secret option
-        word = {"type": "string", "not": {"anyOf": [{"pattern": _userinfo()}, {"pattern": _secret_options_pattern()}]}}
-        return {"anyOf": [word, {"type": "array", "items": word}]}
+    """Each setting in the one spelling plan keeps of it (issue 50 item 1): the chart reads it as
+    written and hands it to the containers untouched, so it neither trims, lower-cases, splits nor
+    quotes: a number a JSON integer, a flag a boolean, an id or keyword as plan lists it (lower case),
+    text without blanks around it, a list an array of entries, extra_args one shell line (as
+    KIMI_EXTRA_ARGS). Other spellings plan reads alike are refused here, naming the key."""
+    if field.name == "extra_args":  # no secret option, in any spelling (the grammar's own)
+        return {"type": "string", "pattern": _TRIMMED,
+                "not": {"anyOf": [{"pattern": _userinfo()}, {"pattern": _secret_options_pattern()}]}}
     if field.kind == "list":
-        item = _plain({"type": "string", "minLength": 1})
-        schema: Dict[str, Any] = {"anyOf": [_plain({"type": "string"}), {"type": "array", "items": item}]}
+        schema: Dict[str, Any] = {"type": "array", "items": _plain({"type": "string", "pattern": _ENTRY})}
         if field.maximum is not None:
-            schema["anyOf"][1]["maxItems"] = field.maximum
+            schema["maxItems"] = field.maximum
         return schema
     schema = {"type": _JSON_TYPES[field.kind]}
     if field.kind == "int":
         schema["minimum"] = 0 if field.minimum is None else field.minimum
         if field.maximum is not None:
             schema["maximum"] = field.maximum
-        # a number written as text (`port: "8000"`), as plan reads it; its bounds are plan's to judge (the hook)
-        return {"anyOf": [schema, {"type": "string", "pattern": r"^\s*[0-9]{1,18}\s*$"}]}
+        return schema
+    if field.kind == "bool":
+        return schema
     choices = list(field.choices)
     if field.name == "hardware":
-        choices = sorted({*chart_hardware(catalog), *host_hardware(catalog)})
+        choices = chart_hardware(catalog)
     if field.name == "strategy":
         choices = sorted(catalog.strategies)
     if field.name == "variant":
@@ -515,14 +518,16 @@ def _setting_schema(field, catalog) -> dict:
         choices = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     if field.name == "recipe":
         choices = sorted(catalog.recipes)
-    if choices:  # as plan reads a value: blanks around it dropped, a keyword in any case, empty = the default
-        keyword = field.lower or field.kind == "choice"
-        words = "|".join((_either_case(c) if keyword else c).replace(".", "\\.") for c in choices)
-        schema["pattern"] = f"^\\s*({words})?\\s*$"
-    if field.pattern:
-        schema["pattern"] = f"^\\s*(?:{field.pattern})?\\s*$"
-    return _plain(schema) if schema["type"] == "string" else schema
-
+    if choices:
+        return {**schema, "enum": choices}
+    if field.kind == "spec":  # `a,+b,-c`; empty: none
+        schema["pattern"] = r"^(?:[^\s,]+(?:,[^\s,]+)*)?$"
+    elif field.pattern or field.name in _CANONICAL:
+        schema["pattern"] = f"^(?:{field.pattern})$" if field.pattern else _CANONICAL[field.name]
+        schema["allOf"] = [{"pattern": _TRIMMED}]
+    else:
+        schema["pattern"] = r"^[^\sA-Z]+$" if field.lower else _TRIMMED
+    return _plain(schema)
 
 
 # ---------------------------------------------------------------- credentials (issue 37: none outside a Secret)
