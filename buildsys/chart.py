@@ -33,7 +33,7 @@ from entrypoint.core.compose.select import (default_strategy, derived_pool, min_
 from entrypoint.core.compose.settings import ENV_ONLY, KIMI_FIELDS
 from entrypoint.core.data.recipe import load_catalog, with_recipe
 from entrypoint.render import deployment as dep
-from entrypoint.render import k8s, k8s_kv, k8s_pod, monitoring
+from entrypoint.render import autoscaling, k8s, k8s_kv, k8s_pod, monitoring
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "kimi-serve"
@@ -355,6 +355,7 @@ def _router(catalog) -> dict:
 
 
 def _defaults(catalog) -> dict:
+    stop = dep.StopBudget(catalog.serving.stop.pause_s, 0, catalog.serving.stop.margin_s)
     slug = catalog.serving.default_recipe
     recipe_catalog = with_recipe(catalog, slug)
     hw = next(iter(recipe_catalog.recipe.hardware))
@@ -373,13 +374,18 @@ def _defaults(catalog) -> dict:
             "token": {"dir": dep.TOKEN_DIR, "file": dep.TOKEN_FILE, "key": dep.HF_TOKEN, "path_env": dep.HF_TOKEN_PATH,
                       "mode": 0o440},
             "helper_probes": k8s_pod.helper_probes(single),
-            "skips": k8s_pod.SKIP_REASONS, "cache_size": k8s.CACHE_SIZE,
+            "skips": k8s_pod.SKIP_REASONS,
+            # checkov's numbered skip annotations, by index: more than a pod ever has
+            "skip_keys": [k8s_pod.SKIP_ANNOTATION.format(i) for i in range(1, len(k8s_pod.SKIP_REASONS) + 2)],
+            "cache_size": k8s.CACHE_SIZE,
             "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API, "namespace_label": k8s.NAMESPACE_LABEL,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
             "volumes": {"cache": k8s_pod.CACHE_VOLUME, "shm": k8s_pod.SHM_VOLUME, "token": k8s_pod.TOKEN_VOLUME},
             "containers": {"server": k8s_pod.CONTAINER, "download": k8s_pod.DOWNLOAD_CONTAINER},
             # how a pod stops (recipes/serving.yaml `stop`; the drain is settings.drain_timeout)
-            "stop": {"pause_s": catalog.serving.stop.pause_s, "margin_s": catalog.serving.stop.margin_s}}
+            "stop": {"pause_s": catalog.serving.stop.pause_s, "margin_s": catalog.serving.stop.margin_s,
+                     # the preStop hooks, whatever the drain (the containers read it): serving, or backing the engines
+                     "pre_stop": {"serves": k8s_pod.pre_stop(stop, serves=True), "backs": k8s_pod.pre_stop(stop)}}}
 
 
 # The keys of plan's pod spec and container the chart's templates build; any other key plan's
@@ -417,7 +423,8 @@ def _monitoring(catalog) -> dict:
             "alerts": [{"name": a.name, "expr": a.expr, "for": a.for_, "severity": a.severity, "summary": a.summary,
                         "action": a.action} for a in m.alerts],
             "scale_triggers": [{"name": t.name, "query": t.query, "target": t.target, "average": t.average,
-                                "adapter_metric": t.adapter_metric} for t in m.scale_triggers],
+                                "adapter_metric": t.adapter_metric, "suffix": autoscaling.target_suffix(t)}
+                               for t in m.scale_triggers],
             "health": {k: getattr(catalog.serving.health, k) for k in ("interval_s", "start_period_s", "retries",
                                                                       "timeout_s")}}
 

@@ -173,10 +173,10 @@ def _volumes(launch, proc: Process, cache_claim: Optional[str]):
 def pre_stop(budget, serves: bool = False) -> dict:
     """The container's stop. A process that serves clients (an engine's API, the router): `kimi-serve
     drain --pause`, which takes it out of readiness and waits the pause; one that backs the engines
-    (a headless worker, a KV helper): a preStop sleep (the kubelet's own) of the pause and the drain."""
-    if serves:
-        return {"preStop": {"exec": {"command": ["kimi-serve", "drain", "--pause", str(budget.wait_s)]}}}
-    return {"preStop": {"sleep": {"seconds": budget.wait_s}}}
+    (a headless worker, a KV helper): `--through-drain`, which waits the pause and then the drain
+    (KIMI_DRAIN_TIMEOUT, read by the container itself: the object holds no sum of them)."""
+    command = ["kimi-serve", "drain", "--pause", str(budget.pause_s)]
+    return {"preStop": {"exec": {"command": command if serves else [*command, "--through-drain"]}}}
 
 
 def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:

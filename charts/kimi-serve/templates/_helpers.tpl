@@ -305,8 +305,8 @@ namespace (monitoring.scraper.namespace) and, when named, its pods' labels (k8s.
 {{- if and (not $p.serves) (not $p.helper) }}{{ $_ := set $skips "CKV_K8S_8" $f.defaults.skips.headless }}{{ $_ := set $skips "CKV_K8S_9" $f.defaults.skips.headless }}{{ end -}}
 {{- if not (contains "@sha256:" $c.image) }}{{ $_ := set $skips "CKV_K8S_43" $f.defaults.skips.tag }}{{ end -}}
 {{- $out := dict -}}
-{{- range $i, $check := keys $skips | sortAlpha }}{{ $_ := set $out (printf "checkov.io/skip%d" (add1 $i)) (printf "%s=%s" $check (index $skips $check)) }}{{ end -}}
-{{- with $p.fleet }}{{ $_ := set $out (printf "checkov.io/skip%d" (add1 (len $out))) .tokenSkip }}{{ end -}}
+{{- range $i, $check := keys $skips | sortAlpha }}{{ $_ := set $out (index $f.defaults.skip_keys $i) (printf "%s=%s" $check (index $skips $check)) }}{{ end -}}
+{{- with $p.fleet }}{{ $_ := set $out (index $f.defaults.skip_keys (len $out)) .tokenSkip }}{{ end -}}
 {{- toJson $out -}}
 {{- end -}}
 
@@ -422,8 +422,9 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- /* issue 30: preStop pause (through the drain for a process that serves no client), grace = pause + drain + margin */ -}}
 {{- $stop := $d.stop -}}
 {{- $grace := add $stop.pause_s $c.drain $stop.margin_s -}}
-{{- /* a process that serves clients: out of readiness first (`kimi-serve drain`), then the pause; one that backs them: a sleep through the drain */ -}}
-{{- $_ := set $container "lifecycle" (ternary (dict "preStop" (dict "exec" (dict "command" (list "kimi-serve" "drain" "--pause" (toString $stop.pause_s))))) (dict "preStop" (dict "sleep" (dict "seconds" (add $stop.pause_s $c.drain)))) (eq $p.serves true)) -}}
+{{- /* a process that serves clients: out of readiness first, then the pause; one that backs them: the pause and the
+      drain, which `kimi-serve drain --through-drain` reads itself (k8s_pod.pre_stop) */ -}}
+{{- $_ := set $container "lifecycle" (deepCopy (ternary $stop.pre_stop.serves $stop.pre_stop.backs (eq $p.serves true))) -}}
 {{- range $k, $x := $d.container_extra }}{{ $_ := set $container $k (deepCopy $x) }}{{ end -}}
 {{- $containers := list $container -}}
 {{- with $c.companion -}}{{- if $p.gpu -}}
@@ -437,7 +438,7 @@ launch), each overlaid with the chart's `probes` values */}}
         "securityContext" (deepCopy $d.container_security) "volumeMounts" $cmounts -}}
   {{- with $c.envFrom }}{{ $_ := set $companion "envFrom" . }}{{ end -}}
   {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $companion $k (deepCopy $probe) }}{{ end -}}
-  {{- $_ := set $companion "lifecycle" (dict "preStop" (dict "sleep" (dict "seconds" (add $stop.pause_s $c.drain)))) -}}
+  {{- $_ := set $companion "lifecycle" (deepCopy $stop.pre_stop.backs) -}}
   {{- $containers = append $containers $companion -}}
 {{- end -}}{{- end -}}
 {{- $podSec := ternary (deepCopy $hwf.pod_security) (deepCopy $f.router.pod_security) $p.gpu -}}

@@ -327,7 +327,7 @@ class Settings:
       "PodDisruptionBudget, surge-one rollouts and zone spread.", ("off", "keda", "hpa"))
     replicas = number(1, "`1`", "Copies of the deployment (each engine group), behind one router (KIMI_ROUTER); the fewest when autoscaling.",
       minimum=1, maximum=limits.MAX_REPLICAS)
-    max_replicas = number(4, "`4` (KIMI_REPLICAS when larger)", "Most copies the autoscaler scales each engine group to.",
+    max_replicas = number(4, "`4`", "Most copies the autoscaler scales each engine group to (KIMI_REPLICAS or more).",
       minimum=1, maximum=limits.MAX_REPLICAS)
     scale_waiting = number(8, "`8`", "Requests waiting per copy above which the autoscaler adds one.",
       minimum=1, maximum=limits.MAX_SCALE_WAITING)
