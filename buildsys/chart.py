@@ -33,7 +33,7 @@ from entrypoint.core.compose.select import (default_strategy, derived_pool, min_
 from entrypoint.core.compose.settings import ENV_ONLY, KIMI_FIELDS
 from entrypoint.core.data.recipe import load_catalog, with_recipe
 from entrypoint.render import deployment as dep
-from entrypoint.render import k8s, k8s_kv, k8s_pod, monitoring
+from entrypoint.render import autoscaling, k8s, k8s_kv, k8s_pod, monitoring
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "kimi-serve"
@@ -79,13 +79,6 @@ def chart_hardware(catalog) -> list:
     return sorted(catalog.hardware)
 
 
-def host_hardware(catalog) -> list:
-    """The targets the chart names but leaves to `kimi-serve plan --format k8s` (none now: cpu renders
-    like any target, its pod sized by recipes/hardware.yaml pod_resources as plan sizes it)."""
-    return sorted(h for h, hw in catalog.hardware.items() if hw.host_backend is not None and h not in
-                  chart_hardware(catalog))
-
-
 def _hardware(catalog) -> dict:
     """What a pod of each hardware is, whatever the recipe: image, resources, selector, security."""
     out = {}
@@ -99,6 +92,21 @@ def _hardware(catalog) -> dict:
                    "vram_gb": catalog.hardware[hw].vram_gb, "node_selector": pod["nodeSelector"],
                    "arch_selector": {k8s_pod.ARCH_LABEL: catalog.hardware[hw].arch},
                    "pod_security": pod["securityContext"]}
+        if catalog.hardware[hw].host_backend is not None:
+            out[hw]["sized_by"] = _sized_by(recipe_catalog, slug, hw, sid)
+    return out
+
+
+def _sized_by(catalog, slug: str, hw: str, sid: str) -> dict:
+    """A host backend's pod (recipe.with_host: the node's, as its settings give it): resource -> [the
+    setting whose value it is, the unit written after it], found by rendering the pod with odd values."""
+    probe = {"cpu_cores": 701, "cpu_memory_gb": 7003}
+    _, pod = _serving_pod(_probe(catalog, slug, hw, sid, **probe), "single")
+    out = {}
+    for resource, amount in pod["containers"][0]["resources"]["limits"].items():
+        for name, value in probe.items():
+            if amount.startswith(str(value)):
+                out[resource] = [name, amount[len(str(value)):]]
     return out
 
 
@@ -347,6 +355,7 @@ def _router(catalog) -> dict:
 
 
 def _defaults(catalog) -> dict:
+    stop = dep.StopBudget(catalog.serving.stop.pause_s, 0, catalog.serving.stop.margin_s)
     slug = catalog.serving.default_recipe
     recipe_catalog = with_recipe(catalog, slug)
     hw = next(iter(recipe_catalog.recipe.hardware))
@@ -365,13 +374,18 @@ def _defaults(catalog) -> dict:
             "token": {"dir": dep.TOKEN_DIR, "file": dep.TOKEN_FILE, "key": dep.HF_TOKEN, "path_env": dep.HF_TOKEN_PATH,
                       "mode": 0o440},
             "helper_probes": k8s_pod.helper_probes(single),
-            "skips": k8s_pod.SKIP_REASONS, "cache_size": k8s.CACHE_SIZE,
+            "skips": k8s_pod.SKIP_REASONS,
+            # checkov's numbered skip annotations, by index: more than a pod ever has
+            "skip_keys": [k8s_pod.SKIP_ANNOTATION.format(i) for i in range(1, len(k8s_pod.SKIP_REASONS) + 2)],
+            "cache_size": k8s.CACHE_SIZE,
             "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API, "namespace_label": k8s.NAMESPACE_LABEL,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
             "volumes": {"cache": k8s_pod.CACHE_VOLUME, "shm": k8s_pod.SHM_VOLUME, "token": k8s_pod.TOKEN_VOLUME},
             "containers": {"server": k8s_pod.CONTAINER, "download": k8s_pod.DOWNLOAD_CONTAINER},
             # how a pod stops (recipes/serving.yaml `stop`; the drain is settings.drain_timeout)
-            "stop": {"pause_s": catalog.serving.stop.pause_s, "margin_s": catalog.serving.stop.margin_s}}
+            "stop": {"pause_s": catalog.serving.stop.pause_s, "margin_s": catalog.serving.stop.margin_s,
+                     # the preStop hooks, whatever the drain (the containers read it): serving, or backing the engines
+                     "pre_stop": {"serves": k8s_pod.pre_stop(stop, serves=True), "backs": k8s_pod.pre_stop(stop)}}}
 
 
 # The keys of plan's pod spec and container the chart's templates build; any other key plan's
@@ -409,7 +423,8 @@ def _monitoring(catalog) -> dict:
             "alerts": [{"name": a.name, "expr": a.expr, "for": a.for_, "severity": a.severity, "summary": a.summary,
                         "action": a.action} for a in m.alerts],
             "scale_triggers": [{"name": t.name, "query": t.query, "target": t.target, "average": t.average,
-                                "adapter_metric": t.adapter_metric} for t in m.scale_triggers],
+                                "adapter_metric": t.adapter_metric, "suffix": autoscaling.target_suffix(t)}
+                               for t in m.scale_triggers],
             "health": {k: getattr(catalog.serving.health, k) for k in ("interval_s", "start_period_s", "retries",
                                                                       "timeout_s")}}
 
@@ -458,7 +473,6 @@ def facts() -> dict:
             "recipes": recipes, "tables": _intern(recipes),
             "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s},
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
-            "host_hardware": host_hardware(catalog),
             "credential_pattern": _userinfo(),  # the escape hatches' objects judged as every value is
             "router": _router(catalog), "defaults": _defaults(catalog), "kv": _kv(catalog),
             "preload": _preload(catalog), "images": _images(catalog),
@@ -470,28 +484,39 @@ def facts() -> dict:
 # ---------------------------------------------------------------- values.schema.json
 
 _JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "choice": "string", "spec": "string"}
+# text as plan keeps it (core/compose/settings.py: blanks around a value dropped, empty = unset): one word
+# or more, without blanks around them
+_TRIMMED = r"^\S(?:[\s\S]*\S)?$"
+_ENTRY = r"^[^\s,](?:[^,]*[^\s,])?$"  # a list's entry: what plan keeps of it between two commas
+# the spellings plan reads alike that the chart would otherwise have to make one of: a release as an image tag
+_CANONICAL = {"vllm_version": r"^[^\svV]\S*$"}  # a release is plan's to judge; here only its spelling
 
 
 def _setting_schema(field, catalog) -> dict:
-    if field.name == "extra_args":  # a shell line or an argv list (TOML's form), passed untouched; no secret option
-        word = {"type": "string", "not": {"anyOf": [{"pattern": _userinfo()}, {"pattern": _secret_options_pattern()}]}}
-        return {"anyOf": [word, {"type": "array", "items": word}]}
+    """Each setting in the one spelling plan keeps of it (issue 50 item 1): the chart reads it as
+    written and hands it to the containers untouched, so it neither trims, lower-cases, splits nor
+    quotes: a number a JSON integer, a flag a boolean, an id or keyword as plan lists it (lower case),
+    text without blanks around it, a list an array of entries, extra_args one shell line (as
+    KIMI_EXTRA_ARGS). Other spellings plan reads alike are refused here, naming the key."""
+    if field.name == "extra_args":  # no secret option, in any spelling (the grammar's own)
+        return {"type": "string", "pattern": _TRIMMED,
+                "not": {"anyOf": [{"pattern": _userinfo()}, {"pattern": _secret_options_pattern()}]}}
     if field.kind == "list":
-        item = _plain({"type": "string", "minLength": 1})
-        schema: Dict[str, Any] = {"anyOf": [_plain({"type": "string"}), {"type": "array", "items": item}]}
+        schema: Dict[str, Any] = {"type": "array", "items": _plain({"type": "string", "pattern": _ENTRY})}
         if field.maximum is not None:
-            schema["anyOf"][1]["maxItems"] = field.maximum
+            schema["maxItems"] = field.maximum
         return schema
     schema = {"type": _JSON_TYPES[field.kind]}
     if field.kind == "int":
         schema["minimum"] = 0 if field.minimum is None else field.minimum
         if field.maximum is not None:
             schema["maximum"] = field.maximum
-        # a number written as text (`port: "8000"`), as plan reads it; its bounds are plan's to judge (the hook)
-        return {"anyOf": [schema, {"type": "string", "pattern": r"^\s*[0-9]{1,18}\s*$"}]}
+        return schema
+    if field.kind == "bool":
+        return schema
     choices = list(field.choices)
     if field.name == "hardware":
-        choices = sorted({*chart_hardware(catalog), *host_hardware(catalog)})
+        choices = chart_hardware(catalog)
     if field.name == "strategy":
         choices = sorted(catalog.strategies)
     if field.name == "variant":
@@ -500,14 +525,16 @@ def _setting_schema(field, catalog) -> dict:
         choices = sorted({p for r in catalog.recipes.values() for p in r.profiles})
     if field.name == "recipe":
         choices = sorted(catalog.recipes)
-    if choices:  # as plan reads a value: blanks around it dropped, a keyword in any case, empty = the default
-        keyword = field.lower or field.kind == "choice"
-        words = "|".join((_either_case(c) if keyword else c).replace(".", "\\.") for c in choices)
-        schema["pattern"] = f"^\\s*({words})?\\s*$"
-    if field.pattern:
-        schema["pattern"] = f"^\\s*(?:{field.pattern})?\\s*$"
-    return _plain(schema) if schema["type"] == "string" else schema
-
+    if choices:
+        return {**schema, "enum": choices}
+    if field.kind == "spec":  # `a,+b,-c`; empty: none
+        schema["pattern"] = r"^(?:[^\s,]+(?:,[^\s,]+)*)?$"
+    elif field.pattern or field.name in _CANONICAL:
+        schema["pattern"] = f"^(?:{field.pattern})$" if field.pattern else _CANONICAL[field.name]
+        schema["allOf"] = [{"pattern": _TRIMMED}]
+    else:
+        schema["pattern"] = r"^[^\sA-Z]+$" if field.lower else _TRIMMED
+    return _plain(schema)
 
 
 # ---------------------------------------------------------------- credentials (issue 37: none outside a Secret)

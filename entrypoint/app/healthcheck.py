@@ -60,6 +60,11 @@ def stop_begun(environ: Mapping[str, str]) -> bool:
     return begun(environ)
 
 
+def engines_drain_s(environ: Mapping[str, str]) -> int:
+    """The engines' drain (KIMI_DRAIN_TIMEOUT) that a process backing them waits out before its SIGTERM."""
+    return read_settings(environ).drain_timeout
+
+
 def begin_stop(environ: Mapping[str, str]) -> str:
     """Mark this container as stopping (its readiness fails from now on); the mark's path."""
     return begin(environ)

@@ -36,6 +36,10 @@ KV_COPIES = ("KIMI_KV_OFFLOAD=%s runs KIMI_KV_INSTANCES=%d instances that its ca
              "scale.")
 
 
+FEWER_MAX = ("KIMI_MAX_REPLICAS=%d is below KIMI_REPLICAS=%d, the fewest copies the autoscaler keeps: set "
+             "KIMI_MAX_REPLICAS (the chart's autoscaling.maxReplicas) to %d or more, or fewer KIMI_REPLICAS.")
+
+
 def start_budget_s(launch) -> int:
     return health(launch).start_period_s
 
@@ -99,8 +103,7 @@ def _meta(obj: dict) -> dict:
 
 
 def _max_replicas(launch) -> int:
-    values = launch.settings.values
-    return max(values["max_replicas"], values["replicas"])
+    return launch.settings.values["max_replicas"]
 
 
 def _scaled_object(launch, obj: dict) -> dict:
@@ -118,12 +121,19 @@ def _scaled_object(launch, obj: dict) -> dict:
                      "triggers": triggers}}
 
 
+def target_suffix(trigger) -> str:
+    """What follows a trigger's target in an HPA's averageValue (a Kubernetes quantity): a percent of a
+    fraction's series as hundredths."""
+    return "" if trigger.average else "e-2"
+
+
 def _hpa(launch, obj: dict) -> dict:
     values = launch.settings.values
 
     def target(t) -> str:
-        # the adapter serves the series as they are: KV-cache usage is a fraction, its target a percent
-        return str(values[t.target]) if t.average else f"{values[t.target] * 10}m"
+        # the adapter serves the series as they are: KV-cache usage is a fraction, its target a percent,
+        # written as given with a decimal exponent (75e-2 = 0.75): the chart draws it with no arithmetic
+        return f"{values[t.target]}{target_suffix(t)}"
 
     metrics = [{"type": "Pods", "pods": {"metric": {"name": t.adapter_metric},
                                          "target": {"type": "AverageValue", "averageValue": target(t)}}}
@@ -161,6 +171,8 @@ def apply(launch, objects: list) -> list:
         obj["spec"]["replicas"] = values["replicas"]
     if values["autoscaling"] == "off":
         return objects
+    if values["max_replicas"] < values["replicas"]:  # as given: the chart draws the bounds from its values
+        raise KimiError(UNSUPPORTED_COMBINATION, FEWER_MAX % (values["max_replicas"], values["replicas"], values["replicas"]))
     for obj in objects:  # the engines and the router; a KV store's master stays one (Recreate)
         if obj in engines or (obj["kind"] in ENGINE_KINDS and obj["metadata"]["labels"]["app.kubernetes.io/component"]
                               == "router"):

@@ -157,14 +157,13 @@ def image(launch) -> str:
 
 class StopBudget:
     """How one process stops (recipes/serving.yaml `stop`, docs/day2.md): out of routing, a pause
-    (`pause_s`, a preStop sleep), SIGTERM, up to `drain_s` of drain, `margin_s` to exit; `grace_s`
+    (`pause_s`, the preStop hook), SIGTERM, up to `drain_s` of drain, `margin_s` to exit; `grace_s`
     (terminationGracePeriodSeconds, stop_grace_period) holds it all. A process that serves no
-    client (a headless worker, the KV helpers, LMCache's server) pauses through the drain too
-    (`wait_s`): it gets SIGTERM only once the engines it backs have drained."""
+    client (a headless worker, the KV helpers, LMCache's server) waits through the drain too
+    (k8s_pod.pre_stop): it gets SIGTERM only once the engines it backs have drained."""
 
-    def __init__(self, pause_s: int, drain_s: int, margin_s: int, fronts: bool):
+    def __init__(self, pause_s: int, drain_s: int, margin_s: int):
         self.pause_s, self.drain_s, self.margin_s = pause_s, drain_s, margin_s
-        self.wait_s = pause_s if fronts else pause_s + drain_s
         self.grace_s = pause_s + drain_s + margin_s
 
 
@@ -172,7 +171,7 @@ def stop(launch, proc: Process) -> StopBudget:
     """The stop budget of `proc`: its drain (an engine's --shutdown-timeout; the router's and a
     helper's: the engines'), the pause and margin of the data."""
     data = launch.catalog.serving.stop
-    return StopBudget(data.pause_s, proc.drain_s, data.margin_s, fronts=proc.serves_http)
+    return StopBudget(data.pause_s, proc.drain_s, data.margin_s)
 
 
 def deployment_stop(launch) -> StopBudget:

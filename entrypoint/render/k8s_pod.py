@@ -105,13 +105,17 @@ def helper_probes(launch) -> dict:
 
 def _resources(launch, proc: Process) -> dict:
     """Requests = limits (Guaranteed QoS): the GPUs, and the process's share of the node's CPU and
-    memory from the hardware data (the router's from its strategy's)."""
+    memory from the hardware data (the router's from its strategy's); a host backend's node pod
+    (KIMI_HARDWARE=cpu) whole, whatever ranks it runs, as its settings give it (recipe.with_host)."""
+    hw = hardware(launch)
+    if proc.local_gpus and hw.host_backend is not None:
+        amounts = {"cpu": str(hw.pod_resources.cpu), "memory": hw.pod_resources.memory}
+        return {"limits": amounts, "requests": dict(amounts)}
     if not proc.local_gpus:  # the router, a KV helper (recipes/kv_offload.yaml)
         sized, share, gpus = helper_resources(launch, proc), 1, {}
     else:
-        hw = hardware(launch)
         sized, share = hw.pod_resources, proc.local_gpus / hw.gpu_count
-        resource = brand(launch).k8s_resource  # none for a host backend's ranks (KIMI_HARDWARE=cpu)
+        resource = brand(launch).k8s_resource
         gpus = {resource: str(proc.local_gpus)} if resource else {}
     amounts = {"cpu": str(math.ceil(sized.cpu * share)), "memory": f"{math.ceil(sized.memory_gib * share)}Gi", **gpus}
     return {"limits": amounts, "requests": dict(amounts)}
@@ -169,10 +173,10 @@ def _volumes(launch, proc: Process, cache_claim: Optional[str]):
 def pre_stop(budget, serves: bool = False) -> dict:
     """The container's stop. A process that serves clients (an engine's API, the router): `kimi-serve
     drain --pause`, which takes it out of readiness and waits the pause; one that backs the engines
-    (a headless worker, a KV helper): a preStop sleep (the kubelet's own) of the pause and the drain."""
-    if serves:
-        return {"preStop": {"exec": {"command": ["kimi-serve", "drain", "--pause", str(budget.wait_s)]}}}
-    return {"preStop": {"sleep": {"seconds": budget.wait_s}}}
+    (a headless worker, a KV helper): `--through-drain`, which waits the pause and then the drain
+    (KIMI_DRAIN_TIMEOUT, read by the container itself: the object holds no sum of them)."""
+    command = ["kimi-serve", "drain", "--pause", str(budget.pause_s)]
+    return {"preStop": {"exec": {"command": command if serves else [*command, "--through-drain"]}}}
 
 
 def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:

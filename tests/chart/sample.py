@@ -10,35 +10,25 @@ import random
 from buildsys.chart import chart_hardware
 from entrypoint.core.data.recipe import load_catalog
 
-# as users write them: a shell line or an argv list (TOML's form), `=`, abbreviations, aliases, blanks and tabs,
-# a secret option in another spelling, and the options that draw a deployment (plan refuses them: typed settings)
+# extra vLLM arguments as one shell line (KIMI_EXTRA_ARGS, the schema's one spelling): `=`, abbreviations,
+# aliases, tabs between words, quoting, a secret option in another spelling, and the options that draw a
+# deployment (plan refuses them: typed settings)
 EXTRA_ARGS = ["--max-num-seqs 64", "--enable-prefix-caching", "--api-key sk-abc123", "--hf-token hf_abc",
-              "--port 9000", "--max-model-len 32768", "--kv-transfer-config {}", ["--max-num-seqs", "32"],
-              [" --max-model-len ", "8192", ""], "--por 9000", "--shutdown-timeout=600", "-tp 8",
-              "--tensor_parallel_size=4", "\t--api-key=sk-abc", "--api_k sk-abc", "--kv-transfer-conf {}",
-              "  --max-model-len\t4096 ", ["--chat-template", "{{ a b }}'s"], "--load-format safetensors",
+              "--port 9000", "--max-model-len 32768", "--kv-transfer-config {}", "--max-num-seqs 32",
+              "--max-model-len 8192", "--por 9000", "--shutdown-timeout=600", "-tp 8",
+              "--tensor_parallel_size=4", "--max-num-seqs 8\t--api-key=sk-abc", "--api_k sk-abc", "--kv-transfer-conf {}",
+              "--max-model-len\t4096", "--chat-template '{{ a b }}'\"'\"'s'", "--load-format safetensors",
               "--served-model-name kimi"]
 MODELS = ["s3://models/kimi", "gs://models/kimi", "moonshotai/Kimi-K2.5", "/models/kimi"]
 LOAD_FORMATS = ["recipe", "auto", "safetensors", "runai_streamer", "fastsafetensors", "instanttensor"]
 ROUTER_POLICIES = ["cache_aware", "round_robin", "power_of_two", "consistent_hash", "kv_aware", "bogus"]
 # the recorded grammars, and releases with no grammar or table key of their own (judged by their class:
-# select.version_classes), one spelled as an image tag is
-VLLM_VERSIONS = ["0.19.1", "0.32.0", "0.33.0", "0.30.0", "0.22.0", "0.27.0", "v0.33.0"]
+# select.version_classes)
+VLLM_VERSIONS = ["0.19.1", "0.32.0", "0.33.0", "0.30.0", "0.22.0", "0.27.0"]
 
 
 def _maybe(rng: random.Random, p: float) -> bool:
     return rng.random() < p
-
-
-KEYWORDS = ("load_format", "router")  # read in any case by plan (core/compose/settings.py: lower, choice)
-
-
-def spelled(rng: random.Random, key: str, value):
-    """A text value as users write it at times: blanks around it; a keyword in another case (plan reads
-    those in any case; ids and names as written)."""
-    if not isinstance(value, str) or not _maybe(rng, 0.3):
-        return value
-    return rng.choice([f" {value} ", f"{value}\t", *([value.upper(), value.title()] if key in KEYWORDS else [])])
 
 
 def settings(rng: random.Random) -> dict:
@@ -100,14 +90,9 @@ def settings(rng: random.Random) -> dict:
     if _maybe(rng, 0.08):  # KIMI_PRELOAD: the weight cache beside a single-node engine (a release with evidence)
         s["preload"] = True
         if _maybe(rng, 0.7):
-            s["vllm_version"] = rng.choice(["0.32.0", "v0.32.0"])
+            s["vllm_version"] = "0.32.0"
     if _maybe(rng, 0.1):
         s["cache_dir"] = rng.choice(["/models", "/tmp"])
-    for key in ("hardware", "strategy", "variant", "kv_offload", "load_format", "router", "router_policy", "features"):
-        if key in s:
-            s[key] = spelled(rng, key, s[key])
-    if "port" in s and _maybe(rng, 0.3):
-        s["port"] = str(s["port"])  # a number written as text
     operate: dict = {}
     if _maybe(rng, 0.25):
         operate["monitoring"] = True
@@ -167,7 +152,7 @@ def fleet_settings(rng: random.Random) -> tuple:
         kv = load_kv()
         s["kv_offload"] = rng.choice(sorted([*kv.options, *kv.stores]))
     if _maybe(rng, 0.05):
-        s["replica_addrs"] = "10.0.0.1,10.0.0.2"
+        s["replica_addrs"] = ["10.0.0.1", "10.0.0.2"]
     if _maybe(rng, 0.1):
         s["name"] = "kimi"
     operate: dict = {"replicas": rng.choice([1, 2, 2, 3, 3])}

@@ -20,11 +20,10 @@ DIGEST = "sha256:" + "ab" * 32
 CASES = {
     "single-h200": ({"hardware": "h200"}, {}, {}),
     # KIMI_PRELOAD: `vllm preload` as the engine pod's native sidecar (render/k8s_pod.add_weight_cache)
-    "single-h200-preload": ({"hardware": "h200", "preload": True, "vllm_version": "v0.32.0"}, {}, {}),
-    # values as users write them: blanks, another case for a keyword, a number as text, extra_args as a list
-    "single-h200-as-written": ({"hardware": " h200 ", "strategy": "single_node_tp ", "load_format": "AUTO",
-                                "port": "9000", "extra_args": ["--max-num-seqs", " 32 ", "--chat-template", "{{ a }}'s"]},
-                               {}, {}),
+    "single-h200-preload": ({"hardware": "h200", "preload": True, "vllm_version": "0.32.0"}, {}, {}),
+    # extra_args as one shell line, quoting and tabs among its words: handed to the containers as written
+    "single-h200-shell-line": ({"hardware": "h200", "strategy": "single_node_tp", "load_format": "auto", "port": 9000,
+                                "extra_args": "--max-num-seqs\t32 --chat-template '{{ a }}'\"'\"'s'"}, {}, {}),
     "single-mi300x-port-features": ({"hardware": "mi300x", "features": "-spec_decoding", "name": "kimi", "port": 9000,
                                      "extra_args": "--max-num-seqs 64", "skip_memory_check": True}, {}, {}),
     "single-h200-by-digest": ({"hardware": "h200", "image": f"registry.example/kimi@{DIGEST}",
@@ -277,7 +276,7 @@ _K3_PD = {"recipe": "kimi-k3", "strategy": "pd_cluster"}
      "--disable-log-requests is not an option of `vllm serve` in vLLM 0.19.1. Did you mean --enable-log-requests? "
      "(from the recipe: strategy override)"),
     # a release under the recipe's floor that the chart has no table key for, spelled as plan reads it (v, no v)
-    ({"recipe": "kimi-k3", "hardware": "b200", "vllm_version": "v0.27.0"},
+    ({"recipe": "kimi-k3", "hardware": "b200", "vllm_version": "0.27.0"},
      "KIMI_VLLM_VERSION=0.27.0: the Kimi-K3 recipe needs vLLM >= 0.27.1. It runs on vLLM >= 0.27.1: use an image "
      "built on vLLM 0.32.0, 0.33.0, 0.34.0 (the default tags; <vllm>-<target> for another release), or another KIMI_RECIPE."),
     ({"hardware": "h200", "vllm_version": "latest"},
@@ -345,13 +344,26 @@ def test_helms_escape_hatches_render_and_validate(helm, tmp_path):
     ({"extraEnv": [{"name": "my_api_key", "value": "x"}]}, "/extraEnv/0"),
     ({"podAnnotations": {"note": "s3://AKIA:pw@bucket"}}, "/podAnnotations/note"),
     ({"settings": {"hardware": "h200", "model": "s3://AKIA:pw@bucket/kimi"}}, "/settings/model"),
-    ({"settings": {"hardware": "h200", "extra_args": ["--tokenizer", "https://u:pw@hub/tok"]}}, "/settings/extra_args"),
+    ({"settings": {"hardware": "h200", "extra_args": "--tokenizer https://u:pw@hub/tok"}}, "/settings/extra_args"),
     ({"settings": {"hardware": "h200", "extra_args": "--max-num-seqs 8\t--api_key=sk"}}, "/settings/extra_args"),
-    ({"settings": {"hardware": "h200", "extra_args": ["--hf-tok", "hf_x"]}}, "/settings/extra_args"),
+    ({"settings": {"hardware": "h200", "extra_args": "--hf-tok hf_x"}}, "/settings/extra_args"),
 ])
 def test_the_schema_refuses_bad_names_and_credentials(helm, tmp_path, values, why):
     refusal = chart_refusal(helm, {"settings": {"hardware": "h200"}, **values}, tmp_path)
     assert refusal is not None and why in refusal and "pw@" not in refusal, refusal
+
+
+# issue 50 item 1: the chart reads each setting as written, so the schema takes the one spelling plan keeps of
+# it; the other spellings plan reads alike are refused, naming the key
+@pytest.mark.parametrize("settings", [{"hardware": " h200 "}, {"load_format": "AUTO"}, {"port": "9000"},
+                                      {"extra_args": ["--max-num-seqs", "32"]}, {"extra_args": " --max-num-seqs 32"},
+                                      {"replica_addrs": "a,b"}, {"replica_addrs": [" a"]}, {"vllm_version": "v0.32.0"},
+                                      {"features": "-spec_decoding, +x"}, {"skip_memory_check": "true"},
+                                      {"name": "kimi "}, {"model": "moonshotai/Kimi-K2.5\t"}, {"strategy": ""}])
+def test_the_schema_takes_one_spelling_of_each_setting(helm, tmp_path, settings):
+    (key,) = settings
+    refusal = chart_refusal(helm, {"settings": {"hardware": "h200", **settings}}, tmp_path)
+    assert refusal is not None and f"/settings/{key}" in refusal, refusal
 
 
 def test_chart_values_extend_the_objects(helm, tmp_path):

@@ -114,7 +114,7 @@ REFUSED = {
     "token-ids-0.19.1": ({"hardware": "h200", "vllm_version": "0.19.1"}, 2, "KIMI_ROUTER_POLICY=round_robin"),
     # an unrecorded release is judged by the newest grammar not newer than it (0.19.1's)
     "token-ids-0.30.0": ({"hardware": "h200", "vllm_version": "0.30.0"}, 2, "vLLM 0.30.0 has no"),
-    "hosts-on-kubernetes": ({"hardware": "h200", "replica_addrs": "a,b"}, 2, "Unset KIMI_REPLICA_ADDRS"),
+    "hosts-on-kubernetes": ({"hardware": "h200", "replica_addrs": ["a", "b"]}, 2, "Unset KIMI_REPLICA_ADDRS"),
     "unknown-policy": ({"hardware": "h200", "router_policy": "fastest"}, 2, "Unset it for the default"),
     "router-port-is-metrics-port": ({"hardware": "h200", "router_port": 29000}, 2, "KIMI_ROUTER_PORT"),
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.chart.helm import ROOT, check_hook, hook_config, hook_env, is_hook, run, template
+from tests.chart.helm import ROOT, chart_refusal, check_hook, hook_config, hook_env, is_hook, run, template
 
 TARGETS = yaml.safe_load((ROOT / "images" / "targets.yaml").read_text())["targets"]
 
@@ -128,3 +128,18 @@ def test_the_chart_renders_as_an_umbrellas_dependency(helm, tmp_path):
     hooks = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Job" and is_hook(d)}
     assert {name: job["spec"]["template"]["spec"]["nodeSelector"] for name, job in hooks.items()} == {
         "arm-check": {"kubernetes.io/arch": "arm64"}, "x86-check": {"kubernetes.io/arch": "amd64"}}
+
+
+@pytest.mark.parametrize("engine", ["keda", "hpa"])
+def test_autoscaling_bounds_are_drawn_as_given_and_judged_by_plan(helm, tmp_path, engine):
+    """maxReplicas below replicas: plan refuses (no max() of them in Python or Go), and so does the chart's check."""
+    from entrypoint.core.base.errors import KimiError
+    from tests.deploy.shapes import documents
+
+    env = {"KIMI_HARDWARE": "h200", "KIMI_AUTOSCALING": engine, "KIMI_REPLICAS": "6", "KIMI_MAX_REPLICAS": "4"}
+    with pytest.raises(KimiError) as refused:
+        documents("k8s", env)
+    assert "KIMI_MAX_REPLICAS=4 is below KIMI_REPLICAS=6" in refused.value.message
+    values = {"settings": {"hardware": "h200"}, "replicas": 6,
+              "autoscaling": {"enabled": True, "engine": engine, "maxReplicas": 4}}
+    assert chart_refusal(helm, values, tmp_path) == refused.value.message

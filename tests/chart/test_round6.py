@@ -47,6 +47,7 @@ def test_the_hook_judges_the_monitoring_values(helm, tmp_path):
 
 
 @pytest.mark.parametrize("settings", [{"skip_memory_check": True}, {"cpu_memory_gb": 2000, "cpu_ranks": 4},
+                                      {"cpu_cores": 24, "cpu_ranks": 3, "cpu_memory_gb": 900},
                                       {"skip_memory_check": True, "strategy": "pd_cluster"}])
 def test_cpu_renders_as_plan_renders_it(helm, tmp_path, settings):
     """The cpu target's pods (recipes/hardware.yaml pod_resources, no GPU) are the chart's as plan's."""

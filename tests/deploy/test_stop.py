@@ -45,13 +45,17 @@ def _fronts(container) -> bool:
 
 
 def _wait(container) -> int:
-    """The preStop hook's wait: `kimi-serve drain --pause N` (out of readiness first) or a sleep."""
-    hook = container["lifecycle"]["preStop"]
-    if "exec" in hook:
-        command = hook["exec"]["command"]
-        assert command[:3] == ["kimi-serve", "drain", "--pause"] and _fronts(container), container["name"]
-        return int(command[3])
-    return hook["sleep"]["seconds"]
+    """The preStop hook's wait: `kimi-serve drain --pause N` (out of readiness first), or with
+    `--through-drain` the pause and then the drain the container reads (its KIMI_DRAIN_TIMEOUT, else the
+    default)."""
+    command = container["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[:3] == ["kimi-serve", "drain", "--pause"], container["name"]
+    if command[4:] == ["--through-drain"]:
+        assert not _fronts(container), container["name"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        return int(command[3]) + int(env.get("KIMI_DRAIN_TIMEOUT", DRAIN))
+    assert command[4:] == [] and _fronts(container), container["name"]
+    return int(command[3])
 
 
 def _check_pod(pod: dict, drain: int) -> None:

@@ -73,12 +73,12 @@ def test_a_local_models_rendering_does_not_read_its_files(monkeypatch, model, tm
 
 
 def test_the_rendered_pods_resources_follow_the_cpu_settings(monkeypatch):
-    environ = {"KIMI_HARDWARE": "cpu", "KIMI_CPU_RANKS": "4", "KIMI_CPU_THREADS": "8", "KIMI_CPU_MEMORY_GB": "200",
+    environ = {"KIMI_HARDWARE": "cpu", "KIMI_CPU_RANKS": "4", "KIMI_CPU_CORES": "32", "KIMI_CPU_MEMORY_GB": "200",
                "KIMI_SKIP_MEMORY_CHECK": "1"}
     files = _rendered(monkeypatch, "laptop", k8s, environ)
     text = "".join(files.values())
-    # 4 ranks x 8 threads; 200 GB = 186.3 GiB, rounded up
-    assert "cpu: '32'" in text and "memory: 187Gi" in text
+    # the amounts as given: the chart draws them from its values, with no arithmetic
+    assert "cpu: '32'" in text and "memory: 200G\n" in text
     assert "16Gi" not in text
     nominal = "".join(_rendered(monkeypatch, "server", k8s, {"KIMI_HARDWARE": "cpu",
                                                               "KIMI_SKIP_MEMORY_CHECK": "1"}).values())

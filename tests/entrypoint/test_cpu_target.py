@@ -63,6 +63,8 @@ def test_ranks_are_the_nodes_gpus_and_threads_share_its_cores(model):
     assert {k: engine.env[k] for k in ("OMP_NUM_THREADS", "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND")} == {
         "OMP_NUM_THREADS": "3", "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
     assert engine.provenance["VLLM_TARGET_DEVICE"] == "hardware (cpu)"
+    (engine,) = build(cpu(model, KIMI_CPU_RANKS="4", KIMI_CPU_CORES="32")).plan.engines
+    assert engine.env["OMP_NUM_THREADS"] == "8"  # the node's cores (KIMI_CPU_CORES) over its ranks
 
 
 def test_a_kimi_checkpoint_is_refused_by_the_memory_check_with_the_figures():

@@ -77,7 +77,7 @@ def test_multi_node_scales_whole_groups_with_the_hpa():
                                              "name": "kimi-k2-5"}
     targets = {m["pods"]["metric"]["name"]: m["pods"]["target"] for m in hpa["spec"]["metrics"]}
     assert targets == {"vllm_num_requests_waiting": {"type": "AverageValue", "averageValue": "8"},
-                       "vllm_kv_cache_usage_perc": {"type": "AverageValue", "averageValue": "750m"}}
+                       "vllm_kv_cache_usage_perc": {"type": "AverageValue", "averageValue": "75e-2"}}
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= START_BUDGET_S
     (pdb,) = _by(docs, "PodDisruptionBudget").values()
     for template in _pod_templates(lws):

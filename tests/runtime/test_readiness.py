@@ -53,6 +53,16 @@ def test_a_stop_flips_readiness_first_and_liveness_stays(tmp_path, server):
     assert alive.returncode == 0 and alive.stdout.startswith("healthy")
 
 
+def test_a_process_that_backs_the_engines_waits_out_their_drain_and_stays_ready(tmp_path, server):
+    """`--through-drain` (a headless worker, a KV helper): the pause, then KIMI_DRAIN_TIMEOUT, which the
+    container reads itself (the rendered object holds no sum of them), and no readiness flip."""
+    started = time.monotonic()
+    drain = run(["drain", "--pause", "0", "--through-drain"], tmp_path, server, KIMI_DRAIN_TIMEOUT="2")
+    assert drain.returncode == 0 and time.monotonic() - started >= 2, drain.stderr
+    assert drain.stdout == "stopping: SIGTERM follows the 0 s pause and the engines' 2 s drain\n"
+    assert run(["healthcheck", "--ready"], tmp_path, server).returncode == 0
+
+
 def test_readiness_needs_the_server_too(tmp_path):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

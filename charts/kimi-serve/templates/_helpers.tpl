@@ -20,50 +20,6 @@ Every helper returns JSON.
 {{- end -}}
 {{- end -}}
 
-{{/* kimi.shellWord: one argument as Python's shlex.quote writes it (settings.extra_args given as a list) */}}
-{{- define "kimi.shellWord" -}}
-{{- $w := toString . -}}
-{{- if and $w (eq (trimAll "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-" $w) "") -}}{{ $w }}
-{{- else -}}'{{ $w | replace "'" "'\"'\"'" }}'
-{{- end -}}
-{{- end -}}
-
-{{/* kimi.settings: the settings as plan reads them (core/compose/settings.py): text without its blanks, keywords in
-lower case, an empty value unset, a list's blank entries dropped, extra_args given as a list joined as a
-shell line. Judging them is plan's (the hook). */}}
-{{- define "kimi.settings" -}}
-{{- $given := .Values.settings | default dict -}}
-{{- $f := .Files.Get "files/facts.json" | fromJson -}}
-{{- $s := dict -}}
-{{- range $f.settings -}}
-  {{- $v := index $given .name -}}
-  {{- if kindIs "invalid" $v }}{{ continue }}{{ end -}}
-  {{- if kindIs "slice" $v -}}
-    {{- $items := list -}}
-    {{- range $v }}{{ $t := trim (toString .) }}{{ if $t }}{{ $items = append $items $t }}{{ end }}{{ end -}}
-    {{- if eq .name "extra_args" -}}
-      {{- $words := list -}}
-      {{- range $items }}{{ $words = append $words (include "kimi.shellWord" .) }}{{ end -}}
-      {{- if $words }}{{ $_ := set $s .name (join " " $words) }}{{ end -}}
-    {{- else if eq .kind "spec" }}{{ $_ := set $s .name (join "," $items) -}}
-    {{- else if $items }}{{ $_ := set $s .name $items }}{{ end -}}
-  {{- else if and (kindIs "string" $v) (eq .kind "int") -}}
-    {{- $_ := set $s .name (atoi (trim $v)) -}}
-  {{- else if and (kindIs "string" $v) (ne .kind "int") (ne .kind "bool") -}}
-    {{- $t := trim $v -}}
-    {{- if eq .kind "list" -}}
-      {{- $items := list -}}
-      {{- range splitList "," $t }}{{ if trim . }}{{ $items = append $items (trim .) }}{{ end }}{{ end -}}
-      {{- if $items }}{{ $_ := set $s .name $items }}{{ end -}}
-    {{- else if eq .kind "spec" }}{{ $_ := set $s .name $t -}}
-    {{- else if $t }}{{ $_ := set $s .name (ternary (lower $t) $t (default false .lower)) }}{{ end -}}
-  {{- else -}}
-    {{- $_ := set $s .name $v -}}
-  {{- end -}}
-{{- end -}}
-{{- toJson $s -}}
-{{- end -}}
-
 {{/* kimi.ctx: the deployment the settings draw: names, groups of processes, env; {"ok": false} (with the
 names, the image and the hook's env) where the shape table has no entry for them */}}
 {{- define "kimi.ctx" -}}
@@ -75,15 +31,13 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- define "kimi.draw" -}}
 {{- $f := .Files.Get "files/facts.json" | fromJson -}}
 {{- $d := $f.defaults -}}
-{{- $s := include "kimi.settings" . | fromJson -}}
 {{- $v := .Values -}}
+{{- /* the settings as written: the schema takes each in the one spelling plan keeps of it */ -}}
+{{- $s := $v.settings | default dict -}}
 {{- $hw := required "settings.hardware is required: a hardware id of recipes/hardware.yaml" $s.hardware -}}
 {{- /* settings.name, else the release's; settings.namespace, else the release's (plan judges both: the hook) */ -}}
 {{- $name := $s.name | default .Release.Name -}}
 {{- $ns := $s.namespace | default .Release.Namespace -}}
-{{- if has (lower (trim (toString $hw))) ($f.host_hardware | default list) -}}
-  {{- fail (printf "settings.hardware=%s: this chart renders the GPU targets (%s); a %s deployment is sized by its node's settings (KIMI_CPU_RANKS, KIMI_CPU_MEMORY_GB): render it with `KIMI_HARDWARE=%s kimi-serve plan --format k8s` (docs/shapes.md)" $hw (join ", " (keys $f.hardware | sortAlpha)) $hw $hw) -}}
-{{- end -}}
 {{- $hwf := index $f.hardware $hw | default dict -}}
 {{- /* the image, from one source (plan's, judged by the hook): settings.image (KIMI_IMAGE), else the
       hardware's published image built on the release (<vllm>-<target>, where one is built: else the hook's
@@ -92,7 +46,7 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $r := index $f.recipes $slug | default dict -}}
 {{- $fi := $f.images -}}
 {{- $dv := index ($r.default_vllm | default dict) $hw | default $fi.default_vllm -}}
-{{- $vllm := trimPrefix "v" (toString ($s.vllm_version | default $dv)) -}}
+{{- $vllm := $s.vllm_version | default $dv -}}
 {{- $target := $hwf.image_target | default "cpu" -}}
 {{- $built := has $target (index $fi.releases $vllm | default list) -}}
 {{- $tag := printf "%s-%s" (ternary $vllm $dv $built) $target -}}
@@ -120,7 +74,7 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $kvo := index $f.kv.options $kid | default dict -}}
 {{- /* KIMI_PRELOAD: `vllm preload` beside a single-node engine, its health path the release's */ -}}
 {{- $release := $vllm -}}
-{{- $preload := and (eq (toString $s.preload) "true") (hasKey $f.preload.health_paths $release) -}}
+{{- $preload := and ($s.preload | default false) (hasKey $f.preload.health_paths $release) -}}
 {{- if not (and (or $s.image $built) (or (not $s.preload) $preload) $hwf $rhw (has $sid (ternary (index $f.tables (int ($rhw.strategies | default 0))) list (hasKey $rhw "strategies"))) (has $vid ($r.variants | default list)) (or (not $kid) $kvs (hasKey $f.kv.options $kid))) -}}
 {{- toJson $base -}}
 {{- else -}}
@@ -307,10 +261,13 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $hf := $v.hfToken | default dict -}}
 {{- $engineResources := dict -}}
 {{- with $rhw.engine_resources }}{{ $engineResources = index (index (index $f.tables (int .)) $vid | default dict) $sid | default dict }}{{ end -}}
+{{- /* a host backend's node pod: each amount a setting's value as written, where it is given (recipe.with_host) */ -}}
+{{- $nodeResources := deepCopy $hwf.resources -}}
+{{- range $k, $by := ($hwf.sized_by | default dict) }}{{ with index $s (first $by) }}{{ $_ := set $nodeResources $k (printf "%v%s" . (last $by)) }}{{ end }}{{ end -}}
 {{- if not $budget -}}
 {{- toJson $base -}}
 {{- else -}}
-{{- $out := merge (dict "ok" true "engineResources" $engineResources "drain" $drain "strategy" $sid "shape" $st.shape "budget" $budget
+{{- $out := merge (dict "ok" true "engineResources" ($engineResources | default $nodeResources) "drain" $drain "strategy" $sid "shape" $st.shape "budget" $budget
       "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
       "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
       "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
@@ -348,8 +305,8 @@ namespace (monitoring.scraper.namespace) and, when named, its pods' labels (k8s.
 {{- if and (not $p.serves) (not $p.helper) }}{{ $_ := set $skips "CKV_K8S_8" $f.defaults.skips.headless }}{{ $_ := set $skips "CKV_K8S_9" $f.defaults.skips.headless }}{{ end -}}
 {{- if not (contains "@sha256:" $c.image) }}{{ $_ := set $skips "CKV_K8S_43" $f.defaults.skips.tag }}{{ end -}}
 {{- $out := dict -}}
-{{- range $i, $check := keys $skips | sortAlpha }}{{ $_ := set $out (printf "checkov.io/skip%d" (add1 $i)) (printf "%s=%s" $check (index $skips $check)) }}{{ end -}}
-{{- with $p.fleet }}{{ $_ := set $out (printf "checkov.io/skip%d" (add1 (len $out))) .tokenSkip }}{{ end -}}
+{{- range $i, $check := keys $skips | sortAlpha }}{{ $_ := set $out (index $f.defaults.skip_keys $i) (printf "%s=%s" $check (index $skips $check)) }}{{ end -}}
+{{- with $p.fleet }}{{ $_ := set $out (index $f.defaults.skip_keys (len $out)) .tokenSkip }}{{ end -}}
 {{- toJson $out -}}
 {{- end -}}
 
@@ -397,7 +354,7 @@ launch), each overlaid with the chart's `probes` values */}}
   {{- end -}}
   {{- $env = $grouped -}}
 {{- end -}}{{- end -}}
-{{- $amounts := deepCopy ($p.resources | default (ternary ($c.engineResources | default $hwf.resources) $f.router.resources $p.gpu)) -}}
+{{- $amounts := deepCopy ($p.resources | default (ternary $c.engineResources $f.router.resources $p.gpu)) -}}
 {{- $resources := dict "limits" $amounts "requests" (deepCopy $amounts) -}}
 {{- if and $p.gpu $v.resources -}}
   {{- /* the chart's resources override the CPU and memory of the engine containers; the GPUs are the plan's */ -}}
@@ -465,8 +422,9 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- /* issue 30: preStop pause (through the drain for a process that serves no client), grace = pause + drain + margin */ -}}
 {{- $stop := $d.stop -}}
 {{- $grace := add $stop.pause_s $c.drain $stop.margin_s -}}
-{{- /* a process that serves clients: out of readiness first (`kimi-serve drain`), then the pause; one that backs them: a sleep through the drain */ -}}
-{{- $_ := set $container "lifecycle" (ternary (dict "preStop" (dict "exec" (dict "command" (list "kimi-serve" "drain" "--pause" (toString $stop.pause_s))))) (dict "preStop" (dict "sleep" (dict "seconds" (add $stop.pause_s $c.drain)))) (eq $p.serves true)) -}}
+{{- /* a process that serves clients: out of readiness first, then the pause; one that backs them: the pause and the
+      drain, which `kimi-serve drain --through-drain` reads itself (k8s_pod.pre_stop) */ -}}
+{{- $_ := set $container "lifecycle" (deepCopy (ternary $stop.pre_stop.serves $stop.pre_stop.backs (eq $p.serves true))) -}}
 {{- range $k, $x := $d.container_extra }}{{ $_ := set $container $k (deepCopy $x) }}{{ end -}}
 {{- $containers := list $container -}}
 {{- with $c.companion -}}{{- if $p.gpu -}}
@@ -480,7 +438,7 @@ launch), each overlaid with the chart's `probes` values */}}
         "securityContext" (deepCopy $d.container_security) "volumeMounts" $cmounts -}}
   {{- with $c.envFrom }}{{ $_ := set $companion "envFrom" . }}{{ end -}}
   {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $companion $k (deepCopy $probe) }}{{ end -}}
-  {{- $_ := set $companion "lifecycle" (dict "preStop" (dict "sleep" (dict "seconds" (add $stop.pause_s $c.drain)))) -}}
+  {{- $_ := set $companion "lifecycle" (deepCopy $stop.pre_stop.backs) -}}
   {{- $containers = append $containers $companion -}}
 {{- end -}}{{- end -}}
 {{- $podSec := ternary (deepCopy $hwf.pod_security) (deepCopy $f.router.pod_security) $p.gpu -}}

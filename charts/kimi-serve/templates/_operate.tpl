@@ -19,7 +19,7 @@ it is given (their maps are shared), as autoscaling.apply does.
 {{- /* monitoring.scraper.podLabels as KIMI_SCRAPER_LABELS writes them (key=value), for the hook to judge */ -}}
 {{- $scraperLabels := list -}}
 {{- range $k, $x := ($v.monitoring.scraper.podLabels | default dict) }}{{ $scraperLabels = append $scraperLabels (printf "%s=%v" $k $x) }}{{ end -}}
-{{- toJson (dict "replicas" $replicas "max_replicas" (max (int $a.maxReplicas) $replicas)
+{{- toJson (dict "replicas" $replicas "max_replicas" (int $a.maxReplicas)
       "autoscaling" (ternary $a.engine "off" (and $a.enabled true))
       "scale_waiting" (int $a.waitingPerReplica) "scale_kv_percent" (int $a.kvCachePercent)
       "prometheus_url" $a.prometheusUrl "slo_ttft_ms" (int $v.monitoring.sloTtftMs) "slo_itl_ms" (int $v.monitoring.sloItlMs)
@@ -93,7 +93,7 @@ it is given (their maps are shared), as autoscaling.apply does.
     {{- else -}}
       {{- $metrics := list -}}
       {{- range $t := $m.scale_triggers -}}
-        {{- $target := ternary (toString (index $o $t.target)) (printf "%dm" (mul (int (index $o $t.target)) 10)) $t.average -}}
+        {{- $target := printf "%v%s" (index $o $t.target) $t.suffix -}}
         {{- $metrics = append $metrics (dict "type" "Pods" "pods" (dict "metric" (dict "name" $t.adapter_metric) "target" (dict "type" "AverageValue" "averageValue" $target))) -}}
       {{- end -}}
       {{- $scalers = append $scalers (dict "apiVersion" "autoscaling/v2" "kind" "HorizontalPodAutoscaler" "metadata" $meta

@@ -189,10 +189,12 @@ class Settings:
       minimum=1, maximum=limits.MAX_CPU_RANKS)
     cpu_memory_gb = number(None, "this node's RAM; a rendering: the target's nominal `vram_gb` (16, "
       "recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: GB of memory per node the memory check counts, and a rendered "
-      "pod's memory.", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB)
-    cpu_threads = number(None, "this node's cores over KIMI_CPU_RANKS; a rendering: the nominal pod's 4 cores over "
-      "them", "KIMI_HARDWARE=cpu: OpenMP threads per rank (OMP_NUM_THREADS); a rendered pod gets ranks x threads "
-      "cores.", minimum=1, maximum=limits.MAX_CPU_THREADS)
+      "pod's memory (`<N>G`).", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB)
+    cpu_cores = number(None, "this node's cores; a rendering: the target's nominal 4 (recipes/hardware.yaml)",
+      "KIMI_HARDWARE=cpu: cores per node: a rendered pod's cpu, and what KIMI_CPU_THREADS divides among the ranks.",
+      minimum=1, maximum=limits.MAX_CPU_THREADS)
+    cpu_threads = number(None, "KIMI_CPU_CORES over KIMI_CPU_RANKS", "KIMI_HARDWARE=cpu: OpenMP threads per rank "
+      "(OMP_NUM_THREADS).", minimum=1, maximum=limits.MAX_CPU_THREADS)
     cpu_kvcache_gib = number(None, "`4` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: GiB of KV cache per rank "
       "(VLLM_CPU_KVCACHE_SPACE).", minimum=1, maximum=limits.MAX_CPU_MEMORY_GB)
     cpu_threads_bind = text(None, "`nobind` (recipes/hardware.yaml)", "KIMI_HARDWARE=cpu: how ranks bind their "
@@ -325,7 +327,7 @@ class Settings:
       "PodDisruptionBudget, surge-one rollouts and zone spread.", ("off", "keda", "hpa"))
     replicas = number(1, "`1`", "Copies of the deployment (each engine group), behind one router (KIMI_ROUTER); the fewest when autoscaling.",
       minimum=1, maximum=limits.MAX_REPLICAS)
-    max_replicas = number(4, "`4` (KIMI_REPLICAS when larger)", "Most copies the autoscaler scales each engine group to.",
+    max_replicas = number(4, "`4`", "Most copies the autoscaler scales each engine group to (KIMI_REPLICAS or more).",
       minimum=1, maximum=limits.MAX_REPLICAS)
     scale_waiting = number(8, "`8`", "Requests waiting per copy above which the autoscaler adds one.",
       minimum=1, maximum=limits.MAX_SCALE_WAITING)

@@ -15,7 +15,6 @@ again. The image fills the cache beside its data at build time (`python -m entry
 
 from __future__ import annotations
 
-import math
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -340,10 +339,12 @@ def with_host(catalog: Record, settings, ram_gb: Optional[float] = None, cores: 
     """The catalog whose host-backend targets (recipes/hardware.yaml `host_backend`: `cpu`) are sized
     for this deployment: ranks per node (KIMI_CPU_RANKS) as its GPUs, the node's memory
     (KIMI_CPU_MEMORY_GB, else `ram_gb`, the node's RAM, else the target's nominal `vram_gb`) as their
-    memory, the per-rank environment filled (threads: KIMI_CPU_THREADS, else the node's `cores`,
-    else the nominal `pod_resources.cpu`, over its ranks), and the pod a rendering gives the node
-    sized to match (cores: ranks x threads; memory: the node's). `ram_gb` / `cores` None: a node
-    that is not this machine (a rendering), sized from the settings and the data alone."""
+    memory, the per-rank environment filled (threads: KIMI_CPU_THREADS, else the node's cores over
+    its ranks), and the pod a rendering gives the node as the settings give it, each amount as
+    written (cores: KIMI_CPU_CORES, else `cores`, the node's, else the nominal `pod_resources.cpu`;
+    memory: `<KIMI_CPU_MEMORY_GB>G`, else the nominal `pod_resources.memory_gib`), so that the chart
+    draws it from its values with no arithmetic. `ram_gb` / `cores` None: a node that is not this
+    machine (a rendering), sized from the settings and the data alone."""
     hosts = {hid: hw for hid, hw in catalog.hardware.items() if hw.host_backend is not None}
     if not hosts:
         return catalog
@@ -353,18 +354,19 @@ def with_host(catalog: Record, settings, ram_gb: Optional[float] = None, cores: 
         backend, pod = hw.host_backend, hw.pod_resources
         given_gb = settings.cpu_memory_gb or (max(1, round(ram_gb)) if ram_gb is not None else None)
         memory = float(given_gb if given_gb is not None else hw.vram_gb)
-        threads = settings.cpu_threads or max(1, (cores if cores is not None else pod.cpu) // ranks)
+        node_cores = settings.cpu_cores or cores or pod.cpu
+        threads = settings.cpu_threads or max(1, node_cores // ranks)
         values = {"CPU_THREADS": str(threads),
                   "CPU_KVCACHE_GIB": str(settings.cpu_kvcache_gib or backend.kvcache_gib),
                   "CPU_THREADS_BIND": settings.cpu_threads_bind or backend.threads_bind}
         env = {key: _fill(value, values) for key, value in backend.env.items()}
         fields = {name: getattr(backend, name) for name in backend._fields}
         sized = {name: getattr(hw, name) for name in hw._fields}
-        memory_gib = math.ceil(given_gb * 1e9 / 2 ** 30) if given_gb is not None else pod.memory_gib
+        pod_memory = f"{given_gb}G" if given_gb is not None else f"{pod.memory_gib}Gi"
         sized.update(gpu_count=ranks, vram_gb=memory,  # kvcache_gib: what each rank allocates (the memory check)
                      host_backend=Record(backend._kind, {**fields, "env": FrozenDict(env),
                                                          "kvcache_gib": settings.cpu_kvcache_gib or backend.kvcache_gib}),
-                     pod_resources=Record(pod._kind, {"cpu": ranks * threads, "memory_gib": memory_gib}))
+                     pod_resources=Record("HostPod", {"cpu": node_cores, "memory": pod_memory}))
         hardware[hid] = Record(hw._kind, sized)
     fields = {name: getattr(catalog, name) for name in catalog._fields}
     return Record("Catalog", {**fields, "hardware": FrozenDict(hardware)})
