@@ -16,6 +16,7 @@ shift
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 with_pip() {
+  "$python" -m pip --version >/dev/null 2>&1 || "$python" -m ensurepip --default-pip >&2 || return 1
   "$python" -m pip install -q --no-compile "$@" 2>&1 | { grep -v '^WARNING: Location' || true; } >&2
   return "${PIPESTATUS[0]}"
 }

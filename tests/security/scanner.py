@@ -47,17 +47,10 @@ def ensure() -> Path:
     if exe.exists() and done.exists() and done.read_text() == " ".join(requirements()):
         return exe
     venv.EnvBuilder(with_pip=False, clear=True).create(where)
-    # pip through ensurepip, with its output kept: one fresh CI run saw ensurepip exit 1 once (its
-    # output lost inside venv's own call) while the next creation of the same venv succeeded.
-    for attempt in (1, 2):
-        proc = subprocess.run([str(where / "bin" / "python"), "-m", "ensurepip", "--upgrade", "--default-pip"],
-                              capture_output=True, text=True, timeout=600, cwd=str(where))
-        if proc.returncode == 0:
-            break
-        assert attempt == 1, f"ensurepip failed twice in {where}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-    # --no-compile: byte-compiled on first import instead (CPU the test run needs, issue 40)
-    subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "--no-compile", *requirements()], check=True, timeout=1800)
+    # scripts/pip-install.sh: uv where it can be had (no pip needed in the venv), else ensurepip and pip;
+    # nothing byte-compiled at install (CPU the test run needs, issue 40)
+    subprocess.run(["bash", str(ROOT / "scripts" / "pip-install.sh"), str(where / "bin" / "python"), *requirements()],
+                   check=True, timeout=1800)
     done.write_text(" ".join(requirements()))
     return exe
 
