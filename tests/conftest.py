@@ -108,6 +108,35 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(lane_of(item.nodeid, markers)))
 
 
+# ---------------------------------------------------------------- CPU per test (issue 51)
+# KIMI_TEST_CPU=FILE: every test's CPU seconds (its worker's, and its waited-for children's: helm, the
+# scanners, kimi-serve runs), one JSON line per test and phase appended to FILE. On two shared cores a
+# test's wall time says more about what ran beside it than about its cost; this says what it costs.
+_CPU_FILE = os.environ.get("KIMI_TEST_CPU")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _CPU_FILE:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def now():
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime, time.monotonic()
+
+    before = now()
+    yield
+    after = now()
+    with open(_CPU_FILE, "a") as out:
+        out.write(json.dumps({"test": item.nodeid, "self_s": round(after[0] - before[0], 2),
+                              "children_s": round(after[1] - before[1], 2),
+                              "wall_s": round(after[2] - before[2], 2)}) + "\n")
+
+
 # ---------------------------------------------------------------- nothing outside tmp (issue 40)
 # The images' cache mount, KIMI_CACHE_DIR's default. A test on the host never creates it (nor
 # anything under it): a test that reaches the exec edge or a download gives KIMI_CACHE_DIR a tmp_path.
