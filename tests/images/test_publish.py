@@ -151,9 +151,8 @@ def representatives() -> list:
     under qemu). The image job is one job run per target with TARGET set: the same steps for every
     target, whose bake target differs only in its base, build arguments, labels and tags, which `build.py
     list` and the bake file give for every target, and which the image tests build from the stand-ins
-    and check for every target (tests/images/test_images.py). Measured (issue 51): each job beyond one
-    per platform cost ~60-90 s of the run's two cores (BuildKit build, push, pull, smoke) and proved no
-    step the first did not."""
+    and check for every target (tests/images/test_images.py): a job beyond one per platform runs no step
+    the first does not run (issue 51: the full run is CPU-bound on two cores)."""
     from buildsys import targets
 
     first: dict = {}
