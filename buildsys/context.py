@@ -134,9 +134,19 @@ def copy_code(dest: Path) -> None:
 
 
 def prepare(platform: str, python: str, loader_packages: Sequence[str] = ()) -> Path:
-    """Refresh and return the build context for one platform + Python version."""
+    """Refresh and return the build context for one platform + Python version. Two builds on one
+    machine share the cache: the refresh holds the context's lock, so one never copies into a folder
+    the other is replacing (seen in a full test run: FileNotFoundError under contexts/.../code)."""
+    import fcntl
+
     ctx = CACHE / "contexts" / f"{platform.replace('/', '-')}-py{python}"
     ctx.mkdir(parents=True, exist_ok=True)
+    with open(ctx.parent / f"{ctx.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _refresh(ctx, platform, python, loader_packages)
+
+
+def _refresh(ctx: Path, platform: str, python: str, loader_packages: Sequence[str]) -> Path:
     for name, src in (("deps", deps(platform, python)), ("loaders", loaders(platform, python, loader_packages))):
         marker = ctx / name / ".complete"
         if not marker.exists() or marker.read_text() != (src / ".complete").read_text():
