@@ -8,7 +8,7 @@
 #      when pyproject.toml changed);
 #   3. starts a Docker engine unless one is running (and stops it at the end only if it started
 #      it); the tests start their own registry on 127.0.0.1 and stop it;
-#   4. runs `python -m pytest tests` on every core, six workers at least (pytest-xdist), with any arguments given (the 20
+#   4. runs `python -m pytest tests` on every core, four workers at least (pytest-xdist), with any arguments given (the 20
 #      slowest steps listed at the end: the real vLLM servers' modules among them), and exits
 #      with pytest's status.
 # Usage: bash scripts/test.sh [PYTEST_ARGS...]      e.g. bash scripts/test.sh -m "not slow and not docker"
@@ -39,17 +39,17 @@ else
   log "no Docker engine and not root: docker tests skip (or fail under CI=true)"
 fi
 
-# Every core (pytest-xdist), and six workers at least: the tests that share the Docker engine, a
-# tool's venv, a real vLLM server or the live shapes' ports are in five xdist groups (lanes:
-# tests/conftest.py LANES, markers docker/vllm/serial), each run in turn on one worker; the rest
-# spread. Each lane holds its worker for most of the run, much of it waiting on servers, health checks,
-# drains and builds, so a sixth worker runs the rest beside them instead of after them.
+# Every core (pytest-xdist), and four workers at least: the tests that share the Docker engine, a
+# tool's venv or the live shapes' ports are in three xdist groups (lanes: tests/conftest.py LANES,
+# markers docker/vllm/serial/slow), each run in turn on one worker; the rest spread. Each lane holds
+# its worker for most of the run, much of it waiting on servers and builds, so a fourth worker runs
+# the rest beside them instead of after them.
 # PYTEST_WORKERS=N sets the number (0 runs in this process); an explicit -n/-p no:xdist among the
 # arguments wins.
 workers="${PYTEST_WORKERS:-auto}"
 if [[ "$workers" == auto ]]; then
   cores="$(nproc 2>/dev/null || echo 2)"
-  workers=$(( cores < 6 ? 6 : cores ))
+  workers=$(( cores < 4 ? 4 : cores ))
 fi
 parallel=(-n "$workers" --dist loadgroup)
 if [[ "${PYTEST_WORKERS:-auto}" == 0 || " $* " == *" -n"* || " $* " == *"no:xdist"* ]]; then

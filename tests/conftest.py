@@ -53,45 +53,33 @@ if str(ROOT) not in sys.path:
 # A test that shares something (the Docker engine, a registry, images, build contexts, a tool's venv,
 # a real vLLM server's ports) carries one of these markers; under pytest-xdist it runs in a lane (an
 # xdist group: one worker runs the lane's tests one after another), and the rest spread over the
-# other workers. Five lanes, which share no port, engine, image, registry or venv install, so they
+# other workers. Three lanes, which share no port, engine, image, registry or venv install, so they
 # run beside one another (scripts/test.sh gives them a worker each and one more for the rest):
 SERIAL_MARKERS = ("docker", "vllm", "serial")
-# - `live`: the live shapes that run a real fleet router (the fleet, the PD cluster) and the other real
-#   fleet. They bind the recipes' well-known ports on their own loopback hosts (127.0.1.x: 8000-8002,
-#   NIXL's side channel) and the fleet router's metrics port (29000, on every address), which nothing in
-#   another lane binds (the Compose test's host-network services bind 127.0.0.1 only,
-#   tests/deploy/test_compose_live.py).
-LIVE_LANE = ("tests/live/test_fleet.py", "tests/live/test_pd_cluster.py", "tests/verify/test_fleet_live.py")
-# - `shapes`: the other live shapes (tests/live): the strategies' engines, on loopback hosts of their
-#   own (127.0.3.x, tests/live/shape.py SUBNETS), and torch.distributed's and vLLM's data-parallel
-#   rendezvous ports, which bind every address: one shape at a time, beside the live lane's.
-SHAPES_LANE = ("tests/live/",)
+# - `live`: the live shapes and every test that runs a real fleet router. They bind the recipes'
+#   well-known ports on their own loopback hosts (127.0.1.x: 8000-8002, NIXL's side channel) and the
+#   fleet router's metrics port (29000, on every address), which nothing in another lane binds (the
+#   Compose test's host-network services bind 127.0.0.1 only, tests/deploy/test_compose_live.py).
+LIVE_LANE = ("tests/live/", "tests/verify/test_fleet_live.py")
 # - `docker`: every test on the Docker engine (its images, the registry, the builds), and the one test
 #   outside it that binds the plan's own PD pool ports (8001/8002 on 127.0.0.1) as the Compose test's
 #   services do.
 DOCKER_LANE = ("tests/vllm_contract/test_router.py::test_the_real_router_runs_a_plans_argv_without_an_api_key",)
-# - `verify`: the real vLLM servers of tests/verify (free ports on 127.0.0.1; the vLLM venv is made
-#   once, scripts/vllm-env.sh locks it), one at a time.
-VERIFY_LANE = ("tests/verify/test_real_",)
 # - `tools`: the rest that shares something: vLLM's own parsers and the KV components
 #   (tests/vllm_contract: the parser environment and .cache/kv-components, made once by the first of
-#   them), the scanners' and the build extra's venvs, and mypy. Measured (issue 51): with the real
-#   servers and the scanners in the Docker engine's lane, that lane was the run's critical path by ten
-#   minutes while a core idled; with the live shapes, the real servers and the tools in three lanes,
-#   the live lane was (1,895 s of a 1,917 s quiet run), much of it waiting on health checks and drains.
-LANES = ("live", "shapes", "docker", "verify", "tools")
+#   them), the scanners' and the build extra's venvs, mypy, and the real vLLM servers of tests/verify
+#   (free ports on 127.0.0.1; the vLLM venv is made once, scripts/vllm-env.sh locks it). Measured
+#   (issue 51): with the real servers and the scanners in the Docker engine's lane, that lane was
+#   the run's critical path by ten minutes while a core idled.
+LANES = ("live", "docker", "tools")
 
 
 def lane_of(nodeid: str, markers=()) -> str:
     """The xdist group (LANES) of a test that shares a resource, from its nodeid and its markers."""
     if nodeid.startswith(LIVE_LANE):
         return "live"
-    if nodeid.startswith(SHAPES_LANE):
-        return "shapes"
     if "docker" in markers or nodeid.split("[")[0] in DOCKER_LANE:
         return "docker"
-    if nodeid.startswith(VERIFY_LANE):
-        return "verify"
     return "tools"
 
 

@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker]
 TARGET = "b200"  # amd64; half of its node holds the INT4 weights, so each pool may share it
 PORTS = (8000, 8001, 8002)  # router, prefill, decode on the host network
 # ... bound on 127.0.0.1 only (KIMI_HOST, KIMI_ROUTER_HOST): the live shapes bind the same ports on
-# their own loopback hosts (127.0.1.x, 127.0.3.x) in the other lanes of the suite (tests/live/shape.py SUBNETS)
+# their own loopback hosts (127.0.1.x) in the other lane of the suite (tests/conftest.py LIVE_LANE)
 LOOPBACK = {"KIMI_HOST": "127.0.0.1", "KIMI_ROUTER_HOST": "127.0.0.1"}
 HEALTHY_WITHIN_S = 180
 FAKE_TOKEN = "hf_live_test_token_not_real"

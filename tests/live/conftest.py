@@ -43,10 +43,6 @@ def base_settings(tiny: Path, cache: Path, **more: str) -> Dict[str, str]:
 def running(request, vllm_venv, tiny_models, tmp_path_factory):
     """The module's one shape, started once: the module's SHAPE(tiny, cache) -> (settings, place,
     extra env); stopped at the end (its exit codes in `shape.stopped`)."""
-    from tests.conftest import lane_of
-    from tests.live.shape import use_lane
-
-    use_lane(lane_of(request.node.nodeid))  # the lane's own loopback hosts (tests/live/shape.py SUBNETS)
     make: Callable = request.module.SHAPE
     settings, place, extra = make(tiny_models, tmp_path_factory.mktemp("cache"))
     logs = tmp_path_factory.mktemp("logs")

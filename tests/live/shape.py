@@ -5,7 +5,7 @@ ones every container of the rendering gets (render/deployment.py `container_env`
 cluster runtime gives each node (KIMI_NODE_RANK, KIMI_HEAD_ADDR) and what its host gives it (its
 address: KIMI_HOST / KIMI_ROUTER_HOST to bind, KIMI_NODE_ADDR to advertise).
 
-"Hosts" are loopback addresses (127.0.1.1, 127.0.1.2, ...; `host`): each node binds its own, so two nodes
+"Hosts" are loopback addresses (127.0.1.1, 127.0.1.2, ...): each node binds its own, so two nodes
 on one machine never share a port, as two hosts would not. No test writes a `vllm serve` argv: the
 entrypoint composes and execs the plan's.
 """
@@ -31,21 +31,11 @@ from entrypoint.render.deployment import container_env
 
 READY_WITHIN_S = 900  # 37-107 s measured per shape on 2 busy cores (real-shapes.md); room for a loaded CI
 STOP_WITHIN_S = 120  # a drain with nothing running ends at once; the router and helpers exit in seconds
-# One loopback address per "host", on a subnet of each lane's own (tests/conftest.py LANES): the fleet
-# and PD shapes (lane `live`) on 127.0.1.x, the strategies' shapes (lane `shapes`) on 127.0.3.x, so a
-# shape of each runs at once and no two bind one address and port.
-SUBNETS = {"live": 1, "shapes": 3}
-_subnet = [SUBNETS["live"]]
-
-
-def use_lane(lane: str) -> None:
-    """The hosts `host` gives from now on: the subnet of `lane` (set by tests/live/conftest.py `running`)."""
-    _subnet[0] = SUBNETS[lane]
+HOSTS = tuple(f"127.0.1.{i}" for i in range(1, 30))  # one loopback address per "host"
 
 
 def host(i: int) -> str:
-    assert 0 <= i < 29, i
-    return f"127.0.{_subnet[0]}.{i + 1}"
+    return HOSTS[i]
 
 
 def _die_with_parent() -> None:
