@@ -97,10 +97,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 # ---------------------------------------------------------------- CPU per test (issue 51)
-# KIMI_TEST_CPU=FILE: every test's CPU seconds (its worker's, and its waited-for children's: helm, the
+# CPU_PER_TEST=FILE: every test's CPU seconds (its worker's, and its waited-for children's: helm, the
 # scanners, kimi-serve runs), one JSON line per test and phase appended to FILE. On two shared cores a
 # test's wall time says more about what ran beside it than about its cost; this says what it costs.
-_CPU_FILE = os.environ.get("KIMI_TEST_CPU")
+_CPU_FILE = os.environ.get("CPU_PER_TEST")
 
 
 @pytest.hookimpl(hookwrapper=True)
