@@ -1,8 +1,9 @@
 """The stream front's HTTP server (aiohttp): every request passes through to the router untouched but
 the streamed completions and chat completions, which it relays chunk by chunk, keeping the token ids,
 and which, when their engine dies mid-answer, it continues on a survivor through the router (an exact
-continuation: the prompt's ids and the generated ids, the remaining budget) or ends with an explicit
-error event, never a clean end without `finish_reason` (docs/fleet.md "Streams through faults").
+continuation: the prompt's ids and the generated ids, the remaining budget; the request again as it
+was where the engine stopped before the first chunk) or ends with an explicit error event, never a
+clean end without `finish_reason` (docs/fleet.md "Streams through faults").
 
 With a program after `--` (the router, as the plan's router process runs it) the front starts it as
 its child, answers /health only while it runs, and exits with it; SIGTERM stops taking connections,
@@ -203,6 +204,7 @@ class Front:
         response: Optional[web.StreamResponse] = None
         derendered = 0  # chat after a seam: tokens the parsers have seen
         started_at = -1  # tokens generated when the last continuation was sent (-1: none sent)
+        resent: Optional[str] = None  # why the request was last sent again whole, until its first chunk
         assert self.session is not None
         while True:
             try:
@@ -230,6 +232,10 @@ class Front:
                             raise Cut(_error_message(chunk["error"]))
                         if progress.attempts == 0:
                             out = S.take(progress, chunk)
+                            if resent is not None and progress.first_id is not None:  # under the id it now has
+                                print(f"kimi-serve front: stream {progress.first_id} continued at token 0 (sent "
+                                      f"again whole, try {progress.restarts}): {resent[:200]}", file=sys.stderr, flush=True)
+                                resent = None
                             if out is not None:
                                 await self._send(response, out)
                         elif path == S.COMPLETIONS:
@@ -256,6 +262,20 @@ class Front:
                     return web.json_response({"error": {"message": f"the router did not answer: {cause}",
                                                         "type": "bad_gateway", "param": None, "code": 502}},
                                              status=502)
+                if progress.first_id is None and not progress.generated:
+                    # cut before the engine's first chunk: the client has seen nothing but the headers, so the
+                    # request is sent again whole, exact whatever it asks (n, logprobs, structured output)
+                    if progress.restarts >= self.migrations:
+                        return await self._fail(request, response, progress, "no_survivor",
+                                                f"the engine serving this stream stopped before its first token, and "
+                                                f"no other engine took it ({progress.restarts} tries) ({cause})")
+                    progress.restarts += 1
+                    self.metrics.migrations += 1
+                    if progress.restarts == 1:
+                        self.metrics.continued += 1
+                    resent = cause
+                    await asyncio.sleep(min(2.0, 0.25 * progress.restarts))  # the router's health checks catch up
+                    continue
                 stop = self._cannot_continue(progress, len(progress.generated) == started_at)
                 if stop is not None:
                     return await self._fail(request, response, progress, stop[0], f"{stop[1]} ({cause})")

@@ -98,6 +98,7 @@ class Progress:
     stop_reason: Any = None
     prompt_tokens: Optional[int] = None
     attempts: int = 0  # engines the stream was continued on
+    restarts: int = 0  # times it was sent again whole: its engine stopped before the first chunk
     role_sent: bool = False  # chat: the assistant role delta was sent
     chat: Optional["ChatState"] = None  # chat: what was sent of each part, for the continuation's deltas
 

@@ -176,6 +176,26 @@ def test_a_stream_no_engine_can_continue_ends_with_an_error_event_saying_so(serv
     assert len(seen.text.split()) == 4  # what the engine gave before it stopped, once
 
 
+@pytest.mark.parametrize("extra", [{}, {"logprobs": 2}])
+def test_a_stream_cut_before_its_first_chunk_is_sent_again_whole(serve, extra):
+    """ci6 (issue 51): under load a copy died while three streams waited for their first token; the
+    client had seen only the headers, so the request is sent again as it was, whatever it asks
+    (logprobs: a stream that could not be continued mid-answer), and the client sees one stream."""
+    upstream = Upstream(cut_after=0)
+    url = serve(upstream)
+    body = {"model": "m", "prompt": "hi", "max_tokens": 12, "return_token_ids": True, **extra}
+    seen = _stream(url, S.COMPLETIONS, body)
+    assert seen.outcome == "complete" and seen.token_ids == ANSWER[:12] and set(seen.ids) == {"up-2"}, seen
+    assert [r["path"] for r in upstream.requests] == [S.COMPLETIONS, S.COMPLETIONS]
+    assert upstream.requests[1]["body"] == upstream.requests[0]["body"]  # the same request, not a continuation
+
+
+def test_a_stream_no_engine_starts_ends_with_an_error_event_saying_so(serve):
+    url = serve(Upstream(cut_after=0, cut_every=True), migrations=2)
+    seen = _stream(url, S.CHAT, {"model": "m", "messages": [{"role": "user", "content": "q"}], "max_tokens": 12})
+    assert seen.outcome == "error" and "stopped before its first token" in seen.error and "2 tries" in seen.error, seen
+
+
 def test_reasons_and_continuation_bodies():
     assert S.reason(S.COMPLETIONS, {"prompt": ["a", "b"]}).startswith("a batch of prompts")
     assert S.reason(S.COMPLETIONS, {"prompt": "a", "n": 1, "logprobs": None, "echo": False}) is None
