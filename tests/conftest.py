@@ -60,7 +60,7 @@ SERIAL_MARKERS = ("docker", "vllm", "serial")
 #   well-known ports on their own loopback hosts (127.0.1.x: 8000-8002, NIXL's side channel) and the
 #   fleet router's metrics port (29000, on every address), which nothing in another lane binds (the
 #   Compose test's host-network services bind 127.0.0.1 only, tests/deploy/test_compose_live.py).
-LIVE_LANE = ("tests/live/", "tests/verify/test_fleet_live.py")
+LIVE_LANE = ("tests/live/",)
 # - `docker`: every test on the Docker engine (its images, the registry, the builds), and the one test
 #   outside it that binds the plan's own PD pool ports (8001/8002 on 127.0.0.1) as the Compose test's
 #   services do.

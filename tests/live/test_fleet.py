@@ -2,7 +2,10 @@
 fleet plan's engine on two loopback hosts (KIMI_REPLICA_ADDRS) and its vllm-router (KIMI_ROLE=router)
 in front behind the stream front, each its own entrypoint. The router reaches both copies; one copy
 killed under load costs only the requests it held, and is taken back once started again (issue 38);
-the streams it held continue on the other copy, none cut or silent (issue 48)."""
+the streams it held continue on the other copy, none cut or silent (issue 48). `verify` and `bench`
+run through the front and against each copy (docs/fleet.md)."""
+
+import json
 
 import pytest
 
@@ -38,10 +41,25 @@ def test_the_router_answers_through_the_kimi_parsers(running):
     check_front(running)
 
 
+def test_the_questions_of_one_system_prompt_stay_on_one_copy(running):
+    """cache_aware, one request at a time (the balance thresholds never trip): the router sends every
+    question of a system prompt to the copy whose tree holds that prefix. (The engines' own prefix
+    cache is off here: vLLM 0.32.0's CPU backend turns it off for the tiny Kimi model's MLA attention;
+    benchmarks/fleet.py measures its hits on a model without MLA, docs/fleet.md.)"""
+    url, model = running.front.url(), running.plan.served_model_name
+    copies = running.engines()
+    before = [_served(c) for c in copies]
+    for q in range(4):
+        post(url + "/v1/completions", {"model": model, "prompt": f"{SYSTEM}\nQuestion {q}: why?", "max_tokens": 2,
+                                       "ignore_eos": True})
+    served = sorted(int(_served(c) - b) for c, b in zip(copies, before))
+    assert served == [0, 4], served
+
+
 def test_the_router_reaches_both_copies(running):
     """A burst: once one copy holds more than the balance thresholds (recipes/fleet.yaml) over the
-    other, cache_aware sends to the less loaded copy, whatever the prefix (sequential requests of
-    new prefixes all go to one copy: the fleet test of tests/verify measures the policy)."""
+    other, cache_aware sends to the less loaded copy, whatever the prefix (one request at a time, the
+    questions of a prefix all go to one copy: the test above)."""
     from concurrent.futures import ThreadPoolExecutor
 
     url, model = running.front.url(), running.plan.served_model_name
@@ -58,6 +76,40 @@ def test_the_router_reaches_both_copies(running):
     assert sum(served) == 16 and min(served) > 0, served
     for copy in copies:  # and each copy answers on its own
         completion(copy.url(), model)
+
+
+def test_verify_and_bench_run_through_the_front_and_against_each_copy(running, vllm_venv, tiny_models, tmp_path):
+    """`kimi-serve verify --replica` and `kimi-serve bench --replica` (docs/fleet.md) as an operator runs
+    them against this fleet: every target's health and model, and a short sweep each."""
+    from tests.verify.bench_helpers import bench_env, kimi_serve
+
+    front, model = running.front.url(), running.plan.served_model_name
+    copies = [c.url() for c in running.engines()]
+    replicas = [arg for url in copies for arg in ("--replica", url)]
+    env = bench_env([vllm_venv / "bin"])
+    done = kimi_serve("verify", "--url", front, *replicas, "--features", "", "--expect-model", model,
+                      "--format", "json", "--timeout", "120", env=env)
+    assert "Traceback" not in done.stderr, done.stderr
+    report = json.loads(done.stdout)
+    assert [(t["name"], t["url"]) for t in report["targets"]] == [
+        ("fleet", front), ("replica 1", copies[0]), ("replica 2", copies[1])]
+    for target in report["targets"]:
+        checks = {c["check"]: c["status"] for c in target["checks"]}
+        assert checks["health"] == "pass" and checks["models"] == "pass", target
+    done = kimi_serve("bench", "--url", front, *replicas, "--tokenizer", str(tiny_models / "kimi"),
+                      "--input-len", "32", "--output-len", "4", "--concurrency", "2", "--num-prompts", "4",
+                      "--gpus", "1", "--no-charts", "--format", "json", "--output", str(tmp_path / "out"),
+                      "--timeout", "600", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(done.stdout)["targets"]
+    assert [(r["name"], r["url"]) for r in runs] == [("fleet", front), ("replica 1", copies[0]),
+                                                     ("replica 2", copies[1])]
+    assert [r["deployment"]["gpus"] for r in runs] == [2, 1, 1]  # the fleet's figure is per GPU of every copy
+    for run in runs:
+        (result,) = run["results"]
+        assert (result["completed"], result["failed"]) == (4, 0)
+        assert result["total_tokens_per_s_per_gpu"] > result["output_tokens_per_s_per_gpu"] > 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["fleet", "replica-1", "replica-2"]
 
 
 def test_a_copy_killed_under_load_costs_only_what_it_held_and_no_stream(running):

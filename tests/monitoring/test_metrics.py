@@ -1,5 +1,5 @@
 """Every metric the rules, the dashboard and the autoscalers query is one a real vLLM 0.32.0
-exports (the recorded scrapes; tests/verify/test_real_metrics.py checks the live server too)."""
+exports (the recorded scrapes; tests/verify/test_real_vllm.py checks the live server too)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Streams in flight, then SIGTERM to a real vLLM server: what each stream got, what a request
 that arrives during the stop is answered, and how the server ended (issue 30, docs/day2.md).
 
-Used by tests/verify/test_real_drain.py (the launch's drain arguments: every stream completes)
+Used by tests/verify/test_real_vllm.py (the launch's drain arguments: every stream completes)
 and benchmarks/drain.py (that launch and vLLM's default side by side, with figures). SIGTERM goes
 to the server's own process, as `docker stop` and the kubelet send it to the container's PID 1
 (the entrypoint execs vLLM), never to its process group.

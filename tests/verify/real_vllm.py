@@ -52,6 +52,7 @@ class Config:
     model: str  # "scripted" or "random" (a directory under the models root)
     args: tuple[str, ...] = ()  # vLLM arguments after the model
     served: str | None = None  # KIMI_SERVED_MODEL_NAME (None: the model directory's path)
+    drain_s: int = 0  # KIMI_DRAIN_TIMEOUT
 
 
 class VllmServer:
@@ -116,7 +117,7 @@ class Servers:
         """A new server for config, not yet ready (the caller waits)."""
         self.stop()
         log = self.logs / f"vllm-{len(self.starts)}-{config.model}.log"
-        server = VllmServer(self.venv, self.models / config.model, config.args, log, config.served)
+        server = VllmServer(self.venv, self.models / config.model, config.args, log, config.served, config.drain_s)
         self.current = (config, server)
         return server
 

