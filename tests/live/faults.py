@@ -18,9 +18,9 @@ import urllib.error
 import urllib.request
 import json
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional
+from typing import Callable, List, Optional
 
-from tests.live.shape import Shape, healthy, metric
+from tests.live.shape import Node, Shape, healthy, metric
 
 SETTLED_AFTER_S = 30.0  # "every request sent 30 s after the kill succeeds" (issue 38)
 # Each client's pause between its requests. The tests send a steady trickle (each client a request
@@ -71,9 +71,9 @@ def _send(url: str, model: str, i: int, timeout: float) -> int:
         return 0
 
 
-def _router_view(url: str, worker: str) -> dict:
-    """The router's own view of one worker (vllm-router 0.1.17 /metrics): health, circuit state,
-    requests it sent there."""
+def _router_views(url: str, workers: List[str]) -> dict:
+    """The router's own view of each worker (vllm-router 0.1.17 /metrics, read once): health, circuit
+    state, requests it sent there."""
     import re
 
     try:
@@ -81,19 +81,32 @@ def _router_view(url: str, worker: str) -> dict:
             text = answer.read().decode()
     except OSError:
         return {}
-    out = {}
-    for name in ("vllm_router_worker_health", "vllm_router_cb_state", "vllm_router_processed_requests_total"):
-        m = re.search(rf'^{name}{{[^}}]*worker="{re.escape(worker)}"[^}}]*}} ([0-9.e+-]+)$', text, re.M)
-        if m:
-            out[name] = float(m.group(1))
+    out: dict = {}
+    for worker in workers:
+        for name in ("vllm_router_worker_health", "vllm_router_cb_state", "vllm_router_processed_requests_total"):
+            m = re.search(rf'^{name}{{[^}}]*worker="{re.escape(worker)}"[^}}]*}} ([0-9.e+-]+)$', text, re.M)
+            if m:
+                out.setdefault(worker, {})[name] = float(m.group(1))
     return out
 
 
+def _router_view(url: str, worker: str) -> dict:
+    return _router_views(url, [worker]).get(worker, {})
+
+
+def busiest(shape: Shape):
+    """The copy running the most requests now (vLLM's own gauge): the one whose death costs streams."""
+    return max(shape.engines(), key=lambda copy: metric(copy.url(), "vllm:num_requests_running"))
+
+
 def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5.0, after_s: float = 45.0,
-                             restart: bool = True, timeout: float = 60.0, pace_s: float = PACE_S) -> KillFigures:
-    """Load through the front (`clients`, each pausing `pace_s` between requests), SIGKILL the last
-    copy `before_s` in, keep the load `after_s` more; then (restart) start that copy again and measure
-    until the router sends it requests."""
+                             restart: bool = True, timeout: float = 60.0, pace_s: float = PACE_S,
+                             when: Optional[Callable[[], bool]] = None,
+                             pick: Optional[Callable[[Shape], Node]] = None) -> KillFigures:
+    """Load through the front (`clients`, each pausing `pace_s` between requests), SIGKILL a copy
+    `before_s` in (then once `when()` holds, within a minute): `pick(shape)`'s, else the last; keep the
+    load `after_s` more; then (restart) start that copy again and measure until the router sends it
+    requests."""
     url, model = shape.front.url(), shape.plan.served_model_name
     victim = shape.engines()[-1]
     sent: List[Sent] = []
@@ -122,12 +135,13 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
 
     metrics_url = f"http://{shape.front.addr}:{shape.front.proc.ports[Port.METRICS]}"
     worker = victim.url()
-    views: List[tuple] = []  # (seconds after the kill, the router's view of the victim)
+    views: List[tuple] = []  # (seconds after the kill, the router's view of each copy)
+    copies = [c.url() for c in shape.engines()]
 
     def watch() -> None:
         while not stop.is_set():
             ref = killed_at[0] if killed_at else t0 + before_s
-            views.append((time.monotonic() - ref, _router_view(metrics_url, worker)))
+            views.append((time.monotonic() - ref, _router_views(metrics_url, copies)))
             time.sleep(0.5)
 
     threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(clients)]
@@ -135,6 +149,12 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
     for t in threads:
         t.start()
     time.sleep(before_s)
+    waited = time.monotonic()
+    while when is not None and not when() and time.monotonic() - waited < 60:
+        time.sleep(0.1)
+    if pick is not None:
+        victim = pick(shape)
+        worker = victim.url()
     with lock:
         at_kill.append(in_flight[0])
         os.killpg(victim.popen.pid, signal.SIGKILL)
@@ -168,6 +188,7 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
     failed = [s for s in sent if s.status != 200]
     # a request that was on its way at the kill ends after it, having started before it
     failures_after = sorted(round(s.at + s.took, 2) for s in failed if s.at + s.took >= 0)
+    views = [(t, v.get(worker, {})) for t, v in views]  # the victim's, chosen at the kill
     dead = [(t, v) for t, v in views if 0 <= t < after_s]  # after the kill, before the restart
     unhealthy = next((round(t, 1) for t, v in dead if v.get("vllm_router_worker_health") == 0), None)
     circuit = next((round(t, 1) for t, v in dead if v.get("vllm_router_cb_state", 0) != 0), None)
