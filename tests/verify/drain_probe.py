@@ -54,10 +54,11 @@ class Outcome:
                 "stop_log": self.log_lines}
 
 
-def _stream(url: str, model: str, tokens: int, timeout_s: float, out: Stream, signalled: list) -> None:
+def _stream(url: str, model: str, tokens: int, timeout_s: float, out: Stream, signalled: list,
+            temperature: float = 0.0) -> None:
     parts = urlsplit(url)
     body = json.dumps({"model": model, "prompt": PROMPT, "max_tokens": tokens, "ignore_eos": True,
-                       "stream": True, "temperature": 0})
+                       "stream": True, "temperature": temperature, "seed": 0})
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
     try:
         conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
@@ -116,13 +117,15 @@ def _late(url: str, model: str) -> dict:
 
 
 def stop_with_streams(server, model: str, streams: int = 4, tokens: int = 300, client_timeout_s: float = 120,
-                      late_after_s: float = 1.0, exit_within_s: float = 600) -> Outcome:
+                      late_after_s: float = 1.0, exit_within_s: float = 600, temperature: float = 0.0) -> Outcome:
     """Start `streams` streaming completions of `tokens` tokens, SIGTERM the server once each has
-    its first chunk, send a late request `late_after_s` later, and wait for all of it (bounded)."""
+    its first chunk, send a late request `late_after_s` later, and wait for all of it (bounded).
+    `temperature` above 0 keeps n-gram speculative decoding from guessing a looping answer several
+    tokens a step (a server that speculates finishes greedy streams sooner)."""
     signalled: list = []
     results = [Stream() for _ in range(streams)]
-    threads = [threading.Thread(target=_stream, args=(server.url, model, tokens, client_timeout_s, r, signalled),
-                                daemon=True) for r in results]
+    threads = [threading.Thread(target=_stream, args=(server.url, model, tokens, client_timeout_s, r, signalled,
+                                                      temperature), daemon=True) for r in results]
     for thread in threads:
         thread.start()
     for r in results:

