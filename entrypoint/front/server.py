@@ -262,7 +262,7 @@ class Front:
                     return web.json_response({"error": {"message": f"the router did not answer: {cause}",
                                                         "type": "bad_gateway", "param": None, "code": 502}},
                                              status=502)
-                if progress.first_id is None and not progress.generated:
+                if progress.first_id is None:
                     # cut before the engine's first chunk: the client has seen nothing but the headers, so the
                     # request is sent again whole, exact whatever it asks (n, logprobs, structured output)
                     if progress.restarts >= self.migrations:
@@ -270,9 +270,7 @@ class Front:
                                                 f"the engine serving this stream stopped before its first token, and "
                                                 f"no other engine took it ({progress.restarts} tries) ({cause})")
                     progress.restarts += 1
-                    self.metrics.migrations += 1
-                    if progress.restarts == 1:
-                        self.metrics.continued += 1
+                    self._moved(progress)
                     resent = cause
                     await asyncio.sleep(min(2.0, 0.25 * progress.restarts))  # the router's health checks catch up
                     continue
@@ -287,11 +285,9 @@ class Front:
                     self.metrics.completed += 1
                     return response
                 progress.attempts += 1
-                self.metrics.migrations += 1
+                self._moved(progress)
                 print(f"kimi-serve front: stream {progress.first_id} continued at token {len(progress.generated)} "
                       f"(continuation {progress.attempts}): {cause[:200]}", file=sys.stderr, flush=True)
-                if progress.attempts == 1:
-                    self.metrics.continued += 1
                 payload = S.continuation(progress)
                 if path == S.CHAT and payload.get("max_tokens") is None:
                     length = await self._model_len(body.get("model"))
@@ -300,6 +296,13 @@ class Front:
                 url = self.upstream + S.COMPLETIONS
                 derendered = started_at = len(progress.generated)
                 await asyncio.sleep(min(2.0, 0.25 * progress.attempts))  # the router's health checks catch up
+
+    def _moved(self, progress: S.Progress) -> None:
+        """Count a stream's move to another engine (sent again whole, or continued): every move, and the
+        stream once, at its first."""
+        self.metrics.migrations += 1
+        if progress.restarts + progress.attempts == 1:
+            self.metrics.continued += 1
 
     def _cannot_continue(self, progress: S.Progress, stalled: bool = False):
         """Why the stream ends here (the metric's reason and the client's message), or None: continue

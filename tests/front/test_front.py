@@ -36,8 +36,9 @@ class Upstream:
     """vllm-router + engines, stood in: each streamed request is served from the prompt's position in
     ANSWER; `cut_after` tokens into the first stream the engine dies (the body ends mid-chunked)."""
 
-    def __init__(self, cut_after=None, cut_every=False, refuse_after_cut=False):
+    def __init__(self, cut_after=None, cut_every=False, refuse_after_cut=False, cuts=()):
         self.cut_after, self.cut_every, self.refuse_after_cut = cut_after, cut_every, refuse_after_cut
+        self.cuts = list(cuts)  # or: where each streamed request in turn is cut (None: not cut)
         self.requests: List[dict] = []
 
     async def handle(self, request: web.Request):
@@ -61,6 +62,8 @@ class Upstream:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         cut = self.cut_after if (len(self.requests) == 1 or self.cut_every) else None
+        if self.cuts:
+            cut = self.cuts.pop(0)
         for n, token in enumerate(ANSWER[start:start + budget]):
             if cut is not None and n == cut:
                 request.transport.close()  # the engine died: no final chunk, no [DONE]
@@ -188,6 +191,19 @@ def test_a_stream_cut_before_its_first_chunk_is_sent_again_whole(serve, extra):
     assert seen.outcome == "complete" and seen.token_ids == ANSWER[:12] and set(seen.ids) == {"up-2"}, seen
     assert [r["path"] for r in upstream.requests] == [S.COMPLETIONS, S.COMPLETIONS]
     assert upstream.requests[1]["body"] == upstream.requests[0]["body"]  # the same request, not a continuation
+
+
+def test_a_stream_sent_again_then_continued_counts_as_one_stream_moved_twice(serve):
+    import urllib.request
+
+    upstream = Upstream(cuts=[0, 5, None])
+    url = serve(upstream)
+    seen = _stream(url, S.COMPLETIONS, {"model": "m", "prompt": "hi", "max_tokens": 12, "return_token_ids": True})
+    assert seen.outcome == "complete" and seen.token_ids == ANSWER[:12], seen
+    assert upstream.requests[2]["body"]["prompt"] == PROMPT_IDS + ANSWER[:5]  # the continuation, after the resend
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as answer:  # noqa: S310 - loopback
+        text = answer.read().decode()
+    assert "kimi_front_streams_continued_total 1\n" in text and "kimi_front_migrations_total 2\n" in text, text
 
 
 def test_a_stream_no_engine_starts_ends_with_an_error_event_saying_so(serve):
