@@ -108,7 +108,6 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
     load `after_s` more; then (restart) start that copy again and measure until the router sends it
     requests."""
     url, model = shape.front.url(), shape.plan.served_model_name
-    victim = shape.engines()[-1]
     sent: List[Sent] = []
     lock, stop = threading.Lock(), threading.Event()
     killed_at: List[float] = []
@@ -134,7 +133,6 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
     from entrypoint.core.compose.plan import Port
 
     metrics_url = f"http://{shape.front.addr}:{shape.front.proc.ports[Port.METRICS]}"
-    worker = victim.url()
     views: List[tuple] = []  # (seconds after the kill, the router's view of each copy)
     copies = [c.url() for c in shape.engines()]
 
@@ -152,9 +150,8 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
     waited = time.monotonic()
     while when is not None and not when() and time.monotonic() - waited < 60:
         time.sleep(0.1)
-    if pick is not None:
-        victim = pick(shape)
-        worker = victim.url()
+    victim = pick(shape) if pick is not None else shape.engines()[-1]
+    worker = victim.url()
     with lock:
         at_kill.append(in_flight[0])
         os.killpg(victim.popen.pid, signal.SIGKILL)
