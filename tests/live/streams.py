@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional
 
-from tests.live.shape import Node, Shape, healthy, post
+from tests.live.shape import Node, post
 
 SYSTEM = "You are a careful archivist of the harbor; answer at length. "
 TOOLS = [{"type": "function", "function": {
@@ -287,16 +287,3 @@ def kill(node: Node) -> None:
     except ProcessLookupError:
         pass
     node.popen.wait(30)
-
-
-def restart(shape: Shape, node: Node, within_s: float = 900) -> float:
-    """Start a killed container again; seconds until it answers /health."""
-    t0 = time.monotonic()
-    shape.start_node(node, append=True)
-    while not healthy(node.url()):
-        if node.popen.poll() is not None:
-            raise RuntimeError(f"{node.name} exited with {node.popen.returncode}\n{node.tail()}")
-        if time.monotonic() - t0 > within_s:
-            raise RuntimeError(f"{node.name} not healthy within {within_s} s\n{node.tail()}")
-        time.sleep(1)
-    return time.monotonic() - t0

@@ -2,7 +2,8 @@
 (KIMI_STREAM_FRONT=on: a PD fleet of one unit), each its own entrypoint (KIMI_ROLE) on its own loopback
 host: the router sends each request to both pools, and the decode engine takes the prompt's KV cache
 from the prefill engine over NIXL (host memory, UCX) instead of computing it. The decode engine killed
-mid-stream: no other can continue it, and the client gets an explicit error (issue 48)."""
+mid-stream: no other can continue it, and the client gets an explicit error (issue 48); then every
+other process drains on SIGTERM."""
 
 import pytest
 
@@ -56,7 +57,11 @@ def test_the_decode_engine_takes_the_prompt_from_the_prefill_engine(running):
 def test_a_stream_whose_decode_engine_dies_ends_with_an_error_the_openai_client_raises(running):
     """Issue 48: the one decode engine SIGKILLed mid-stream. The front tries to continue the stream
     through the PD router, which has no decode engine left, and ends it with an error event: OpenAI's
-    own client raises APIError, never a clean end. The decode engine is started again for the stop."""
+    own client raises APIError, never a clean end. The module's last test: then the other processes
+    are stopped, and each must drain (exit 0 on SIGTERM) without the decode engine. (The decode engine
+    used to be started again only so the stop could include it: 32 CPU-seconds and about two minutes
+    of the live lane for a drain the prefill engine, the same vLLM server with the same NIXL
+    connector, already shows.)"""
     import json
     import subprocess
     from pathlib import Path
@@ -80,8 +85,4 @@ def test_a_stream_whose_decode_engine_dies_ends_with_an_error_the_openai_client_
     finally:
         if client.poll() is None:
             client.kill()
-        ST.restart(running, decode)
-
-
-def test_a_stop_drains_every_process(running):
-    check_stop(running)
+    check_stop(running, killed=(decode.name,))
