@@ -355,7 +355,7 @@ def _router(catalog) -> dict:
 
 
 def _defaults(catalog) -> dict:
-    stop = dep.StopBudget(catalog.serving.stop.pause_s, 0, catalog.serving.stop.margin_s)
+    stop = dep.StopBudget(catalog.serving.stop.pause_s, 0, catalog.serving.stop.margin_s, 0)
     slug = catalog.serving.default_recipe
     recipe_catalog = with_recipe(catalog, slug)
     hw = next(iter(recipe_catalog.recipe.hardware))
@@ -382,10 +382,9 @@ def _defaults(catalog) -> dict:
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
             "volumes": {"cache": k8s_pod.CACHE_VOLUME, "shm": k8s_pod.SHM_VOLUME, "token": k8s_pod.TOKEN_VOLUME},
             "containers": {"server": k8s_pod.CONTAINER, "download": k8s_pod.DOWNLOAD_CONTAINER},
-            # how a pod stops (recipes/serving.yaml `stop`; the drain is settings.drain_timeout)
-            "stop": {"pause_s": catalog.serving.stop.pause_s, "margin_s": catalog.serving.stop.margin_s,
-                     # the preStop hooks, whatever the drain (the containers read it): serving, or backing the engines
-                     "pre_stop": {"serves": k8s_pod.pre_stop(stop, serves=True), "backs": k8s_pod.pre_stop(stop)}}}
+            # how a pod stops (recipes/serving.yaml `stop`): the preStop hooks, whatever the drain (the containers
+            # read it): serving, or backing the engines; the grace period is settings.stop_grace as given
+            "stop": {"pre_stop": {"serves": k8s_pod.pre_stop(stop, serves=True), "backs": k8s_pod.pre_stop(stop)}}}
 
 
 # The keys of plan's pod spec and container the chart's templates build; any other key plan's

@@ -158,26 +158,26 @@ def image(launch) -> str:
 class StopBudget:
     """How one process stops (recipes/serving.yaml `stop`, docs/day2.md): out of routing, a pause
     (`pause_s`, the preStop hook), SIGTERM, up to `drain_s` of drain, `margin_s` to exit; `grace_s`
-    (terminationGracePeriodSeconds, stop_grace_period) holds it all. A process that serves no
+    (terminationGracePeriodSeconds, stop_grace_period: KIMI_STOP_GRACE, as given) holds it all: the
+    plan refuses a drain it cannot hold (resolve._check_stop_grace). A process that serves no
     client (a headless worker, the KV helpers, LMCache's server) waits through the drain too
     (k8s_pod.pre_stop): it gets SIGTERM only once the engines it backs have drained."""
 
-    def __init__(self, pause_s: int, drain_s: int, margin_s: int):
-        self.pause_s, self.drain_s, self.margin_s = pause_s, drain_s, margin_s
-        self.grace_s = pause_s + drain_s + margin_s
+    def __init__(self, pause_s: int, drain_s: int, margin_s: int, grace_s: int):
+        self.pause_s, self.drain_s, self.margin_s, self.grace_s = pause_s, drain_s, margin_s, grace_s
 
 
 def stop(launch, proc: Process) -> StopBudget:
     """The stop budget of `proc`: its drain (an engine's --shutdown-timeout; the router's and a
-    helper's: the engines'), the pause and margin of the data."""
+    helper's: the engines'), the pause and margin of the data, the plan's grace (KIMI_STOP_GRACE)."""
     data = launch.catalog.serving.stop
-    return StopBudget(data.pause_s, proc.drain_s, data.margin_s)
+    return StopBudget(data.pause_s, proc.drain_s, data.margin_s, launch.plan.stop_grace_s)
 
 
 def deployment_stop(launch) -> StopBudget:
     """The stop budget of the deployment's longest-draining process (a pod of several containers,
     a whole rendering)."""
-    return max((stop(launch, p) for p in launch.plan.processes), key=lambda b: b.grace_s)
+    return max((stop(launch, p) for p in launch.plan.processes), key=lambda b: b.drain_s)
 
 
 def image_user(launch):

@@ -111,11 +111,11 @@ STOP_SIGNAL = "SIGTERM"  # what vLLM drains on (and the router's graceful shutdo
 
 def stop_settings(launch, proc: Process) -> dict:
     """`docker compose stop/down` (and a recreate on `up`): SIGTERM, then the drain and the exit
-    before Docker's SIGKILL. No pause: no load balancer routes to a Compose service, and Compose
+    before Docker's SIGKILL, KIMI_STOP_GRACE after the SIGTERM (the plan checked it holds them). No pause: no load balancer routes to a Compose service, and Compose
     stops a service's dependents first (the router before the engines, an engine before the KV
     helpers and LMCache's server it depends on), so each drains while what it needs still runs."""
     budget = stop(launch, proc)
-    return {"stop_signal": STOP_SIGNAL, "stop_grace_period": f"{budget.drain_s + budget.margin_s}s"}
+    return {"stop_signal": STOP_SIGNAL, "stop_grace_period": f"{budget.grace_s}s"}
 
 
 def download_name(launch) -> str:

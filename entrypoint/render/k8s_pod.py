@@ -21,7 +21,7 @@ from typing import Optional
 from entrypoint.core.base.errors import KimiError, UNSUPPORTED_COMBINATION
 from entrypoint.core.compose.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TERMINATION_MESSAGE, TOKEN_DIR, TOKEN_FILE, brand,
-                                          cache_mount, container_env, deployment_stop, hardware, health, helper_resources, image,
+                                          cache_mount, container_env, hardware, health, helper_resources, image,
                                           image_user, pinned, scratch, stop, token_path)
 from entrypoint.render.deployment import weight_cache
 
@@ -194,7 +194,7 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
         container["ports"] = [{"name": "tcp", "containerPort": proc.port}]
         container.update(helper_probes(launch))
     # the grace period holds the pause, the drain and the exit of every container of the pod
-    grace = deployment_stop(launch).grace_s if proc.local_gpus else stop(launch, proc).grace_s
+    grace = stop(launch, proc).grace_s  # KIMI_STOP_GRACE, as given: the plan checked it holds every drain
     spec = {"enableServiceLinks": False, "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": grace,
             "securityContext": pod_security(launch, proc), "containers": [container], "volumes": volumes}

@@ -93,6 +93,10 @@ def settings(rng: random.Random) -> dict:
             s["vllm_version"] = "0.32.0"
     if _maybe(rng, 0.1):
         s["cache_dir"] = rng.choice(["/models", "/tmp"])
+    if _maybe(rng, 0.1):  # the stop (docs/day2.md): a drain of its own, a grace of its own, or one too short for it
+        s["drain_timeout"] = rng.choice([0, 45, 600])
+        if _maybe(rng, 0.6):
+            s["stop_grace"] = rng.choice([100, 645])
     operate: dict = {}
     if _maybe(rng, 0.25):
         operate["monitoring"] = True

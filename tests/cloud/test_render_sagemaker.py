@@ -101,4 +101,4 @@ def test_an_update_keeps_the_old_instances_through_the_drain(service_model):
     shorter = bodies({"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "60"})["CreateEndpoint"]
     assert 60 < shorter["DeploymentConfig"]["BlueGreenUpdatePolicy"]["TerminationWaitInSeconds"] < 300
     with pytest.raises(KimiError, match="TerminationWaitInSeconds"):
-        bodies({"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "3600"})
+        bodies({"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "3600", "KIMI_STOP_GRACE": "3645"})

@@ -1,8 +1,10 @@
 """How every rendered deployment stops (issue 30, docs/day2.md): each engine drains its running
-requests (`--shutdown-timeout`, KIMI_DRAIN_TIMEOUT), and every rendering's grace period holds the
-pause before SIGTERM, that drain and a margin for the exit, for every shape.
+requests (`--shutdown-timeout`, KIMI_DRAIN_TIMEOUT), and every rendering's grace period
+(KIMI_STOP_GRACE, as given) holds the pause before SIGTERM, that drain and a margin for the exit,
+for every shape; a drain it cannot hold is refused (issue 50: the chart draws the grace as given).
 
-The expected figures are written here: the default drain (300 s), KServe's preStop pause (15 s).
+The expected figures are written here: the default drain (300 s), KServe's preStop pause (15 s), the
+default grace (345 s: the pause, the drain and 30 s to exit).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tests.deploy.shapes import COMPOSE, K8S, launch_for
 
 DRAIN = 300  # KIMI_DRAIN_TIMEOUT's default, long generations
 PAUSE = 15  # the preStop pause KServe's vLLM runtime documents
+GRACE = 345  # KIMI_STOP_GRACE's default: 15 + 300 + 30
 ENGINE_PROGRAMS = ("vllm",)
 
 
@@ -88,13 +91,17 @@ def test_every_pod_of_every_k8s_shape_holds_pause_drain_and_margin(case):
     assert engines and all(_flag(p.argv, "--shutdown-timeout") == str(DRAIN) for p in engines)
 
 
-@pytest.mark.parametrize("drain", ["45", "0"])
-def test_the_drain_setting_sizes_the_grace_period(drain):
-    env = {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_DRAIN_TIMEOUT": drain}
+@pytest.mark.parametrize("drain,grace", [("45", None), ("0", None), ("45", "100")])
+def test_the_grace_period_is_the_setting_and_holds_the_drain(drain, grace):
+    env = {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_DRAIN_TIMEOUT": drain,
+           **({"KIMI_STOP_GRACE": grace} if grace else {})}
     docs = _k8s(env)
     for _, pod in _pods(docs):
         _check_pod(pod, int(drain))
-        assert pod["terminationGracePeriodSeconds"] < PAUSE + DRAIN  # the budget follows the setting
+        assert pod["terminationGracePeriodSeconds"] == int(grace or GRACE)  # as given, never a sum
+    one_node = {**env, "KIMI_STRATEGY": "single_node_tp"}  # a Compose file of one node
+    services = yaml.safe_load(next(iter(docker_compose.render(launch_for("compose", one_node)).values())))["services"]
+    assert {svc["stop_grace_period"] for svc in services.values() if svc.get("restart") != "no"} == {f"{grace or GRACE}s"}
     plan = launch_for("k8s", env).plan
     for proc in plan.processes:
         if proc.role == "router":
@@ -106,9 +113,27 @@ def test_the_drain_setting_sizes_the_grace_period(drain):
     assert {"name": "KIMI_DRAIN_TIMEOUT", "value": drain} in env_of
 
 
+@pytest.mark.parametrize("env", [{"KIMI_DRAIN_TIMEOUT": "900"}, {"KIMI_STOP_GRACE": "344"},
+                                 {"KIMI_DRAIN_TIMEOUT": "100", "KIMI_STOP_GRACE": "144"}])
+def test_a_drain_the_grace_cannot_hold_is_refused_naming_the_grace_it_needs(env):
+    """The kubelet (or Docker) SIGKILLs a container its grace period after the stop: a drain longer than
+    the grace leaves (less the pause and the exit's margin) would be cut, its streams with it. Refused
+    by the plan, so by the container, `plan --check` and the chart's hook alike, in one line."""
+    need = PAUSE + int(env.get("KIMI_DRAIN_TIMEOUT", DRAIN)) + 30
+    for make in (lambda: build({"KIMI_HARDWARE": "h200", **env}), lambda: _k8s({"KIMI_HARDWARE": "h200", **env})):
+        with pytest.raises(KimiError) as err:
+            make()
+        assert err.value.code == INVALID_VALUE, err.value.message
+        assert f"KIMI_STOP_GRACE={env.get('KIMI_STOP_GRACE', GRACE)} cannot hold" in err.value.message
+        assert f"need {need} s. Set KIMI_STOP_GRACE={need} or more" in err.value.message
+        assert "\n" not in err.value.message
+    build({"KIMI_HARDWARE": "h200", **env, "KIMI_STOP_GRACE": str(need)})  # the way out it names
+
+
 def test_the_users_own_shutdown_timeout_is_refused_and_the_setting_sizes_the_pod():
     """A --shutdown-timeout of the user's would drain longer than the renderings wait: refused in
-    any spelling (issue 37); KIMI_DRAIN_TIMEOUT gives the engine's flag and the pod's grace period."""
+    any spelling (issue 37); KIMI_DRAIN_TIMEOUT gives the engine's flag, KIMI_STOP_GRACE the pod's
+    grace period."""
     for args in ("--shutdown-timeout 900", "--shutdown_timeout=900", "--shutdown-t 900"):
         with pytest.raises(KimiError) as err:
             build({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": args})
@@ -116,12 +141,13 @@ def test_the_users_own_shutdown_timeout_is_refused_and_the_setting_sizes_the_pod
     with pytest.raises(KimiError) as err:
         _k8s({"KIMI_HARDWARE": "h200", "KIMI_EXTRA_ARGS": "--shutdown-timeout 900"})
     assert "KIMI_DRAIN_TIMEOUT" in err.value.message
-    env = {"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "900"}
+    env = {"KIMI_HARDWARE": "h200", "KIMI_DRAIN_TIMEOUT": "900", "KIMI_STOP_GRACE": "945"}
     proc = build(env).plan.processes[0]
     assert proc.argv.count("--shutdown-timeout") == 1 and _flag(proc.argv, "--shutdown-timeout") == "900"
     assert proc.drain_s == 900
     (_, pod), = [p for p in _pods(_k8s(env))]
-    assert pod["terminationGracePeriodSeconds"] >= PAUSE + 900 + 1
+    assert pod["terminationGracePeriodSeconds"] == 945
+    _check_pod(pod, 900)
 
 
 def test_scale_down_and_rollouts_wait_longer_than_a_drain():

@@ -86,11 +86,11 @@ names, the image and the hook's env) where the shape table has no entry for them
       fleet setting unless settings.router is none; an autoscaled PD cluster is a PD fleet, even of one unit */ -}}
 {{- $pdScaled := and (eq $st.shape "pd_cluster") (ne $o.autoscaling "off") -}}
 {{- $fleet := and (ne $front "none") (or (gt $copies 1) $pdScaled (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
-{{- $cacheDir := "" -}}{{- $routerPort := 0 -}}{{- $drain := 0 -}}{{- $lf := "recipe" -}}
+{{- $cacheDir := "" -}}{{- $routerPort := 0 -}}{{- $grace := 0 -}}{{- $lf := "recipe" -}}
 {{- range $f.settings -}}
   {{- if eq .name "cache_dir" }}{{ $cacheDir = $s.cache_dir | default .default }}{{ end -}}
   {{- if eq .name "router_port" }}{{ $routerPort = int ($s.router_port | default .default) }}{{ end -}}
-  {{- if eq .name "drain_timeout" }}{{ $drain = int (hasKey $s "drain_timeout" | ternary $s.drain_timeout .default) }}{{ end -}}
+  {{- if eq .name "stop_grace" }}{{ $grace = int ($s.stop_grace | default .default) }}{{ end -}}
   {{- if eq .name "load_format" }}{{ $lf = toString ($s.load_format | default .default) }}{{ end -}}
 {{- end -}}
 {{- $port := int ($s.port | default $d.port) -}}
@@ -267,7 +267,7 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- if not $budget -}}
 {{- toJson $base -}}
 {{- else -}}
-{{- $out := merge (dict "ok" true "engineResources" ($engineResources | default $nodeResources) "drain" $drain "strategy" $sid "shape" $st.shape "budget" $budget
+{{- $out := merge (dict "ok" true "engineResources" ($engineResources | default $nodeResources) "grace" $grace "strategy" $sid "shape" $st.shape "budget" $budget
       "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
       "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
       "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
@@ -419,9 +419,9 @@ launch), each overlaid with the chart's `probes` values */}}
   {{- $_ := set $container "ports" (list (dict "name" "tcp" "containerPort" $p.port)) -}}
   {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $container $k (deepCopy $probe) }}{{ end -}}
 {{- end -}}
-{{- /* issue 30: preStop pause (through the drain for a process that serves no client), grace = pause + drain + margin */ -}}
+{{- /* issue 30: preStop pause (through the drain for a process that serves no client); the grace period is
+      settings.stop_grace as given (KIMI_STOP_GRACE), which the container refuses if it cannot hold the drain */ -}}
 {{- $stop := $d.stop -}}
-{{- $grace := add $stop.pause_s $c.drain $stop.margin_s -}}
 {{- /* a process that serves clients: out of readiness first, then the pause; one that backs them: the pause and the
       drain, which `kimi-serve drain --through-drain` reads itself (k8s_pod.pre_stop) */ -}}
 {{- $_ := set $container "lifecycle" (deepCopy (ternary $stop.pre_stop.serves $stop.pre_stop.backs (eq $p.serves true))) -}}
@@ -446,7 +446,7 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- with $c.serviceAccount }}{{ $_ := set $spec "serviceAccountName" . }}{{ end -}}
 {{- /* a fleet's router lists and watches the copies' pods with its own ServiceAccount's token (its Role) */ -}}
 {{- with $p.fleet }}{{ $_ := set $spec "serviceAccountName" .serviceAccount }}{{ $_ := set $spec "automountServiceAccountToken" true }}{{ end -}}
-{{- $_ := set $spec "terminationGracePeriodSeconds" $grace -}}
+{{- $_ := set $spec "terminationGracePeriodSeconds" $c.grace -}}
 {{- if $p.gpu -}}
   {{- $dmounts := list -}}
   {{- range $mounts }}{{ if not (has .mountPath (list "/dev/shm" $f.preload.socket.mountPath)) }}{{ $dmounts = append $dmounts . }}{{ end }}{{ end -}}

@@ -28,6 +28,8 @@ MAX_SLO_MS = 600_000
 # KIMI_DRAIN_TIMEOUT: a day. A generation that runs longer is a hang; SageMaker's termination wait
 # stops at an hour (render/sagemaker.py says so).
 MAX_DRAIN_S = 86400
+# KIMI_STOP_GRACE: a day's drain, and an hour for the pause before it and the exit after it.
+MAX_STOP_GRACE_S = MAX_DRAIN_S + 3600
 MAX_INT_DIGITS = 9
 # Any one setting's text (paths, argument lines, address lists of MAX_ADDRESSES names).
 MAX_SETTING_CHARS = 64 * 1024

@@ -388,6 +388,7 @@ class Plan(Choice):
     pools: tuple  # of Pool: the selection's, sized by the resolver; their groups filled when the plan is made
     processes: tuple  # of Process
     local_model_gb: Optional[float] = None  # a local model's weights (KIMI_MODEL=/path), which size it
+    stop_grace_s: int = 0  # KIMI_STOP_GRACE: every container's grace period (it holds the pause, drain, margin)
     # Its engine pools and groups, router and helpers (`topology`), computed from the processes when
     # the plan is made (and again by dataclasses.replace): what every reader asks instead of the
     # strategy's name, the roles or the argv.

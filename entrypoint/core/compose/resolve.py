@@ -740,10 +740,25 @@ def resolve(sel: Selection, cat: Catalog, kv: Optional[KvChoice] = None, load: O
     processes = _compose_topology(ctx, serving, layer, budget, copies)
     if weights is not None:
         processes.append(weights)
+    _check_stop_grace(sel, cat, processes)
     return Plan(recipe=sel.recipe, hardware=sel.hardware, variant=sel.variant, strategy=sel.strategy, features=sel.features,
                 profile=sel.profile, nodes=sel.nodes, model=sel.model, served_model_name=sel.served_model_name,
                 vram_minimum_gb=ctx.need_gb, pools=tuple(pools), local_model_gb=model_gb,
-                processes=with_helper_drain(processes))
+                processes=with_helper_drain(processes), stop_grace_s=sel.stop_grace_s)
+
+
+def _check_stop_grace(sel: Selection, cat: Catalog, processes: List[Process]) -> None:
+    """KIMI_STOP_GRACE holds a stop (recipes/serving.yaml `stop`, docs/day2.md): the preStop pause, the
+    engines' drain (each one's --shutdown-timeout as vLLM reads it), the margin to exit. A grace that
+    cannot hold it would have the kubelet or Docker SIGKILL a draining engine, cutting its streams."""
+    drain = max((p.drain_s for p in processes if p.is_engine), default=0)
+    stop = cat.serving.stop
+    need = stop.pause_s + drain + stop.margin_s
+    if need > sel.stop_grace_s:
+        raise KimiError(E.INVALID_VALUE, f"KIMI_STOP_GRACE={sel.stop_grace_s} cannot hold a stop: the {stop.pause_s} s "
+                        f"pause, the engines' {drain} s drain (KIMI_DRAIN_TIMEOUT) and {stop.margin_s} s to exit need "
+                        f"{need} s. Set KIMI_STOP_GRACE={need} or more (and give the platform that grace), or a "
+                        f"shorter KIMI_DRAIN_TIMEOUT (docs/day2.md).")
 
 
 def _with_preload(ctx: _Ctx, serving: list, found: Record) -> Tuple[list, Process]:

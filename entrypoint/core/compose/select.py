@@ -59,6 +59,7 @@ class Selection(Choice):
     name: str = ""  # the rendered deployment's name: KIMI_NAME, else the recipe's deployment_name
     preload: bool = False  # KIMI_PRELOAD: `vllm preload` beside the engine (core/compose/preload.py)
     drain_s: int = 0  # KIMI_DRAIN_TIMEOUT: vLLM's --shutdown-timeout (0 = vLLM's abort on SIGTERM)
+    stop_grace_s: int = 0  # KIMI_STOP_GRACE: every container's grace period, which must hold the drain
 
     @property
     def is_multi_node(self) -> bool:
@@ -569,6 +570,7 @@ def select(settings: Settings, catalog: Catalog, detected_hardware: Optional[str
         revision=settings.model_revision,
         name=settings.name or catalog.recipe.deployment_name,
         drain_s=settings.drain_timeout,
+        stop_grace_s=settings.stop_grace,
         preload=settings.preload,
     )
 

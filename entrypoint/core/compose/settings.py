@@ -281,9 +281,14 @@ class Settings:
       "`--load-format` of the image's vLLM (e.g. `runai_streamer`, `fastsafetensors`, `instanttensor`).",
       lower=True)
     drain_timeout = number(300, "`300`", "Seconds a stopped engine drains its running requests: vLLM's "
-      "`--shutdown-timeout` on every engine (where the release has it), and every rendering's grace period "
-      "(preStop pause + drain + margin; docs/day2.md). 0 = vLLM's own default: SIGTERM aborts every open stream.",
+      "`--shutdown-timeout` on every engine (where the release has it). It must fit KIMI_STOP_GRACE with the "
+      "preStop pause and the exit's margin (docs/day2.md). 0 = vLLM's own default: SIGTERM aborts every open stream.",
       maximum=limits.MAX_DRAIN_S)
+    stop_grace = number(345, "`345`", "Seconds the platform gives each container to stop, from the stop to "
+      "SIGKILL: every pod's `terminationGracePeriodSeconds` (`plan --format k8s`, the Helm chart) and Compose's "
+      "`stop_grace_period`; give `docker stop -t` the same. It must hold the preStop pause, KIMI_DRAIN_TIMEOUT and "
+      "the exit's margin (recipes/serving.yaml `stop`: 15 + 300 + 30 by default); a drain it cannot hold is "
+      "refused, naming the grace it needs (docs/day2.md).", minimum=1, maximum=limits.MAX_STOP_GRACE_S)
     preload = flag(False, "`0`", "1 = keep the weights across engine restarts: `vllm preload` beside the engine "
       "(a sidecar container on Kubernetes, a companion service in Compose) holds them in GPU memory and the engine "
       "maps them (`--load-format ipc_cache`); one node, a release and GPU brand recorded in recipes/vllm/preload.yaml "
@@ -656,7 +661,7 @@ HELPER_VARIABLES = frozenset({
     "KIMI_NIXL", "KIMI_KV_CACHE", "KIMI_UID",  # images/ build arguments, scripts/kv-components-env.sh
     "KIMI_BUILD_BASE_OVERRIDE", "KIMI_BUILD_CACHE", "KIMI_BUILDKIT_DOCKER",  # buildsys/ (build.py)
     "KIMI_CHART_SEED", "KIMI_CHART_SAMPLE", "KIMI_CHECKOV_VENV",  # tests/chart, tests/security
-    "KIMI_SHAPES_RESULTS", "KIMI_FAULT_LOAD_PACE_S",  # tests/live, benchmarks/faults.py
+    "KIMI_SHAPES_RESULTS", "KIMI_FAULT_LOAD_PACE_S", "KIMI_FAULT_RESTART",  # tests/live, benchmarks/faults.py
 })
 
 

@@ -579,7 +579,7 @@ class EngineArgs:
     def revision(self) -> Optional[str]:
         return self.text("revision")
 
-    @_reads("shutdown_timeout", setting="KIMI_DRAIN_TIMEOUT (it sizes every grace period: docs/day2.md)")
+    @_reads("shutdown_timeout", setting="KIMI_DRAIN_TIMEOUT (inside KIMI_STOP_GRACE: docs/day2.md)")
     def drain_s(self) -> int:
         return self.number("shutdown_timeout", 0)
 
