@@ -14,7 +14,7 @@ after 10 failed requests for 60 s, 5 retries).
 Writes faults-<date>.json under --out: per run, the fault figures (requests sent, failed, in flight
 at the kill, when the router last sent the dead copy a request, when it marked it unhealthy, the
 restarted copy's time to healthy and to its first request through the router), and the rolling
-restart that follows (KIMI_ROLLING_ALL=1: both copies, each stopped by its preStop hook and SIGTERM
+restart before it (KIMI_ROLLING_ALL=1: both copies, each stopped by its preStop hook and SIGTERM
 then started again, under load): client failures, and per copy the seconds from SIGTERM to exit,
 the requests the router sent it while it drained, the seconds to healthy and back in rotation.
 """
@@ -40,7 +40,8 @@ BEFORE = ["--health-check-endpoint", "/health", "--health-check-interval-secs", 
 
 def run(recipes: Path | None, out: Path) -> dict:
     # full load: each client's next request as soon as the last is answered (the test paces them)
-    env = {**os.environ, "KIMI_SHAPES_RESULTS": str(out), "KIMI_ROLLING_ALL": "1", "KIMI_FAULT_LOAD_PACE_S": "0"}
+    env = {**os.environ, "KIMI_SHAPES_RESULTS": str(out), "KIMI_ROLLING_ALL": "1", "KIMI_FAULT_LOAD_PACE_S": "0",
+           "KIMI_FAULT_RESTART": "1"}
     if recipes is not None:
         env["KIMI_RECIPES_DIR"] = str(recipes)
     started = time.monotonic()

@@ -36,6 +36,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
@@ -43,6 +44,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Tag namespace of the images the tests build; KIMI_TEST_REGISTRY keeps parallel checkouts apart.
 TEST_REGISTRY = os.environ.get("KIMI_TEST_REGISTRY", "kimi-test.local/kimi")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# A bound on a hang of `docker-compose config`, not a speed: docker-compose v1 (Python) needs about a
+# CPU-second, and took over 60 s of wall time on the busy 2-core CI machine (ci11, issue 51).
+COMPOSE_CONFIG_BOUND_S = 300
 RECORD_PREFIX = "KIMI-STANDIN-RECORD "
 NO_GPU_ENV = {"KIMI_PREFLIGHT": "warn"}
 
@@ -320,6 +324,20 @@ def vllm_venv(pytestconfig) -> Path:
     if done.returncode != 0:
         _vllm_unavailable(f"scripts/vllm-env.sh failed:\n{done.stderr[-3000:]}")
     return venv
+
+
+@pytest.fixture(scope="session")
+def host_caches(tmp_path_factory) -> Dict[str, str]:
+    """The host's vLLM and inductor caches (VLLM_CACHE_ROOT, TORCHINDUCTOR_CACHE_DIR: kimi-serve keeps
+    each when it is set, as an operator sets them on a node) for every real vLLM server a worker starts,
+    as the env to add. kimi-serve's own keys them per release, model and layout under KIMI_CACHE_DIR
+    (recipes/serving.yaml compile_caches, tests/runtime/test_compile_caches.py), so every start of a run
+    began cold. Measured in a busy CI run (ci11, issue 51): vLLM's model-info probe on a cold start
+    (`python -m vllm.model_executor.models.registry`, a subprocess importing torch and vLLM, ~9
+    CPU-seconds, kept under VLLM_CACHE_ROOT/modelinfos) ran ~21 times, 190 CPU-seconds; the C++
+    compiler, for the vocabulary mask vLLM compiles with inductor under tensor parallelism, 72."""
+    root = tmp_path_factory.mktemp("host-caches")
+    return {"VLLM_CACHE_ROOT": str(root / "vllm"), "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor")}
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from entrypoint.app.deploy import deployment_launch
 from entrypoint.cli.bench import command as bench_command
 from entrypoint.render import docker_compose, k8s
 from entrypoint.render.bench_job import COMPOSE_FILE, K8S_FILE, ComposeBench, K8sBench
-from tests.conftest import IN_CI
+from tests.conftest import COMPOSE_CONFIG_BOUND_S, IN_CI
 from tests.deploy.k8s_schema import _roundtrip
 from tests.deploy.shapes import COMPOSE, K8S, documents
 from tests.testdata import COMPOSE_SPEC
@@ -89,7 +89,8 @@ def test_docker_compose_config_accepts_the_pair(tmp_path):
     (tmp_path / docker_compose.FILE).write_text(docker_compose.render(deployment_launch(docker_compose, environ))[docker_compose.FILE])
     (tmp_path / COMPOSE_FILE).write_text(ComposeBench.render(deployment_launch(ComposeBench, environ))[COMPOSE_FILE])
     proc = subprocess.run([exe, "-f", str(tmp_path / docker_compose.FILE), "-f", str(tmp_path / COMPOSE_FILE),
-                           "--profile", "bench", "config"], capture_output=True, text=True, timeout=60,
+                           "--profile", "bench", "config"], capture_output=True, text=True,
+                          timeout=COMPOSE_CONFIG_BOUND_S,
                           env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
     assert "kimi-k2-5-bench" in yaml.safe_load(proc.stdout)["services"]

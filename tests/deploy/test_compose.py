@@ -15,7 +15,7 @@ import yaml
 
 from entrypoint.core.base.errors import KimiError
 from entrypoint.render import docker_compose
-from tests.conftest import IN_CI
+from tests.conftest import COMPOSE_CONFIG_BOUND_S, IN_CI
 from tests.deploy.shapes import COMPOSE, deployment_name, launch_for, render
 from tests.testdata import COMPOSE_SPEC
 
@@ -43,7 +43,7 @@ def test_docker_compose_config_accepts_it(case, tmp_path):
         pytest.skip("docker-compose is not installed")
     (tmp_path / docker_compose.FILE).write_text(render("compose", COMPOSE[case])[docker_compose.FILE])
     proc = subprocess.run([exe, "-f", str(tmp_path / docker_compose.FILE), "config"], capture_output=True, text=True,
-                          env={**os.environ, "HF_TOKEN": SECRET}, timeout=60)
+                          env={**os.environ, "HF_TOKEN": SECRET}, timeout=COMPOSE_CONFIG_BOUND_S)
     assert proc.returncode == 0, proc.stderr
     resolved = yaml.safe_load(proc.stdout)
     launch = launch_for("compose", COMPOSE[case])

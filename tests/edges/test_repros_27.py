@@ -355,7 +355,7 @@ def test_a_dollar_in_a_value_reads_back_unchanged_through_docker_compose(tmp_pat
 
     import yaml
 
-    from tests.conftest import IN_CI
+    from tests.conftest import COMPOSE_CONFIG_BOUND_S, IN_CI
 
     exe = shutil.which("docker-compose")
     if exe is None:
@@ -368,7 +368,7 @@ def test_a_dollar_in_a_value_reads_back_unchanged_through_docker_compose(tmp_pat
     run_proc(["plan", "--format", "compose", "--output", str(out)], env).assert_clean({0})
     (out / "hf_token").write_text("")
     done = subprocess.run([exe, "-f", str(out / "compose.yaml"), "config"], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "HOME": "/home/nobody"}, timeout=60)
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/home/nobody"}, timeout=COMPOSE_CONFIG_BOUND_S)
     assert done.returncode == 0, done.stderr
     assert "not set" not in done.stderr, done.stderr  # no variable was looked up
     services = yaml.safe_load(done.stdout)["services"]

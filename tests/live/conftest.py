@@ -40,11 +40,12 @@ def base_settings(tiny: Path, cache: Path, **more: str) -> Dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def running(request, vllm_venv, tiny_models, tmp_path_factory):
+def running(request, vllm_venv, tiny_models, host_caches, tmp_path_factory):
     """The module's one shape, started once: the module's SHAPE(tiny, cache) -> (settings, place,
-    extra env); stopped at the end (its exit codes in `shape.stopped`)."""
+    extra env: the host's, with its caches); stopped at the end (its exit codes in `shape.stopped`)."""
     make: Callable = request.module.SHAPE
     settings, place, extra = make(tiny_models, tmp_path_factory.mktemp("cache"))
+    extra = {**host_caches, **extra}
     logs = tmp_path_factory.mktemp("logs")
     shape = Shape(settings, vllm_venv, logs, place, extra_env=extra)
     name = request.module.__name__.rsplit(".", 1)[-1]

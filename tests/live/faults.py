@@ -59,6 +59,7 @@ class KillFigures:
     readmitted_s: Optional[float] = None  # ... and its first request through the router, from healthy
     statuses: dict = field(default_factory=dict)
     pace_s: float = 0.0  # each client's pause between its requests
+    victim: str = ""  # the copy killed (its process name)
 
 
 def _send(url: str, model: str, i: int, timeout: float) -> int:
@@ -210,7 +211,7 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
         failed_after_settled=sum(1 for s in after if s.status != 200 and s.at >= SETTLED_AFTER_S),
         last_failure_s=failures_after[-1] if failures_after else None, failures_at_s=failures_after,
         unhealthy_s=unhealthy, circuit_open_s=circuit, last_routed_s=last_routed,
-        statuses=statuses, pace_s=pace_s, **figures_restart)
+        statuses=statuses, pace_s=pace_s, victim=victim.name, **figures_restart)
 
 
 def as_dict(figures) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 import zipfile
+from importlib.machinery import PathFinder
 
 import pytest
 
@@ -75,11 +76,24 @@ HANDED_ON = ("egg-info directory", "an egg-info ahead of a dist-info", "a folded
              "an empty METADATA")
 
 
+def _standard_finders_only(monkeypatch) -> None:
+    """The distribution finders as the interpreter starts: PathFinder's alone. A library an earlier test
+    of the worker imported may have changed them: importlib_metadata (the backport) adds its own finder
+    on import and deletes PathFinder's find_distributions (ci11 saw it). The start rightly hands such a
+    process's question to importlib.metadata (the test below)."""
+    if not hasattr(PathFinder, "find_distributions"):
+        monkeypatch.setattr(PathFinder, "find_distributions",
+                            staticmethod(importlib.metadata.MetadataPathFinder.find_distributions), raising=False)
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path
+                                           if f is PathFinder or not hasattr(f, "find_distributions")])
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_layout_reads_as_importlib_metadata_reads_it(tmp_path, monkeypatch, layout):
     for entry, files in LAYOUTS[layout].items():
         _dist(tmp_path, entry, files)
     monkeypatch.setattr(sys, "path", [str(tmp_path / "a"), str(tmp_path / "missing"), str(tmp_path / "b")])
+    _standard_finders_only(monkeypatch)
     expected = reference(dist_info.VLLM_DISTRIBUTIONS)
     if layout not in HANDED_ON:
         def asked(name):
@@ -88,6 +102,27 @@ def test_every_layout_reads_as_importlib_metadata_reads_it(tmp_path, monkeypatch
         monkeypatch.setattr(importlib.metadata, "version", asked)
     assert dist_info.installed_vllm_version() == expected
     assert (expected is None) == (layout in ("none", "Version only in the body", "a malformed line before it"))
+
+
+def test_a_distribution_finder_of_another_library_hands_the_question_to_importlib_metadata(tmp_path, monkeypatch):
+    """A finder besides PathFinder on sys.meta_path (the importlib_metadata backport's, a zipapp's, an
+    editable install's) may find distributions the path walk cannot: importlib.metadata is asked."""
+    _dist(tmp_path, "a/vllm-0.32.0.dist-info", {"METADATA": _metadata("0.32.0")})
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "a")])
+
+    class Elsewhere(importlib.metadata.DistributionFinder):
+        def find_spec(self, *args):
+            return None
+
+        def find_distributions(self, context=None):
+            return iter(())
+
+    _standard_finders_only(monkeypatch)
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Elsewhere()])
+    asked: list = []
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: asked.append(name) or real(name))
+    assert dist_info.installed_vllm_version() == "0.32.0" and asked == ["vllm"]
 
 
 def test_a_zip_file_on_the_path_is_read_by_importlib_metadata(tmp_path, monkeypatch):

@@ -40,9 +40,9 @@ def closed_port_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def vllm_servers(vllm_venv, tiny_models, tmp_path_factory):
+def vllm_servers(vllm_venv, tiny_models, host_caches, tmp_path_factory):
     """Servers: .get(Config) -> a ready real server; one alive at a time; all stopped at the end."""
-    servers = Servers(vllm_venv, tiny_models, tmp_path_factory.mktemp("vllm-logs"))
+    servers = Servers(vllm_venv, tiny_models, tmp_path_factory.mktemp("vllm-logs"), host_caches)
     SERVERS.append(servers)
     yield servers
     servers.stop()

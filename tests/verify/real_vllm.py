@@ -57,7 +57,7 @@ class Config:
 
 class VllmServer:
     def __init__(self, venv: Path, model_dir: Path, args: tuple[str, ...], log: Path, served: str | None = None,
-                 drain_s: int = 0):
+                 drain_s: int = 0, host_env: dict | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -65,7 +65,7 @@ class VllmServer:
         (log.parent / "cache").mkdir(exist_ok=True)
         env = {**os.environ, **settings(model_dir, "127.0.0.1", self.port, args, log.parent / "cache", served, drain_s),
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
-               "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
+               "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}", **(host_env or {})}
         self._log_file = log.open("wb")
         self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True, preexec_fn=_die_with_parent)
@@ -108,8 +108,8 @@ class VllmServer:
 class Servers:
     """One real server at a time: asking for another configuration stops the current one."""
 
-    def __init__(self, venv: Path, models: Path, logs: Path):
-        self.venv, self.models, self.logs = venv, models, logs
+    def __init__(self, venv: Path, models: Path, logs: Path, host_env: dict | None = None):
+        self.venv, self.models, self.logs, self.host_env = venv, models, logs, host_env  # host_env: the host's (its caches)
         self.current: tuple[Config, VllmServer] | None = None
         self.starts: list[tuple[Config, float]] = []  # (config, seconds to ready)
 
@@ -117,7 +117,8 @@ class Servers:
         """A new server for config, not yet ready (the caller waits)."""
         self.stop()
         log = self.logs / f"vllm-{len(self.starts)}-{config.model}.log"
-        server = VllmServer(self.venv, self.models / config.model, config.args, log, config.served, config.drain_s)
+        server = VllmServer(self.venv, self.models / config.model, config.args, log, config.served, config.drain_s,
+                            self.host_env)
         self.current = (config, server)
         return server
 
