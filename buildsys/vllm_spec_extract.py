@@ -125,6 +125,10 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "check":
         print(json.dumps(check(json.load(sys.stdin))))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "check-lines":  # one JSON list of argvs a line, one answer a line:
+        for line in sys.stdin:  # vLLM imported once for a caller's many checks (tests/vllm_contract)
+            print(json.dumps(check(json.loads(line))), flush=True)
+        return
     package, version = _distribution()
     forced = _force_cpu_platform_if_needed()
     parser = _serve_parser()

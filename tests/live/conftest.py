@@ -116,8 +116,10 @@ def pytest_terminal_summary(terminalreporter):
                 f"{name}: a copy killed under load ({faults['clients']} clients): {faults['failed']} of {faults['sent']} "
                 f"requests failed ({faults['in_flight_at_kill']} in flight at the kill), the last "
                 f"{faults['last_failure_s']} s after it; the router sent it requests until {faults['last_routed_s']} s, "
-                f"marked it unhealthy at {faults['unhealthy_s']} s; restarted copy healthy in {faults.get('restart_healthy_s')} s, "
-                f"sent requests again {faults.get('readmitted_s')} s later")
+                f"marked it unhealthy at {faults['unhealthy_s']} s; " + (
+                    f"restarted copy healthy in {faults['restart_healthy_s']} s, sent requests again "
+                    f"{faults.get('readmitted_s')} s later" if faults.get("restart_healthy_s") is not None
+                    else "left down (KIMI_FAULT_RESTART=1 starts it again)"))
         streams = getattr(shape, "streams", None)
         if streams:
             killed = streams["killed"]

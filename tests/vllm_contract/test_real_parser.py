@@ -36,20 +36,48 @@ def vllm_python() -> str:
 
 
 @lru_cache(maxsize=1)
+def real_spec() -> dict:
+    """The grammar vLLM gives (buildsys/vllm_spec_extract.py), extracted once per process."""
+    return vllm_spec.extract(vllm_python())
+
+
 def real_version() -> str:
-    return vllm_spec.extract(vllm_python())["vllm_version"]
+    return real_spec()["vllm_version"]
 
 
-def real_check(argvs):
-    with_shim = vllm_spec.extract_env(vllm_python())
-    out = subprocess.run([vllm_python(), str(vllm_spec.EXTRACTOR), "check"], input=json.dumps(argvs),
-                         capture_output=True, text=True, timeout=1200, env=with_shim)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+@lru_cache(maxsize=1)
+def _checker() -> subprocess.Popen:
+    """One `vllm_spec_extract.py check-lines` per process: vLLM (~10 CPU-seconds to import) imported once
+    for every module's checks (this one's, tests/vllm_contract/test_kv_components.py's and
+    test_fleet_router.py's: issue 51); stopped when the process ends."""
+    import atexit
+    import tempfile
+
+    log = tempfile.TemporaryFile(mode="w+")  # its stderr (vLLM's warnings), read back if it fails
+    proc = subprocess.Popen([vllm_python(), str(vllm_spec.EXTRACTOR), "check-lines"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=log, text=True, env=vllm_spec.extract_env(vllm_python()))
+    proc.log = log  # type: ignore[attr-defined]
+    atexit.register(lambda: (proc.stdin.close(), proc.wait(30)) if proc.poll() is None else None)
+    return proc
+
+
+def real_check(argvs, within_s: float = 1200):
+    """vLLM's verdict on each argv (its serve parser, post-parse validation, AsyncEngineArgs)."""
+    import select
+
+    proc = _checker()
+    proc.stdin.write(json.dumps(argvs) + "\n")
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], within_s)
+    line = proc.stdout.readline() if ready else ""
+    if not line:
+        proc.log.seek(0)
+        raise AssertionError(f"the vLLM checker gave no answer (exit {proc.poll()}):\n{proc.log.read()[-3000:]}")
+    return json.loads(line)
 
 
 def test_the_checked_in_grammar_is_what_vllm_gives():
-    got = vllm_spec.extract(vllm_python())
+    got = real_spec()
     spec = json.loads((vllm_spec.SPECS_DIR / f"{got['vllm_version']}.json").read_text())
     assert got["options"] == spec["options"] and got["env"] == spec["env"]
 
