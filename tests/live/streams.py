@@ -77,10 +77,10 @@ def request(kind: str, model: str, i: int, max_tokens: int) -> tuple:
     return "/v1/chat/completions", body
 
 
-def send(url: str, path: str, body: dict, kind: str, timeout: float = 600) -> Stream:
-    """One streamed request, read as an SSE client reads it."""
+def send(url: str, path: str, body: dict, kind: str, timeout: float = 600, seen: Optional[Stream] = None) -> Stream:
+    """One streamed request, read as an SSE client reads it (into `seen`, where the caller watches it)."""
     parts = urllib.parse.urlsplit(url)
-    seen = Stream(kind=kind, started=time.monotonic())
+    seen = seen if seen is not None else Stream(kind=kind, started=time.monotonic())
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     try:
         conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
@@ -206,9 +206,10 @@ def direct_continuation(url: str, model: str, prefix: List[int], max_tokens: int
 
 def run_drill(front_url: str, model: str, clients: int, max_tokens: int, expect: Dict[int, Stream],
               fault: Callable[[], None], fault_after_s: float, metrics_url: Optional[str] = None,
-              front_log: Optional[Callable[[], str]] = None) -> Drill:
+              front_log: Optional[Callable[[], str]] = None, live: Optional[List[Stream]] = None) -> Drill:
     """`clients` streams at once (completions, chat with reasoning, chat with tools), `fault()` called
-    `fault_after_s` in, every stream read to its end; compared with `expect` (the baseline)."""
+    `fault_after_s` in, every stream read to its end; compared with `expect` (the baseline). `live`: a
+    list the streams are added to as they start, for a caller that watches them (a kill mid-stream)."""
     figures = Drill(clients=clients, max_tokens=max_tokens)
     before = _front_metrics(metrics_url) if metrics_url else {}
     t0 = time.monotonic()
@@ -216,7 +217,10 @@ def run_drill(front_url: str, model: str, clients: int, max_tokens: int, expect:
     def one(i: int) -> Stream:
         kind = KINDS[i % len(KINDS)]
         path, body = request(kind, model, i, max_tokens)
-        return send(front_url, path, body, kind)
+        seen = Stream(kind=kind, started=time.monotonic())
+        if live is not None:
+            live.append(seen)
+        return send(front_url, path, body, kind, seen=seen)
 
     timer = threading.Timer(fault_after_s, fault)
     timer.start()

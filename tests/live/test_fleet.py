@@ -170,7 +170,6 @@ def test_a_copy_killed_under_load_costs_only_what_it_held_and_no_stream(running)
 
     from tests.live import streams as ST
     from tests.live.faults import as_dict, busiest, kill_one_copy_under_load
-    from tests.live.shape import metric
 
     url, model = running.front.url(), running.plan.served_model_name
     clients, tokens = 6, 320
@@ -178,16 +177,19 @@ def test_a_copy_killed_under_load_costs_only_what_it_held_and_no_stream(running)
     assert calm.complete == clients, ST.summary(calm)
     expect = dict(enumerate(calm.seen))
     drills: list = []
+    live: list = []  # the streams as they run
     streaming = threading.Thread(target=lambda: drills.append(ST.run_drill(
-        url, model, clients, tokens, expect, lambda: None, 0.0, url, front_log=lambda: running.front.tail(5000))))
+        url, model, clients, tokens, expect, lambda: None, 0.0, url, front_log=lambda: running.front.tail(5000),
+        live=live)))
     streaming.start()
-    # the kill lands mid-stream, on the copy that holds the most of them: once the engines run as many
-    # requests as there are streams (320 tokens take ~3-15 s here; the front's own count is not enough: the
-    # router asks an engine for a prompt's tokens before it places it), whichever copy runs the most (the
-    # router may have put all six on one: ci7 killed the other, and nothing was continued)
+    # the kill lands mid-stream, on the copy that holds the most of them: once every stream has its first
+    # token and none has ended (the clients' own view: 320 tokens took 3-15 s here, under 5 s once the run
+    # was lighter; waiting on the engines' gauges for six running at once, ci13's kill came after the
+    # streams had ended, and none was continued), whichever copy runs the most (the router may have put
+    # all six on one: ci7 killed the other, and nothing was continued)
     restart = bool(os.environ.get("KIMI_FAULT_RESTART"))
-    figures = kill_one_copy_under_load(running, before_s=1.0, pick=busiest, restart=restart, when=lambda: sum(
-        metric(copy.url(), "vllm:num_requests_running") for copy in running.engines()) >= clients)
+    figures = kill_one_copy_under_load(running, before_s=0.5, pick=busiest, restart=restart, when=lambda: len(
+        live) == clients and all(s.token_ids and not s.ended for s in live))
     if not restart:
         running.left_down = (figures.victim,)
     streaming.join(600)
