@@ -111,9 +111,10 @@ STOP_SIGNAL = "SIGTERM"  # what vLLM drains on (and the router's graceful shutdo
 
 def stop_settings(launch, proc: Process) -> dict:
     """`docker compose stop/down` (and a recreate on `up`): SIGTERM, then the drain and the exit
-    before Docker's SIGKILL, KIMI_STOP_GRACE after the SIGTERM (the plan checked it holds them). No pause: no load balancer routes to a Compose service, and Compose
-    stops a service's dependents first (the router before the engines, an engine before the KV
-    helpers and LMCache's server it depends on), so each drains while what it needs still runs."""
+    before Docker's SIGKILL, KIMI_STOP_GRACE after the SIGTERM (the plan checked it holds them). No
+    pause: no load balancer routes to a Compose service, and Compose stops a service's dependents
+    first (the router before the engines, an engine before the KV helpers and LMCache's server it
+    depends on), so each drains while what it needs still runs."""
     budget = stop(launch, proc)
     return {"stop_signal": STOP_SIGNAL, "stop_grace_period": f"{budget.grace_s}s"}
 

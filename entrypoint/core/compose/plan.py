@@ -204,11 +204,16 @@ def preload(role: str, argv: Sequence[str], env: dict, provenance: dict, gpus: i
                    ports={Port.HEALTH: health_port})
 
 
+def engines_drain(processes) -> int:
+    """The engines' longest drain (each one's --shutdown-timeout as vLLM reads it; 0: none drains)."""
+    return max((p.drain_s for p in processes if p.is_engine), default=0)
+
+
 def with_helper_drain(processes) -> tuple:
     """The processes, each one that is not an engine (the router, the KV helpers) given the
     engines' longest drain: it keeps serving them (proxying their streams, holding their KV) while
     they drain."""
-    drain = max((p.drain_s for p in processes if p.is_engine), default=0)
+    drain = engines_drain(processes)
     return tuple(dataclasses.replace(p, drain_s=drain) if not p.is_engine else p for p in processes)
 
 

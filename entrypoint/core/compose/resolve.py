@@ -22,8 +22,8 @@ from entrypoint.core.compose.fleet import FleetChoice, check_start, ROLE
 from entrypoint.core.compose.fleet import layer as fleet_layer
 from entrypoint.core.compose.kv import KvChoice
 from entrypoint.core.compose.kv import layer as kv_layer
-from entrypoint.core.compose.plan import (DEPLOYMENT, INSTANCE, Kind, Plan, Pool, Port, Process, engine, service,
-                                         with_helper_drain)
+from entrypoint.core.compose.plan import (DEPLOYMENT, INSTANCE, Kind, Plan, Pool, Port, Process, engine, engines_drain,
+                                         service, with_helper_drain)
 from entrypoint.core.compose.plan import preload as preload_process
 from entrypoint.core.compose.select import (PLACEHOLDER_SETTINGS, Selection, pool_tp, variant_unsupported,
                                             version_key)
@@ -751,7 +751,7 @@ def _check_stop_grace(sel: Selection, cat: Catalog, processes: List[Process]) ->
     """KIMI_STOP_GRACE holds a stop (recipes/serving.yaml `stop`, docs/day2.md): the preStop pause, the
     engines' drain (each one's --shutdown-timeout as vLLM reads it), the margin to exit. A grace that
     cannot hold it would have the kubelet or Docker SIGKILL a draining engine, cutting its streams."""
-    drain = max((p.drain_s for p in processes if p.is_engine), default=0)
+    drain = engines_drain(processes)
     stop = cat.serving.stop
     need = stop.pause_s + drain + stop.margin_s
     if need > sel.stop_grace_s:
@@ -800,7 +800,7 @@ def _compose_topology(ctx: _Ctx, serving: list, layer, budget: Optional[int], fl
         if fleet is not None and fleet.choice.front == "vllm-router" and ctx.strategy.deploy_type != "pd_cluster":
             out.append(fleet.router(ctx.sel, [p for p in out if p.is_engine]))
         if fleet is not None and fleet.choice.stream_front:  # the stream front before the fleet's router
-            drain = max((p.drain_s for p in out if p.is_engine), default=0)
+            drain = engines_drain(out)
             out = [fleet.fronted(p, drain) if p.kind is Kind.ROUTER else p for p in out]
         return out
     instances: List[Process] = []
