@@ -26,8 +26,7 @@ SETTLED_AFTER_S = 30.0  # "every request sent 30 s after the kill succeeds" (iss
 # Each client's pause between its requests. The tests send a steady trickle (each client a request
 # a second, ~3-4 a second through the router): enough to see every fault to the second, while the two
 # engines leave the other tests' share of the machine alone (CI runs the live lane beside the rest on
-# two cores; at 0.5 s the trickle alone was about 1,400 requests of the fleet module's run, most of its
-# engines' CPU: issue 51).
+# two cores; at 0.5 s the trickle was about 1,400 requests of the fleet module's run: issue 51).
 # benchmarks/faults.py sets KIMI_FAULT_LOAD_PACE_S=0: clients back to back, full load.
 PACE_S = float(os.environ.get("KIMI_FAULT_LOAD_PACE_S", "1.0"))
 # How long the load goes on after the kill before the copy is started again: past SETTLED_AFTER_S, so
