@@ -182,7 +182,6 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
                 continue
             strategies[sid] = {"shape": dep.shape(launch),
                                "worker_serves_http": all(p.serves_http for p in launch.plan.processes)}
-        entry["load"] = _load(catalog, slug, hw, _base(catalog, slug, hw, offered))
         own = _engine_resources(catalog, slug, hw, offered, pods[hw]["resources"])
         if own:
             entry["engine_resources"] = own
@@ -193,80 +192,22 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
     from entrypoint.core.compose.select import default_release
 
     return {"hardware": hardware, "strategies": strategies, "pd": pd, "variants": sorted(recipe.variants),
+            "startup": _startup(catalog),
             "default_vllm": {hw: default_release(catalog, hw) for hw in targets},
             "default_strategy": {"single": default_strategy(catalog, 1), "multi": default_strategy(catalog, PROBE_NODES)}}
 
 
-# ---------------------------------------------------------------- the start-up budget
+# ---------------------------------------------------------------- the bound on a start
 
-MODEL_KINDS = {"hub": "", "object": "s3://bucket/model", "path": "/models/model"}  # settings.model, by its form
+def _startup(catalog) -> dict:
+    """The recipe's bound on any start (core/compose/loading.startup_bound_s), with the figures the
+    objects carry: the startup probe's failureThreshold, an autoscaled Deployment's
+    progressDeadlineSeconds. The same for every launch of the recipe: the container keeps its own
+    launch's budget (node/startup.py)."""
+    from entrypoint.core.compose.loading import startup_bound_s
 
-
-def _base(catalog, slug: str, hw: str, offered: list) -> dict:
-    """The configuration the setting-by-setting verdicts start from: the recipe's first one-node
-    strategy that plan renders on this hardware (else its first that renders, on its probe nodes)."""
-    single = [s for s in offered if catalog.strategies[s].deploy_type == "single_node"]
-    for sid in single + [s for s in offered if s not in single]:
-        env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid}
-        if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
-            env["KIMI_NODES"] = str(_probe_nodes(catalog, sid, hw))
-        if _probe(catalog, slug, hw, sid) is not None:
-            return env
-    raise RuntimeError(f"{slug} renders no strategy on {hw}")
-
-
-def _load(catalog, slug: str, hw: str, base: dict) -> dict:
-    """Per `load_format|model form` that plan renders (the others: its pre-install check), per variant,
-    the start-up budget (core/compose/loading.py) by the nodes of the smallest engine group ("1",
-    "2", ..., "rest": the floor every larger group gets), each with the figures the objects carry
-    (the startup probe's failureThreshold, an autoscaled Deployment's progressDeadlineSeconds), so
-    the chart looks them up and computes none. Every format any vLLM release of loaders.yaml accepts,
-    each judged on a release that accepts it (the budget does not depend on the release)."""
-    from entrypoint.core.compose import loading
-
-    data = loading.load_data()
-    health = catalog.serving.health
-
-    def figures(budget: int) -> dict:
-        return {"budget": budget, "failureThreshold": -(-budget // health.interval_s),
-                "progressDeadline": budget + health.interval_s * health.retries}
-
-    floor = figures(health.start_period_s)
-    releases = list(data.load_formats)
-    formats = {"recipe": None, "auto": None}
-    for release in releases:
-        for fmt in data.load_formats[release]:
-            formats.setdefault(fmt, release)
-    out: Dict[str, Any] = {}
-    for fmt, release in formats.items():
-        for kind, model in MODEL_KINDS.items():
-            env = {**base, "KIMI_LOAD_FORMAT": fmt, **({"KIMI_MODEL": model} if model else {})}
-            try:
-                launch = _launch(env)
-            except KimiError:
-                if release is None or "KIMI_VLLM_VERSION" in base:
-                    continue
-                try:  # a format of another release: judged on that release
-                    launch = _launch({**env, "KIMI_VLLM_VERSION": release})
-                except KimiError:
-                    continue
-            decision = launch.load
-            per_variant: Dict[str, Any] = {}
-            for vid, var in catalog.recipe.variants.items():
-                if decision is None or decision.setting == loading.RECIPE:
-                    per_variant[vid] = {"rest": floor}
-                    continue
-                size = loading.checkpoint_gb(catalog.recipe.id, vid, var.vram_minimum_gb, data)
-                by_nodes: Dict[str, Any] = {}
-                for nodes in range(1, 257):
-                    budget = loading.startup_budget_s(health.start_period_s, health.interval_s, size / nodes,
-                                                      decision.loader, decision.storage, data)
-                    if budget == health.start_period_s:
-                        break
-                    by_nodes[str(nodes)] = figures(budget)
-                per_variant[vid] = {**by_nodes, "rest": floor}
-            out[f"{fmt}|{kind}"] = per_variant
-    return out
+    health, bound = catalog.serving.health, startup_bound_s(catalog)
+    return {"failureThreshold": -(-bound // health.interval_s), "progressDeadline": bound + health.interval_s * health.retries}
 
 
 def _kv(catalog) -> dict:
@@ -428,7 +369,7 @@ def _monitoring(catalog) -> dict:
                                                                       "timeout_s")}}
 
 
-INTERNED = ("strategies", "load", "pd_pools", "engine_resources")  # per recipe x hardware, often alike
+INTERNED = ("strategies", "pd_pools", "engine_resources")  # per recipe x hardware, often alike
 
 
 def _intern(recipes: dict) -> list:
@@ -446,8 +387,6 @@ def _intern(recipes: dict) -> list:
 
     for recipe in recipes.values():
         for entry in recipe["hardware"].values():
-            if "load" in entry:  # each format's budgets too: most formats load alike
-                entry["load"] = {key: intern(budgets) for key, budgets in entry["load"].items()}
             for key in INTERNED:
                 if key in entry:
                     entry[key] = intern(entry[key])
@@ -464,13 +403,10 @@ def _images(catalog) -> dict:
 
 def facts() -> dict:
     catalog = load_catalog()
-    from entrypoint.core.compose.loading import load_data
-
     hardware = _hardware(catalog)
     recipes = {slug: _recipe(catalog, slug, hardware) for slug in catalog.recipes}
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "recipes": recipes, "tables": _intern(recipes),
-            "loading": {"engine_overhead_s": load_data().budget.engine_overhead_s},
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
             "credential_pattern": _userinfo(),  # the escape hatches' objects judged as every value is
             "router": _router(catalog), "defaults": _defaults(catalog), "kv": _kv(catalog),

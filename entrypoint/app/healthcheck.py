@@ -35,7 +35,11 @@ def health_target(environ: Optional[Mapping[str, str]] = None) -> HealthTarget:
     container's start recorded (it may have had arguments this command does not see, e.g.
     SageMaker's `serve`) unless the settings name the port."""
     launch = load_launch((), environ)
-    proc = launch.this_process()
+    return health_target_of(launch, launch.this_process())
+
+
+def health_target_of(launch, proc) -> HealthTarget:
+    """What tells `proc`'s health (health_target), of a composed launch."""
     path = launch.catalog.serving.health.path
     if Port.HEALTH in proc.ports:
         return HealthTarget(proc.role, proc.rank, url=client_url(None, proc.ports[Port.HEALTH]) + path)

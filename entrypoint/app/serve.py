@@ -1,25 +1,28 @@
 """The container's start (`kimi-serve` with no command, or only vLLM arguments): wire the
 platform and the cluster, compose the launch, log its decisions, fetch the weights when
-KIMI_DOWNLOAD asks, run the preflight, announce the process, then exec it."""
+KIMI_DOWNLOAD asks, run the preflight, announce the process, fork the watches that outlive the
+exec beside it (a lost peer node, the start-up budget), then exec it."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Optional
 
 from entrypoint.app.download import fetch_weights
+from entrypoint.app.healthcheck import health_target_of
 from entrypoint.app.launch import load_launch, wire_platform
 from entrypoint.core.compose.plan import Kind, Process
 from entrypoint.core.vllm.mask import mask_argv, mask_env
-from entrypoint.node import peers
+from entrypoint.node import peers, startup
 from entrypoint.node.cluster import wire
 from entrypoint.node.exec import as_applied, exec_process, split_env
 from entrypoint.node.logs import Entry, log_decisions
 from entrypoint.node.platform import record_launch
 from entrypoint.node.preflight import preflight_launch
+from entrypoint.render.deployment import health
 from entrypoint.render.shell import render_process
 
 
-def start(user_args) -> None:
+def start(user_args, termination_log: str = "") -> None:
     """The container's start: wire, compose, log, preflight, announce, then exec (never returns
     unless KIMI_DRY_RUN=1)."""
     platform = wire_platform(tuple(user_args))
@@ -47,7 +50,28 @@ def start(user_args) -> None:
         return
     record_launch(proc, platform)
     peers.start(proc, launch.settings, launch.catalog.serving.peer_watch, environ)  # a lost node stops this one
+    keep_budget(launch, proc, termination_log)  # a load past its budget stops this one, saying so
     exec_process(proc, environ, launch.settings.cache_dir, compiled)
+
+
+def keep_budget(launch, proc: Process, termination_log: str = "") -> Optional[int]:
+    """Fork the start-up watch (node/startup.py) of an engine that serves HTTP, or of the weight
+    cache's launcher: the launch's start-up budget (render/deployment.health), told in one line
+    when a load outruns it. The watcher's PID, or None where nothing is watched."""
+    if not (proc.is_engine or proc.kind is Kind.PRELOAD):
+        return None
+    target = health_target_of(launch, proc)
+    if target.url is None:  # a headless rank: its group's head is watched
+        return None
+    budget = health(launch).start_period_s
+    setting = launch.load.setting if launch.load is not None else "recipe"
+    basis = ("recipes/serving.yaml's start period" if setting == "recipe" else
+             "the time the checkpoint's share takes with its loader, recipes/loaders.yaml")
+    message = (f"the server ({proc.role}) did not answer healthy at {target.url} within its start-up budget of {budget} s "
+               f"(KIMI_LOAD_FORMAT={setting}: {basis}), so it is stopped. The log above shows how far the load got, "
+               "and `kimi-serve doctor` this node's expected load time: put the weights on faster storage, or set "
+               "KIMI_LOAD_FORMAT=auto (the fastest loader here).")
+    return startup.start(target.url, budget, launch.catalog.serving.stop.margin_s, message, termination_log)
 
 
 def announce(proc: Process, environ: Mapping[str, str], log) -> None:

@@ -138,4 +138,4 @@ def _start(args: List[str]) -> None:
     _check_setting_names(warn=False)  # the start log carries the warnings
     from entrypoint.app.serve import start
 
-    start(args)
+    start(args, termination_log=TERMINATION_LOG)

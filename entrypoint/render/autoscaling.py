@@ -11,7 +11,7 @@ cluster) gets, with an autoscaler:
   `health.start_period_s`): a copy is never removed sooner than a new one takes to load;
 - a PodDisruptionBudget of one unavailable pod;
 - a rollout that never drops below serving capacity: one copy surged, none unavailable, and a
-  Deployment's progress deadline past the start-up budget;
+  Deployment's progress deadline past the recipe's bound on a start (its startupProbe's);
 - zone spread of the single-node copies and of the router (a multi-node group stays where its
   interconnect is).
 KIMI_REPLICAS alone (no autoscaler) sets the copies; the rollout then stays as rendered.
@@ -20,7 +20,7 @@ KIMI_REPLICAS alone (no autoscaler) sets the copies; the rollout then stays as r
 from __future__ import annotations
 
 from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
-from entrypoint.render.deployment import health
+from entrypoint.render.deployment import health, startup_bound
 from entrypoint.render.monitoring import facts, fill, match
 
 KEDA_API = "keda.sh/v1alpha1"
@@ -41,7 +41,9 @@ FEWER_MAX = ("KIMI_MAX_REPLICAS=%d is below KIMI_REPLICAS=%d, the fewest copies 
 
 
 def start_budget_s(launch) -> int:
-    return health(launch).start_period_s
+    """recipes/serving.yaml's start period: how long a new copy takes to load, for the scale-down
+    window (the same for every launch, as the chart draws it)."""
+    return launch.catalog.serving.health.start_period_s
 
 
 def _engine_groups(launch, objects: list) -> list:
@@ -157,7 +159,7 @@ def _roll_out(launch, obj: dict) -> None:
     """Surge one copy, none unavailable; a Deployment's deadline past the start-up budget."""
     if obj["kind"] == "Deployment":
         obj["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": dict(SURGE)}
-        obj["spec"]["progressDeadlineSeconds"] = start_budget_s(launch) + health(launch).interval_s * health(launch).retries
+        obj["spec"]["progressDeadlineSeconds"] = startup_bound(launch) + health(launch).interval_s * health(launch).retries
         _spread(obj["spec"]["template"]["spec"], obj["spec"]["selector"]["matchLabels"])
     else:
         obj["spec"]["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": dict(SURGE)}

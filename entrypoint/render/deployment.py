@@ -16,7 +16,7 @@ from typing import Mapping
 from entrypoint.core.base.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.compose.fleet import router_facts
 from entrypoint.core.compose.kv import load_kv
-from entrypoint.core.compose.loading import launch_budget_s
+from entrypoint.core.compose.loading import launch_budget_s, startup_bound_s
 from entrypoint.core.compose.plan import Kind, Process
 from entrypoint.core.compose.plan import SINGLE as ROLE_SINGLE
 from entrypoint.core.compose.preload import load_preload
@@ -125,6 +125,13 @@ def health(launch) -> Hardware:
         return base
     budget = launch_budget_s(launch.plan, launch.catalog, launch.load)
     return base if budget == base.start_period_s else Hardware("Health", {**base._fields, "start_period_s": budget})
+
+
+def startup_bound(launch) -> int:
+    """Kubernetes' bound on a start (its startupProbe, an autoscaled Deployment's progress deadline):
+    the recipe's, the same for every launch of it (core/compose/loading.startup_bound_s); the
+    container stops a load that outruns its own launch's budget itself (node/startup.py)."""
+    return startup_bound_s(launch.catalog)
 
 
 def image(launch) -> str:

@@ -22,7 +22,7 @@ from entrypoint.core.base.errors import KimiError, UNSUPPORTED_COMBINATION
 from entrypoint.core.compose.plan import Process
 from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TERMINATION_MESSAGE, TOKEN_DIR, TOKEN_FILE, brand,
                                           cache_mount, container_env, hardware, health, helper_resources, image,
-                                          image_user, pinned, scratch, stop, token_path)
+                                          image_user, pinned, scratch, startup_bound, stop, token_path)
 from entrypoint.render.deployment import weight_cache
 
 CACHE_VOLUME = "cache"
@@ -88,7 +88,7 @@ def _probes(launch, port: int) -> dict:
     ready = {"exec": {"command": [*READY, "--timeout", str(min(h.timeout_s, period)), "--port", str(port)]},
              "timeoutSeconds": min(h.timeout_s, period) + 1}
     return {
-        "startupProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": -(-h.start_period_s // h.interval_s)},
+        "startupProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": -(-startup_bound(launch) // h.interval_s)},
         "readinessProbe": {**ready, "periodSeconds": period, "failureThreshold": 1},
         "livenessProbe": {**get, "periodSeconds": h.interval_s, "failureThreshold": h.retries},
     }
@@ -267,7 +267,7 @@ def add_weight_cache(launch, pod: dict) -> dict:
         "securityContext": container_security(launch),
         "volumeMounts": [dict(m) for m in engine["volumeMounts"]],
         "ports": [{"name": HEALTH_PORT_NAME, "containerPort": proc.port}],
-        "startupProbe": {**get, "failureThreshold": -(-h.start_period_s // h.interval_s)},
+        "startupProbe": {**get, "failureThreshold": -(-startup_bound(launch) // h.interval_s)},
         # no preStop: the kubelet stops a native sidecar only once the engine beside it has exited
         "livenessProbe": {**get, "failureThreshold": h.retries}})
     return pod

@@ -395,7 +395,7 @@ def test_secret_in_toml_extra_args(tmp_path):
 
 
 def test_unexpected_bug_is_one_line_unless_debug(monkeypatch):
-    def broken(args):
+    def broken(args, termination_log=""):
         raise RuntimeError("something nobody foresaw")
 
     monkeypatch.setattr("entrypoint.app.serve.start", broken)

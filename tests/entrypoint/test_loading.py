@@ -266,7 +266,7 @@ def _azureml_start(env):
     return {doc["liveness_probe"]["initial_delay"]}
 
 
-RENDERINGS = {"compose": _compose_start, "k8s": _k8s_start, "vertex": _vertex_start, "azureml": _azureml_start}
+RENDERINGS = {"compose": _compose_start, "vertex": _vertex_start, "azureml": _azureml_start}
 
 
 @pytest.mark.parametrize("fmt", sorted(RENDERINGS))
@@ -278,6 +278,38 @@ def test_every_rendering_follows_the_budget(fmt):
     assert want > floor  # storage unknown at render: a conservative figure for 595 GB
     got = RENDERINGS[fmt](env)
     assert min(got) >= want and max(got) - want < 60  # whole probe periods
+
+
+@pytest.mark.parametrize("env", [{"KIMI_HARDWARE": "h200"}, {"KIMI_HARDWARE": "h200", "KIMI_LOAD_FORMAT": "safetensors"},
+                                 {"KIMI_HARDWARE": "h200", "KIMI_LOAD_FORMAT": "runai_streamer", "KIMI_MODEL": "s3://b/m"},
+                                 {"KIMI_HARDWARE": "h200", "KIMI_STRATEGY": "pd_cluster", "KIMI_LOAD_FORMAT": "safetensors"},
+                                 {"KIMI_RECIPE": "kimi-k3", "KIMI_HARDWARE": "b200", "KIMI_STRATEGY": "multi_node_tp", "KIMI_NODES": "2",
+                                  "KIMI_LOAD_FORMAT": "safetensors"}])
+def test_kubernetes_probes_a_start_by_the_recipes_bound(env):
+    """Issue 50: the startupProbe is the recipe's bound on any start, whatever the launch's budget (the
+    container keeps that itself: node/startup.py), so the chart looks it up by recipe."""
+    found = launch_for("k8s", env)
+    bound = loading.startup_bound_s(found.catalog)
+    assert _k8s_start(env) == {bound}
+    assert bound >= loading.launch_budget_s(found.plan, found.catalog, found.load) >= 3600
+
+
+def test_the_bound_holds_every_budget_of_the_recipe():
+    """No launch's budget passes its recipe's bound: every variant x loader x storage kind, one node's
+    share and two pools' copies on one node."""
+    from entrypoint.core.data.recipe import load_catalog, with_recipe
+
+    data, catalog = loading.load_data(), load_catalog()
+    for slug in catalog.recipes:
+        cat = with_recipe(catalog, slug)
+        h, bound = cat.serving.health, loading.startup_bound_s(cat)
+        assert bound % h.interval_s == 0
+        for vid, var in cat.recipe.variants.items():
+            size = loading.checkpoint_gb(cat.recipe.id, vid, var.vram_minimum_gb, data)
+            for kind in data.budget.planning_gbps:
+                if kind in ("unknown", "object"):  # what a rendering plans for
+                    for loader in data.loaders:
+                        assert loading.startup_budget_s(h.start_period_s, h.interval_s, size * 2, loader, kind) <= bound
 
 
 def test_a_bigger_share_per_node_gets_a_bigger_budget():

@@ -4,7 +4,7 @@ compares them). It derives the deployment from the settings (the lookups below) 
 every setting is judged by kimi-serve's own code, in the release's image, by the
 pre-install/pre-upgrade hook (check-job.yaml) and again by every container before it loads anything. The shape comes from files/facts.json, a table generated from plan by
 `python build.py chart` (recipe x hardware -> strategies offered, pod resources, pool sizes, ports,
-start-up budgets; a test fails when it is stale). It parses no vLLM option: the options that draw a
+the bound on a start; a test fails when it is stale). It parses no vLLM option: the options that draw a
 deployment are refused in settings.extra_args by plan itself (typed settings set them). Where the
 table has no entry for the settings (a recipe that does not run on the hardware, a strategy it does
 not offer, an unknown variant or KV choice), only the hook renders, and refuses with plan's message.
@@ -86,12 +86,11 @@ names, the image and the hook's env) where the shape table has no entry for them
       fleet setting unless settings.router is none; an autoscaled PD cluster is a PD fleet, even of one unit */ -}}
 {{- $pdScaled := and (eq $st.shape "pd_cluster") (ne $o.autoscaling "off") -}}
 {{- $fleet := and (ne $front "none") (or (gt $copies 1) $pdScaled (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
-{{- $cacheDir := "" -}}{{- $routerPort := 0 -}}{{- $grace := 0 -}}{{- $lf := "recipe" -}}
+{{- $cacheDir := "" -}}{{- $routerPort := 0 -}}{{- $grace := 0 -}}
 {{- range $f.settings -}}
   {{- if eq .name "cache_dir" }}{{ $cacheDir = $s.cache_dir | default .default }}{{ end -}}
   {{- if eq .name "router_port" }}{{ $routerPort = int ($s.router_port | default .default) }}{{ end -}}
   {{- if eq .name "stop_grace" }}{{ $grace = int ($s.stop_grace | default .default) }}{{ end -}}
-  {{- if eq .name "load_format" }}{{ $lf = toString ($s.load_format | default .default) }}{{ end -}}
 {{- end -}}
 {{- $port := int ($s.port | default $d.port) -}}
 {{- /* the settings every container gets: the user's, the pinned choices, the addresses the deployment gives its pods */ -}}
@@ -191,17 +190,6 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- $pdFleet = dict "terms" $pdTerms "grouped" $grouped -}}
 {{- end -}}
 
-{{- /* the start-up budget (core/compose/loading.py), looked up: per load format and model form, per variant,
-      by the nodes of the smallest engine group (the table's "rest": the floor), with the figures it gives */ -}}
-{{- $model := toString ($s.model | default "") -}}
-{{- $form := "hub" -}}
-{{- if or (hasPrefix "s3://" $model) (hasPrefix "gs://" $model) }}{{ $form = "object" }}{{ else if hasPrefix "/" $model }}{{ $form = "path" }}{{ end -}}
-{{- $least := "" -}}
-{{- range $g := $groups }}{{ if (first $g.procs).gpu }}{{ if or (not $least) (lt (len $g.procs) (atoi $least)) }}{{ $least = toString (len $g.procs) }}{{ end }}{{ end }}{{ end -}}
-{{- $byFormat := index (index $f.tables (int $rhw.load)) (printf "%s|%s" $lf $form) -}}
-{{- $byNodes := dict -}}
-{{- if not (kindIs "invalid" $byFormat) }}{{ $byNodes = index (index $f.tables (int $byFormat)) $vid | default dict }}{{ end -}}
-{{- $budget := index $byNodes $least | default $byNodes.rest -}}
 {{- /* the fleet (render/k8s_fleet.py, render/gateway.py): the router or the Gateway's pool in front of the copies */ -}}
 {{- $fleetOut := dict -}}
 {{- if $fleet -}}
@@ -264,10 +252,7 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- /* a host backend's node pod: each amount a setting's value as written, where it is given (recipe.with_host) */ -}}
 {{- $nodeResources := deepCopy $hwf.resources -}}
 {{- range $k, $by := ($hwf.sized_by | default dict) }}{{ with index $s (first $by) }}{{ $_ := set $nodeResources $k (printf "%v%s" . (last $by)) }}{{ end }}{{ end -}}
-{{- if not $budget -}}
-{{- toJson $base -}}
-{{- else -}}
-{{- $out := merge (dict "ok" true "engineResources" ($engineResources | default $nodeResources) "grace" $grace "strategy" $sid "shape" $st.shape "budget" $budget
+{{- $out := merge (dict "ok" true "engineResources" ($engineResources | default $nodeResources) "grace" $grace "strategy" $sid "shape" $st.shape "budget" $r.startup
       "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
       "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
       "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
@@ -276,7 +261,6 @@ names, the image and the hook's env) where the shape table has no entry for them
       "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) "fleet" $fleetOut
       "preload" (ternary (dict "path" (index $f.preload.health_paths $release) "gpusEnv" (index $f.preload.gpus_env $hw)) dict $preload)) $base -}}
 {{- toJson $out -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
 

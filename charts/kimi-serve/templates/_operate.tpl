@@ -63,7 +63,8 @@ it is given (their maps are shared), as autoscaling.apply does.
       {{- $_ := set .spec "rolloutStrategy" (dict "type" "RollingUpdate" "rollingUpdateConfiguration" (deepCopy $surge)) -}}
     {{- end -}}
   {{- end -}}
-  {{- $budget := $c.budget.budget -}}
+  {{- /* a copy is never removed sooner than a new one takes to load: serving.yaml's start period */ -}}
+  {{- $budget := $m.health.start_period_s -}}
   {{- $behavior := dict "scaleDown" (dict "stabilizationWindowSeconds" $budget "policies" (list (dict "type" "Pods" "value" 1 "periodSeconds" $budget)))
         "scaleUp" (dict "stabilizationWindowSeconds" 0 "policies" (list (dict "type" "Pods" "value" 1 "periodSeconds" 60))) -}}
   {{- $scalers := list -}}{{- $pdbs := list -}}

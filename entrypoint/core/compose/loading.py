@@ -338,6 +338,20 @@ def budget_s(catalog, recipe_id: str, variant: str, vram_minimum_gb: float, pool
                             decision.loader, decision.storage, data)
 
 
+def startup_bound_s(catalog) -> int:
+    """The recipe's bound on any start (Kubernetes' startupProbe and an autoscaled Deployment's
+    progress deadline, the same for every launch of the recipe, so a rendering looks it up and
+    computes none): the longest budget any of its launches can get, whatever its variant, loader or
+    pools (a node reading two pools' copies: PD pools sharing one node), where storage is unknown or
+    an object store as it is when a deployment is rendered. The container keeps its own launch's
+    budget itself (node/startup.py), so the probe is only the bound past a hang of its own."""
+    health, data = catalog.serving.health, load_data()
+    sizes = [checkpoint_gb(catalog.recipe.id, vid, v.vram_minimum_gb, data) for vid, v in catalog.recipe.variants.items()]
+    return max([health.start_period_s] + [
+        startup_budget_s(health.start_period_s, health.interval_s, size * share, loader, kind, data)
+        for size in sizes for share in (1, 2) for loader in data.loaders for kind in ("unknown", "object")])
+
+
 def launch_budget_s(plan, catalog, decision: Optional[Decision]) -> int:
     """The start-up budget of a composed launch (the renderers' start period)."""
     return budget_s(catalog, catalog.recipe.id, plan.variant, plan.vram_minimum_gb, plan.pools, decision)
