@@ -13,7 +13,7 @@ from entrypoint.app.launch import Launch, launch_of, platform_launch
 from entrypoint.core.base.errors import INVALID_VALUE, KimiError
 from entrypoint.core.compose.launch import compose_launch, declared_facts, selection_of
 from entrypoint.core.compose.select import Selection
-from entrypoint.core.compose.settings import Settings, read_settings
+from entrypoint.core.compose.settings import Settings, given_settings, read_settings
 from entrypoint.core.data.platforms import platform as platform_data
 from entrypoint.core.data.recipe import Catalog, load_catalog, with_recipe
 from entrypoint.core.vllm.mask import written_secret
@@ -35,7 +35,7 @@ def deployment_launch(render_module, environ: Optional[Mapping[str, str]] = None
     environ = os.environ if environ is None else environ
     settings, catalog, selection = _chosen(environ)
     wired = read_settings(render_module.deployment_environ(environ, settings, selection))
-    return launch_of(compose_launch(wired, declared_facts(wired), catalog, selection))
+    return launch_of(compose_launch(wired, declared_facts(wired), catalog, selection), given=given_settings(environ))
 
 
 def deployment_notes(launch: Launch, environ: Optional[Mapping[str, str]] = None) -> list:

@@ -36,11 +36,15 @@ class Launch(Composition):
     """A composed launch, with the cloud platform's wiring it started under (None: none applied)."""
 
     platform: Optional[PlatformWiring] = None
+    # the user's settings as written (settings.given_settings), where a rendering passes them on untouched
+    given: Optional[Mapping] = None
 
 
-def launch_of(composition: Composition, platform: Optional[PlatformWiring] = None) -> Launch:
+def launch_of(composition: Composition, platform: Optional[PlatformWiring] = None,
+              given: Optional[Mapping] = None) -> Launch:
     """The Launch of a composition (what core returns), with the platform's wiring."""
-    return Launch(**{f.name: getattr(composition, f.name) for f in fields(Composition)}, platform=platform)
+    return Launch(**{f.name: getattr(composition, f.name) for f in fields(Composition)}, platform=platform,
+                  given=given)
 
 
 def node_facts(settings: Settings, catalog: Optional[Catalog] = None, detected_hardware: Optional[str] = None,

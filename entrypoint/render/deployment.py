@@ -41,7 +41,7 @@ SINGLE, MULTI_NODE, PD_CLUSTER, KV_STORE = "single", "multi_node", "pd_cluster",
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
 # head from the cluster runtime).
-_NOT_PASSED = {"image", "image_digest", "name", "namespace", "config", "recipes_dir", "image_target", "image_hardware",
+_NOT_PASSED = {"image", "image_digest", "name", "namespace", "config", "config_json", "recipes_dir", "image_target", "image_hardware",
                "image_serves", "role", "node_rank", "head_addr", "node_addr",
                # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
                "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",
@@ -248,12 +248,10 @@ SECRET_ARGS = ("KIMI_EXTRA_ARGS carries a secret (--api-key, --hf-token, ...), w
                "Secret, the shell that runs Compose).")
 
 
-def settings_env(launch) -> dict:
-    """KIMI_* every container of the deployment gets: what the user set (environment or config
-    file) plus the resolved choices that make every container resolve the same plan."""
-    s, sel = launch.settings, launch.selection
-    if mask_argv(s.vllm_user_args()) != list(s.vllm_user_args()):
-        raise KimiError(INVALID_VALUE, SECRET_ARGS)
+def pinned_settings(launch) -> dict:
+    """The resolved choices every container is given, so that each resolves the same plan: the
+    hardware and strategy, and the nodes, pool sizes or KV instances its shape was drawn for."""
+    sel = launch.selection
     pinned = {"hardware": sel.hardware, "strategy": sel.strategy}
     if shape(launch) == MULTI_NODE:
         pinned["nodes"] = sel.nodes
@@ -261,6 +259,16 @@ def settings_env(launch) -> dict:
         pinned.update({f"{pool.name}_nodes": pool.nodes for pool in launch.plan.topology.pools})
     if launch.kv is not None and launch.kv.store and not launch.plan.topology.pd:
         pinned["kv_instances"] = launch.kv.instances
+    return pinned
+
+
+def settings_env(launch) -> dict:
+    """KIMI_* every container of the deployment gets: what the user set (environment or config
+    file) plus the resolved choices that make every container resolve the same plan."""
+    s = launch.settings
+    if mask_argv(s.vllm_user_args()) != list(s.vllm_user_args()):
+        raise KimiError(INVALID_VALUE, SECRET_ARGS)
+    pinned = pinned_settings(launch)
     env = {}
     for field in KIMI_FIELDS:
         if not passed(field):

@@ -31,7 +31,7 @@ from entrypoint.render.k8s_objects import (CACHE_SIZE, LWS_API, LWS_INDEX_LABEL,
                                            NAMESPACE_LABEL, NETPOL_API, PSS_LEVEL, Drawn, cache_access,
                                            cache_claim_spec, component_labels, deployment, exposed, leader_worker_set,
                                            lws_name, meta, pd_cluster, pod_addresses)
-from entrypoint.render.k8s_pod import add_weight_cache, hf_token_secret, pod_spec
+from entrypoint.render.k8s_pod import SETTINGS_KEY, add_weight_cache, hf_token_secret, pod_spec, settings_json, settings_map_name
 from entrypoint.render.yamltext import dump_all
 
 FILE = "kubernetes.yaml"
@@ -91,4 +91,13 @@ def render(launch) -> dict:
     else:
         objects = exposed(launch, *draw(launch))
     objects = autoscaling.apply(launch, objects) + monitoring.objects(launch) + k8s_fleet.monitoring_objects(launch)
-    return {FILE: header + dump_all(objects)}
+    return {FILE: header + dump_all(_with_settings(launch, objects))}
+
+
+def _with_settings(launch, objects: list) -> list:
+    """The `<name>-settings` ConfigMap (the user's settings as written, every container's
+    KIMI_CONFIG_JSON) first, after the Namespace."""
+    first = 1 if objects and objects[0]["kind"] == "Namespace" else 0
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(launch, settings_map_name(launch), "settings"),
+              "data": {SETTINGS_KEY: settings_json(launch)}}
+    return [*objects[:first], config, *objects[first:]]

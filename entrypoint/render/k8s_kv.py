@@ -21,11 +21,11 @@ from typing import List, Mapping
 from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.compose.kv import choose
 from entrypoint.core.compose.plan import INSTANCE, Kind, Process
-from entrypoint.render.deployment import (SHM, TERMINATION_MESSAGE, container_env, helper_resources, image, is_companion,
+from entrypoint.render.deployment import (SHM, TERMINATION_MESSAGE, helper_resources, image, is_companion,
                                           scratch, stop)
 from entrypoint.render.k8s_objects import (Drawn, cache_claim_spec, component_labels, deployment, meta, pd_cluster,
                                            template_meta)
-from entrypoint.render.k8s_pod import (CACHE_VOLUME, SHM_VOLUME, container_security, env_list, helper_probes, pod_spec,
+from entrypoint.render.k8s_pod import (CACHE_VOLUME, SHM_VOLUME, container_security, helper_probes, k8s_env, pod_spec,
                                        pre_stop, skip_annotations)
 
 POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"  # Kubernetes >= 1.28 labels StatefulSet pods
@@ -116,7 +116,7 @@ def add_companions(launch, pod: dict) -> dict:
         mounts = [{"name": n, "mountPath": path} for n, path in scratch(launch).items()]
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM})  # the engine hands it shared memory
         return {"name": proc.role, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
-                "env": env_list(container_env(launch, proc)),
+                "env": k8s_env(launch, proc, token=False),
                 "resources": {"limits": amounts, "requests": dict(amounts)},
                 "securityContext": container_security(launch), "volumeMounts": mounts, **helper_probes(launch),
                 "lifecycle": pre_stop(stop(launch, proc))}  # SIGTERM once the engine beside it has drained

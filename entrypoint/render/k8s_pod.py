@@ -15,14 +15,17 @@ reason (`skip_annotations`), never left silent.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Optional
 
 from entrypoint.core.base.errors import KimiError, UNSUPPORTED_COMBINATION
 from entrypoint.core.compose.plan import Process
+from entrypoint.core.compose.settings import BY_NAME, ENV_ONLY, KIMI_FIELDS
 from entrypoint.render.deployment import (HF_TOKEN, HF_TOKEN_PATH, SHM, TERMINATION_MESSAGE, TOKEN_DIR, TOKEN_FILE, brand,
                                           cache_mount, container_env, hardware, health, helper_resources, image,
-                                          image_user, pinned, scratch, startup_bound, stop, token_path)
+                                          image_user, passed, pinned, pinned_settings, scratch, startup_bound, stop,
+                                          token_path)
 from entrypoint.render.deployment import weight_cache
 
 CACHE_VOLUME = "cache"
@@ -71,8 +74,48 @@ def env_list(env) -> list:
     return [{"name": k, "value": str(v).replace("$", "$$")} for k, v in env.items()]
 
 
+SETTINGS_KEY = "settings.json"  # the key of the `<name>-settings` ConfigMap
+_CONFIG_JSON = BY_NAME["config_json"].env
+# Go's encoding/json (Helm's toJson) writes these escaped; the chart's ConfigMap holds the same bytes
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def given_passed(launch) -> dict:
+    """The user's settings as written that reach the containers (deployment.passed): every
+    container reads them from the `<name>-settings` ConfigMap (KIMI_CONFIG_JSON), untouched."""
+    return {k: v for k, v in sorted((getattr(launch, "given", None) or {}).items())
+            if k not in ENV_ONLY and passed(BY_NAME[k])}
+
+
+def settings_json(launch) -> str:
+    """given_passed as JSON, keys sorted, written as Helm's toJson writes the chart's settings."""
+    text = json.dumps(given_passed(launch), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in _GO_ESCAPES.items():
+        text = text.replace(char, escaped)
+    return text
+
+
+def settings_map_name(launch) -> str:
+    return f"{launch.name}-settings"
+
+
+def k8s_env(launch, proc: Process, token: bool = True) -> list:
+    """A container's environment: the user's settings from the ConfigMap as written (KIMI_CONFIG_JSON,
+    the first variable), then, as variables, only what the deployment adds: the pinned choices
+    (deployment.pinned_settings), the addresses it gives its pods where the user gave none, the
+    process's role; the token's path (`token`: a process that downloads or loads)."""
+    given, pins = given_passed(launch), pinned_settings(launch)
+    env = {k: v for k, v in container_env(launch, proc).items()
+           if k not in _SETTING_OF or _SETTING_OF[k] not in given or _SETTING_OF[k] in pins}
+    ref = {"name": _CONFIG_JSON, "valueFrom": {"configMapKeyRef": {"name": settings_map_name(launch), "key": SETTINGS_KEY}}}
+    return [ref, *env_list({**env, **({HF_TOKEN_PATH: token_path()} if token else {})})]
+
+
+_SETTING_OF = {f.env: f.name for f in KIMI_FIELDS}
+
+
 def _env(launch, proc: Process) -> list:
-    return env_list({**container_env(launch, proc), HF_TOKEN_PATH: token_path()})
+    return k8s_env(launch, proc)
 
 
 READY = ["kimi-serve", "healthcheck", "--ready"]  # readiness: /health, and no stop begun (node/stopping.py)

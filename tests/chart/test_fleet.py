@@ -15,6 +15,7 @@ from entrypoint.app.launch import build
 from entrypoint.core.base.errors import KimiError
 from tests.chart.helm import RELEASE, RELEASE_NAMESPACE, chart_refusal, release_template
 from tests.chart.test_chart import plan_objects
+from tests.deploy.shapes import container_environ
 from tests.vllm_contract.test_router import needs_router, parse_router_args
 
 LWS_NAME, LWS_INDEX = "leaderworkerset.sigs.k8s.io/name", "leaderworkerset.sigs.k8s.io/worker-index"
@@ -48,7 +49,7 @@ def test_the_charts_router_pod_starts_the_real_router_before_the_charts_copies(h
     router = deployments[f"{RELEASE}-router"]
     container = router["spec"]["template"]["spec"]["containers"][0]
     # the router pod's own start: its container's environment, as kimi-serve resolves it there
-    proc = build({e["name"]: e["value"] for e in container["env"] if "value" in e}).this_process()
+    proc = build(container_environ(objects, container)).this_process()
     assert proc.role == "router"
     args = parse_router_args(list(proc.router_argv[1:]))  # the real vllm-router's parser
     assert args.policy == settings.get("router_policy", "cache_aware")
@@ -176,7 +177,9 @@ def test_the_charts_pd_router_pod_discovers_exactly_every_units_api_pods(helm, t
         for group in range(groups):
             defined: dict = {}
             for item in container["env"]:
-                if "valueFrom" in item:
+                if "configMapKeyRef" in item.get("valueFrom", {}):  # the user's settings
+                    defined[item["name"]] = container_environ(objects, {"env": [item]})[item["name"]]
+                elif "valueFrom" in item:
                     assert item["name"] == group_var and item["valueFrom"]["fieldRef"]["fieldPath"] == \
                         f"metadata.labels['{group_label}']"
                     defined[item["name"]] = str(group)
@@ -191,7 +194,7 @@ def test_the_charts_pd_router_pod_discovers_exactly_every_units_api_pods(helm, t
     assert router["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     service = _kind(objects, "Service")[f"{RELEASE}-api"]
     assert service["spec"]["selector"] == router["spec"]["selector"]["matchLabels"]
-    env = {e["name"]: e["value"] for e in router["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+    env = container_environ(objects, router["spec"]["template"]["spec"]["containers"][0])
     proc = build(env).this_process()  # the stream front before the router (issue 48)
     assert service["spec"]["ports"][0]["port"] == proc.port and args.port == proc.front.router_port
     if values.get("monitoring"):

@@ -107,7 +107,7 @@ def test_every_value_plan_reads_reaches_the_hook(helm, tmp_path):
     assert {f"KIMI_{k.upper()}" for k in facts["chart_values"]} <= set(env)
     assert {k: env[k] for k in ("KIMI_REPLICAS", "KIMI_AUTOSCALING", "KIMI_MAX_REPLICAS", "KIMI_MONITORING",
                                 "KIMI_SCRAPER_NAMESPACE", "KIMI_SCRAPER_LABELS")} == {"KIMI_REPLICAS": "2",
-        "KIMI_AUTOSCALING": "hpa", "KIMI_MAX_REPLICAS": "5", "KIMI_MONITORING": "1", "KIMI_SCRAPER_NAMESPACE": "prom",
+        "KIMI_AUTOSCALING": "hpa", "KIMI_MAX_REPLICAS": "5", "KIMI_MONITORING": "true", "KIMI_SCRAPER_NAMESPACE": "prom",
         "KIMI_SCRAPER_LABELS": "app=prometheus"}
 
 

@@ -41,7 +41,7 @@ def test_the_hook_judges_the_monitoring_values(helm, tmp_path):
     values = {"settings": {"hardware": "h200", "name": "kimi", "namespace": "kimi"},
               "monitoring": {"enabled": True, "scraper": {"namespace": "prom", "podLabels": {"app": "x" * 70}}}}
     env = hook_env(check_hook(template(helm, values, tmp_path)))
-    assert env["KIMI_MONITORING"] == "1" and env["KIMI_SCRAPER_NAMESPACE"] == "prom"
+    assert env["KIMI_MONITORING"] == "true" and env["KIMI_SCRAPER_NAMESPACE"] == "prom"
     assert env["KIMI_SCRAPER_LABELS"] == "app=" + "x" * 70
     assert chart_refusal(helm, values, tmp_path)  # plan refuses the label; so does the hook
 

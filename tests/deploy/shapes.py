@@ -91,5 +91,20 @@ def render(fmt: str, environ: Mapping[str, str]) -> Dict[str, str]:
     return renderer(fmt).render(launch_for(fmt, environ))
 
 
+def container_environ(docs: list, container: dict) -> dict:
+    """A container's environment as the kubelet gives it (Kubernetes 1.30 `envVarsToMap`): each
+    value, and each configMapKeyRef read from the ConfigMaps rendered beside it (the user's settings:
+    KIMI_CONFIG_JSON). Other valueFrom entries (the downward API) are the caller's to fill."""
+    maps = {d["metadata"]["name"]: d.get("data") or {} for d in docs if d["kind"] == "ConfigMap"}
+    out = {}
+    for e in container.get("env") or []:
+        ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
+        if "value" in e:
+            out[e["name"]] = str(e["value"])
+        elif ref:
+            out[e["name"]] = maps[ref["name"]][ref["key"]]
+    return out
+
+
 def documents(fmt: str, environ: Mapping[str, str]) -> list:
     return [doc for text in render(fmt, environ).values() for doc in yaml.safe_load_all(text)]

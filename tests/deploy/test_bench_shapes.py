@@ -15,12 +15,13 @@ import pytest
 import yaml
 
 from entrypoint.app.deploy import deployment_launch
+from entrypoint.core.compose.settings import read_settings
 from entrypoint.cli.bench import command as bench_command
 from entrypoint.render import docker_compose, k8s
 from entrypoint.render.bench_job import COMPOSE_FILE, K8S_FILE, ComposeBench, K8sBench
 from tests.conftest import COMPOSE_CONFIG_BOUND_S, IN_CI
 from tests.deploy.k8s_schema import _roundtrip
-from tests.deploy.shapes import COMPOSE, K8S, documents
+from tests.deploy.shapes import COMPOSE, K8S, container_environ, documents
 from tests.testdata import COMPOSE_SPEC
 
 
@@ -51,12 +52,16 @@ def test_the_job_runs_bench_once_against_the_deployments_service(case):
     assert not security["allowPrivilegeEscalation"] and pod["securityContext"]["runAsNonRoot"]
     assert not any("nvidia.com" in k or "amd.com" in k for k in container["resources"]["limits"])  # no GPU
     env = {e["name"]: e["value"] for e in container["env"]}
-    server_env = {e["name"]: e.get("value") for d in documents("k8s", environ) if d["kind"] in ("Deployment",)
-                  for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+    served = documents("k8s", environ)
+    server_env = {k: v for d in served if d["kind"] in ("Deployment",)
+                  for k, v in container_environ(served, d["spec"]["template"]["spec"]["containers"][0]).items()}
     assert env["KIMI_HARDWARE"] == environ["KIMI_HARDWARE"]  # the same launch plan: GPUs, hardware, variant
-    if server_env:
-        assert {k: v for k, v in env.items() if k != "KIMI_ROLE"} == {
-            k: v for k, v in server_env.items() if k != "KIMI_ROLE"}
+    if server_env:  # the same settings, read as the server reads its own (its ConfigMap, then its variables)
+        def told(environ):
+            values = read_settings({k: v for k, v in environ.items() if k != "KIMI_ROLE"}).values
+            return {k: v for k, v in values.items() if k != "config_json"}
+
+        assert told(env) == told(server_env)
     annotations = job["spec"]["template"]["metadata"]["annotations"]
     assert {v.split("=")[0] for v in annotations.values()} >= {"CKV_K8S_8", "CKV_K8S_9"}
 

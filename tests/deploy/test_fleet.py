@@ -17,7 +17,8 @@ import yaml
 from entrypoint.app.launch import build
 from entrypoint.core.base.errors import KimiError
 from tests.deploy.k8s_schema import validate
-from tests.deploy.shapes import COMPOSE, K8S, documents, launch_for, render
+from entrypoint.core.compose.settings import read_settings
+from tests.deploy.shapes import COMPOSE, K8S, container_environ, documents, launch_for, render
 from tests.testdata import COMPOSE_SPEC
 
 H200 = {"KIMI_HARDWARE": "h200"}
@@ -296,7 +297,9 @@ def test_each_pd_group_runs_as_its_own_units_pd_cluster(case):
                 labels = {LWS_GROUP_INDEX: str(group)}  # what LWS stamps on each pod of the group
                 defined: dict = {}
                 for item in container["env"]:
-                    if "valueFrom" in item:
+                    if "configMapKeyRef" in item.get("valueFrom", {}):  # the user's settings
+                        defined[item["name"]] = container_environ(docs, {"env": [item]})[item["name"]]
+                    elif "valueFrom" in item:
                         path = item["valueFrom"]["fieldRef"]["fieldPath"]
                         defined[item["name"]] = labels[path.split("'")[1]]
                     else:
@@ -313,7 +316,7 @@ def test_each_pd_group_runs_as_its_own_units_pd_cluster(case):
                 ports |= {p["containerPort"] for p in container.get("ports", ()) if p["name"] == "http"}
     router = _by(docs, "Deployment")["kimi-k2-5-router"]
     assert ports and len(ports) == 1  # both pools on one port
-    env_of = {e["name"]: e["value"] for e in router["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+    env_of = container_environ(docs, router["spec"]["template"]["spec"]["containers"][0])
     router_plan = build({k: v for k, v in env_of.items() if k.startswith("KIMI_")}).plan
     argv = list(router_plan.find("router", 0).argv)
     assert argv[argv.index("--service-discovery-port") + 1] == str(ports.pop())
@@ -401,10 +404,10 @@ def test_a_router_selector_that_matches_no_rendered_copy_is_refused(case):
     template labels and those LeaderWorkerSet adds), else the router discovers nothing: exit 2 at
     plan time, one line naming the setting."""
     env, good, bad, whose = SELECTORS[case]
-    router = next(d for d in documents("k8s", {**env, "KIMI_ROUTER_SELECTOR": good})
-                  if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("router"))
-    assert any(e == {"name": "KIMI_ROUTER_SELECTOR", "value": good} for e in router["spec"]["template"]["spec"]
-               ["containers"][0]["env"])
+    docs = documents("k8s", {**env, "KIMI_ROUTER_SELECTOR": good})
+    router = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("router"))
+    told = read_settings(container_environ(docs, router["spec"]["template"]["spec"]["containers"][0]))
+    assert ",".join(told.router_selector) == good  # the user's, from the settings ConfigMap
     with pytest.raises(KimiError) as err:
         render("k8s", {**env, "KIMI_ROUTER_SELECTOR": bad})
     message = err.value.message

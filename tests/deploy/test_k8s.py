@@ -10,11 +10,12 @@ import sys
 import pytest
 import yaml
 
+from entrypoint.app.launch import build
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.data.recipe import load_catalog
 from entrypoint.render import deployment, k8s, k8s_pod
 from tests.deploy.k8s_schema import ROOT, validate
-from tests.deploy.shapes import K8S, documents, launch_for
+from tests.deploy.shapes import K8S, container_environ, documents, launch_for
 
 SECRET = "hf_do_not_render_me_123"
 
@@ -85,6 +86,9 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
             rank = env.pop("KIMI_NODE_RANK", None)  # a StatefulSet's pods: their ordinal
             assert rank is None or (doc["kind"] == "StatefulSet" and rank["valueFrom"] == {
                 "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}})
+            # the user's settings as written, from the deployment's one ConfigMap
+            assert env.pop("KIMI_CONFIG_JSON")["valueFrom"] == {
+                "configMapKeyRef": {"name": k8s_pod.settings_map_name(k8s_launch(environ)), "key": "settings.json"}}
             assert "HF_TOKEN" not in env and all("valueFrom" not in e for e in env.values())
             assert env["HF_TOKEN_PATH"]["value"] == "/run/secrets/kimi-serve/hf_token"
             token = next(v for v in pod["volumes"] if v["name"] == k8s_pod.TOKEN_VOLUME)
@@ -137,9 +141,9 @@ def test_serving_pods_have_probes_long_enough_for_the_load(case):
 
 def test_single_node_is_a_deployment_with_a_cache_claim_and_a_service():
     docs = documents("k8s", K8S["single-h200"])
-    assert [d["kind"] for d in docs] == ["Namespace", "PersistentVolumeClaim", "Deployment", "Service",
+    assert [d["kind"] for d in docs] == ["Namespace", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service",
                                          "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"]
-    pvc, dep, svc = docs[1:4]
+    pvc, dep, svc = docs[2:5]
     assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
     pod = dep["spec"]["template"]["spec"]
     cache = next(v for v in pod["volumes"] if v["name"] == k8s_pod.CACHE_VOLUME)
@@ -151,12 +155,13 @@ def test_single_node_is_a_deployment_with_a_cache_claim_and_a_service():
 
 
 def test_amd_pods_ask_for_amd_gpus():
-    (dep,) = _by_kind(documents("k8s", K8S["single-mi300x-features"]), "Deployment")
+    docs = documents("k8s", K8S["single-mi300x-features"])
+    (dep,) = _by_kind(docs, "Deployment")
     container = dep["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["amd.com/gpu"] == "8"
     assert dep["spec"]["template"]["spec"]["securityContext"]["supplementalGroups"] == [44]  # video
     assert container["image"] == "ghcr.io/kimi-serve/kimi:0.33.0-rocm-gfx942"
-    assert {"name": "KIMI_FEATURES", "value": "-spec_decoding"} in container["env"]
+    assert container_environ(docs, container)["KIMI_CONFIG_JSON"] == '{"features":"-spec_decoding","hardware":"mi300x"}'
 
 
 @pytest.mark.parametrize("case", [c for c in K8S if c.startswith("multi_node")])
@@ -179,9 +184,9 @@ def test_multi_node_is_one_leaderworkerset_recreated_as_a_group(case):
 
 def test_pd_cluster_pools_are_leaderworkersets_and_addresses_are_pod_dns_names():
     docs = documents("k8s", K8S["pd-h200-2x1"])
-    assert [d["kind"] for d in docs] == ["Namespace", "LeaderWorkerSet", "LeaderWorkerSet", "Deployment", "Service",
-                                         "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"]
-    prefill, decode, router, svc = docs[1:5]
+    assert [d["kind"] for d in docs] == ["Namespace", "ConfigMap", "LeaderWorkerSet", "LeaderWorkerSet", "Deployment",
+                                         "Service", "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"]
+    prefill, decode, router, svc = docs[2:6]
     assert prefill["metadata"]["name"] == "kimi-k2-5-prefill" and decode["metadata"]["name"] == "kimi-k2-5-decode"
     assert prefill["spec"]["leaderWorkerTemplate"]["size"] == 2 and decode["spec"]["leaderWorkerTemplate"]["size"] == 1
     want = {"KIMI_PREFILL_ADDRS": "kimi-k2-5-prefill-0.kimi-k2-5-prefill,kimi-k2-5-prefill-0-1.kimi-k2-5-prefill",
@@ -239,12 +244,26 @@ def test_secrets_in_extra_args_are_refused(fmt):
     assert documents(fmt, {**environ, "KIMI_EXTRA_ARGS": "--max-model-len 8192"})
 
 
-def test_settings_from_a_config_file_are_passed_one_by_one(tmp_path):
+def test_the_users_settings_reach_every_container_as_written(tmp_path):
+    """Issue 50: the user's settings (a KIMI_CONFIG file's and the variables', the variables over the
+    file) in one ConfigMap, untouched, read by every container as KIMI_CONFIG_JSON; as variables
+    only what the deployment adds (the pinned choices); the renderer's own settings in neither."""
     config = tmp_path / "kimi.toml"
-    config.write_text('features = "-spec_decoding"\n')
-    (dep,) = _by_kind(documents("k8s", {"KIMI_HARDWARE": "h200", "KIMI_CONFIG": str(config)}), "Deployment")
-    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["KIMI_FEATURES"] == "-spec_decoding" and "KIMI_CONFIG" not in env
+    config.write_text('features = "-spec_decoding"\nskip_memory_check = true\nextra_args = "--max-num-seqs 64"\n'
+                      'port = 9000\nmodel = "moonshotai/Kimi-K2.5"\n')
+    docs = documents("k8s", {"KIMI_HARDWARE": "h200", "KIMI_CONFIG": str(config), "KIMI_PORT": "9001",
+                             "KIMI_NAME": "kimi", "KIMI_MONITORING": "1"})
+    (settings,) = [d for d in _by_kind(docs, "ConfigMap") if d["metadata"]["name"] == "kimi-settings"]
+    assert settings["data"] == {"settings.json": '{"extra_args":"--max-num-seqs 64","features":"-spec_decoding",'
+                                                 '"hardware":"h200","model":"moonshotai/Kimi-K2.5","port":"9001",'
+                                                 '"skip_memory_check":true}'}
+    assert docs[0]["kind"] == "Namespace" and docs[1] is settings  # before any pod that reads it
+    (dep,) = _by_kind(docs, "Deployment")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert [e["name"] for e in container["env"]] == ["KIMI_CONFIG_JSON", "KIMI_HARDWARE", "KIMI_STRATEGY", "HF_TOKEN_PATH"]
+    environ = container_environ(docs, container)  # what the kubelet gives the container
+    ours = build({**environ, "KIMI_VLLM_VERSION": "0.33.0"}).this_process()
+    assert "--max-num-seqs" in ours.argv and ours.port == 9001
 
 
 def test_a_kv_store_gets_stable_names_for_its_pods():
@@ -264,11 +283,13 @@ def test_a_kv_store_gets_stable_names_for_its_pods():
 
 
 def test_lmcache_runs_beside_the_engine_in_its_pod():
-    (dep,) = _by_kind(documents("k8s", K8S["kv-lmcache-h200"]), "Deployment")
+    docs = documents("k8s", K8S["kv-lmcache-h200"])
+    (dep,) = _by_kind(docs, "Deployment")
     engine, server = dep["spec"]["template"]["spec"]["containers"]
     assert server["name"] == "lmcache" and {"name": "KIMI_ROLE", "value": "lmcache"} in server["env"]
     assert server["livenessProbe"]["exec"]["command"] == ["kimi-serve", "healthcheck"]
-    assert {"name": "KIMI_KV_OFFLOAD", "value": "lmcache"} in engine["env"]
+    assert '"kv_offload":"lmcache"' in container_environ(docs, engine)["KIMI_CONFIG_JSON"]
+    assert container_environ(docs, engine)["KIMI_CONFIG_JSON"] == container_environ(docs, server)["KIMI_CONFIG_JSON"]
 
 
 def test_multi_node_kv_instances_are_not_rendered():

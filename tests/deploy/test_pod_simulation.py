@@ -16,7 +16,7 @@ from entrypoint.core.compose.settings import read_settings
 from entrypoint.core.data.recipe import load_catalog, with_recipe
 from entrypoint.node.cluster import default_route_iface
 from entrypoint.render import k8s
-from tests.deploy.shapes import K8S, deployment_name, documents
+from tests.deploy.shapes import K8S, container_environ, deployment_name, documents
 
 NAMESPACE = "serving"
 CASES = sorted(K8S)
@@ -30,9 +30,9 @@ def _kimi(args, env):
     return json.loads(proc.stdout)
 
 
-def _container_env(pod_spec: dict, container: int = 0) -> dict:
-    # valueFrom entries (a StatefulSet pod's rank, from the downward API) are filled in by pods()
-    return {e["name"]: e["value"] for e in pod_spec["containers"][container]["env"] if "value" in e}
+def _container_env(docs, pod_spec: dict, container: int = 0) -> dict:
+    # the downward API's entries (a StatefulSet pod's rank) are filled in by pods()
+    return container_environ(docs, pod_spec["containers"][container])
 
 
 def _leader_address(lws: str) -> str:
@@ -48,17 +48,17 @@ def pods(docs):
                 template = lwt.get("leaderTemplate", lwt["workerTemplate"]) if index == 0 else lwt["workerTemplate"]
                 lws_env = {"LWS_LEADER_ADDRESS": _leader_address(name), "LWS_GROUP_SIZE": str(lwt["size"]),
                            "LWS_WORKER_INDEX": str(index), "LWS_NAME": name, "LWS_GROUP_INDEX": "0"}
-                yield {**_container_env(template["spec"]), **lws_env}, index
+                yield {**_container_env(docs, template["spec"]), **lws_env}, index
         elif doc["kind"] == "Deployment":  # every container: LMCache's server beside the engine
             spec = doc["spec"]["template"]["spec"]
             for container in range(len(spec["containers"])):
-                yield _container_env(spec, container), 0
+                yield _container_env(docs, spec, container), 0
             for init in spec.get("initContainers", []):  # a native sidecar: KIMI_PRELOAD's weight cache
                 if init.get("restartPolicy") == "Always":
-                    yield {e["name"]: e["value"] for e in init["env"] if "value" in e}, 0
+                    yield container_environ(docs, init), 0
         elif doc["kind"] == "StatefulSet":  # a KV store's store and instances: KIMI_NODE_RANK = the pod's ordinal
             for index in range(doc["spec"]["replicas"]):
-                yield {**_container_env(doc["spec"]["template"]["spec"]), "KIMI_NODE_RANK": str(index)}, index
+                yield {**_container_env(docs, doc["spec"]["template"]["spec"]), "KIMI_NODE_RANK": str(index)}, index
 
 
 @pytest.mark.slow

@@ -16,8 +16,9 @@ import yaml
 
 from entrypoint.app.launch import build
 from entrypoint.core.base.errors import INVALID_VALUE, KimiError
+from entrypoint.core.compose.settings import read_settings
 from entrypoint.render import docker_compose, k8s
-from tests.deploy.shapes import COMPOSE, K8S, launch_for
+from tests.deploy.shapes import COMPOSE, K8S, container_environ, launch_for
 
 DRAIN = 300  # KIMI_DRAIN_TIMEOUT's default, long generations
 PAUSE = 15  # the preStop pause KServe's vLLM runtime documents
@@ -109,8 +110,8 @@ def test_the_grace_period_is_the_setting_and_holds_the_drain(drain, grace):
         else:
             assert _flag(proc.argv, "--shutdown-timeout") == (drain if drain != "0" else None)
     # every container is told the setting, so the engines it starts drain as long as the pod waits
-    env_of = [e for _, pod in _pods(docs) for c in pod["containers"] for e in c["env"]]
-    assert {"name": "KIMI_DRAIN_TIMEOUT", "value": drain} in env_of
+    told = {read_settings(container_environ(docs, c)).drain_timeout for _, pod in _pods(docs) for c in pod["containers"]}
+    assert told == {int(drain)}
 
 
 @pytest.mark.parametrize("env", [{"KIMI_DRAIN_TIMEOUT": "900"}, {"KIMI_STOP_GRACE": "344"},

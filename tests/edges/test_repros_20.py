@@ -465,7 +465,10 @@ TRICKY = ["0o17", "1e3", "y", "N", "1_000", "0x1F", ".5", "+12", "on", "~", "nul
 @pytest.mark.parametrize("fmt", ["compose", "k8s"])
 def test_rendered_environment_values_read_back_as_strings(fmt):
     """Every value a rendered file carries is the same string for YAML 1.1 (PyYAML, and go-yaml
-    v2's booleans y/n: Kubernetes) and YAML 1.2 (ruamel, like Compose's go-yaml v3)."""
+    v2's booleans y/n: Kubernetes) and YAML 1.2 (ruamel, like Compose's go-yaml v3): Compose's
+    environment, and Kubernetes' settings ConfigMap (its JSON, a string of either YAML)."""
+    import json
+
     import yaml
 
     ruamel = pytest.importorskip("ruamel.yaml")
@@ -481,6 +484,9 @@ def test_rendered_environment_values_read_back_as_strings(fmt):
                     for key, item in node.items():
                         if key == "KIMI_MODEL_REVISION" or (isinstance(item, str) and item == "KIMI_MODEL_REVISION"):
                             found.append(item if key == "KIMI_MODEL_REVISION" else node.get("value"))
+                        if key == "settings.json":  # the user's settings, as written (KIMI_CONFIG_JSON)
+                            assert isinstance(item, str), item
+                            found.append(json.loads(item)["model_revision"])
                         walk(item, found)
                 elif isinstance(node, list):
                     for item in node:

@@ -451,23 +451,29 @@ def test_the_kubelet_stand_in_expands_as_kubernetes_does():
 @pytest.mark.parametrize("value", DOLLARS)
 def test_a_dollar_in_a_value_reads_back_unchanged_through_the_kubelet(value):
     """Kubernetes expands `$(NAME)` and `$$` in every env value (each variable defined before it
-    can be named): the rendered manifests write each `$` as `$$`, so every container sees the
-    value set, whatever the other variables are called."""
-    from tests.deploy.shapes import documents
+    can be named), not in one read from a ConfigMap: the user's settings reach the containers from
+    their ConfigMap (KIMI_CONFIG_JSON) untouched, and the manifests write each `$` of a value as
+    `$$`, so every container sees the value set, whatever the other variables are called."""
+    from entrypoint.core.compose.settings import read_settings
+    from tests.deploy.shapes import container_environ, documents
 
     env = {**H200, "KIMI_MODEL_REVISION": value, "KIMI_SERVED_MODEL_NAME": f"kimi{value}",
            "KIMI_EXTRA_ARGS": f"--chat-template 'kimi{value}'"}
     seen = 0
-    for doc in documents("k8s", env):
+    docs = documents("k8s", env)
+    for doc in docs:
         spec = doc.get("spec", {}).get("template", {}).get("spec", {})
         for container in [*spec.get("initContainers", ()), *spec.get("containers", ())]:
             defined: dict = {}
             for item in container.get("env", ()):
                 if "value" in item:
                     defined[item["name"]] = kubelet_expand(item["value"], {**defined, "HOME": "/home/x"})
-            assert defined["KIMI_MODEL_REVISION"] == value
-            assert defined["KIMI_EXTRA_ARGS"] == f"--chat-template 'kimi{value}'"
-            assert defined["KIMI_SERVED_MODEL_NAME"] == f"kimi{value}"
+                elif "configMapKeyRef" in item.get("valueFrom", {}):
+                    defined[item["name"]] = container_environ(docs, {"env": [item]})[item["name"]]
+            told = read_settings(defined)
+            assert told.model_revision == value
+            assert told.values["extra_args"] == f"--chat-template 'kimi{value}'"
+            assert told.served_model_name == f"kimi{value}"
             seen += 1
     assert seen >= 1
 

@@ -6,6 +6,7 @@ import shutil
 import pytest
 import yaml
 
+from entrypoint.core.compose.settings import given_settings
 from entrypoint.app.launch import build
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.data.recipe import default_recipes_dir, load_catalog_from
@@ -277,6 +278,30 @@ def test_toml_file_below_environment(tmp_path):
     with pytest.raises(KimiError) as info:
         build({"KIMI_CONFIG": str(cfg)})
     assert "hardware" in info.value.message
+
+
+def test_config_json_is_over_the_file_and_under_the_variables(tmp_path):
+    """KIMI_CONFIG_JSON (a Kubernetes deployment's settings ConfigMap, issue 50): the file's keys and
+    verdicts, over the KIMI_CONFIG file, under every other variable."""
+    cfg = tmp_path / "kimi.toml"
+    cfg.write_text('hardware = "mi300x"\nfeatures = ["reasoning"]\n')
+    inline = '{"hardware": "mi355x", "nodes": 1, "skip_memory_check": true}'
+    p = plan({"KIMI_CONFIG": str(cfg), "KIMI_CONFIG_JSON": inline})
+    assert p.hardware == "mi355x" and p.features == ("reasoning",)
+    assert plan({"KIMI_CONFIG": str(cfg), "KIMI_CONFIG_JSON": inline, "KIMI_HARDWARE": "h200"}).hardware == "h200"
+    assert given_settings({"KIMI_CONFIG": str(cfg), "KIMI_CONFIG_JSON": inline, "KIMI_NODES": "1"}) == {
+        "hardware": "mi355x", "features": ["reasoning"], "nodes": "1", "skip_memory_check": True}  # as written
+    for bad, words in (('{"hardwre": "h200"}', ["key in KIMI_CONFIG_JSON='hardwre'", "hardware"]),
+                       ('["h200"]', ["KIMI_CONFIG_JSON is not a JSON object"]),
+                       ('{"hardware": ', ["KIMI_CONFIG_JSON is not valid JSON"]),
+                       ('{"config": "/etc/x.toml"}', ["key in KIMI_CONFIG_JSON='config'"]),
+                       ('{"model": ' + "[" * 100000 + "]" * 100000 + "}", ["KIMI_CONFIG_JSON nests deeper"]),
+                       ('{"model": [[["x"]]]}', ["KIMI_CONFIG_JSON nests deeper"]),
+                       ('{"extra_args": "' + "x" * 1024 * 1024 + '"}', ["KIMI_CONFIG_JSON is larger than"])):
+        with pytest.raises(KimiError) as info:
+            build({"KIMI_CONFIG_JSON": bad})
+        assert info.value.code in ("invalid_value", "unknown_value") and "\n" not in info.value.message
+        assert all(w in info.value.message for w in words), info.value.message
 
 
 def test_json_file_is_read_as_the_toml_one(tmp_path):

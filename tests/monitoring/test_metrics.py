@@ -42,7 +42,8 @@ def test_recordings_hold_the_families_an_operator_needs():
 
 def test_dashboard_is_grafana_json_with_the_panels_the_issue_lists():
     docs = objects("single-keda")
-    dash = json.loads(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["kimi-serve.json"])
+    dash = json.loads(next(d for d in docs if d["kind"] == "ConfigMap" and "grafana_dashboard" in d["metadata"]["labels"])
+                      ["data"]["kimi-serve.json"])
     titles = " ".join(p["title"].lower() for p in dash["panels"])
     for word in ("throughput", "time to first token", "inter-token", "queue", "kv-cache", "prefix-cache",
                  "speculative"):

@@ -34,7 +34,9 @@ def _selects(selector: dict, labels: dict) -> bool:
 
 def test_off_by_default_plan_renders_no_operating_objects():
     docs = documents("k8s", {"KIMI_HARDWARE": "h200"})
-    assert {d["kind"] for d in docs} == {"Namespace", "PersistentVolumeClaim", "Deployment", "Service", "NetworkPolicy"}
+    assert {d["kind"] for d in docs} == {"Namespace", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service",
+                                         "NetworkPolicy"}
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "ConfigMap"} == {"kimi-k2-5-settings"}  # no dashboard
     assert _by(docs, "Deployment")["kimi-k2-5"]["spec"]["strategy"] == {"type": "Recreate"}
 
 
@@ -133,5 +135,5 @@ def test_alert_thresholds_come_from_the_slo_settings():
     assert rules["KimiTimeToFirstTokenHigh"]["expr"].endswith("* 1000 > 750")
     assert rules["KimiInterTokenLatencyHigh"]["expr"].endswith("* 1000 > 40")
     assert "750 ms" in rules["KimiTimeToFirstTokenHigh"]["annotations"]["summary"]
-    (dashboard,) = _by(docs, "ConfigMap").values()
+    dashboard = _by(docs, "ConfigMap")["kimi-k2-5-dashboard"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"

@@ -23,6 +23,7 @@ from entrypoint.app.launch import build
 from entrypoint.app.deploy import deployment_launch
 from entrypoint.render import k8s
 
+from tests.deploy.shapes import container_environ
 from tests.vllm_contract.test_router import ROUTER_EXE, free_metrics_port, needs_router, parse_router_args
 from tests.verify.real_vllm import free_port
 
@@ -94,9 +95,8 @@ def test_pd_fleet_router_names_every_units_pool_heads():
     assert [p.role for p in plan.processes if p.role != "router"] == ["prefill", "decode"]
 
 
-def _pod_env(doc) -> dict:
-    container = doc["spec"]["template"]["spec"]["containers"][0]
-    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+def _pod_env(docs, doc) -> dict:
+    return container_environ(docs, doc["spec"]["template"]["spec"]["containers"][0])
 
 
 def _rendered(env):
@@ -114,7 +114,7 @@ def _rendered(env):
 def test_kubernetes_router_pod_discovers_the_rendered_copies(env):
     _launch, docs = _rendered(env)
     router_doc = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-router"))
-    pod_env = _pod_env(router_doc)
+    pod_env = _pod_env(docs, router_doc)
     # the router pod's own start: its container's env, as kimi-serve resolves it there
     started = build(pod_env)
     proc = started.this_process()

@@ -24,6 +24,7 @@ from entrypoint.app.deploy import deployment_launch
 from entrypoint.app.launch import build
 from entrypoint.render import k8s
 
+from tests.deploy.shapes import container_environ
 from tests.deploy.netpol import LWS_INDEX_LABEL, LWS_NAME_LABEL  # LWS's labels, written by hand there
 from tests.testdata import DATA
 from tests.vllm_contract.test_router import ROUTER_EXE, _Worker, needs_router, parse_router_args
@@ -64,7 +65,7 @@ def _pods(docs, replicas: int):
 
 def _router_args(docs):
     router = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-router"))
-    env = {e["name"]: e["value"] for e in router["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+    env = container_environ(docs, router["spec"]["template"]["spec"]["containers"][0])
     proc = build(env).this_process()  # the router pod's own start
     assert proc.role == "router"
     return list(proc.router_argv), parse_router_args(list(proc.router_argv[1:]))

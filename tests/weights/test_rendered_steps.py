@@ -8,6 +8,7 @@ import yaml
 
 from entrypoint.app.deploy import deployment_launch
 from entrypoint.render import docker_compose, k8s
+from tests.deploy.shapes import container_environ
 
 LWS_WORKER = {"LWS_LEADER_ADDRESS": "kimi-k2-5-0.kimi-k2-5", "LWS_GROUP_SIZE": "2", "LWS_WORKER_INDEX": "1"}
 
@@ -24,7 +25,7 @@ def _k8s_step(environ, kind):
     spec = doc["spec"]
     pod = spec["template"]["spec"] if kind == "Deployment" else spec["leaderWorkerTemplate"]["workerTemplate"]["spec"]
     (init,) = pod["initContainers"]
-    return init["args"], {e["name"]: e["value"] for e in init["env"] if "value" in e}
+    return init["args"], container_environ(docs, init)
 
 
 CASES = {

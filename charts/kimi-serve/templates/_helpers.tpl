@@ -11,15 +11,6 @@ not offer, an unknown variant or KV choice), only the hook renders, and refuses 
 Every helper returns JSON.
 */}}
 
-{{/* kimi.envValue: the value of a setting as a container environment variable (render/deployment.py _env_value) */}}
-{{- define "kimi.envValue" -}}
-{{- if kindIs "bool" . -}}{{ ternary "1" "0" . }}
-{{- else if kindIs "slice" . -}}{{ join "," . }}
-{{- else if kindIs "float64" . -}}{{ int64 . }}
-{{- else -}}{{ . }}
-{{- end -}}
-{{- end -}}
-
 {{/* kimi.ctx: the deployment the settings draw: names, groups of processes, env; {"ok": false} (with the
 names, the image and the hook's env) where the shape table has no entry for them */}}
 {{- define "kimi.ctx" -}}
@@ -56,11 +47,12 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $helmLabels := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" (toString .Chart.AppVersion) -}}
 {{- $o := include "kimi.operate" . | fromJson -}}
 {{- /* what the hook's kimi-serve is given: the settings untouched, as the user wrote them (a KIMI_CONFIG
-      file: check-job.yaml), the names, and the operating values under their KIMI_* names */ -}}
+      file: check-job.yaml), the names, and the chart's operating values under their KIMI_* names */ -}}
 {{- $judged := list (dict "name" "KIMI_CONFIG" "value" "/etc/kimi-serve/settings.json") (dict "name" "KIMI_NAME" "value" $name) (dict "name" "KIMI_NAMESPACE" "value" $ns) -}}
 {{- range $k, $path := $f.chart_values -}}
-  {{- $value := index $o $k -}}
-  {{- if not (kindIs "invalid" $value) }}{{ $judged = append $judged (dict "name" (printf "KIMI_%s" (upper $k)) "value" (include "kimi.envValue" $value)) }}{{ end -}}
+  {{- with index $o $k -}}
+    {{- $judged = append $judged (dict "name" (printf "KIMI_%s" (upper $k)) "value" (ternary (join "," .) (toString .) (kindIs "slice" .))) -}}
+  {{- end -}}
 {{- end -}}
 {{- $base := dict "ok" false "name" $name "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
       "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict "archSelector" ($hwf.arch_selector | default dict) -}}
@@ -95,7 +87,8 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $port := int ($s.port | default $d.port) -}}
 {{- /* the settings every container gets: the user's, the pinned choices, the addresses the deployment gives its pods */ -}}
 {{- $pinned := dict "hardware" $hw "strategy" $sid -}}
-{{- $eff := deepCopy $s -}}
+{{- /* the addresses the deployment gives its own pods, where the user gave none (plan: with_defaults) */ -}}
+{{- $eff := dict -}}
 {{- $groups := list -}}
 {{- $lws := $d.lws -}}
 {{- $selector := dict -}}
@@ -227,11 +220,15 @@ names, the image and the hook's env) where the shape table has no entry for them
     {{- $fleetOut = dict "gateway" true "pool" $pool "port" $port -}}
   {{- end -}}
 {{- end -}}
-{{- $env := list -}}
+{{- /* every container: the user's settings untouched from the <name>-settings ConfigMap (objects.yaml), then as
+      variables only what the deployment adds: the pinned choices and its addresses (render/k8s_pod.k8s_env) */ -}}
+{{- $given := dict -}}
+{{- $env := list (dict "name" "KIMI_CONFIG_JSON" "valueFrom" (dict "configMapKeyRef" (dict "name" (printf "%s-settings" $name) "key" "settings.json"))) -}}
 {{- range $f.settings -}}
   {{- if .passed -}}
-    {{- if hasKey $pinned .name -}}{{ $env = append $env (dict "name" .env "value" (include "kimi.envValue" (index $pinned .name) | replace "$" "$$")) }}
-    {{- else if hasKey $eff .name -}}{{ $env = append $env (dict "name" .env "value" (include "kimi.envValue" (index $eff .name) | replace "$" "$$")) }}
+    {{- if hasKey $s .name }}{{ $_ := set $given .name (index $s .name) }}{{ end -}}
+    {{- if hasKey $pinned .name -}}{{ $env = append $env (dict "name" .env "value" (toString (index $pinned .name))) }}
+    {{- else if and (hasKey $eff .name) (not (hasKey $s .name)) -}}{{ $env = append $env (dict "name" .env "value" (index $eff .name)) }}
     {{- end -}}
   {{- end -}}
 {{- end -}}
@@ -256,7 +253,7 @@ names, the image and the hook's env) where the shape table has no entry for them
       "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
       "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
       "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
-      "groups" $groups "selector" $selector "apiPort" $apiPort "env" $env "cacheDir" $cacheDir
+      "groups" $groups "selector" $selector "apiPort" $apiPort "env" $env "given" $given "cacheDir" $cacheDir
       "pd" (eq $st.shape "pd_cluster") "roles" (or (eq $st.shape "pd_cluster") (not (empty $kvs)))
       "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) "fleet" $fleetOut
       "preload" (ternary (dict "path" (index $f.preload.health_paths $release) "gpusEnv" (index $f.preload.gpus_env $hw)) dict $preload)) $base -}}

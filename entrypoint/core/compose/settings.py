@@ -4,7 +4,8 @@ LeaderWorkerSet's LWS_*, Slurm's SLURM_*, the GPU visibility and hub variables).
 
 Precedence (lowest to highest): built-in defaults < the TOML file named by KIMI_CONFIG (a `.json`
 file: the same keys in JSON; keys in
-lower case without the prefix; KIMI_* settings only) < the environment. Container arguments are
+lower case without the prefix; KIMI_* settings only) < KIMI_CONFIG_JSON (the same keys as a JSON
+object in the variable: a Kubernetes deployment's settings ConfigMap) < the other variables. Container arguments are
 vLLM arguments and come after KIMI_EXTRA_ARGS. Each setting is declared once, as an attribute of
 `Settings` (`text`, `number`, `choice`, `flag`, `items`, `spec`: its type follows from the kind and
 the default); `FIELDS` lists them in that order, and the README's tables are generated from it.
@@ -355,6 +356,9 @@ class Settings:
     image_rocm = text(None, "baked in at build (ROCm images)",
       "ROCm version of the image's base (set by the image; a recipe's `min_stack` is checked against it).")
     config = text(None, "none", "Path of a TOML file (or a .json file: JSON) with the same keys in lower case, without the prefix.")
+    config_json = text(None, "none", "The same keys as a JSON object, in the variable itself: what a Kubernetes "
+      "deployment gives every container from its `<name>-settings` ConfigMap (the user's settings as written). "
+      "Over KIMI_CONFIG's file, under the other variables.")
     platform = text(None, "detected from the platform's own variables (and SageMaker's `serve` argument)",
       "Cloud container platform whose contract the container follows: sagemaker, vertex, azureml, skypilot, or "
       "`none` (docs/cloud.md).")
@@ -467,7 +471,7 @@ def parse_bool(text: Any) -> Optional[bool]:
 
 
 # Keys a KIMI_CONFIG file may not set: they are read before (or without) the file.
-ENV_ONLY = ("config", "recipes_dir", "debug")
+ENV_ONLY = ("config", "config_json", "recipes_dir", "debug")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -581,16 +585,34 @@ def _depth(value: Any, level: int = 1) -> int:
     return level
 
 
-def _json_table(path: str, text: str) -> dict:
+def _json_table(path: str, text: str, where: str = "") -> dict:
     import json  # noqa: PLC0415 - kimi-serve print's start-up (test_startup_imports)
 
+    where = where or f"KIMI_CONFIG={path}"
     try:
         table = json.loads(text)
     except ValueError as exc:
-        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not valid JSON: {exc}.") from None
+        raise KimiError(INVALID_VALUE, f"{where} is not valid JSON: {exc}.") from None
+    except RecursionError:
+        raise KimiError(INVALID_VALUE, f"{where} nests deeper than {limits.MAX_CONFIG_DEPTH} levels; "
+                        "settings are strings, numbers or lists of strings.") from None
     if not isinstance(table, dict) or None in table.values():
-        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not a JSON object of settings (strings, numbers, "
+        raise KimiError(INVALID_VALUE, f"{where} is not a JSON object of settings (strings, numbers, "
                         "booleans or lists of strings; no null).")
+    return table
+
+
+def _checked_table(where: str, table) -> dict:
+    """A settings table's depth and keys, judged: the KIMI_CONFIG file's and KIMI_CONFIG_JSON's."""
+    if table is None or _depth(table) > limits.MAX_CONFIG_DEPTH:
+        raise KimiError(INVALID_VALUE, f"{where} nests deeper than {limits.MAX_CONFIG_DEPTH} levels; "
+                        "settings are strings, numbers or lists of strings.")
+    keys = [f.name for f in KIMI_FIELDS if f.name not in ENV_ONLY]
+    unknown = [k for k in table if k not in keys]
+    if unknown:
+        key = unknown[0]
+        raise unknown_value(f"key in {where}", str(key)[:80], keys,
+                            "Keys are the KIMI_* names in lower case without the prefix.")
     return table
 
 
@@ -619,16 +641,7 @@ def _read_file(path: str) -> dict:
         raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} is not valid TOML: {exc}.") from None
     except RecursionError:
         table = None
-    if table is None or _depth(table) > limits.MAX_CONFIG_DEPTH:
-        raise KimiError(INVALID_VALUE, f"KIMI_CONFIG={path} nests deeper than {limits.MAX_CONFIG_DEPTH} levels; "
-                        "settings are strings, numbers or lists of strings.")
-    keys = [f.name for f in KIMI_FIELDS if f.name not in ENV_ONLY]
-    unknown = [k for k in table if k not in keys]
-    if unknown:
-        key = unknown[0]
-        raise unknown_value(f"key in KIMI_CONFIG file {path}", str(key)[:80], keys,
-                            "Keys are the KIMI_* names in lower case without the prefix.")
-    return table
+    return _checked_table(f"KIMI_CONFIG file {path}", table)
 
 
 # Kubernetes injects <SERVICE>_SERVICE_HOST/_PORT and <SERVICE>_PORT_<n>_<PROTO>[_ADDR|_PORT|_PROTO]
@@ -689,11 +702,9 @@ def read_settings(environ: Mapping[str, str], user_args: tuple = ()) -> Settings
     errors, warnings = check_names(environ)
     if errors:
         raise KimiError(INVALID_VALUE, errors[0])
-    config_path = environ.get("KIMI_CONFIG")
-    if config_path:
-        for key, raw in _read_file(config_path).items():
-            values[key] = _convert(BY_NAME[key], raw, "file")
-            origin[key] = "file"
+    for key, raw in given_file(environ).items():
+        values[key] = _convert(BY_NAME[key], raw, "file")
+        origin[key] = "file"
     for field in FIELDS:
         raw = environ.get(field.env)
         if raw is None or (not raw.strip() and field.kind != "spec"):
@@ -701,6 +712,35 @@ def read_settings(environ: Mapping[str, str], user_args: tuple = ()) -> Settings
         values[field.name] = _convert(field, raw, "env")
         origin[field.name] = "env"
     return Settings(values=values, origin=origin, user_args=tuple(user_args), warnings=tuple(warnings))
+
+
+def given_file(environ: Mapping[str, str]) -> dict:
+    """The settings of the KIMI_CONFIG file, then KIMI_CONFIG_JSON's over them, as written ({key: value})."""
+    table: dict = {}
+    config_path = environ.get("KIMI_CONFIG")
+    if config_path:
+        table.update(_read_file(config_path))
+    inline = environ.get("KIMI_CONFIG_JSON", "")
+    if inline.strip():
+        if len(inline.encode("utf-8")) > limits.MAX_CONFIG_BYTES:
+            raise KimiError(INVALID_VALUE, f"KIMI_CONFIG_JSON is larger than {limits.MAX_CONFIG_BYTES} bytes; it holds a "
+                            "few dozen settings.")
+        table.update(_checked_table("KIMI_CONFIG_JSON", _json_table("KIMI_CONFIG_JSON", inline, "KIMI_CONFIG_JSON")))
+    return table
+
+
+def given_settings(environ: Mapping[str, str]) -> dict:
+    """The user's settings as written, file values over nothing and variables over them: {key: the
+    file's value, or the variable's text}. A Kubernetes rendering passes these to its containers
+    untouched (render/k8s_pod.py: the `<name>-settings` ConfigMap)."""
+    table = given_file(environ)
+    for field in KIMI_FIELDS:
+        if field.name in ("config", "config_json"):  # where settings are, not one
+            continue
+        raw = environ.get(field.env)
+        if raw is not None and (raw.strip() or field.kind == "spec"):
+            table[field.name] = raw
+    return table
 
 
 def _did_you_mean(env_name: str) -> str:
