@@ -6,9 +6,11 @@ recipes/fleet.yaml and from a probe fleet's own rendering, never restated:
   on its first hardware, two replicas): its port and metrics port (the router process's ports by
   purpose), the metrics port's name and path, its container's resource limits, its rollout
   strategy, its Role's rule and its checkov skip;
-- `gateway`: KIMI_ROUTER=gateway's InferencePool and endpoint picker (recipes/fleet.yaml `gateway`):
-  the picker's image, user, arguments, ports, health service, grace period, resources and Role rules,
-  its plugin configuration as the ConfigMap holds it, its checkov skips;
+- `gateway`: KIMI_ROUTER=gateway's InferencePool facts (recipes/fleet.yaml `gateway`: its API, the
+  picker's component, gRPC port and failure mode) and the endpoint picker's own objects (its
+  ServiceAccount, Role and RoleBinding, plugin ConfigMap, Deployment, Service and NetworkPolicy),
+  as plan renders them for a probe fleet, each name and namespace a placeholder (`${name}`,
+  `${namespace}`) the chart fills: they depend on nothing else;
 - `default_policy`: the router's policy when KIMI_ROUTER_POLICY is unset (recipes/fleet.yaml);
 - `pd`: a PD fleet's groups (render/k8s_fleet.py pd_fleet): the variable each pool pod reads its
   group's index into and the downward API's path to the LWS label it reads it from.
@@ -18,6 +20,8 @@ The policies the router accepts and the refusals a fleet's settings meet are not
 """
 
 from __future__ import annotations
+
+import json
 
 import yaml
 
@@ -51,23 +55,20 @@ def _router(launch) -> dict:
             "token_skip": k8s_fleet.TOKEN_SKIP}
 
 
-def _gateway() -> dict:
+# a probe fleet's names, replaced by placeholders: neither is part of the other, nor of anything rendered
+PROBE_NAME, PROBE_NAMESPACE = "probe-release-x", "probe-ns-x"
+
+
+def _gateway(launch_env, env: dict) -> dict:
     from entrypoint.core.compose.fleet import load_fleet
     from entrypoint.render import gateway
-    from entrypoint.render.yamltext import dump
 
     g = load_fleet().gateway
-    p = g.picker
-    return {"api_version": g.api_version, "group": g.api_version.split("/", 1)[0], "failure_mode": g.failure_mode,
-            "component": gateway.COMPONENT, "image": p.image, "uid": p.uid, "args": list(p.args),
-            "pool_args": dict(p.pool_args), "config_flag": p.config_flag, "config_dir": p.config_dir,
-            "config_file": p.config_file, "config": dump(p.config),
-            "ports": [[name, number] for name, number in p.ports.items()], "port": dict(p.ports),
-            "health_service": p.health_service, "termination_grace_s": p.termination_grace_s,
-            "resources": {"cpu": str(p.resources["cpu"]), "memory": f"{p.resources['memory_gib']}Gi"},
-            "rbac": [{"apiGroups": list(r.api_groups), "resources": list(r.resources), "verbs": list(r.verbs)}
-                     for r in p.rbac],
-            "skips": {"tag": gateway.TAG_SKIP, "token": gateway.TOKEN_SKIP}}
+    probe = launch_env({**env, "KIMI_ROUTER": "gateway", "KIMI_NAME": PROBE_NAME, "KIMI_NAMESPACE": PROBE_NAMESPACE})
+    picker = [d for d in _rendered(probe) if d["metadata"]["labels"].get("app.kubernetes.io/component") == gateway.COMPONENT]
+    text = json.dumps(picker).replace(PROBE_NAMESPACE, "${namespace}").replace(PROBE_NAME, "${name}")
+    return {"api_version": g.api_version, "failure_mode": g.failure_mode, "component": gateway.COMPONENT,
+            "port": dict(g.picker.ports), "objects": json.loads(text)}
 
 
 def facts(launch_env, catalog) -> dict:
@@ -78,9 +79,9 @@ def facts(launch_env, catalog) -> dict:
     slug = catalog.serving.default_recipe
     rc = with_recipe(catalog, slug)
     hw = next(iter(rc.recipe.hardware))
-    probe = launch_env({"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1),
-                        "KIMI_REPLICAS": "2", "KIMI_ROUTER_POLICY": "round_robin"})
+    env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1), "KIMI_REPLICAS": "2"}
+    probe = launch_env({**env, "KIMI_ROUTER_POLICY": "round_robin"})
     from entrypoint.render import k8s_fleet
 
-    return {"router": _router(probe), "gateway": _gateway(), "default_policy": data.default_policy,
+    return {"router": _router(probe), "gateway": _gateway(launch_env, env), "default_policy": data.default_policy,
             "pd": {"group_var": k8s_fleet.GROUP_VAR, "group_field": k8s_fleet.GROUP_FIELD}}
