@@ -478,3 +478,16 @@ ReadWriteMany where two pods of one claim can run at once, else ReadWriteOnce, u
 {{- with $pers.storageClassName }}{{ $_ := set $spec "storageClassName" . }}{{ end -}}
 {{- toJson $spec -}}
 {{- end -}}
+
+{{/* kimi.copy: (list ctx objects) -> plan's objects from the shape table as YAML documents: the release's name
+and namespace in their placeholders, Helm's labels on each object and its pod template */}}
+{{- define "kimi.copy" -}}
+{{- $c := index . 0 -}}
+{{- range index . 1 }}
+{{- $o := toJson . | replace "${name}" $c.name | replace "${namespace}" $c.namespace | fromJson -}}
+{{- $_ := set $o.metadata "labels" (merge $o.metadata.labels $c.helmLabels) -}}
+{{- with $o.spec }}{{ with .template }}{{ $_ := set .metadata "labels" (merge .metadata.labels $c.helmLabels) }}{{ end }}{{ end }}
+---
+{{ toYaml $o }}
+{{- end }}
+{{- end -}}
