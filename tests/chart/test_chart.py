@@ -480,3 +480,19 @@ def test_chart_refuses_what_plan_refuses_for_every_kv_choice_on_every_hardware(h
     data = load_kv()
     _agree(helm, tmp_path, [{"hardware": hw, "kv_offload": kid}
                             for hw in load_catalog().hardware for kid in (*data.options, *data.stores)])
+
+
+@pytest.mark.parametrize("settings", [
+    {"hardware": "h200", "model_revision": "a&b<c>d", "extra_args": "--chat-template 'x<&>é\u2028y'"},
+    {"hardware": "h200", "features": "-spec_decoding", "skip_memory_check": True, "port": 9000, "nodes": 1}])
+def test_the_settings_configmap_holds_plans_bytes(helm, tmp_path, settings):
+    """Issue 50: the user's settings reach every container as written, in one ConfigMap: the chart's
+    (Helm's toJson) holds plan's bytes, Go's escapes of <, >, & and U+2028 included, and reads back
+    as the settings given (typed as written: YAML's and TOML's integers and booleans alike)."""
+    name = f"{RELEASE}-settings"
+    chart = {o["metadata"]["name"]: o for o in chart_objects(helm, settings, {}, tmp_path) if o["kind"] == "ConfigMap"}
+    plan = {o["metadata"]["name"]: o for o in plan_objects(settings, {}, tmp_path) if o["kind"] == "ConfigMap"}
+    assert chart[name]["data"] == plan[name]["data"]
+    assert json.loads(chart[name]["data"]["settings.json"]) == settings
+    if "<" in str(settings):  # written as Go writes it, so either renderer's bytes are the other's
+        assert "<" not in plan[name]["data"]["settings.json"] and "\\u003c" in plan[name]["data"]["settings.json"]
