@@ -80,6 +80,9 @@ _CONFIG_JSON = BY_NAME["config_json"].env
 _GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
+_SETTING_OF = {f.env: f.name for f in KIMI_FIELDS}
+
+
 def given_passed(launch) -> dict:
     """The user's settings as written that reach the containers (deployment.passed): every
     container reads them from the `<name>-settings` ConfigMap (KIMI_CONFIG_JSON), untouched."""
@@ -110,12 +113,6 @@ def k8s_env(launch, proc: Process, token: bool = True) -> list:
     ref = {"name": _CONFIG_JSON, "valueFrom": {"configMapKeyRef": {"name": settings_map_name(launch), "key": SETTINGS_KEY}}}
     return [ref, *env_list({**env, **({HF_TOKEN_PATH: token_path()} if token else {})})]
 
-
-_SETTING_OF = {f.env: f.name for f in KIMI_FIELDS}
-
-
-def _env(launch, proc: Process) -> list:
-    return k8s_env(launch, proc)
 
 
 READY = ["kimi-serve", "healthcheck", "--ready"]  # readiness: /health, and no stop begun (node/stopping.py)
@@ -227,7 +224,7 @@ def pod_spec(launch, proc: Process, cache_claim: Optional[str]) -> dict:
     gives each pod its own claim from a template named CACHE_VOLUME."""
     mounts, volumes = _volumes(launch, proc, cache_claim)
     container = {"name": CONTAINER, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
-                 "env": _env(launch, proc),
+                 "env": k8s_env(launch, proc),
                  "resources": _resources(launch, proc), "securityContext": container_security(launch),
                  "volumeMounts": mounts, "lifecycle": pre_stop(stop(launch, proc), serves=proc.serves_http)}
     if proc.serves_http:
@@ -302,7 +299,7 @@ def add_weight_cache(launch, pod: dict) -> dict:
     h = health(launch)
     get = {"httpGet": {"path": release.health_path, "port": HEALTH_PORT_NAME}, "timeoutSeconds": h.timeout_s,
            "periodSeconds": h.interval_s}
-    env = [*_env(launch, proc), *env_list(gpus_env)]
+    env = [*k8s_env(launch, proc), *env_list(gpus_env)]
     pod["initContainers"].append({
         "name": proc.role, "image": image(launch), "imagePullPolicy": "Always", **TERMINATION_MESSAGE,
         "restartPolicy": "Always",

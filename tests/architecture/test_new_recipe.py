@@ -103,9 +103,13 @@ def test_print_plan_and_batch(recipes, tmp_path):
         assert "Kimi-K9 on x900" in text
         if fmt == "shell":
             assert "vllm serve example-org/Kimi-K9" in text
-        else:  # the containers resolve the same recipe: it is passed on, and names the deployment
-            passed = "name: KIMI_RECIPE\n          value: kimi-k9" if fmt == "k8s" else "KIMI_RECIPE: kimi-k9"
-            assert passed in text and ("name: kimi-k9" if fmt == "k8s" else "  kimi-k9:") in text
+        elif fmt == "k8s":  # the containers resolve the same recipe: their settings hold it, and it names them
+            (given,) = [json.loads(d["data"]["settings.json"]) for d in yaml.safe_load_all(text)
+                        if d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kimi-k9-settings"]
+            assert given["recipe"] == "kimi-k9" and "name: kimi-k9" in text
+        else:
+            assert "KIMI_RECIPE: kimi-k9" in text and "  kimi-k9:" in text
+        if fmt != "shell":
             assert "ghcr.io/kimi-serve/kimi:0.33.0-b200" in text
 
 
