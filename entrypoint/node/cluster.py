@@ -19,7 +19,7 @@ from entrypoint.core.base import limits
 from entrypoint.core.base.errors import INVALID_VALUE, KimiError
 from entrypoint.core.base.files import read_text_capped
 from entrypoint.core.base.net import resolve
-from entrypoint.core.compose.settings import BY_ENV, Settings, read_external, read_settings
+from entrypoint.core.compose.settings import BY_ENV, ORIGIN_WORDS, Settings, read_external, read_settings
 
 LWS = (("LWS_LEADER_ADDRESS", "KIMI_HEAD_ADDR"), ("LWS_GROUP_SIZE", "KIMI_NODES"), ("LWS_WORKER_INDEX", "KIMI_NODE_RANK"))
 
@@ -210,7 +210,7 @@ def wire(environ: Mapping[str, str], proc_root: str = "/proc") -> Wiring:
     for key, value in values.items():
         name = BY_ENV[key].name
         if given.is_set(name) and given.values[name] is not None:
-            where = "in the KIMI_CONFIG file" if given.origin[name] == "file" else "as set"
+            where = ORIGIN_WORDS.get(given.origin[name], "as set")
             decisions.append(f"{key}={given.values[name]} {where} ({source} gives {value})")
         else:
             env[key] = value

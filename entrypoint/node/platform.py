@@ -22,7 +22,7 @@ from typing import List, Mapping, Optional, Tuple
 from entrypoint.core.base import errors as E, limits
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.base.files import read_capped, write_file
-from entrypoint.core.compose.settings import BY_NAME, read_settings
+from entrypoint.core.compose.settings import BY_NAME, ORIGIN_WORDS, read_settings
 from entrypoint.core.data.platforms import load_platforms, platform as platform_data
 from entrypoint.core.vllm.mask import mask_argv
 from entrypoint.core.vllm.vllm_cli import refusal, refused_dests, secret_spec
@@ -63,7 +63,7 @@ def detect(environ: Mapping[str, str], args: tuple) -> Tuple[str, str]:
     environment, else the KIMI_CONFIG file) comes first."""
     given = read_settings(environ)
     explicit = (given.platform or "").strip().lower()
-    where = "KIMI_PLATFORM" if given.origin["platform"] == "env" else "platform in the KIMI_CONFIG file"
+    where = "KIMI_PLATFORM" if given.origin["platform"] == "env" else f"platform {ORIGIN_WORDS.get(given.origin['platform'], ORIGIN_WORDS['file'])}"
     if explicit == NONE:
         return "", f"{where}=none"
     if explicit:

@@ -13,7 +13,8 @@ from typing import List, NamedTuple
 from entrypoint.core.base.errors import INVALID_VALUE, UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.compose.plan import Port, Process
 from entrypoint.render.deployment import service_name
-from entrypoint.render.k8s_pod import CACHE_VOLUME, SKIP_ANNOTATION, pod_spec, skip_annotations
+from entrypoint.render.k8s_pod import (CACHE_VOLUME, SETTINGS_CHECKSUM, SKIP_ANNOTATION, pod_spec, settings_checksum,
+                                       skip_annotations)
 from entrypoint.render.monitoring import engine_components
 
 CACHE_SIZE = "1Ti"  # the INT4 checkpoint is ~600 GB; room for a second variant or an update
@@ -65,12 +66,11 @@ def with_skips(annotations: dict, skips=()) -> dict:
 
 
 def template_meta(launch, proc: Process, skips=()) -> dict:
-    """A pod template's labels and its skip annotations: the process's own, then `skips`."""
-    meta = {"labels": component_labels(launch, proc.role)}
-    skips = with_skips(skip_annotations(launch, proc), skips)
-    if skips:
-        meta["annotations"] = skips  # the pods carry their skips, for scanners of live objects too
-    return meta
+    """A pod template's labels and annotations: its skips (the process's own, then `skips`; the pods
+    carry them for scanners of live objects too) and the checksum of the settings its containers read."""
+    annotations = with_skips(skip_annotations(launch, proc), skips)
+    annotations[SETTINGS_CHECKSUM] = settings_checksum(launch)
+    return {"labels": component_labels(launch, proc.role), "annotations": annotations}
 
 
 def cache_claim_spec(access: str = "ReadWriteOnce") -> dict:

@@ -15,6 +15,7 @@ reason (`skip_annotations`), never left silent.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Optional
@@ -96,6 +97,16 @@ def settings_json(launch) -> str:
     for char, escaped in _GO_ESCAPES.items():
         text = text.replace(char, escaped)
     return text
+
+
+# On every pod template that reads the settings ConfigMap: a changed setting changes the template, so
+# `kubectl apply` (or `helm upgrade`) rolls the pods, as a changed variable did (Helm's checksum idiom)
+SETTINGS_CHECKSUM = "checksum/settings"
+
+
+def settings_checksum(launch) -> str:
+    """sha256 of the ConfigMap's settings.json, as Sprig's sha256sum writes it (hex)."""
+    return hashlib.sha256(settings_json(launch).encode("utf-8")).hexdigest()
 
 
 def settings_map_name(launch) -> str:

@@ -5,6 +5,7 @@ the chart's generated files are current; every rendered object validates."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -490,9 +491,14 @@ def test_the_settings_configmap_holds_plans_bytes(helm, tmp_path, settings):
     (Helm's toJson) holds plan's bytes, Go's escapes of <, >, & and U+2028 included, and reads back
     as the settings given (typed as written: YAML's and TOML's integers and booleans alike)."""
     name = f"{RELEASE}-settings"
-    chart = {o["metadata"]["name"]: o for o in chart_objects(helm, settings, {}, tmp_path) if o["kind"] == "ConfigMap"}
+    charted = chart_objects(helm, settings, {}, tmp_path)
+    chart = {o["metadata"]["name"]: o for o in charted if o["kind"] == "ConfigMap"}
     plan = {o["metadata"]["name"]: o for o in plan_objects(settings, {}, tmp_path) if o["kind"] == "ConfigMap"}
     assert chart[name]["data"] == plan[name]["data"]
+    # every pod that reads them rolls when they change (Helm's checksum idiom: Sprig's sha256sum)
+    digest = hashlib.sha256(chart[name]["data"]["settings.json"].encode()).hexdigest()
+    (deployment,) = [o for o in charted if o["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["metadata"]["annotations"]["checksum/settings"] == digest
     assert json.loads(chart[name]["data"]["settings.json"]) == settings
     if "<" in str(settings):  # written as Go writes it, so either renderer's bytes are the other's
         assert "<" not in plan[name]["data"]["settings.json"] and "\\u003c" in plan[name]["data"]["settings.json"]

@@ -244,6 +244,28 @@ def test_secrets_in_extra_args_are_refused(fmt):
     assert documents(fmt, {**environ, "KIMI_EXTRA_ARGS": "--max-model-len 8192"})
 
 
+@pytest.mark.parametrize("case", ["single-h200", "pd-h200-2x1", "kv-centralized-h200x3", "multi_node_tp-gb200x4"])
+def test_a_changed_setting_rolls_every_pod_that_reads_it(case):
+    """The settings reach the pods from a ConfigMap, which Kubernetes does not watch: each pod template
+    carries the settings' checksum, so a changed setting changes every template (a rollout on
+    `kubectl apply`), and the same settings change none."""
+    def templates(environ):
+        out = {}
+        for doc in documents("k8s", environ):
+            lwt = doc.get("spec", {}).get("leaderWorkerTemplate", {})
+            for key, template in [("template", doc.get("spec", {}).get("template")),
+                                  *[(k, lwt.get(k)) for k in ("leaderTemplate", "workerTemplate")]]:
+                if template and doc["kind"] != "Job":
+                    out[(doc["kind"], doc["metadata"]["name"], key)] = template["metadata"]["annotations"]
+        return out
+
+    base = templates(K8S[case])
+    assert base == templates(K8S[case])  # stable
+    changed = templates({**K8S[case], "KIMI_MODEL_REVISION": "v2"})
+    assert set(changed) == set(base) and all(changed[k]["checksum/settings"] != base[k]["checksum/settings"]
+                                                 for k in base)
+
+
 def test_the_users_settings_reach_every_container_as_written(tmp_path):
     """Issue 50: the user's settings (a KIMI_CONFIG file's and the variables', the variables over the
     file) in one ConfigMap, untouched, read by every container as KIMI_CONFIG_JSON; as variables

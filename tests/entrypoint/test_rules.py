@@ -297,6 +297,7 @@ def test_config_json_is_over_the_file_and_under_the_variables(tmp_path):
                        ('{"config": "/etc/x.toml"}', ["key in KIMI_CONFIG_JSON='config'"]),
                        ('{"model": ' + "[" * 100000 + "]" * 100000 + "}", ["KIMI_CONFIG_JSON nests deeper"]),
                        ('{"model": [[["x"]]]}', ["KIMI_CONFIG_JSON nests deeper"]),
+                       ('{"hardware": "h200", "port": "x"}', ["port in KIMI_CONFIG_JSON must be a whole number"]),
                        ('{"extra_args": "' + "x" * 1024 * 1024 + '"}', ["KIMI_CONFIG_JSON is larger than"])):
         with pytest.raises(KimiError) as info:
             build({"KIMI_CONFIG_JSON": bad})

@@ -460,6 +460,8 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- $labels := merge (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" $p.role) (deepCopy ($v.podLabels | default dict)) $c.helmLabels -}}
 {{- $meta := dict "labels" $labels -}}
 {{- $ann := merge (deepCopy ($v.podAnnotations | default dict)) (include "kimi.skips" (list $root $c $p) | fromJson) -}}
+{{- /* a changed setting rolls the pods (render/k8s_pod.py settings_checksum: Helm's checksum idiom) */ -}}
+{{- $_ := set $ann "checksum/settings" (toJson $c.given | sha256sum) -}}
 {{- if $ann }}{{ $_ := set $meta "annotations" $ann }}{{ end -}}
 {{- toJson (dict "metadata" $meta "spec" $spec) -}}
 {{- end -}}

@@ -541,8 +541,11 @@ def _list(field: Field, raw: Any, label: str) -> tuple:
     return items
 
 
+ORIGIN_WORDS = {"file": "in the KIMI_CONFIG file", "config_json": "in KIMI_CONFIG_JSON"}  # where a key was read
+
+
 def _convert(field: Field, raw: Any, where: str) -> Any:
-    label = field.env if where == "env" else f"{field.name} in the KIMI_CONFIG file"
+    label = field.env if where == "env" else f"{field.name} {ORIGIN_WORDS[where]}"
     if field.kind == "int":
         return _int(field, raw, label)
     if field.kind == "bool":
@@ -702,9 +705,10 @@ def read_settings(environ: Mapping[str, str], user_args: tuple = ()) -> Settings
     errors, warnings = check_names(environ)
     if errors:
         raise KimiError(INVALID_VALUE, errors[0])
-    for key, raw in given_file(environ).items():
-        values[key] = _convert(BY_NAME[key], raw, "file")
-        origin[key] = "file"
+    for where, table in _given_tables(environ):
+        for key, raw in table.items():
+            values[key] = _convert(BY_NAME[key], raw, where)
+            origin[key] = where
     for field in FIELDS:
         raw = environ.get(field.env)
         if raw is None or (not raw.strip() and field.kind != "spec"):
@@ -714,19 +718,25 @@ def read_settings(environ: Mapping[str, str], user_args: tuple = ()) -> Settings
     return Settings(values=values, origin=origin, user_args=tuple(user_args), warnings=tuple(warnings))
 
 
-def given_file(environ: Mapping[str, str]) -> dict:
-    """The settings of the KIMI_CONFIG file, then KIMI_CONFIG_JSON's over them, as written ({key: value})."""
-    table: dict = {}
+def _given_tables(environ: Mapping[str, str]) -> list:
+    """[(origin, {key: value as written})]: the KIMI_CONFIG file's, then KIMI_CONFIG_JSON's (over it)."""
+    tables = []
     config_path = environ.get("KIMI_CONFIG")
     if config_path:
-        table.update(_read_file(config_path))
+        tables.append(("file", _read_file(config_path)))
     inline = environ.get("KIMI_CONFIG_JSON", "")
     if inline.strip():
         if len(inline.encode("utf-8")) > limits.MAX_CONFIG_BYTES:
             raise KimiError(INVALID_VALUE, f"KIMI_CONFIG_JSON is larger than {limits.MAX_CONFIG_BYTES} bytes; it holds a "
                             "few dozen settings.")
-        table.update(_checked_table("KIMI_CONFIG_JSON", _json_table("KIMI_CONFIG_JSON", inline, "KIMI_CONFIG_JSON")))
-    return table
+        tables.append(("config_json", _checked_table("KIMI_CONFIG_JSON",
+                                                     _json_table("KIMI_CONFIG_JSON", inline, "KIMI_CONFIG_JSON"))))
+    return tables
+
+
+def given_file(environ: Mapping[str, str]) -> dict:
+    """The settings of the KIMI_CONFIG file, then KIMI_CONFIG_JSON's over them, as written ({key: value})."""
+    return {key: raw for _, table in _given_tables(environ) for key, raw in table.items()}
 
 
 def given_settings(environ: Mapping[str, str]) -> dict:
