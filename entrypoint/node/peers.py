@@ -14,14 +14,14 @@ parent, and exits with it.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import selectors
-import signal
 import socket
 import sys
 import time
 from typing import Mapping, Optional, cast
+
+from entrypoint.node.watcher import fork_beside, stop_parent
 
 RETRY_S = 2.0  # between a worker's tries to reach rank 0
 
@@ -47,19 +47,7 @@ def _say(message: str) -> None:
 
 def _stop(parent: int, grace_s: int, why: str) -> None:
     _say(f"{why}: stopping this node (SIGTERM, SIGKILL after {grace_s} s) so the copy restarts as a unit")
-    try:
-        os.kill(parent, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    end = time.monotonic() + grace_s
-    while time.monotonic() < end:
-        if os.getppid() != parent:  # the engine is gone
-            return
-        time.sleep(0.5)
-    try:
-        os.kill(parent, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    stop_parent(parent, grace_s)
 
 
 def head(parent: int, bind: str, workers: int, watch) -> None:
@@ -119,18 +107,11 @@ def start(proc, settings, watch, environ: Mapping[str, str]) -> Optional[int]:
     None where no watch applies. The watcher dies with the engine (PR_SET_PDEATHSIG)."""
     if not wanted(proc, environ):
         return None
-    parent = os.getpid()
-    child = os.fork()
-    if child:
-        return child
-    try:  # the watcher: never returns into the entrypoint
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+
+    def run(parent: int) -> None:
         if proc.rank == 0:
             head(parent, settings.node_addr or "0.0.0.0", settings.nodes - 1, watch)
         else:
             worker(parent, settings.head_addr, watch)
-    except Exception as err:  # noqa: BLE001 - a watcher's failure never takes the engine down
-        _say(f"stopped watching ({type(err).__name__}: {err})")
-    finally:
-        os._exit(0)
+
+    return fork_beside(run, lambda err: _say(f"stopped watching ({type(err).__name__}: {err})"))

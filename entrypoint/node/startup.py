@@ -14,14 +14,14 @@ parent, and exits with it.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import sys
 import time
 import urllib.error
 import urllib.request
 from typing import Optional
+
+from entrypoint.node.watcher import fork_beside, stop_parent
 
 ASK_EVERY_S = 5.0  # between two health requests while the server loads
 ASK_TIMEOUT_S = 5.0
@@ -64,34 +64,13 @@ def watch(parent: int, url: str, budget_s: float, grace_s: float, message: str, 
     if os.getppid() != parent:
         return False
     _tell(message, termination_log)
-    try:
-        os.kill(parent, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    end = time.monotonic() + grace_s
-    while time.monotonic() < end:
-        if os.getppid() != parent:  # the server is gone
-            return False
-        time.sleep(0.5)
-    try:
-        os.kill(parent, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    stop_parent(parent, grace_s)
     return False
 
 
 def start(url: str, budget_s: float, grace_s: float, message: str, termination_log: str) -> Optional[int]:
     """Fork the watcher of the server about to be exec'd in this process; its PID (None in the
     watcher, which never returns). It dies with the server (PR_SET_PDEATHSIG)."""
-    parent = os.getpid()
-    child = os.fork()
-    if child:
-        return child
-    try:  # the watcher: never returns into the entrypoint
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-        watch(parent, url, budget_s, grace_s, message, termination_log)
-    except Exception as err:  # noqa: BLE001 - a watcher's failure never takes the server down
-        print(f"kimi-serve: warning: start-up watch stopped ({type(err).__name__}: {err})", file=sys.stderr, flush=True)
-    finally:
-        os._exit(0)
+    return fork_beside(lambda parent: watch(parent, url, budget_s, grace_s, message, termination_log),
+                       lambda err: print(f"kimi-serve: warning: start-up watch stopped ({type(err).__name__}: {err})",
+                                         file=sys.stderr, flush=True))
