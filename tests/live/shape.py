@@ -231,7 +231,8 @@ def post(url: str, body: dict, timeout: float = 300, tries: int = 2) -> dict:
                 return json.loads(answer.read())
         except urllib.error.HTTPError as exc:
             text = exc.read()[:2000]
-            if exc.code == 503 and b"No available workers" in text and time.monotonic() < readmit_by:
+            said = text.lower()  # vllm-router's: "No available workers", "no healthy decode workers"
+            if exc.code == 503 and (b"no available" in said or b"no healthy" in said) and time.monotonic() < readmit_by:
                 time.sleep(2)
                 continue
             attempt += 1
