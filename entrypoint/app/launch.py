@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional
 from entrypoint.core.compose.launch import (Composition, NodeFacts, compose_launch, declared_facts,
                                             selection_of)
 from entrypoint.core.compose.plan import Process
-from entrypoint.core.compose.settings import Settings, read_settings
+from entrypoint.core.compose.settings import KIMI_FIELDS, Settings, read_settings
 from entrypoint.core.data.recipe import Catalog
 from entrypoint.core.vllm.vllm_cli import spec_for
 from entrypoint.node.cluster import wire
 from entrypoint.node.dist_info import installed_vllm_version
 from entrypoint.node.exec import as_applied
 from entrypoint.node.platform import PlatformWiring, apply_platform, check_contract
+
+_FIELD_OF = {f.env: f.name for f in KIMI_FIELDS}
 
 if TYPE_CHECKING:  # imported where used: kimi-serve print's start-up (test_startup_imports)
     from entrypoint.core.compose.loading import StorageFacts
@@ -75,8 +77,9 @@ def on_node(settings: Settings, detected_hardware: Optional[str] = None, catalog
 
 def build(environ: Mapping[str, str], user_args: tuple = (), detected_hardware: Optional[str] = None,
           catalog: Optional[Catalog] = None) -> Launch:
-    """The launch of an already wired environment on this machine (no detection, no cluster wiring)."""
-    return on_node(read_settings(environ, user_args), detected_hardware, catalog)
+    """The launch of an already wired environment on this machine (no detection, no cluster wiring;
+    a Kubernetes pod's peers named, as its container's start names them: with_peers)."""
+    return on_node(read_settings({**environ, **with_peers(environ)}, user_args), detected_hardware, catalog)
 
 
 def platform_launch(environ: Mapping[str, str], args: tuple = ()) -> Launch:
@@ -112,8 +115,35 @@ def detected_hardware(environ: Mapping[str, str]) -> Optional[str]:
 
 
 def wire_platform(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None) -> PlatformWiring:
-    """The cloud platform's contract applied to the environment and the container arguments."""
-    return apply_platform(os.environ if environ is None else environ, tuple(user_args))
+    """The cloud platform's contract applied to the environment and the container arguments, and a
+    Kubernetes deployment's peers named (with_peers)."""
+    platform = apply_platform(os.environ if environ is None else environ, tuple(user_args))
+    peers = with_peers(platform.environ)
+    if not peers:
+        return platform
+    return replace(platform, environ={**platform.environ, **peers},
+                   decisions=(*platform.decisions, *(f"{k}={v} (the pods of deployment {platform.environ.get('KIMI_NAME')}: "
+                                                     "KIMI_PEER_NAMES=k8s)" for k, v in peers.items())))
+
+
+def with_peers(environ: Mapping[str, str]) -> dict:
+    """KIMI_PEER_NAMES=k8s (every container of a Kubernetes rendering: plan --format k8s, the chart): the
+    addresses of this pod's peers, as the deployment KIMI_NAME names its pods (render/k8s.py
+    peer_addresses: a KV store's Services and pods, the PD pools' pods of this pod's own
+    LeaderWorkerSet group), for each the settings leave unset. No pod carries them, no template
+    spells them: the container names them as the rendering did."""
+    if not (environ.get("KIMI_PEER_NAMES") or "").strip():
+        return {}
+    from entrypoint.core.data.recipe import load_catalog, with_recipe  # noqa: PLC0415 - only a Kubernetes pod names its peers
+    from entrypoint.render.k8s import peer_addresses  # noqa: PLC0415 - as above
+    from entrypoint.render.k8s_fleet import GROUP_VAR  # noqa: PLC0415 - as above
+
+    settings = read_settings(environ)
+    if settings.peer_names != "k8s":
+        return {}
+    selection = selection_of(settings, declared_facts(settings), with_recipe(load_catalog(), settings.recipe))
+    group = (environ.get(GROUP_VAR) or "0").strip()
+    return {k: v for k, v in peer_addresses(settings, selection, group).items() if not settings.is_set(_FIELD_OF[k])}
 
 
 def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None, wiring=None,

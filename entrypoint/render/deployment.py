@@ -41,7 +41,7 @@ SINGLE, MULTI_NODE, PD_CLUSTER, KV_STORE = "single", "multi_node", "pd_cluster",
 # Settings no container gets: the renderer's own (image, name), the image's identity, the config
 # file (its values are passed one by one), and what each container gets on its own (role; rank and
 # head from the cluster runtime).
-_NOT_PASSED = {"image", "image_digest", "name", "namespace", "config", "config_json", "recipes_dir", "image_target", "image_hardware",
+_NOT_PASSED = {"image", "image_digest", "name", "namespace", "config", "config_json", "peer_names", "recipes_dir", "image_target", "image_hardware",
                "image_serves", "role", "node_rank", "head_addr", "node_addr",
                # how the deployment is operated (render/monitoring.py, render/autoscaling.py)
                "monitoring", "slo_ttft_ms", "slo_itl_ms", "autoscaling", "replicas", "max_replicas",

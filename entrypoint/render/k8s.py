@@ -8,8 +8,10 @@
 - pd_cluster: one LeaderWorkerSet per pool (`<name>-prefill`, `<name>-decode`), a router
   Deployment and the Service `<name>-api` in front of the router. The pools' node addresses are
   the pods' stable DNS names, `<lws>-0.<lws>` (leader) and `<lws>-0-<i>.<lws>` (worker i) through
-  the headless Service LWS creates for each set, given to every pod as KIMI_*_ADDRS (a PD fleet's
-  groups each their own: render/k8s_fleet.py).
+  the headless Service LWS creates for each set; no pod carries them: every container is given the
+  deployment's name (KIMI_NAME, KIMI_PEER_NAMES=k8s) and names its peers at its start as
+  `peer_addresses` does here (a PD fleet's groups each their own: render/k8s_fleet.py; a KV
+  store's Services and pods too).
 
 Each LWS pod gets its own cache claim (volumeClaimTemplates), so any storage class will do.
 
@@ -38,18 +40,29 @@ FILE = "kubernetes.yaml"
 AUTO_IFACE = {"KIMI_IFACE": "auto"}  # each pod finds its own interface
 
 
+def peer_addresses(settings, sel, group: str = "0") -> dict:
+    """The addresses the deployment `sel.name` gives its pods' peers, as the settings that carry them:
+    a KV store's Services and pods, and each PD pool's pods of LeaderWorkerSet group `group`. What
+    the rendering composes its plan with, and what a container started with KIMI_PEER_NAMES=k8s
+    (every container of this rendering and the chart) takes where its settings give none
+    (app/launch.py with_peers), so no pod carries them and no template spells them."""
+    out = k8s_kv.peer_addresses(settings, sel)  # a KV store's Services and pod names
+    if sel.prefill is not None:
+        out.update({f"KIMI_{p.name.upper()}_ADDRS": ",".join(pod_addresses(lws_name(sel.name, p.name), p.node_count, group))
+                    for p in sel.pd_pools.values()})
+    return out
+
+
 def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
     """The rendering environment: the addresses the deployment gives its own pods."""
-    kv = k8s_kv.deployment_environ(environ, settings, sel)  # a KV store's Services and pod names
-    kv.update(k8s_fleet.deployment_environ(environ, settings, sel, (LWS_NAME_LABEL, LWS_INDEX_LABEL)))  # a fleet
+    peers = peer_addresses(settings, sel)
+    peers.update(k8s_fleet.deployment_environ(environ, settings, sel, (LWS_NAME_LABEL, LWS_INDEX_LABEL)))  # a fleet
     if sel.prefill is not None:
-        addrs = {f"KIMI_{p.name.upper()}_ADDRS": ",".join(pod_addresses(lws_name(sel.name, p.name), p.node_count))
-                 for p in sel.pd_pools.values()}
-        return with_defaults(environ, {**addrs, **AUTO_IFACE, **kv})
+        return with_defaults(environ, {**peers, **AUTO_IFACE})
     if sel.is_multi_node:
         head = pod_addresses(lws_name(sel.name), sel.nodes)[0]
-        return with_defaults(environ, {"KIMI_HEAD_ADDR": head, **AUTO_IFACE, **kv})
-    return with_defaults(environ, kv)
+        return with_defaults(environ, {"KIMI_HEAD_ADDR": head, **AUTO_IFACE, **peers})
+    return with_defaults(environ, peers)
 
 
 def _single(launch) -> Drawn:

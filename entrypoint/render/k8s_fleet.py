@@ -11,8 +11,8 @@
   RoleBinding; the Service `<name>-api` in front of it; with KIMI_MONITORING=1 a PodMonitor of its
   own metrics port and a NetworkPolicy admitting the scraper to that port;
 - a PD fleet (`pd_fleet`): each pool's LeaderWorkerSet with KIMI_REPLICAS groups (one per unit),
-  each group given its own pool addresses (`$(LWS_GROUP_INDEX)`, LWS's group-index label through
-  the downward API), and the PD router, with the same RBAC, discovering every group's prefill and
+  each group's pods naming their own group's pool pods (`LWS_GROUP_INDEX`, LWS's group-index label
+  through the downward API; KIMI_PEER_NAMES=k8s), and the PD router, with the same RBAC, discovering every group's prefill and
   decode API pods by a selector per pool (KIMI_ROUTER_SELECTOR's `prefill:` / `decode:` terms);
 - or KIMI_ROUTER=gateway: render/gateway.py (an InferencePool and its endpoint picker).
 """
@@ -28,7 +28,7 @@ from entrypoint.core.compose.plan import Port
 from entrypoint.render import gateway
 from entrypoint.render.fleet import GROUP_INDEX_LABEL, check_selector, rbac, selector
 from entrypoint.render.k8s_objects import (LWS_INDEX_LABEL, LWS_NAME_LABEL, NETPOL_API, component_labels, deployment,
-                                           exposed, lws_name, meta, pd_pools, pod_addresses, scraper)
+                                           exposed, meta, pd_pools, scraper)
 from entrypoint.render.k8s_pod import env_list, pod_spec
 from entrypoint.render.monitoring import MONITORING_API
 
@@ -89,31 +89,16 @@ GROUP_VAR = "LWS_GROUP_INDEX"  # that label, read into each pool pod by the down
 GROUP_FIELD = f"metadata.labels['{GROUP_INDEX_LABEL}']"  # the downward API's path to it
 
 
-def _own_group(launch, lws: dict) -> dict:
-    """Each group of a pool's LeaderWorkerSet its own pool addresses: KIMI_<ROLE>_ADDRS, rendered as
-    group 0's pod names, become `<set>-$(LWS_GROUP_INDEX).<set>,...`, the index read from the pod's
-    own label just before them (the kubelet expands `$(NAME)` of a variable defined earlier), so
-    each group's head, DP address and NIXL side channels are its own pods'. A value set by hand
-    stays as given."""
-    own = {}
-    for pool in launch.plan.topology.pools:
-        name = lws_name(launch.name, pool.name)
-        own[f"KIMI_{pool.name.upper()}_ADDRS"] = (",".join(pod_addresses(name, pool.group_nodes)),
-                                                   ",".join(pod_addresses(name, pool.group_nodes, f"$({GROUP_VAR})")))
-
-    def grouped(container: dict) -> dict:
-        env = container["env"]
-        at = [i for i, e in enumerate(env) if e["name"] in own and e.get("value") == own[e["name"]][0]]
-        if not at:
-            return container
-        env = [{"name": e["name"], "value": own[e["name"]][1]} if i in at else e  # its `$(...)` meant: unescaped
-               for i, e in enumerate(env)]
-        env.insert(at[0], {"name": GROUP_VAR, "valueFrom": {"fieldRef": {"fieldPath": GROUP_FIELD}}})
-        return {**container, "env": env}
+def _own_group(lws: dict) -> dict:
+    """Each group of a pool's LeaderWorkerSet names its own pool pods: every container gets the group's
+    index from the pod's own label (the downward API), first, and takes `<set>-<index>.<set>,...` as
+    its pool addresses (render/k8s.py peer_addresses, KIMI_PEER_NAMES=k8s), so each group's head,
+    DP address and NIXL side channels are its own pods'. A value set by hand stays as given."""
+    index = {"name": GROUP_VAR, "valueFrom": {"fieldRef": {"fieldPath": GROUP_FIELD}}}
 
     def pod(template: dict) -> dict:  # the download step too: it resolves the same plan
         found = template["spec"]
-        return {**template, "spec": {**found, **{key: [grouped(c) for c in found[key]]
+        return {**template, "spec": {**found, **{key: [{**c, "env": [index, *c["env"]]} for c in found[key]]
                                                   for key in ("containers", "initContainers") if key in found}}}
 
     spec = lws["spec"]["leaderWorkerTemplate"]
@@ -132,7 +117,7 @@ def _behind_router(launch, copies: list) -> list:
 def pd_fleet(launch) -> list:
     """A PD fleet: each pool's LeaderWorkerSet with a group per unit (each group its own addresses),
     and the PD router discovering every group's prefill and decode pods, with its RBAC."""
-    return _behind_router(launch, [_own_group(launch, lws) for lws in pd_pools(launch)])
+    return _behind_router(launch, [_own_group(lws) for lws in pd_pools(launch)])
 
 
 def fleet(launch, draw_one) -> list:

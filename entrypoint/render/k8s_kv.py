@@ -16,7 +16,7 @@ deployment's own pods (master RPC, the store, the transfer engine's ports), noth
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import List
 
 from entrypoint.core.base.errors import UNSUPPORTED_COMBINATION, KimiError
 from entrypoint.core.compose.kv import choose
@@ -37,8 +37,8 @@ def addresses(name: str) -> dict:
             "instance": lambda i: f"{name}-instance-{i}.{name}-instance"}
 
 
-def deployment_environ(environ: Mapping[str, str], settings, sel) -> dict:
-    """Defaults for a KV store's addresses: the Services and pod names rendered here."""
+def peer_addresses(settings, sel) -> dict:
+    """A KV store's addresses: the Services and pod names rendered here (render/k8s.py peer_addresses)."""
     choice = choose(settings)
     if choice is None or not choice.store:
         return {}

@@ -113,16 +113,26 @@ def settings_map_name(launch) -> str:
     return f"{launch.name}-settings"
 
 
+# The addresses of a pod's peers (render/k8s.py peer_addresses): no pod carries them; each container
+# names them itself from the deployment's name (KIMI_PEER_NAMES=k8s, app/launch.py with_peers)
+PEER_SETTINGS = frozenset({"prefill_addrs", "decode_addrs", "mooncake_master_addr", "mooncake_store_host",
+                           "instance_addrs"})
+
+
 def k8s_env(launch, proc: Process, token: bool = True) -> list:
     """A container's environment: the user's settings from the ConfigMap as written (KIMI_CONFIG_JSON,
-    the first variable), then, as variables, only what the deployment adds: the pinned choices
-    (deployment.pinned_settings), the addresses it gives its pods where the user gave none, the
-    process's role; the token's path (`token`: a process that downloads or loads)."""
+    the first variable), then, as variables, only what the deployment adds: its name, by which the
+    container names its peers (KIMI_NAME, KIMI_PEER_NAMES=k8s), the pinned choices
+    (deployment.pinned_settings), the addresses it gives its pods where the user gave none (a
+    fleet's discovery, the interface), the process's role; the token's path (`token`: a process
+    that downloads or loads)."""
     given, pins = given_passed(launch), pinned_settings(launch)
     env = {k: v for k, v in container_env(launch, proc).items()
-           if k not in _SETTING_OF or _SETTING_OF[k] not in given or _SETTING_OF[k] in pins}
+           if (k not in _SETTING_OF or _SETTING_OF[k] not in given or _SETTING_OF[k] in pins)
+           and _SETTING_OF.get(k) not in PEER_SETTINGS}
     ref = {"name": _CONFIG_JSON, "valueFrom": {"configMapKeyRef": {"name": settings_map_name(launch), "key": SETTINGS_KEY}}}
-    return [ref, *env_list({**env, **({HF_TOKEN_PATH: token_path()} if token else {})})]
+    named = {BY_NAME["name"].env: launch.name, BY_NAME["peer_names"].env: "k8s"}
+    return [ref, *env_list({**named, **env, **({HF_TOKEN_PATH: token_path()} if token else {})})]
 
 
 

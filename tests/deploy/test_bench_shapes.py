@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from entrypoint.app.deploy import deployment_launch
+from entrypoint.app.launch import with_peers
 from entrypoint.core.compose.settings import read_settings
 from entrypoint.cli.bench import command as bench_command
 from entrypoint.render import docker_compose, k8s
@@ -58,8 +59,10 @@ def test_the_job_runs_bench_once_against_the_deployments_service(case):
     assert env["KIMI_HARDWARE"] == environ["KIMI_HARDWARE"]  # the same launch plan: GPUs, hardware, variant
     if server_env:  # the same settings, read as the server reads its own (its ConfigMap, then its variables)
         def told(environ):
-            values = read_settings({k: v for k, v in environ.items() if k != "KIMI_ROLE"}).values
-            return {k: v for k, v in values.items() if k != "config_json"}
+            started = {**environ, **with_peers(environ)}  # as a container's start reads them (its peers named)
+            values = read_settings({k: v for k, v in started.items() if k != "KIMI_ROLE"}).values
+            # less the pods' own naming of their peers (KIMI_NAME, KIMI_PEER_NAMES): the Job is no pod of the deployment
+            return {k: v for k, v in values.items() if k not in ("config_json", "name", "peer_names")}
 
         assert told(env) == told(server_env)
     annotations = job["spec"]["template"]["metadata"]["annotations"]

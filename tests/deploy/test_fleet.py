@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from entrypoint.app.launch import build
+from entrypoint.app.launch import build, with_peers
 from entrypoint.core.base.errors import KimiError
 from tests.deploy.k8s_schema import validate
 from entrypoint.core.compose.settings import read_settings
@@ -306,9 +306,12 @@ def test_each_pd_group_runs_as_its_own_units_pd_cluster(case):
                         defined[item["name"]] = kubelet_expand(item["value"], defined)
                 own = [f"kimi-k2-5-{role}-{group}.kimi-k2-5-{role}"] + [
                     f"kimi-k2-5-{role}-{group}-{i}.kimi-k2-5-{role}" for i in range(1, size)]
-                assert defined[f"KIMI_{role.upper()}_ADDRS"].split(",") == own
-                # the pod's own start: its process's DP head is its group's leader
-                started = build({k: v for k, v in defined.items() if k.startswith("KIMI_")}).plan
+                assert f"KIMI_{role.upper()}_ADDRS" not in defined  # no pod carries its peers' addresses
+                # the pod's own start names its group's pods (KIMI_PEER_NAMES=k8s, its group index)
+                named = with_peers(defined)
+                assert named[f"KIMI_{role.upper()}_ADDRS"].split(",") == own
+                # ... and its process's DP head is its group's leader
+                started = build(defined).plan
                 head = next(p for p in started.processes if p.role == role)
                 if "--data-parallel-address" in head.argv:
                     assert head.argv[head.argv.index("--data-parallel-address") + 1] == own[0]

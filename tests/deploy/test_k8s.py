@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 import subprocess
@@ -10,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from entrypoint.app.launch import build
+from entrypoint.app.launch import build, with_peers
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.data.recipe import load_catalog
 from entrypoint.render import deployment, k8s, k8s_pod
@@ -95,7 +96,11 @@ def test_pods_read_settings_from_env_and_the_token_from_a_secret_file(case):
             assert token["secret"] == {"secretName": k8s_pod.hf_token_secret(k8s_launch(environ)), "optional": True,
                                        "defaultMode": 0o440, "items": [{"key": "HF_TOKEN", "path": "hf_token"}]}
             assert env["KIMI_HARDWARE"]["value"] == K8S[case]["KIMI_HARDWARE"]
-            assert not {"KIMI_NODE_RANK", "KIMI_HEAD_ADDR", "KIMI_IMAGE", "KIMI_NAME", "KIMI_NAMESPACE"} & set(env)
+            assert not {"KIMI_NODE_RANK", "KIMI_HEAD_ADDR", "KIMI_IMAGE", "KIMI_NAMESPACE"} & set(env)
+            # the deployment's name, by which each container names its peers: no pod carries their addresses
+            assert (env["KIMI_NAME"]["value"], env["KIMI_PEER_NAMES"]["value"]) == (k8s_launch(environ).name, "k8s")
+            assert not {"KIMI_PREFILL_ADDRS", "KIMI_DECODE_ADDRS", "KIMI_INSTANCE_ADDRS", "KIMI_MOONCAKE_MASTER_ADDR",
+                        "KIMI_MOONCAKE_STORE_HOST"} & set(env)
             mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
             scratch = {"/tmp": "tmp", "/home/kimi": "home", "/run/secrets/kimi-serve": k8s_pod.TOKEN_VOLUME}
             resources = container["resources"]
@@ -191,10 +196,10 @@ def test_pd_cluster_pools_are_leaderworkersets_and_addresses_are_pod_dns_names()
     assert prefill["spec"]["leaderWorkerTemplate"]["size"] == 2 and decode["spec"]["leaderWorkerTemplate"]["size"] == 1
     want = {"KIMI_PREFILL_ADDRS": "kimi-k2-5-prefill-0.kimi-k2-5-prefill,kimi-k2-5-prefill-0-1.kimi-k2-5-prefill",
             "KIMI_DECODE_ADDRS": "kimi-k2-5-decode-0.kimi-k2-5-decode"}
-    for doc in docs[1:4]:
+    for doc in docs[2:5]:  # each pod's start names its peers (KIMI_PEER_NAMES=k8s): the pools' pod DNS names
         for pod in _pod_specs(doc):
-            env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-            assert {k: env[k] for k in want} == want
+            env = container_environ(docs, pod["containers"][0])
+            assert not set(want) & set(env) and {k: with_peers(env)[k] for k in want} == want
     roles = [e["value"] for e in router["spec"]["template"]["spec"]["containers"][0]["env"] if e["name"] == "KIMI_ROLE"]
     assert roles == ["router"]
     assert svc["spec"]["selector"] == router["spec"]["template"]["metadata"]["labels"]
@@ -282,7 +287,8 @@ def test_the_users_settings_reach_every_container_as_written(tmp_path):
     assert docs[0]["kind"] == "Namespace" and docs[1] is settings  # before any pod that reads it
     (dep,) = _by_kind(docs, "Deployment")
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert [e["name"] for e in container["env"]] == ["KIMI_CONFIG_JSON", "KIMI_HARDWARE", "KIMI_STRATEGY", "HF_TOKEN_PATH"]
+    assert [e["name"] for e in container["env"]] == ["KIMI_CONFIG_JSON", "KIMI_NAME", "KIMI_PEER_NAMES", "KIMI_HARDWARE",
+                                                     "KIMI_STRATEGY", "HF_TOKEN_PATH"]
     environ = container_environ(docs, container)  # what the kubelet gives the container
     ours = build({**environ, "KIMI_VLLM_VERSION": "0.33.0"}).this_process()
     assert "--max-num-seqs" in ours.argv and ours.port == 9001
@@ -294,7 +300,8 @@ def test_a_kv_store_gets_stable_names_for_its_pods():
     assert sets["kimi-k2-5-instance"]["spec"]["replicas"] == 3 and sets["kimi-k2-5-store"]["spec"]["replicas"] == 1
     headless = {d["metadata"]["name"] for d in _by_kind(docs, "Service") if d["spec"].get("clusterIP") == "None"}
     assert headless == {"kimi-k2-5-instance", "kimi-k2-5-store"}
-    env = {e["name"]: e.get("value") for e in sets["kimi-k2-5-instance"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = container_environ(docs, sets["kimi-k2-5-instance"]["spec"]["template"]["spec"]["containers"][0])
+    env.update(with_peers(env))  # the pod's start names its peers (KIMI_PEER_NAMES=k8s)
     assert env["KIMI_INSTANCE_ADDRS"] == ",".join(f"kimi-k2-5-instance-{i}.kimi-k2-5-instance" for i in range(3))
     assert env["KIMI_MOONCAKE_STORE_HOST"] == "kimi-k2-5-store-0.kimi-k2-5-store"
     assert env["KIMI_MOONCAKE_MASTER_ADDR"] == "kimi-k2-5-master" and env["KIMI_ROLE"] == "instance"
@@ -350,3 +357,23 @@ def test_every_container_falls_back_to_its_logs_for_the_termination_message(case
 def test_the_bench_job_falls_back_to_its_logs_too():
     docs = documents("k8s-bench", {"KIMI_HARDWARE": "h200"})
     assert [c.get("terminationMessagePolicy") for c in _containers(docs)] == ["FallbackToLogsOnError"]
+
+
+def test_a_pods_start_names_its_peers_where_its_settings_do_not():
+    """KIMI_PEER_NAMES=k8s: a container names its peers as the deployment names its pods (its own
+    LeaderWorkerSet group's, from the downward API's LWS_GROUP_INDEX); an address the user gave wins;
+    another value is refused with the valid one."""
+    docs = documents("k8s", K8S["pd-h200-2x1"])
+    (prefill,) = (d for d in docs if d["metadata"]["name"] == "kimi-k2-5-prefill")
+    env = container_environ(docs, prefill["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0])
+    assert with_peers(env) == {
+        "KIMI_PREFILL_ADDRS": "kimi-k2-5-prefill-0.kimi-k2-5-prefill,kimi-k2-5-prefill-0-1.kimi-k2-5-prefill",
+        "KIMI_DECODE_ADDRS": "kimi-k2-5-decode-0.kimi-k2-5-decode"}
+    assert with_peers({**env, "LWS_GROUP_INDEX": "3"})["KIMI_DECODE_ADDRS"] == "kimi-k2-5-decode-3.kimi-k2-5-decode"
+    given = json.loads(env["KIMI_CONFIG_JSON"])
+    mine = {**env, "KIMI_CONFIG_JSON": json.dumps({**given, "decode_addrs": "d0.example"})}
+    assert set(with_peers(mine)) == {"KIMI_PREFILL_ADDRS"}
+    assert build(mine).settings.decode_addrs == ("d0.example",)
+    assert with_peers({k: v for k, v in env.items() if k != "KIMI_PEER_NAMES"}) == {}
+    with pytest.raises(KimiError, match="k8s"):
+        with_peers({**env, "KIMI_PEER_NAMES": "compose"})

@@ -98,8 +98,6 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $kvFront := list -}}
 {{- $pdRouter := dict -}}{{- $pdFleet := dict -}}
 {{- if $kvs -}}
-  {{- $_ := set $eff "mooncake_master_addr" (printf "%s-master" $name) -}}
-  {{- $_ := set $eff "mooncake_store_host" (printf "%s-store-0.%s-store" $name $name) -}}
   {{- $roles := $kvs.roles -}}
   {{- $kvFront = list (dict "kind" "Deployment" "name" (printf "%s-master" $name) "component" "master" "claim" "" "tcpService" true
         "procs" (list (dict "role" "master" "serves" false "helper" true "port" (int $roles.master.port) "gpu" false "resources" $roles.master.resources))) -}}
@@ -113,11 +111,6 @@ names, the image and the hook's env) where the shape table has no entry for them
         instances (StatefulSet, each pod its claim, rank = pod index), the cache-aware router when N > 1 */ -}}
   {{- $inst := int ($s.kv_instances | default $kvs.default_instances) -}}
   {{- $_ := set $pinned "kv_instances" $inst -}}
-  {{- /* the addresses the deployment gives its own pods (k8s_kv.deployment_environ); as in plan, they
-        take the place of the settings' (the KIMI_CONFIG file's) addresses */ -}}
-  {{- $hosts := list -}}
-  {{- range $i := until $inst }}{{ $hosts = append $hosts (printf "%s-instance-%d.%s-instance" $name $i $name) }}{{ end -}}
-  {{- $_ := set $eff "instance_addrs" (join "," $hosts) -}}
   {{- $groups = $kvFront -}}
   {{- $groups = append $groups (dict "kind" "StatefulSet" "name" (printf "%s-instance" $name) "component" "instance" "replicas" $inst "claims" true
         "procs" (list (dict "role" "instance" "serves" true "port" $port "gpu" true "rank" true))) -}}
@@ -138,16 +131,15 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- $_ := set $pinned "nodes" $nodes -}}
   {{- $_ := set $eff "iface" $d.auto_iface.KIMI_IFACE -}}
   {{- $procs := list (dict "role" "head" "serves" true "port" $port "gpu" true) -}}
-  {{- range $i := untilStep 1 $nodes 1 }}{{ $procs = append $procs (dict "role" "worker" "serves" $st.worker_serves_http "port" $port "gpu" true) }}{{ end -}}
-  {{- $groups = list (dict "kind" "LeaderWorkerSet" "name" $name "component" "head" "procs" $procs) -}}
+  {{- if gt $nodes 1 }}{{ $procs = append $procs (dict "role" "worker" "serves" $st.worker_serves_http "port" $port "gpu" true) }}{{ end -}}
+  {{- $groups = list (dict "kind" "LeaderWorkerSet" "name" $name "component" "head" "procs" $procs "size" $nodes) -}}
   {{- $selector = dict $lws.name_label $name -}}
   {{- if not $st.worker_serves_http }}{{ $_ := set $selector $lws.index_label "0" }}{{ end -}}
 {{- else -}}
-  {{- $addrs := dict -}}
   {{- $groups = $kvFront -}}
   {{- /* a PD fleet (render/k8s_fleet.py pd_fleet): each pool's API pods by a selector of its own, every pool on the
-        prefill pool's port (the router's one discovery port), each group's own pool addresses ($(LWS_GROUP_INDEX)) */ -}}
-  {{- $pdTerms := list -}}{{- $pdPort := 0 -}}{{- $grouped := dict -}}
+        prefill pool's port (the router's one discovery port) */ -}}
+  {{- $pdTerms := list -}}{{- $pdPort := 0 -}}
   {{- range $role := list "prefill" "decode" -}}
     {{- $key := printf "%s_nodes" $role -}}
     {{- $pools := index (index $f.tables (int $rhw.pd_pools)) $vid -}}
@@ -158,29 +150,21 @@ names, the image and the hook's env) where the shape table has no entry for them
     {{- $_ := set $pinned $key $n -}}
     {{- $par := index $s (printf "%s_parallelism" $role) | default (index $pools $role).parallelism -}}
     {{- $lname := printf "%s-%s" $name $role -}}
-    {{- $hosts := list (printf "%s-0.%s" $lname $lname) -}}
-    {{- range $i := untilStep 1 $n 1 }}{{ $hosts = append $hosts (printf "%s-0-%d.%s" $lname $i $lname) }}{{ end -}}
-    {{- $_ := set $addrs (printf "%s_addrs" $role) (join "," $hosts) -}}
-    {{- $var := printf "$(%s)" $ff.pd.group_var -}}
-    {{- $own := list (printf "%s-%s.%s" $lname $var $lname) -}}
-    {{- range $i := untilStep 1 $n 1 }}{{ $own = append $own (printf "%s-%s-%d.%s" $lname $var $i $lname) }}{{ end -}}
-    {{- $_ := set $grouped (printf "KIMI_%s_ADDRS" (upper $role)) (join "," $own) -}}
     {{- $rport := int (index $r.pd.ports $role) -}}
     {{- if and $fleet $pdPort }}{{ $rport = $pdPort }}{{ end }}{{ $pdPort = $rport -}}
     {{- $pdTerms = append $pdTerms (printf "%s:%s=%s" $role $lws.name_label $lname) -}}
     {{- if and (gt $n 1) (not (index (index $r.pd.worker_serves_http $role) $par)) }}{{ $pdTerms = append $pdTerms (printf "%s:%s=0" $role $lws.index_label) }}{{ end -}}
     {{- $procs := list (dict "role" $role "serves" true "port" $rport "gpu" true) -}}
-    {{- range $i := untilStep 1 $n 1 }}{{ $procs = append $procs (dict "role" $role "serves" (index (index $r.pd.worker_serves_http $role) $par) "port" $rport "gpu" true) }}{{ end -}}
-    {{- $groups = append $groups (dict "kind" "LeaderWorkerSet" "name" $lname "component" $role "procs" $procs) -}}
+    {{- if gt $n 1 }}{{ $procs = append $procs (dict "role" $role "serves" (index (index $r.pd.worker_serves_http $role) $par) "port" $rport "gpu" true) }}{{ end -}}
+    {{- $groups = append $groups (dict "kind" "LeaderWorkerSet" "name" $lname "component" $role "procs" $procs "size" $n) -}}
   {{- end -}}
-  {{- range $k, $v := $addrs }}{{ $_ := set $eff $k $v }}{{ end -}}
   {{- $_ := set $eff "iface" $d.auto_iface.KIMI_IFACE -}}
   {{- $pdRouter = dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" ""
         "procs" (list (dict "role" "router" "serves" true "port" $routerPort "gpu" false)) -}}
   {{- $groups = append $groups $pdRouter -}}
   {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
   {{- $apiPort = $routerPort -}}
-  {{- $pdFleet = dict "terms" $pdTerms "grouped" $grouped -}}
+  {{- $pdFleet = dict "terms" $pdTerms -}}
 {{- end -}}
 
 {{- /* the fleet (render/k8s_fleet.py, render/gateway.py): the router or the Gateway's pool in front of the copies */ -}}
@@ -221,9 +205,11 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- end -}}
 {{- end -}}
 {{- /* every container: the user's settings untouched from the <name>-settings ConfigMap (objects.yaml), then as
-      variables only what the deployment adds: the pinned choices and its addresses (render/k8s_pod.k8s_env) */ -}}
+      variables only what the deployment adds: its name, by which each container names its peers (their addresses:
+      KIMI_PEER_NAMES), the pinned choices and the fleet's discovery (render/k8s_pod.k8s_env) */ -}}
 {{- $given := dict -}}
-{{- $env := list (dict "name" "KIMI_CONFIG_JSON" "valueFrom" (dict "configMapKeyRef" (dict "name" (printf "%s-settings" $name) "key" "settings.json"))) -}}
+{{- $env := list (dict "name" "KIMI_CONFIG_JSON" "valueFrom" (dict "configMapKeyRef" (dict "name" (printf "%s-settings" $name) "key" "settings.json")))
+      (dict "name" "KIMI_NAME" "value" $name) (dict "name" "KIMI_PEER_NAMES" "value" "k8s") -}}
 {{- range $f.settings -}}
   {{- if .passed -}}
     {{- if hasKey $s .name }}{{ $_ := set $given .name (index $s .name) }}{{ end -}}
@@ -323,18 +309,9 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- $env = concat $env $c.userEnv -}}
 {{- /* a fleet's router: where it discovers the copies, and how many (k8s_fleet._router_deployment) */ -}}
 {{- with $p.fleet }}{{ $env = concat .env $env }}{{ end -}}
-{{- /* a PD fleet's pool pod: its own group's pool addresses, the group's index read just before them from the
-      pod's label (k8s_fleet._own_group; the kubelet expands $(NAME) of an earlier variable) */ -}}
-{{- with $c.fleet.groups -}}{{- if hasKey .grouped (printf "KIMI_%s_ADDRS" (upper $p.role)) -}}
-  {{- $og := . -}}{{- $grouped := list -}}
-  {{- range $env -}}
-    {{- if hasKey $og.grouped .name -}}
-      {{- if not (has $og.groupVar $grouped) }}{{ $grouped = append $grouped $og.groupVar }}{{ end -}}
-      {{- $grouped = append $grouped (dict "name" .name "value" (index $og.grouped .name)) -}}
-    {{- else }}{{ $grouped = append $grouped . }}{{ end -}}
-  {{- end -}}
-  {{- $env = $grouped -}}
-{{- end -}}{{- end -}}
+{{- /* a PD fleet's pool pod: its group's index from the pod's label, by which it names its own group's pool pods
+      (k8s_fleet._own_group) */ -}}
+{{- with $c.fleet.groups }}{{ if $p.gpu }}{{ $env = prepend $env .groupVar }}{{ end }}{{ end -}}
 {{- $amounts := deepCopy ($p.resources | default (ternary $c.engineResources $f.router.resources $p.gpu)) -}}
 {{- $resources := dict "limits" $amounts "requests" (deepCopy $amounts) -}}
 {{- if and $p.gpu $v.resources -}}

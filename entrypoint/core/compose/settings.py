@@ -359,6 +359,10 @@ class Settings:
     config_json = text(None, "none", "The same keys as a JSON object, in the variable itself: what a Kubernetes "
       "deployment gives every container from its `<name>-settings` ConfigMap (the user's settings as written). "
       "Over KIMI_CONFIG's file, under the other variables.")
+    peer_names = choice(None, "none (the settings' addresses)", "Set by the Kubernetes renderings (`plan --format k8s`, "
+      "the chart) on every container: the container takes its peers' addresses (a PD cluster's pools, of its own "
+      "LeaderWorkerSet group; a KV store's master, store and instances) from the names the deployment KIMI_NAME gives "
+      "its pods, where the settings give none.", ("k8s",))
     platform = text(None, "detected from the platform's own variables (and SageMaker's `serve` argument)",
       "Cloud container platform whose contract the container follows: sagemaker, vertex, azureml, skypilot, or "
       "`none` (docs/cloud.md).")
@@ -471,7 +475,7 @@ def parse_bool(text: Any) -> Optional[bool]:
 
 
 # Keys a KIMI_CONFIG file may not set: they are read before (or without) the file.
-ENV_ONLY = ("config", "config_json", "recipes_dir", "debug")
+ENV_ONLY = ("config", "config_json", "peer_names", "recipes_dir", "debug")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
