@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.deploy.shapes import yaml_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kimi-serve"
@@ -40,7 +41,7 @@ def template(helm: Path, values: dict, tmp: Path, *args: str) -> list:
     path = tmp / "values.json"
     path.write_text(json.dumps(values))
     out = run(helm, "template", "kimi", str(CHART), "-f", str(path), *args).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    return yaml_documents(out)
 
 
 # What only Helm knows (issue 29's "the same objects"): the release's labels, on every object and
@@ -71,7 +72,7 @@ def release_template(helm: Path, values: dict, tmp: Path, release: str = RELEASE
     path = tmp / "values.json"
     path.write_text(json.dumps(values))
     out = run(helm, "template", release, str(CHART), "-n", namespace, "--skip-tests", "-f", str(path), *args).stdout
-    return [without_helm(doc) for doc in yaml.safe_load_all(out) if doc and not is_hook(doc)]
+    return [without_helm(doc) for doc in yaml_documents(out) if not is_hook(doc)]
 
 
 def is_hook(doc: dict) -> bool:
@@ -146,7 +147,7 @@ def chart_refusal(helm: Path, values: dict, tmp: Path, *args: str, release: str 
     done = run(helm, "template", release, str(CHART), "-f", str(path), *args, check=False)
     if done.returncode != 0:
         return done.stderr
-    return hook_verdict([d for d in yaml.safe_load_all(done.stdout) if d])
+    return hook_verdict(yaml_documents(done.stdout))
 
 
 
@@ -160,5 +161,5 @@ def template_many(helm: Path, value_sets: list, tmp: Path, release: str = RELEAS
     for values in value_sets:
         path.write_text(json.dumps(values))
         done = run(helm, "template", release, str(CHART), "-n", namespace, "--skip-tests", "-f", str(path), check=False)
-        out.append(done.stderr.strip() if done.returncode else [d for d in yaml.safe_load_all(done.stdout) if d])
+        out.append(done.stderr.strip() if done.returncode else yaml_documents(done.stdout))
     return out

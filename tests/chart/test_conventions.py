@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from tests.chart.helm import CHART, HELM_LABELS, chart_refusal, run
 from tests.deploy import netpol
+from tests.deploy.shapes import yaml_documents
 from tests.deploy.k8s_schema import validate
 
 H200 = {"settings": {"hardware": "h200"}}
@@ -25,7 +25,7 @@ def _render(helm, values: dict, tmp_path, release: str = "kimi", *args: str) -> 
     path = tmp_path / "values.json"
     path.write_text(json.dumps(values))
     out = run(helm, "template", release, str(CHART), "-n", "serving", "-f", str(path), *args).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return yaml_documents(out)
 
 
 def _refused(helm, values: dict, tmp_path) -> str:
