@@ -89,9 +89,9 @@ def announce(proc: Process, environ: Mapping[str, str], log) -> None:
 
 def platform_entries(platform) -> list:
     """The start log's lines for the cloud platform's contract: which platform, why, and each
-    decision it made (none without a platform)."""
-    if not platform.platform:
-        return []
+    decision it made; without a platform, the peers a Kubernetes pod named."""
+    if not platform.platform:  # a Kubernetes pod's peers, named at its start (app/launch.py with_peers)
+        return [Entry("cluster", f"cluster: {line}") for line in platform.decisions]
     head = Entry("platform", f"platform {platform.platform} ({platform.display_name}), chosen by {platform.reason}",
                  "info", {"platform": platform.platform})
     return [head] + [Entry("platform", f"platform: {line}") for line in platform.decisions]

@@ -377,3 +377,15 @@ def test_a_pods_start_names_its_peers_where_its_settings_do_not():
     assert with_peers({k: v for k, v in env.items() if k != "KIMI_PEER_NAMES"}) == {}
     with pytest.raises(KimiError, match="k8s"):
         with_peers({**env, "KIMI_PEER_NAMES": "compose"})
+
+
+def test_a_pods_start_log_says_which_peers_it_named():
+    docs = documents("k8s", K8S["pd-h200"])
+    (decode,) = (d for d in docs if d["metadata"]["name"] == "kimi-k2-5-decode")
+    env = container_environ(docs, decode["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0])
+    started = subprocess.run([sys.executable, "-m", "entrypoint"], capture_output=True, text=True, timeout=60, env={
+        "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), **env, "KIMI_DRY_RUN": "1",
+        "KIMI_IFACE": "lo", "KIMI_PREFLIGHT": "off"})
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert "cluster: KIMI_PREFILL_ADDRS=kimi-k2-5-prefill-0.kimi-k2-5-prefill (the pods of deployment kimi-k2-5" \
+        in started.stderr + started.stdout
