@@ -25,6 +25,9 @@ MAX_TOOL_ROUNDS = 3
 
 WRONG_ANSWER_CAUSES = ("possible causes: wrong or damaged weights, a chat template other than the model's, "
                        "a quantization or kernel fault")
+# a call the model made but not as offered (an unknown function, unusable arguments, no end): the model's
+TOOL_CALL_CAUSES = ("possible causes: a model that does not use the tools as offered, a chat template other than "
+                    "the model's, wrong or damaged weights")
 
 
 @dataclass(frozen=True)
@@ -229,17 +232,21 @@ class Verifier:
             if not reply.tool_calls:
                 break
             if reply.finish_reason != "tool_calls":
-                raise CheckFailed(f"tool calls came with finish_reason {reply.finish_reason!r}, not 'tool_calls'")
+                raise CheckFailed(f"tool calls came with finish_reason {reply.finish_reason!r}, not 'tool_calls'; "
+                                  f"{TOOL_CALL_CAUSES}")
             messages.append({"role": "assistant", "content": reply.content, "tool_calls": reply.tool_calls})
             for call in reply.tool_calls:
-                name, result = run_tool_call(call)
+                try:
+                    name, result = run_tool_call(call)
+                except CheckFailed as error:
+                    raise CheckFailed(f"{error}; {TOOL_CALL_CAUSES}") from None
                 calls.append(name)
                 messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": result})
             reply = self._tool_chat(messages)
         if reply.tool_calls:
-            raise CheckFailed(f"still calling tools after {MAX_TOOL_ROUNDS} rounds: {', '.join(calls)}")
+            raise CheckFailed(f"still calling tools after {MAX_TOOL_ROUNDS} rounds: {', '.join(calls)}; {TOOL_CALL_CAUSES}")
         if tool not in calls:
-            raise CheckFailed(f"the model called {', '.join(calls)}, not {tool}, for {question!r}")
+            raise CheckFailed(f"the model called {', '.join(calls)}, not {tool}, for {question!r}; {TOOL_CALL_CAUSES}")
         if not is_right(reply.content):
             raise wrong_answer("the final answer", reply, expected)
         return f"{' + '.join(calls)} -> {excerpt(reply.content, 60)!r}"

@@ -18,6 +18,9 @@ Runs http.server in a thread on 127.0.0.1 (ephemeral port). `mode` picks the ser
   wrong_tool_parser  a tool-call parser other than kimi_k2: the Kimi tool call stays in content
   always_thinks      a chat template that ignores "thinking": false
   random             random weights with both parsers: a </think> splits gibberish at random
+  random_tool_call   random weights whose gibberish the kimi_k2 parser reads as a call of a function
+                     never offered (its name gibberish with a special token: seen from the real
+                     random model on vLLM 0.32.0 in ci18, 2026-12-06)
   path_model         no --served-model-name: the model id is the filesystem path
   stream_no_finish   the stream never sends a finish_reason
   hang               every request sleeps longer than any client timeout in the tests
@@ -63,7 +66,7 @@ FINAL_ANSWERS = {"appears 3 times": "There are 3 r's in strawberry.", "9.9 is gr
 
 
 MODES = ("ok", "silent_stream", "text_only", "plain", "small_context", "no_parsers", "wrong_tool_parser", "always_thinks", "random",
-         "path_model", "stream_no_finish", "hang", "drip", "huge", "garbage", "overlap_tool_deltas", "overlap_repeats")
+         "random_tool_call", "path_model", "stream_no_finish", "hang", "drip", "huge", "garbage", "overlap_tool_deltas", "overlap_repeats")
 OVERLAP_MODES = ("overlap_tool_deltas", "overlap_repeats")
 OVERLAP_HOLD_S = 0.5  # an overlap mode holds each stream open this long, so concurrent ones overlap
 
@@ -142,6 +145,10 @@ def _output(standin: StandinServer, body: dict) -> tuple[str, list | None]:
     think = f"<think>{REASONING}</think>" if thinking else ""
     if standin.mode == "random":
         return (f"{GIBBERISH[0]}</think>{GIBBERISH[1]}" if thinking else GIBBERISH[1]), None
+    if standin.mode == "random_tool_call" and body.get("tools"):
+        name = "\x05\ufffd\x05<|route_unknown_think|>\ufffd"
+        return think, [{"id": "chatcmpl-tool-94bfad590cfc2d7d", "type": "function",
+                        "function": {"name": name, "arguments": "{}"}}]
     if last["role"] == "tool":
         called = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []}
         if last.get("tool_call_id") not in called:

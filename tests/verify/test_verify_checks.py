@@ -145,6 +145,15 @@ def test_gibberish_with_both_parsers_on_names_no_parser(standin):
         assert failed_saying(checks[name], "no tool call", "possible causes", never=PARSER_HINTS), checks[name]
 
 
+def test_a_call_of_a_function_never_offered_names_the_model_not_the_parsers(standin):
+    """ci18 (the real random model): the parser read gibberish as a call of a function that was not
+    offered; the check fails with the model's possible causes, never a parser hint."""
+    checks = by_name(verify(standin("random_tool_call").url))
+    for name in ("tools_count_letter", "tools_compare"):
+        assert failed_saying(checks[name], "does not name one of the offered functions", "possible causes",
+                             never=PARSER_HINTS), checks[name]
+
+
 def test_requests_fit_a_small_context(standin):
     """Every tool and thinking check asked for 4096 max_tokens: a 2048-token server answered 400."""
     server = standin("small_context")
