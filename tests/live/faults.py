@@ -59,6 +59,8 @@ class KillFigures:
     statuses: dict = field(default_factory=dict)
     pace_s: float = 0.0  # each client's pause between its requests
     victim: str = ""  # the copy killed (its process name)
+    killed_at: float = 0.0  # time.monotonic() of the kill
+    picked_in_s: Optional[float] = None  # from `when()` holding to the kill (the pick's reads)
 
 
 def _send(url: str, model: str, i: int, timeout: float) -> int:
@@ -98,9 +100,29 @@ def _router_view(url: str, worker: str) -> dict:
     return _router_views(url, [worker]).get(worker, {})
 
 
-def busiest(shape: Shape):
-    """The copy running the most requests now (vLLM's own gauge): the one whose death costs streams."""
-    return max(shape.engines(), key=lambda copy: metric(copy.url(), "vllm:num_requests_running"))
+def _running(copy: Node) -> float:
+    try:
+        return metric(copy.url(), "vllm:num_requests_running")
+    except OSError:  # a busy server's /metrics late: this read counts none
+        return -1.0
+
+
+def busiest(shape: Shape, within_s: float = 20.0):
+    """The copy running the most requests now (vLLM's own gauge): the one whose death costs streams.
+    Every copy is asked at once, and again until one runs some (within `within_s`). (Measured here:
+    the tiny model generates a stream's 960 tokens well before the client has read them, so once every
+    client had its first token both engines ran none, and the pick fell on the first copy whether or not
+    it held a stream: ci19.)"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    copies = shape.engines()
+    deadline = time.monotonic() + within_s
+    while True:
+        with ThreadPoolExecutor(len(copies)) as pool:
+            running = list(pool.map(_running, copies))
+        if max(running) > 0 or time.monotonic() > deadline:
+            return copies[running.index(max(running))]
+        time.sleep(0.1)
 
 
 def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5.0, after_s: float = AFTER_KILL_S,
@@ -154,6 +176,7 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
     waited = time.monotonic()
     while when is not None and not when() and time.monotonic() - waited < 60:
         time.sleep(0.1)
+    ready = time.monotonic()
     victim = pick(shape) if pick is not None else shape.engines()[-1]
     worker = victim.url()
     with lock:
@@ -210,7 +233,8 @@ def kill_one_copy_under_load(shape: Shape, clients: int = 4, before_s: float = 5
         failed_after_settled=sum(1 for s in after if s.status != 200 and s.at >= SETTLED_AFTER_S),
         last_failure_s=failures_after[-1] if failures_after else None, failures_at_s=failures_after,
         unhealthy_s=unhealthy, circuit_open_s=circuit, last_routed_s=last_routed,
-        statuses=statuses, pace_s=pace_s, victim=victim.name, **figures_restart)
+        statuses=statuses, pace_s=pace_s, victim=victim.name, killed_at=killed_at[0],
+        picked_in_s=round(killed_at[0] - ready, 1), **figures_restart)
 
 
 def as_dict(figures) -> dict:

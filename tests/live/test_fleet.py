@@ -188,8 +188,11 @@ def test_a_copy_killed_under_load_costs_only_what_it_held_and_no_stream(running)
     # streams had ended, and none was continued), whichever copy runs the most (the router may have put
     # all six on one: ci7 killed the other, and nothing was continued)
     restart = bool(os.environ.get("KIMI_FAULT_RESTART"))
+    # the engines generate ahead of the clients' reading: the kill comes while they still run the streams (the
+    # first token read, none ended), on the copy whose gauge counts the most (ci19: waiting for every client's first
+    # token, both engines had finished generating, and nothing was continued)
     figures = kill_one_copy_under_load(running, before_s=0.5, pick=busiest, restart=restart, when=lambda: len(
-        live) == clients and all(s.token_ids and not s.ended for s in live))
+        live) == clients and any(s.token_ids for s in live) and not any(s.ended for s in live))
     if not restart:
         running.left_down = (figures.victim,)
     streaming.join(600)
@@ -207,7 +210,8 @@ def test_a_copy_killed_under_load_costs_only_what_it_held_and_no_stream(running)
     assert drill.duplicated_or_missing == 0 and drill.ids_per_stream_max == 1, running.streams
     assert drill.usage_wrong == 0 and drill.differ_from_continuation == 0, running.streams
     assert drill.message_differs == 0, [row for row in drill.streams if "message" in row]
-    assert drill.migrations >= 1, running.streams  # the kill landed mid-stream
+    open_at_kill = sum(1 for s in live if not s.ended or s.ended > figures.killed_at)
+    assert drill.migrations >= 1, (running.streams, running.faults, open_at_kill)  # the kill landed mid-stream
 
 
 def test_a_stop_drains_every_process(running):
