@@ -19,15 +19,13 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional
 from entrypoint.core.compose.launch import (Composition, NodeFacts, compose_launch, declared_facts,
                                             selection_of)
 from entrypoint.core.compose.plan import Process
-from entrypoint.core.compose.settings import KIMI_FIELDS, Settings, read_settings
+from entrypoint.core.compose.settings import BY_ENV, Settings, read_settings
 from entrypoint.core.data.recipe import Catalog
 from entrypoint.core.vllm.vllm_cli import spec_for
 from entrypoint.node.cluster import wire
 from entrypoint.node.dist_info import installed_vllm_version
 from entrypoint.node.exec import as_applied
 from entrypoint.node.platform import PlatformWiring, apply_platform, check_contract
-
-_FIELD_OF = {f.env: f.name for f in KIMI_FIELDS}
 
 if TYPE_CHECKING:  # imported where used: kimi-serve print's start-up (test_startup_imports)
     from entrypoint.core.compose.loading import StorageFacts
@@ -143,7 +141,7 @@ def with_peers(environ: Mapping[str, str]) -> dict:
         return {}
     selection = selection_of(settings, declared_facts(settings), with_recipe(load_catalog(), settings.recipe))
     group = (environ.get(GROUP_VAR) or "0").strip()
-    return {k: v for k, v in peer_addresses(settings, selection, group).items() if not settings.is_set(_FIELD_OF[k])}
+    return {k: v for k, v in peer_addresses(settings, selection, group).items() if not settings.is_set(BY_ENV[k].name)}
 
 
 def load_launch(user_args: tuple = (), environ: Optional[Mapping[str, str]] = None, wiring=None,
