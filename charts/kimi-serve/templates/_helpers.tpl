@@ -264,17 +264,35 @@ namespace (monitoring.scraper.namespace) and, when named, its pods' labels (k8s.
 {{- toJson $m -}}
 {{- end -}}
 
-{{/* kimi.skips: (list root ctx proc) -> checkov skip annotations (k8s_pod.skip_annotations) */}}
+{{/* kimi.skips: (list facts image reason [more]) -> checkov's numbered skip annotations (k8s_pod.skip_annotations):
+the reason's (a pod that serves nothing to probe) and the tag's (an image without a digest), then `more` */}}
 {{- define "kimi.skips" -}}
-{{- $f := (index . 0).Files.Get "files/facts.json" | fromJson -}}
-{{- $c := index . 1 -}}{{- $p := index . 2 -}}
+{{- $d := (index . 0).defaults -}}
 {{- $skips := dict -}}
-{{- if and (not $p.serves) (not $p.helper) }}{{ $_ := set $skips "CKV_K8S_8" $f.defaults.skips.headless }}{{ $_ := set $skips "CKV_K8S_9" $f.defaults.skips.headless }}{{ end -}}
-{{- if not (contains "@sha256:" $c.image) }}{{ $_ := set $skips "CKV_K8S_43" $f.defaults.skips.tag }}{{ end -}}
+{{- with index . 2 }}{{ $_ := set $skips "CKV_K8S_8" (index $d.skips .) }}{{ $_ := set $skips "CKV_K8S_9" (index $d.skips .) }}{{ end -}}
+{{- if not (contains "@sha256:" (index . 1)) }}{{ $_ := set $skips "CKV_K8S_43" $d.skips.tag }}{{ end -}}
 {{- $out := dict -}}
-{{- range $i, $check := keys $skips | sortAlpha }}{{ $_ := set $out (index $f.defaults.skip_keys $i) (printf "%s=%s" $check (index $skips $check)) }}{{ end -}}
-{{- with $p.fleet }}{{ $_ := set $out (index $f.defaults.skip_keys (len $out)) .tokenSkip }}{{ end -}}
+{{- range $i, $check := keys $skips | sortAlpha }}{{ $_ := set $out (index $d.skip_keys $i) (printf "%s=%s" $check (index $skips $check)) }}{{ end -}}
+{{- with rest (rest (rest .)) }}{{ with first . }}{{ $_ := set $out (index $d.skip_keys (len $out)) . }}{{ end }}{{ end -}}
 {{- toJson $out -}}
+{{- end -}}
+
+{{/* kimi.tool: (list root ctx reason container) -> {annotations, spec} of a tool's pod (the hook's check, `helm
+test`'s verify): it runs once and exits, with no GPU, no API access and scratch only, on a node of the image's
+architecture; `container` gives its name, command, args, env and more mounts and volumes */}}
+{{- define "kimi.tool" -}}
+{{- $root := index . 0 -}}{{- $c := index . 1 -}}{{- $more := index . 3 -}}
+{{- $f := $root.Files.Get "files/facts.json" | fromJson -}}
+{{- $mounts := list -}}{{- $volumes := list -}}
+{{- range $f.defaults.scratch }}{{ $mounts = append $mounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ $volumes = append $volumes (dict "name" (index . 0) "emptyDir" dict) }}{{ end -}}
+{{- $one := dict "cpu" "1" "memory" "1Gi" -}}
+{{- $container := dict "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError"
+      "resources" (dict "limits" $one "requests" $one) "securityContext" $f.defaults.container_security "volumeMounts" (concat $mounts ($more.volumeMounts | default list)) -}}
+{{- range $k, $x := omit $more "volumes" "volumeMounts" }}{{ if $x }}{{ $_ := set $container $k $x }}{{ end }}{{ end -}}
+{{- $spec := dict "restartPolicy" "Never" "enableServiceLinks" false "automountServiceAccountToken" false "securityContext" $f.router.pod_security
+      "containers" (list $container) "volumes" (concat $volumes ($more.volumes | default list)) "nodeSelector" $c.archSelector -}}
+{{- with $root.Values.imagePullSecrets }}{{ $_ := set $spec "imagePullSecrets" . }}{{ end -}}
+{{- toJson (dict "annotations" (include "kimi.skips" (list $f $c.image (index . 2)) | fromJson) "spec" $spec) -}}
 {{- end -}}
 
 {{/* kimi.probes: (list facts ctx values port) -> the serving container's probes: plan's, the startup
@@ -436,7 +454,7 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- with $v.imagePullSecrets }}{{ $_ := set $spec "imagePullSecrets" . }}{{ end -}}
 {{- $labels := merge (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" $p.role) (deepCopy ($v.podLabels | default dict)) $c.helmLabels -}}
 {{- $meta := dict "labels" $labels -}}
-{{- $ann := merge (deepCopy ($v.podAnnotations | default dict)) (include "kimi.skips" (list $root $c $p) | fromJson) -}}
+{{- $ann := merge (deepCopy ($v.podAnnotations | default dict)) (include "kimi.skips" (list $f $c.image (ternary "" "headless" (or $p.serves $p.helper false)) ($p.fleet | default dict).tokenSkip) | fromJson) -}}
 {{- /* a changed setting rolls the pods (render/k8s_pod.py settings_checksum: Helm's checksum idiom) */ -}}
 {{- $_ := set $ann "checksum/settings" (toJson $c.given | sha256sum) -}}
 {{- if $ann }}{{ $_ := set $meta "annotations" $ann }}{{ end -}}
