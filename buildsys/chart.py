@@ -8,8 +8,8 @@
   recipe offers, per strategy its shape and which pods serve HTTP, the PD pools' ports and
   defaults, the probes and container security context, the KV deployments (recipes/kv_offload.yaml:
   each store's helpers, LMCache's sidecar, and per recipe x hardware which KV choice plan refuses
-  with which strategy, and why), the monitoring data, and a fleet's router, Gateway objects and
-  refusals (buildsys/chart_fleet.py). Everything that
+  with which strategy, and why), plan's monitoring and autoscaling objects to copy
+  (buildsys/chart_copy.py), and a fleet's router and Gateway objects (buildsys/chart_fleet.py). Everything that
   depends on the resolver (ports, which workers serve, pool defaults, default strategies) is read
   from real launches (`deployment_launch`) of probe configurations, never restated here;
 - `files/dashboard.json`: the Grafana dashboard, as `plan --format k8s` renders it;
@@ -22,18 +22,17 @@ from __future__ import annotations
 import copy
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any, Dict
 
-from buildsys import chart_fleet
+from buildsys import chart_copy, chart_fleet
 from entrypoint.app.deploy import deployment_launch
 from entrypoint.core.base.errors import KimiError
 from entrypoint.core.compose.select import (default_strategy, derived_pool, min_gpus, offered_strategies)
 from entrypoint.core.compose.settings import ENV_ONLY, KIMI_FIELDS
 from entrypoint.core.data.recipe import load_catalog, with_recipe
 from entrypoint.render import deployment as dep
-from entrypoint.render import autoscaling, k8s, k8s_kv, k8s_pod, monitoring
+from entrypoint.render import k8s, k8s_kv, k8s_pod, monitoring
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "kimi-serve"
@@ -356,17 +355,15 @@ def _settings() -> list:
 
 
 def _monitoring(catalog) -> dict:
-    m = catalog.serving.monitoring
-    return {"path": m.path, "interval_s": m.interval_s, "pod_labels": dict(m.pod_labels),
-            # the meta label Prometheus reads each pod label from (its name, every other character `_`)
-            "pod_label_sources": {k: "__meta_kubernetes_pod_label_" + re.sub("[^a-zA-Z0-9]", "_", k) for k in m.pod_labels},
-            "alerts": [{"name": a.name, "expr": a.expr, "for": a.for_, "severity": a.severity, "summary": a.summary,
-                        "action": a.action} for a in m.alerts],
-            "scale_triggers": [{"name": t.name, "query": t.query, "target": t.target, "average": t.average,
-                                "adapter_metric": t.adapter_metric, "suffix": autoscaling.target_suffix(t)}
-                               for t in m.scale_triggers],
-            "health": {k: getattr(catalog.serving.health, k) for k in ("interval_s", "start_period_s", "retries",
-                                                                      "timeout_s")}}
+    """The monitoring and autoscaling objects to copy (buildsys/chart_copy.py), and the series labels
+    the chart's matchers name (its `${match}`)."""
+    slug = catalog.serving.default_recipe
+    rc = with_recipe(catalog, slug)
+    hw = next(h for h in rc.recipe.hardware if "pd_cluster" in offered_strategies(rc, h))
+    single = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1)}
+    return {"pod_labels": dict(catalog.serving.monitoring.pod_labels),
+            **chart_copy.monitoring(_launch, single, {**single, "KIMI_STRATEGY": "pd_cluster"}),
+            "autoscaling": chart_copy.autoscaling(_launch, single)}
 
 
 INTERNED = ("strategies", "pd_pools", "engine_resources")  # per recipe x hardware, often alike

@@ -476,15 +476,16 @@ ReadWriteMany where two pods of one claim can run at once, else ReadWriteOnce, u
 {{- toJson $spec -}}
 {{- end -}}
 
-{{/* kimi.copy: (list ctx objects) -> plan's objects from the shape table as YAML documents: the release's name
-and namespace in their placeholders, Helm's labels on each object and its pod template */}}
+{{/* kimi.copy: (list ctx objects fills) -> plan's objects from the shape table (buildsys/chart_copy.py) with the
+release's name and namespace and `fills` in their placeholders (kimi.fill), Helm's labels on each object and
+its pod template: a JSON array */}}
 {{- define "kimi.copy" -}}
 {{- $c := index . 0 -}}
-{{- range index . 1 }}
-{{- $o := toJson . | replace "${name}" $c.name | replace "${namespace}" $c.namespace | fromJson -}}
-{{- $_ := set $o.metadata "labels" (merge $o.metadata.labels $c.helmLabels) -}}
-{{- with $o.spec }}{{ with .template }}{{ $_ := set .metadata "labels" (merge .metadata.labels $c.helmLabels) }}{{ end }}{{ end }}
----
-{{ toYaml $o }}
-{{- end }}
+{{- $out := list -}}
+{{- range include "kimi.fill" (list (toJson (index . 1)) (merge (dict "name" $c.name "namespace" $c.namespace) (index . 2))) | fromJsonArray -}}
+  {{- $_ := set .metadata "labels" (merge .metadata.labels $c.helmLabels) -}}
+  {{- with .spec }}{{ with .template }}{{ $_ := set .metadata "labels" (merge .metadata.labels $c.helmLabels) }}{{ end }}{{ end -}}
+  {{- $out = append $out . -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}

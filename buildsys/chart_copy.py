@@ -1,0 +1,133 @@
+"""plan's own objects for the chart to copy (files/facts.json): rendered for a probe, each value that
+varies with the settings or the chart's values replaced by a placeholder the chart's `kimi.fill`
+fills (charts/kimi-serve/templates/_helpers.tpl), so the chart draws them with no rule of its own.
+
+A placeholder is `"@{k}"` where a whole JSON value (a number, a list, a map) is the probe's value
+of `k`, and `${k}` inside a string where part of it (or all of it) is. Each copy is proven here
+when it is generated: filled with a second probe's values, it is that probe's rendering, object
+for object (`_proven`); a constant that happened to equal a probe's value fails it.
+"""
+
+from __future__ import annotations
+
+import json
+
+# a probe's names, replaced by placeholders: neither is part of the other, nor of anything rendered
+PROBE_NAME, PROBE_NAMESPACE = "probe-release-x", "probe-ns-x"
+OTHER_NAME, OTHER_NAMESPACE = "other-release-y", "other-ns-y"
+
+
+def placeheld(objects, values: dict):
+    """`objects` with `values` (placeholder -> the probe's value) as placeholders."""
+    whole = [(k, v) for k, v in values.items() if not isinstance(v, str)]
+    parts = sorted(((k, str(v)) for k, v in values.items() if isinstance(v, str) or (isinstance(v, int) and v > 9)),
+                   key=lambda kv: -len(kv[1]))
+
+    def text(s: str) -> str:
+        for k, v in parts:
+            s = s.replace(v, "${%s}" % k)
+        return s
+
+    def walk(node):
+        for k, v in whole:
+            if type(node) is type(v) and node == v:
+                return "@{%s}" % k
+        if isinstance(node, dict):
+            return {text(k): walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return text(node) if isinstance(node, str) else node
+
+    return walk(objects)
+
+
+def fill(objects, values: dict):
+    """What the chart's kimi.fill does: each placeholder filled, in the order of its names."""
+    out = json.dumps(objects)
+    for k, v in sorted(values.items()):
+        as_json = json.dumps(v, separators=(",", ":"))
+        out = out.replace('"@{%s}"' % k, as_json).replace("${%s}" % k, as_json[1:-1] if isinstance(v, str) else as_json)
+    return json.loads(out)
+
+
+def proven(objects, values: dict, other, other_values: dict):
+    """`objects` placeheld, after proving that the placeheld copy filled with `other_values` is `other`."""
+    copy = placeheld(objects, values)
+    if fill(copy, other_values) != other:
+        raise AssertionError(f"a copy of plan's objects does not fill to a second probe's: {json.dumps(copy)[:400]}")
+    return copy
+
+
+def _probe(launch_env, env: dict, name: str, namespace: str, **settings):
+    return launch_env({**env, "KIMI_NAME": name, "KIMI_NAMESPACE": namespace,
+                       **{f"KIMI_{k.upper()}": str(v) for k, v in settings.items()}})
+
+
+# the operating settings of the two probes (unlike any constant of the objects they render)
+PROBES = ({"slo_ttft_ms": 48611, "slo_itl_ms": 3917, "replicas": 3, "max_replicas": 17, "scale_waiting": 4093,
+           "scale_kv_percent": 89, "prometheus_url": "http://probe-prometheus-x:9090"},
+          {"slo_ttft_ms": 1500, "slo_itl_ms": 80, "replicas": 2, "max_replicas": 6, "scale_waiting": 12,
+           "scale_kv_percent": 70, "prometheus_url": "http://other-prometheus-y:9090"})
+
+
+def monitoring(launch_env, single: dict, pd: dict) -> dict:
+    """render/monitoring.py's objects (KIMI_MONITORING=1): a single-node probe's, proven by a PD probe's.
+    Placeholders: the release's names, `match` (the deployment's series), `components` (its serving
+    components), the SLOs, `interval` (the chart's monitoring.interval, else `interval`'s default) and
+    `dashboard` (files/dashboard.json, not repeated here)."""
+    from entrypoint.render import monitoring as mon
+
+    def values(launch, name, namespace, probe):
+        return {"name": name, "namespace": namespace, "match": mon.match(launch),
+                "components": mon.engine_components(launch), "dashboard": mon.dashboard_json(launch.catalog),
+                **{k: probe[k] for k in ("slo_ttft_ms", "slo_itl_ms")}}
+
+    copies = []
+    for env, name, namespace, probe in ((single, PROBE_NAME, PROBE_NAMESPACE, PROBES[0]),
+                                        (pd, OTHER_NAME, OTHER_NAMESPACE, PROBES[1])):
+        launch = _probe(launch_env, env, name, namespace, monitoring=1, **probe)
+        copies.append((mon.objects(launch), values(launch, name, namespace, probe)))
+    objects = proven(*copies[0], *copies[1])
+    interval = {"interval": f"{mon.facts(launch.catalog).interval_s}s"}
+    for endpoint in objects[0]["spec"]["podMetricsEndpoints"]:
+        assert endpoint["interval"] == interval["interval"]
+        endpoint["interval"] = "${interval}"  # the chart's value, else this
+    return {"objects": objects, **interval}
+
+
+def autoscaling(launch_env, single: dict) -> dict:
+    """render/autoscaling.py's objects of one engine group, per engine (keda, hpa), and its
+    PodDisruptionBudget: a single-node probe's, proven by a second's. Placeholders: the group's
+    `meta`, `ref` and `pod_labels`, `match` (its serving components' series) and the operating
+    settings."""
+    from entrypoint.render import monitoring as mon
+
+    out: dict = {}
+    for engine in ("keda", "hpa"):
+        copies = []
+        for name, namespace, probe in ((PROBE_NAME, PROBE_NAMESPACE, PROBES[0]), (OTHER_NAME, OTHER_NAMESPACE, PROBES[1])):
+            launch = _probe(launch_env, single, name, namespace, autoscaling=engine, router="none", **probe)
+            objects = rendered(launch)
+            (group,) = [o for o in objects if o["kind"] == "Deployment"]
+            meta = group["metadata"]
+            kept = [o for o in objects if o["kind"] in ("ScaledObject", "HorizontalPodAutoscaler", "PodDisruptionBudget")]
+            values = {"meta": {k: meta[k] for k in ("name", "namespace", "labels")},
+                      "ref": {"apiVersion": group["apiVersion"], "kind": group["kind"], "name": meta["name"]},
+                      "pod_labels": group["spec"]["selector"]["matchLabels"],
+                      "match": mon.match(launch, [launch.plan.first_engine.role]),
+                      **{k: v for k, v in probe.items() if k not in ("slo_ttft_ms", "slo_itl_ms")}}
+            copies.append((kept, values))
+        scaler, pdb = proven(*copies[0], *copies[1])
+        out[engine] = scaler
+        out["pdb"] = pdb
+    return out
+
+
+def rendered(launch) -> list:
+    """plan's objects (`plan --format k8s`) for the launch."""
+    import yaml
+
+    from entrypoint.render import k8s
+
+    (text,) = k8s.render(launch).values()
+    return [d for d in yaml.safe_load_all(text) if d]
