@@ -354,16 +354,18 @@ def _settings() -> list:
     return out
 
 
-def _monitoring(catalog) -> dict:
-    """The monitoring and autoscaling objects to copy (buildsys/chart_copy.py), and the series labels
-    the chart's matchers name (its `${match}`)."""
+def _copied(catalog) -> dict:
+    """plan's objects the chart copies (buildsys/chart_copy.py): the monitoring objects, the
+    autoscaling objects of an engine group, the API Service and the NetworkPolicies; and the series
+    labels the chart's matchers name (its `${match}`)."""
     slug = catalog.serving.default_recipe
     rc = with_recipe(catalog, slug)
     hw = next(h for h in rc.recipe.hardware if "pd_cluster" in offered_strategies(rc, h))
     single = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1)}
-    return {"pod_labels": dict(catalog.serving.monitoring.pod_labels),
-            **chart_copy.monitoring(_launch, single, {**single, "KIMI_STRATEGY": "pd_cluster"}),
-            "autoscaling": chart_copy.autoscaling(_launch, single)}
+    pd = {**single, "KIMI_STRATEGY": "pd_cluster"}
+    return {"monitoring": {"pod_labels": dict(catalog.serving.monitoring.pod_labels), **chart_copy.monitoring(_launch, single, pd),
+                           "autoscaling": chart_copy.autoscaling(_launch, single)},
+            "exposed": chart_copy.exposed(_launch, pd, single)}
 
 
 INTERNED = ("strategies", "pd_pools", "engine_resources")  # per recipe x hardware, often alike
@@ -410,7 +412,7 @@ def facts() -> dict:
             "preload": _preload(catalog), "images": _images(catalog),
             "ingress_annotations": {k: str(catalog.serving.streams.idle_timeout_s)
                                     for k in catalog.serving.streams.ingress_annotations},
-            "monitoring": _monitoring(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
+            **_copied(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
 
 
 # ---------------------------------------------------------------- values.schema.json

@@ -131,3 +131,28 @@ def rendered(launch) -> list:
 
     (text,) = k8s.render(launch).values()
     return [d for d in yaml.safe_load_all(text) if d]
+
+
+def exposed(launch_env, pd: dict, single: dict) -> list:
+    """The API Service and the NetworkPolicies (render/k8s_objects.py exposed): a PD probe's (its router
+    in front), proven by a single-node probe's. Placeholders: the release's names, the API pods'
+    `selector` and `port`, the engines' serving `components`, `metrics_ports` and the `scraper` peer,
+    and the Service's own port (`service_port`: the chart's service.port, else `port`)."""
+    from entrypoint.render import k8s_objects
+    from entrypoint.render import monitoring as mon
+
+    copies = []
+    for env, names, more in ((pd, (PROBE_NAME, PROBE_NAMESPACE), {"router_port": 8123}),
+                             (single, (OTHER_NAME, OTHER_NAMESPACE), {"port": 9123, "scraper_labels": "app=prom-y"})):
+        launch = _probe(launch_env, env, *names, **more)
+        kept = {("Service", f"{names[0]}-api")} | {("NetworkPolicy", f"{names[0]}-{s}") for s in ("api", "internal", "metrics")}
+        objects = [o for o in rendered(launch) if (o["kind"], o["metadata"]["name"]) in kept]
+        service = objects[0]["spec"]
+        port = service["ports"][0]["port"]
+        copies.append((objects, {"name": names[0], "namespace": names[1], "selector": service["selector"], "port": port,
+                                 "service_port": port, "components": mon.engine_components(launch),
+                                 "metrics_ports": [{"protocol": "TCP", "port": p} for p in k8s_objects.metrics_ports(launch)],
+                                 "scraper": k8s_objects.scraper(launch)}))
+    objects = proven(*copies[0], *copies[1])
+    objects[0]["spec"]["ports"][0]["port"] = "@{service_port}"
+    return objects

@@ -8,11 +8,10 @@ recipes/fleet.yaml and from a probe fleet's own rendering, never restated:
   checkov skip; its ServiceAccount, Role and RoleBinding as plan renders them, names and namespace
   as placeholders (`${name}`, `${namespace}`) the chart fills; and with monitoring its PodMonitor and
   metrics NetworkPolicy, the scraper a placeholder too (buildsys/chart_copy.py);
-- `gateway`: KIMI_ROUTER=gateway's InferencePool facts (recipes/fleet.yaml `gateway`: its API, the
-  picker's component, gRPC port and failure mode) and the endpoint picker's own objects (its
+- `gateway`: KIMI_ROUTER=gateway's InferencePool and its endpoint picker's own objects (its
   ServiceAccount, Role and RoleBinding, plugin ConfigMap, Deployment, Service and NetworkPolicy),
   as plan renders them for a probe fleet, each name and namespace a placeholder (`${name}`,
-  `${namespace}`) the chart fills: they depend on nothing else;
+  `${namespace}`) the chart fills, and the pool's pods and port (`pool`, `port`);
 - `pd`: a PD fleet's groups (render/k8s_fleet.py pd_fleet): the variable each pool pod reads its
   group's index into and the downward API's path to the LWS label it reads it from.
 
@@ -29,6 +28,7 @@ from entrypoint.core.compose.select import default_strategy
 from entrypoint.core.data.recipe import with_recipe
 
 NAMES = {"name": PROBE_NAME, "namespace": PROBE_NAMESPACE}  # the chart's ${name} and ${namespace}
+OTHER = {"name": OTHER_NAME, "namespace": OTHER_NAMESPACE}
 
 
 def _router(launch_env, env: dict) -> dict:
@@ -52,7 +52,7 @@ def _router_monitoring(launch_env, env: dict) -> list:
     from entrypoint.render import k8s_fleet, k8s_objects
 
     copies = []
-    for names, scraper in ((NAMES, {}), ({"name": OTHER_NAME, "namespace": OTHER_NAMESPACE},
+    for names, scraper in ((NAMES, {}), (OTHER,
                                          {"KIMI_SCRAPER_NAMESPACE": "prom-y", "KIMI_SCRAPER_LABELS": "app=prom-y"})):
         launch = launch_env({**env, **scraper, "KIMI_MONITORING": "1", "KIMI_NAME": names["name"],
                              "KIMI_NAMESPACE": names["namespace"]})
@@ -60,15 +60,17 @@ def _router_monitoring(launch_env, env: dict) -> list:
     return proven(*copies[0], *copies[1])
 
 
-def _gateway(launch_env, env: dict) -> dict:
-    from entrypoint.core.compose.fleet import load_fleet
+def _gateway(launch_env, env: dict, multi: dict) -> dict:
+    """The InferencePool and its endpoint picker's objects, a single-node probe's proven by a multi-node
+    probe's: the release's names, the pool's `pool` (its pods' labels) and `port` as placeholders."""
     from entrypoint.render import gateway
 
-    g = load_fleet().gateway
-    probe = launch_env({**env, "KIMI_ROUTER": "gateway", "KIMI_NAME": PROBE_NAME, "KIMI_NAMESPACE": PROBE_NAMESPACE})
-    picker = [d for d in _rendered(probe) if d["metadata"]["labels"].get("app.kubernetes.io/component") == gateway.COMPONENT]
-    return {"api_version": g.api_version, "failure_mode": g.failure_mode, "component": gateway.COMPONENT,
-            "port": dict(g.picker.ports), "objects": placeheld(picker, NAMES)}
+    copies = []
+    for probe_env, names in ((env, NAMES), ({**multi, "KIMI_PORT": "9123"}, OTHER)):
+        probe = launch_env({**probe_env, "KIMI_ROUTER": "gateway", "KIMI_NAME": names["name"], "KIMI_NAMESPACE": names["namespace"]})
+        drawn = [d for d in _rendered(probe) if d["metadata"]["labels"].get("app.kubernetes.io/component") in (gateway.COMPONENT, "pool")]
+        copies.append((drawn, {**names, "pool": gateway.pool_selector(probe), "port": gateway.api_port(probe)}))
+    return {"objects": proven(*copies[0], *copies[1])}
 
 
 def facts(launch_env, catalog) -> dict:
@@ -80,5 +82,5 @@ def facts(launch_env, catalog) -> dict:
     env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1), "KIMI_REPLICAS": "2"}
     from entrypoint.render import k8s_fleet
 
-    return {"router": _router(launch_env, {**env, "KIMI_ROUTER_POLICY": "round_robin"}), "gateway": _gateway(launch_env, env),
+    return {"router": _router(launch_env, {**env, "KIMI_ROUTER_POLICY": "round_robin"}), "gateway": _gateway(launch_env, env, {**env, "KIMI_STRATEGY": default_strategy(rc, 2), "KIMI_NODES": "2"}),
             "pd": {"group_var": k8s_fleet.GROUP_VAR, "group_field": k8s_fleet.GROUP_FIELD}}
