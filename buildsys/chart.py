@@ -393,11 +393,11 @@ def _intern(recipes: dict) -> list:
 
 
 def _images(catalog) -> dict:
-    """The published images (render/deployment.image): <repository>:<vllm>-<target> of the release the
-    launch is judged by, where `releases` says one is built; a locked digest by tag."""
+    """The published images (render/deployment.image): release -> target -> the reference, where one
+    is built."""
     repo = catalog.serving.image
-    return {"repository": f"{repo.registry.rstrip('/')}/{repo.name}", "releases": repo.releases,
-            "digests": repo.digests, "default_vllm": catalog.serving.default_vllm.release}
+    return {"refs": {v: {t: dep.published(repo, v, t) for t in targets} for v, targets in repo.releases.items()},
+            "default_vllm": catalog.serving.default_vllm.release}
 
 
 def facts() -> dict:

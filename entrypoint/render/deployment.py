@@ -144,15 +144,13 @@ def image(launch) -> str:
         ref = launch.settings.image
     else:
         repo, target = launch.catalog.serving.image, hardware(launch).image_target
-        tag = f"{launch.selection.vllm_version}-{target}"
         if target not in repo.releases.get(launch.selection.vllm_version, ()):
             built = [v for v, targets in repo.releases.items() if target in targets]
             raise KimiError(UNSUPPORTED_COMBINATION, f"no {repo.name} image is built on vLLM "
                             f"{launch.selection.vllm_version} for {launch.plan.hardware} (image target {target}; "
                             f"built: {', '.join(built) or 'none'}): set KIMI_VLLM_VERSION to one of those, or KIMI_IMAGE "
                             f"to an image of vLLM {launch.selection.vllm_version} for it.")
-        locked = None if pin else repo.digests.get(tag)
-        ref = f"{repo.registry.rstrip('/')}/{repo.name}:{tag}" + (f"@{locked}" if locked else "")
+        ref = published(repo, launch.selection.vllm_version, target, locked=not pin)
     if not pin:
         return ref
     named, _, given = ref.partition("@")
@@ -185,6 +183,14 @@ def deployment_stop(launch) -> StopBudget:
     """The stop budget of the deployment's longest-draining process (a pod of several containers,
     a whole rendering)."""
     return max((stop(launch, p) for p in launch.plan.processes), key=lambda b: b.drain_s)
+
+
+def published(repo, release: str, target: str, locked: bool = True) -> str:
+    """The published image of `target` built on vLLM `release`: by tag, and by the digest locked for
+    that tag where one is (`locked`)."""
+    tag = f"{release}-{target}"
+    digest = repo.digests.get(tag) if locked else None
+    return f"{repo.registry.rstrip('/')}/{repo.name}:{tag}" + (f"@{digest}" if digest else "")
 
 
 def image_user(launch):

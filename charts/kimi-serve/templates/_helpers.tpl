@@ -30,20 +30,19 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $name := $s.name | default .Release.Name -}}
 {{- $ns := $s.namespace | default .Release.Namespace -}}
 {{- $hwf := index $f.hardware $hw | default dict -}}
-{{- /* the image, from one source (plan's, judged by the hook): settings.image (KIMI_IMAGE), else the
-      hardware's published image built on the release (<vllm>-<target>, where one is built: else the hook's
-      kimi-serve, on the default release's image, refuses); settings.image_digest pins it (render/deployment.image) */ -}}
+{{- /* the image, from one source (plan's, judged by the hook): settings.image (KIMI_IMAGE), else the hardware's
+      published image built on the release (else the hook's kimi-serve, on the default release's image, refuses);
+      settings.image_digest pins it (render/deployment.image) */ -}}
 {{- $slug := $s.recipe | default $f.default_recipe -}}
 {{- $r := index $f.recipes $slug | default dict -}}
 {{- $fi := $f.images -}}
 {{- $dv := index ($r.default_vllm | default dict) $hw | default $fi.default_vllm -}}
 {{- $vllm := $s.vllm_version | default $dv -}}
 {{- $target := $hwf.image_target | default "cpu" -}}
-{{- $built := has $target (index $fi.releases $vllm | default list) -}}
-{{- $tag := printf "%s-%s" (ternary $vllm $dv $built) $target -}}
-{{- $image := $s.image | default (printf "%s:%s%s" $fi.repository $tag (ternary (printf "@%s" (index $fi.digests $tag | default "")) "" (and (hasKey $fi.digests $tag) (not $s.image_digest)))) -}}
-{{- $iv := $v.image | default dict -}}
+{{- $built := index (index $fi.refs $vllm | default dict) $target -}}
+{{- $image := $s.image | default $built | default (index (index $fi.refs $dv | default dict) $target) | default "" -}}
 {{- with $s.image_digest }}{{ $image = printf "%s@%s" (first (splitList "@" $image)) . }}{{ end -}}
+{{- $iv := $v.image | default dict -}}
 {{- $helmLabels := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" (toString .Chart.AppVersion) -}}
 {{- $o := include "kimi.operate" . | fromJson -}}
 {{- /* what the hook's kimi-serve is given: the settings untouched, as the user wrote them (a KIMI_CONFIG
