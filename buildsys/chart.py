@@ -318,7 +318,7 @@ def _defaults(catalog) -> dict:
             # checkov's numbered skip annotations, by index: more than a pod ever has
             "skip_keys": [k8s_pod.SKIP_ANNOTATION.format(i) for i in range(1, len(k8s_pod.SKIP_REASONS) + 2)],
             "cache_size": k8s.CACHE_SIZE,
-            "auto_iface": k8s.AUTO_IFACE, "netpol_api": k8s.NETPOL_API, "namespace_label": k8s.NAMESPACE_LABEL,
+            "auto_iface": k8s.AUTO_IFACE, "namespace_label": k8s.NAMESPACE_LABEL,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
             "volumes": {"cache": k8s_pod.CACHE_VOLUME, "shm": k8s_pod.SHM_VOLUME, "token": k8s_pod.TOKEN_VOLUME},
             "containers": {"server": k8s_pod.CONTAINER, "download": k8s_pod.DOWNLOAD_CONTAINER},
