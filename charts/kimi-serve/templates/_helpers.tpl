@@ -319,11 +319,14 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- $hwf := index $f.hardware $c.hardware -}}
 {{- $env := $c.env -}}
 {{- $settingsEnv := $env -}}
+{{- $tokenEnv := dict "name" $d.token.path_env "value" (printf "%s/%s" $d.token.dir $d.token.file) -}}
+{{- /* what every container of the pod is */ -}}
+{{- $base := dict "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "securityContext" $d.container_security -}}
+{{- with $c.envFrom }}{{ $_ := set $base "envFrom" . }}{{ end -}}
 {{- if or $c.roles $p.fleet }}{{ $env = append $env (dict "name" "KIMI_ROLE" "value" $p.role) }}{{ end -}}
 {{- /* a StatefulSet pod's rank is its ordinal (k8s_kv._with_rank) */ -}}
 {{- if $p.rank }}{{ $env = prepend $env (dict "name" "KIMI_NODE_RANK" "valueFrom" (dict "fieldRef" (dict "fieldPath" $f.kv.pod_index))) }}{{ end -}}
-{{- $env = append $env (dict "name" $d.token.path_env "value" (printf "%s/%s" $d.token.dir $d.token.file)) -}}
-{{- $env = concat $env $c.userEnv -}}
+{{- $env = concat (append $env $tokenEnv) $c.userEnv -}}
 {{- /* a fleet's router: where it discovers the copies, and how many (k8s_fleet._router_deployment) */ -}}
 {{- with $p.fleet }}{{ $env = concat .env $env }}{{ end -}}
 {{- /* a PD fleet's pool pod: its group's index from the pod's label, by which it names its own group's pool pods
@@ -383,8 +386,7 @@ launch), each overlaid with the chart's `probes` values */}}
   {{- $volumes = concat $volumes ($v.extraVolumes | default list) -}}
   {{- $mounts = concat $mounts ($v.extraVolumeMounts | default list) -}}
 {{- end -}}
-{{- $container := dict "name" $d.containers.server "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "env" $env "resources" $resources "securityContext" (deepCopy $d.container_security) "volumeMounts" $mounts -}}
-{{- with $c.envFrom }}{{ $_ := set $container "envFrom" . }}{{ end -}}
+{{- $container := merge (dict "name" $d.containers.server "env" $env "resources" $resources "volumeMounts" $mounts) (deepCopy $base) -}}
 {{- if $p.serves -}}
   {{- $_ := set $container "ports" (list (dict "name" "http" "containerPort" $p.port)) -}}
   {{- with $p.fleet }}{{ $_ := set $container "ports" (append $container.ports (dict "name" .metricsName "containerPort" .metricsPort)) }}{{ end -}}
@@ -408,10 +410,7 @@ launch), each overlaid with the chart's `probes` values */}}
   {{- $cmounts := list -}}
   {{- range $d.scratch }}{{ $cmounts = append $cmounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ end -}}
   {{- $cmounts = append $cmounts (dict "name" $d.volumes.shm "mountPath" "/dev/shm") -}}
-  {{- $companion := dict "name" .role "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "env" $cenv
-        "resources" (dict "limits" (deepCopy .resources) "requests" (deepCopy .resources))
-        "securityContext" (deepCopy $d.container_security) "volumeMounts" $cmounts -}}
-  {{- with $c.envFrom }}{{ $_ := set $companion "envFrom" . }}{{ end -}}
+  {{- $companion := merge (dict "name" .role "env" $cenv "resources" (dict "limits" (deepCopy .resources) "requests" (deepCopy .resources)) "volumeMounts" $cmounts) (deepCopy $base) -}}
   {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $companion $k (deepCopy $probe) }}{{ end -}}
   {{- $_ := set $companion "lifecycle" (deepCopy $stop.pre_stop.backs) -}}
   {{- $containers = append $containers $companion -}}
@@ -427,16 +426,12 @@ launch), each overlaid with the chart's `probes` values */}}
   {{- range $mounts }}{{ if not (has .mountPath (list "/dev/shm" $f.preload.socket.mountPath)) }}{{ $dmounts = append $dmounts . }}{{ end }}{{ end -}}
   {{- $dres := dict -}}
   {{- range $kind, $am := $resources }}{{ $_ := set $dres $kind (pick $am "cpu" "memory") }}{{ end -}}
-  {{- $download := dict "name" $d.containers.download "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "args" (list "download") "env" $env "resources" $dres "securityContext" (deepCopy $d.container_security) "volumeMounts" $dmounts -}}
-  {{- with $c.envFrom }}{{ $_ := set $download "envFrom" . }}{{ end -}}
-  {{- $_ := set $spec "initContainers" (list $download) -}}
+  {{- $_ := set $spec "initContainers" (list (merge (dict "name" $d.containers.download "args" (list "download") "env" $env "resources" $dres "volumeMounts" $dmounts) (deepCopy $base))) -}}
   {{- if and $c.preload (eq $p.role "single") -}}
     {{- /* `vllm preload` as a native sidecar (an init container that keeps running): it starts before the engine,
           survives its restarts, sees the node's GPUs the brand's way (recipes/hardware.yaml k8s_sidecar_gpus_env) */ -}}
-    {{- $penv := concat (append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" $f.preload.role)) (list (dict "name" $d.token.path_env "value" (printf "%s/%s" $d.token.dir $d.token.file))) $c.preload.gpusEnv $c.userEnv -}}
-    {{- $sidecar := merge (dict "name" $f.preload.role "image" $c.image "imagePullPolicy" $c.pullPolicy "env" $penv "volumeMounts" (deepCopy $mounts))
-          (fromJson (toJson $f.preload.container | replace "${health_path}" $c.preload.path)) -}}
-    {{- with $c.envFrom }}{{ $_ := set $sidecar "envFrom" . }}{{ end -}}
+    {{- $penv := concat (deepCopy $settingsEnv) (list (dict "name" "KIMI_ROLE" "value" $f.preload.role) $tokenEnv) $c.preload.gpusEnv $c.userEnv -}}
+    {{- $sidecar := merge (dict "name" $f.preload.role "env" $penv "volumeMounts" (deepCopy $mounts)) (fromJson (toJson $f.preload.container | replace "${health_path}" $c.preload.path)) (pick $base "image" "imagePullPolicy" "envFrom") -}}
     {{- /* its start-up budget is the launch's, as the engine's (k8s_pod.add_weight_cache: the same health figures) */ -}}
     {{- with $container.startupProbe }}{{ $_ := set $sidecar.startupProbe "failureThreshold" .failureThreshold }}{{ end -}}
     {{- $_ := set $spec "initContainers" (append $spec.initContainers $sidecar) -}}
