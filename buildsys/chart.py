@@ -341,15 +341,14 @@ def _extra(spec: dict, built: set) -> dict:
 
 
 def _settings() -> list:
-    """The settings a container gets, in the renderer's order, and how plan reads a value given as
-    text (core/compose/settings.py _convert): blanks stripped, keywords lower-cased, empty = unset."""
+    """The settings of the KIMI_CONFIG file, in the renderer's order: each one's variable, whether a
+    container is given it (render/deployment.passed) and its default."""
     out = []
     for f in KIMI_FIELDS:
         if f.name in ENV_ONLY:
             continue
-        entry: Dict[str, object] = {"name": f.name, "env": f.env, "kind": f.kind}
-        entry.update({k: v for k, v in (("passed", dep.passed(f)), ("default", f.default),
-                                        ("lower", f.lower or f.kind == "choice")) if v not in (None, False, ())})
+        entry: Dict[str, object] = {"name": f.name, "env": f.env}
+        entry.update({k: v for k, v in (("passed", dep.passed(f)), ("default", f.default)) if v not in (None, False, ())})
         out.append(entry)
     return out
 
