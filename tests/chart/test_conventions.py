@@ -10,6 +10,7 @@ NetworkPolicies."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -118,6 +119,28 @@ def test_service_port_ingress_and_notes(helm, tmp_path):
     notes = done.stdout[done.stdout.index("NOTES:"):]
     for what in ("port-forward svc/kimi-api 80:80", "kimi-hf-token", "helm test kimi", "kimi.example.com"):
         assert what in notes, notes
+
+
+def test_settings_the_chart_has_no_shape_for_install_to_the_hooks_refusal(helm, tmp_path):
+    """NOTES.txt renders at install before the hook runs: with settings the table has no entry for (an
+    unknown KV choice) and monitoring on, it points at the check's refusal instead of failing the
+    template (it read the scraper of a shape that was not drawn)."""
+    path = tmp_path / "values.json"
+    path.write_text(json.dumps({"settings": {"hardware": "h200", "kv_offload": "mooncake"}, "monitoring": {"enabled": True}}))
+    done = run(helm, "install", "kimi", str(CHART), "-n", "serving", "-f", str(path), "--dry-run=client")
+    assert "kubectl -n serving logs job/kimi-check" in done.stdout[done.stdout.index("NOTES:"):]
+
+
+def test_an_operating_value_set_to_null_is_plans_default(helm, tmp_path):
+    """`--set autoscaling.prometheusUrl=null` (Helm drops the key): the autoscaler asks plan's default
+    Prometheus (KIMI_PROMETHEUS_URL unset, which the hook judges), never a placeholder left unfilled."""
+    from entrypoint.core.compose.settings import KIMI_FIELDS
+
+    default = next(f.default for f in KIMI_FIELDS if f.name == "prometheus_url")
+    objects = _render(helm, {**H200, "replicas": None, "autoscaling": {"enabled": True, "prometheusUrl": None}}, tmp_path)
+    scaler = _one(objects, "ScaledObject", "kimi")
+    assert {t["metadata"]["serverAddress"] for t in scaler["spec"]["triggers"]} == {default}
+    assert scaler["spec"]["minReplicaCount"] == 1 and not re.search(r"[$@]\{", json.dumps(scaler))
 
 
 def test_the_ingress_waits_out_a_silent_stream(helm, tmp_path):

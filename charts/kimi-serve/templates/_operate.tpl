@@ -18,18 +18,17 @@ string) filled from `fills` (buildsys/chart_copy.py fill) */}}
 
 {{/* kimi.operate: the operating settings (the chart's values under the settings' names) */}}
 {{- define "kimi.operate" -}}
-{{- $v := .Values -}}
-{{- $a := $v.autoscaling -}}
-{{- $replicas := int $v.replicas -}}
+{{- $v := .Values -}}{{- $a := $v.autoscaling -}}{{- $m := $v.monitoring -}}
+{{- /* each as given, else (a value set to null) plan's default for the setting */ -}}
+{{- $out := dict "replicas" $v.replicas "max_replicas" $a.maxReplicas "scale_waiting" $a.waitingPerReplica "scale_kv_percent" $a.kvCachePercent
+      "prometheus_url" $a.prometheusUrl "slo_ttft_ms" $m.sloTtftMs "slo_itl_ms" $m.sloItlMs -}}
+{{- range (.Files.Get "files/facts.json" | fromJson).settings }}{{ if and (hasKey $out .name) (kindIs "invalid" (index $out .name)) }}{{ $_ := set $out .name .default }}{{ end }}{{ end -}}
+{{- range $k, $x := omit $out "prometheus_url" }}{{ $_ := set $out $k (int $x) }}{{ end -}}
 {{- /* monitoring.scraper.podLabels as KIMI_SCRAPER_LABELS writes them (key=value), for the hook to judge */ -}}
 {{- $scraperLabels := list -}}
-{{- range $k, $x := ($v.monitoring.scraper.podLabels | default dict) }}{{ $scraperLabels = append $scraperLabels (printf "%s=%v" $k $x) }}{{ end -}}
-{{- toJson (dict "replicas" $replicas "max_replicas" (int $a.maxReplicas)
-      "autoscaling" (ternary $a.engine "off" (and $a.enabled true))
-      "scale_waiting" (int $a.waitingPerReplica) "scale_kv_percent" (int $a.kvCachePercent)
-      "prometheus_url" $a.prometheusUrl "slo_ttft_ms" (int $v.monitoring.sloTtftMs) "slo_itl_ms" (int $v.monitoring.sloItlMs)
-      "monitoring" (and $v.monitoring.enabled true) "scraper_namespace" ($v.monitoring.scraper.namespace | default "")
-      "scraper_labels" $scraperLabels) -}}
+{{- range $k, $x := ($m.scraper.podLabels | default dict) }}{{ $scraperLabels = append $scraperLabels (printf "%s=%v" $k $x) }}{{ end -}}
+{{- toJson (merge $out (dict "autoscaling" (ternary $a.engine "off" (and $a.enabled true)) "monitoring" (and $m.enabled true)
+      "scraper_namespace" ($m.scraper.namespace | default "") "scraper_labels" $scraperLabels)) -}}
 {{- end -}}
 
 {{/* kimi.match: (list ctx facts component) -> PromQL matchers of this deployment's engines */}}
