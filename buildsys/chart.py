@@ -302,12 +302,7 @@ def _defaults(catalog) -> dict:
     single = _probe(recipe_catalog, slug, hw, default_strategy(recipe_catalog, 1))
     proc, pod = _serving_pod(single, single.plan.first_engine.role)
     container = pod["containers"][0]
-    probes = {k: container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
-    # the readiness command ends in `--port <the server's port>`: the templates append each pod's own
-    ready = probes["readinessProbe"]["exec"]["command"]
-    assert ready[-2:] == ["--port", str(proc.port)], ready
-    probes["readinessProbe"] = {**probes["readinessProbe"], "exec": {"command": ready[:-2]}}
-    return {"port": proc.port, "probes": probes, "container_security": container["securityContext"],
+    return {"port": proc.port, "probes": _probes(catalog, single, proc, container), "container_security": container["securityContext"],
             "scratch": [[k, v] for k, v in dep.scratch(single).items()],
             "mounted": [[k, v] for k, v in dep.separate_mounts(single).items()],
             "pod_extra": _extra(pod, POD_BUILT), "container_extra": _extra(container, CONTAINER_BUILT),
@@ -325,6 +320,27 @@ def _defaults(catalog) -> dict:
             # how a pod stops (recipes/serving.yaml `stop`): the preStop hooks, whatever the drain (the containers
             # read it): serving, or backing the engines; the grace period is settings.stop_grace as given
             "stop": {"pre_stop": {"serves": k8s_pod.pre_stop(stop, serves=True), "backs": k8s_pod.pre_stop(stop)}}}
+
+
+def _probes(catalog, launch, proc, container) -> dict:
+    """The serving container's probes: the server's port (its readiness command's) and the start-up
+    bound (the startup probe's failureThreshold, the recipe's `startup`) as placeholders, proven by
+    a probe of another recipe on another port (buildsys/chart_copy.py)."""
+    def probes(pod_container) -> dict:
+        return {k: pod_container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
+
+    def values(launch, proc) -> dict:
+        return {"port": str(proc.port), "failure_threshold": _startup(launch.catalog)["failureThreshold"]}
+
+    mine = values(launch, proc)
+    for slug in catalog.recipes:
+        rc = with_recipe(catalog, slug)
+        hw = next(iter(rc.recipe.hardware))
+        other = _probe(rc, slug, hw, default_strategy(rc, 1), port=9123)
+        if other is not None and _startup(rc)["failureThreshold"] != mine["failure_threshold"]:
+            oproc, opod = _serving_pod(other, other.plan.first_engine.role)
+            return chart_copy.proven(probes(container), mine, probes(opod["containers"][0]), values(other, oproc))
+    raise RuntimeError("no recipe has another start-up bound to prove the probes' copy with")
 
 
 # The keys of plan's pod spec and container the chart's templates build; any other key plan's

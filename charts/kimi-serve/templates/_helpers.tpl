@@ -294,22 +294,6 @@ architecture; `container` gives its name, command, args, env and more mounts and
 {{- toJson (dict "annotations" (include "kimi.skips" (list $f $c.image (index . 2)) | fromJson) "spec" $spec) -}}
 {{- end -}}
 
-{{/* kimi.probes: (list facts ctx values port) -> the serving container's probes: plan's, the startup
-probe sized to the launch's start-up budget, readiness given the server's port (it composes no
-launch), each overlaid with the chart's `probes` values */}}
-{{- define "kimi.probes" -}}
-{{- $d := (index . 0).defaults -}}{{- $c := index . 1 -}}{{- $v := index . 2 -}}
-{{- $probes := deepCopy $d.probes -}}
-{{- $ready := $probes.readinessProbe.exec -}}
-{{- $_ := set $ready "command" (concat $ready.command (list "--port" (toString (index . 3)))) -}}
-{{- $_ := set $probes.startupProbe "failureThreshold" $c.budget.failureThreshold -}}
-{{- range $k, $user := ($v.probes | default dict) -}}
-  {{- $key := printf "%sProbe" $k -}}
-  {{- $_ := set $probes $key (merge (deepCopy $user) (index $probes $key)) -}}
-{{- end -}}
-{{- toJson $probes -}}
-{{- end -}}
-
 {{/* kimi.pod: (list root ctx proc claim) -> {metadata, spec} of the pod template (k8s_pod.pod_spec) */}}
 {{- define "kimi.pod" -}}
 {{- $root := index . 0 -}}{{- $c := index . 1 -}}{{- $p := index . 2 -}}{{- $claim := index . 3 -}}
@@ -390,7 +374,9 @@ launch), each overlaid with the chart's `probes` values */}}
 {{- if $p.serves -}}
   {{- $_ := set $container "ports" (list (dict "name" "http" "containerPort" $p.port)) -}}
   {{- with $p.fleet }}{{ $_ := set $container "ports" (append $container.ports (dict "name" .metricsName "containerPort" .metricsPort)) }}{{ end -}}
-  {{- range $k, $probe := (include "kimi.probes" (list $f $c $v $p.port) | fromJson) }}{{ $_ := set $container $k $probe }}{{ end -}}
+  {{- /* plan's probes, the startup probe sized to the launch's start-up budget, each overlaid with the chart's `probes` */ -}}
+  {{- $probes := include "kimi.fill" (list (toJson $d.probes) (dict "port" (toString $p.port) "failure_threshold" $c.budget.failureThreshold)) | fromJson -}}
+  {{- range $k, $probe := $probes }}{{ $_ := set $container $k (merge (deepCopy (index ($v.probes | default dict) (trimSuffix "Probe" $k) | default dict)) $probe) }}{{ end -}}
 {{- else if $p.helper -}}
   {{- /* a KV helper: its TCP port, checked by `kimi-serve healthcheck` */ -}}
   {{- $_ := set $container "ports" (list (dict "name" "tcp" "containerPort" $p.port)) -}}
