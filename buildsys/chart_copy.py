@@ -5,7 +5,7 @@ fills (charts/kimi-serve/templates/_helpers.tpl), so the chart draws them with n
 A placeholder is `"@{k}"` where a whole JSON value (a number, a list, a map) is the probe's value
 of `k`, and `${k}` inside a string where part of it (or all of it) is. Each copy is proven here
 when it is generated: filled with a second probe's values, it is that probe's rendering, object
-for object (`_proven`); a constant that happened to equal a probe's value fails it.
+for object (`proven`); a constant that happened to equal a probe's value fails it.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def proven(objects, values: dict, other, other_values: dict):
     return copy
 
 
-def _probe(launch_env, env: dict, name: str, namespace: str, **settings):
+def probe(launch_env, env: dict, name: str, namespace: str, **settings):
+    """A probe launch of `env` named `name` in `namespace`, with more settings (KIMI_<NAME>=value)."""
     return launch_env({**env, "KIMI_NAME": name, "KIMI_NAMESPACE": namespace,
                        **{f"KIMI_{k.upper()}": str(v) for k, v in settings.items()}})
 
@@ -77,16 +78,16 @@ def monitoring(launch_env, single: dict, pd: dict) -> dict:
     `dashboard` (files/dashboard.json, not repeated here)."""
     from entrypoint.render import monitoring as mon
 
-    def values(launch, name, namespace, probe):
+    def values(launch, name, namespace, operating):
         return {"name": name, "namespace": namespace, "match": mon.match(launch),
                 "components": mon.engine_components(launch), "dashboard": mon.dashboard_json(launch.catalog),
-                **{k: probe[k] for k in ("slo_ttft_ms", "slo_itl_ms")}}
+                **{k: operating[k] for k in ("slo_ttft_ms", "slo_itl_ms")}}
 
     copies = []
-    for env, name, namespace, probe in ((single, PROBE_NAME, PROBE_NAMESPACE, PROBES[0]),
-                                        (pd, OTHER_NAME, OTHER_NAMESPACE, PROBES[1])):
-        launch = _probe(launch_env, env, name, namespace, monitoring=1, **probe)
-        copies.append((mon.objects(launch), values(launch, name, namespace, probe)))
+    for env, name, namespace, operating in ((single, PROBE_NAME, PROBE_NAMESPACE, PROBES[0]),
+                                            (pd, OTHER_NAME, OTHER_NAMESPACE, PROBES[1])):
+        launch = probe(launch_env, env, name, namespace, monitoring=1, **operating)
+        copies.append((mon.objects(launch), values(launch, name, namespace, operating)))
     objects = proven(*copies[0], *copies[1])
     interval = {"interval": f"{mon.facts(launch.catalog).interval_s}s"}
     for endpoint in objects[0]["spec"]["podMetricsEndpoints"]:
@@ -105,8 +106,8 @@ def autoscaling(launch_env, single: dict) -> dict:
     out: dict = {}
     for engine in ("keda", "hpa"):
         copies = []
-        for name, namespace, probe in ((PROBE_NAME, PROBE_NAMESPACE, PROBES[0]), (OTHER_NAME, OTHER_NAMESPACE, PROBES[1])):
-            launch = _probe(launch_env, single, name, namespace, autoscaling=engine, router="none", **probe)
+        for name, namespace, operating in ((PROBE_NAME, PROBE_NAMESPACE, PROBES[0]), (OTHER_NAME, OTHER_NAMESPACE, PROBES[1])):
+            launch = probe(launch_env, single, name, namespace, autoscaling=engine, router="none", **operating)
             objects = rendered(launch)
             (group,) = [o for o in objects if o["kind"] == "Deployment"]
             meta = group["metadata"]
@@ -115,7 +116,7 @@ def autoscaling(launch_env, single: dict) -> dict:
                       "ref": {"apiVersion": group["apiVersion"], "kind": group["kind"], "name": meta["name"]},
                       "pod_labels": group["spec"]["selector"]["matchLabels"],
                       "match": mon.match(launch, [launch.plan.first_engine.role]),
-                      **{k: v for k, v in probe.items() if k not in ("slo_ttft_ms", "slo_itl_ms")}}
+                      **{k: v for k, v in operating.items() if k not in ("slo_ttft_ms", "slo_itl_ms")}}
             copies.append((kept, values))
         scaler, pdb = proven(*copies[0], *copies[1])
         out[engine] = scaler
@@ -144,7 +145,7 @@ def exposed(launch_env, pd: dict, single: dict) -> list:
     copies = []
     for env, names, more in ((pd, (PROBE_NAME, PROBE_NAMESPACE), {"router_port": 8123}),
                              (single, (OTHER_NAME, OTHER_NAMESPACE), {"port": 9123, "scraper_labels": "app=prom-y"})):
-        launch = _probe(launch_env, env, *names, **more)
+        launch = probe(launch_env, env, *names, **more)
         kept = {("Service", f"{names[0]}-api")} | {("NetworkPolicy", f"{names[0]}-{s}") for s in ("api", "internal", "metrics")}
         objects = [o for o in rendered(launch) if (o["kind"], o["metadata"]["name"]) in kept]
         service = objects[0]["spec"]

@@ -21,7 +21,7 @@ The policies the router accepts and the refusals a fleet's settings meet are not
 
 from __future__ import annotations
 
-from buildsys.chart_copy import OTHER_NAME, OTHER_NAMESPACE, PROBE_NAME, PROBE_NAMESPACE, placeheld, proven
+from buildsys.chart_copy import OTHER_NAME, OTHER_NAMESPACE, PROBE_NAME, PROBE_NAMESPACE, placeheld, probe, proven
 from buildsys.chart_copy import rendered as _rendered
 from entrypoint.core.compose.plan import Port
 from entrypoint.core.compose.select import default_strategy
@@ -34,7 +34,7 @@ OTHER = {"name": OTHER_NAME, "namespace": OTHER_NAMESPACE}
 def _router(launch_env, env: dict) -> dict:
     from entrypoint.render import k8s_fleet
 
-    launch = launch_env({**env, "KIMI_NAME": PROBE_NAME, "KIMI_NAMESPACE": PROBE_NAMESPACE})
+    launch = probe(launch_env, env, PROBE_NAME, PROBE_NAMESPACE)
     proc = launch.plan.topology.router
     name = f"{launch.name}-router"
     rendered = _rendered(launch)
@@ -52,10 +52,8 @@ def _router_monitoring(launch_env, env: dict) -> list:
     from entrypoint.render import k8s_fleet, k8s_objects
 
     copies = []
-    for names, scraper in ((NAMES, {}), (OTHER,
-                                         {"KIMI_SCRAPER_NAMESPACE": "prom-y", "KIMI_SCRAPER_LABELS": "app=prom-y"})):
-        launch = launch_env({**env, **scraper, "KIMI_MONITORING": "1", "KIMI_NAME": names["name"],
-                             "KIMI_NAMESPACE": names["namespace"]})
+    for names, scraper in ((NAMES, {}), (OTHER, {"scraper_namespace": "prom-y", "scraper_labels": "app=prom-y"})):
+        launch = probe(launch_env, env, names["name"], names["namespace"], monitoring=1, **scraper)
         copies.append((k8s_fleet.monitoring_objects(launch), {**names, "scraper": k8s_objects.scraper(launch)}))
     return proven(*copies[0], *copies[1])
 
@@ -66,10 +64,10 @@ def _gateway(launch_env, env: dict, multi: dict) -> dict:
     from entrypoint.render import gateway
 
     copies = []
-    for probe_env, names in ((env, NAMES), ({**multi, "KIMI_PORT": "9123"}, OTHER)):
-        probe = launch_env({**probe_env, "KIMI_ROUTER": "gateway", "KIMI_NAME": names["name"], "KIMI_NAMESPACE": names["namespace"]})
-        drawn = [d for d in _rendered(probe) if d["metadata"]["labels"].get("app.kubernetes.io/component") in (gateway.COMPONENT, "pool")]
-        copies.append((drawn, {**names, "pool": gateway.pool_selector(probe), "port": gateway.api_port(probe)}))
+    for probe_env, names, more in ((env, NAMES, {}), (multi, OTHER, {"port": 9123})):
+        launch = probe(launch_env, probe_env, names["name"], names["namespace"], router="gateway", **more)
+        drawn = [d for d in _rendered(launch) if d["metadata"]["labels"].get("app.kubernetes.io/component") in (gateway.COMPONENT, "pool")]
+        copies.append((drawn, {**names, "pool": gateway.pool_selector(launch), "port": gateway.api_port(launch)}))
     return {"objects": proven(*copies[0], *copies[1])}
 
 
