@@ -234,11 +234,14 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- /* a host backend's node pod: each amount a setting's value as written, where it is given (recipe.with_host) */ -}}
 {{- $nodeResources := deepCopy $hwf.resources -}}
 {{- range $k, $by := ($hwf.sized_by | default dict) }}{{ with index $s (first $by) }}{{ $_ := set $nodeResources $k (printf "%v%s" . (last $by)) }}{{ end }}{{ end -}}
+{{- /* the components of the pods that serve vLLM's API (and /metrics): not the router (monitoring.engine_components) */ -}}
+{{- $components := list -}}
+{{- range $g := $groups }}{{ range $g.procs }}{{ if and .serves (ne .role "router") (not (has .role $components)) }}{{ $components = append $components .role }}{{ end }}{{ end }}{{ end -}}
 {{- $out := merge (dict "ok" true "engineResources" ($engineResources | default $nodeResources) "grace" $grace "strategy" $sid "shape" $st.shape "budget" $r.startup
       "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
       "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
       "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
-      "groups" $groups "selector" $selector "apiPort" $apiPort "env" $env "given" $given "cacheDir" $cacheDir
+      "groups" $groups "components" $components "selector" $selector "apiPort" $apiPort "env" $env "given" $given "cacheDir" $cacheDir
       "pd" (eq $st.shape "pd_cluster") "roles" (or (eq $st.shape "pd_cluster") (not (empty $kvs)))
       "companion" (ternary (dict) ($kvo.companion | default dict) (empty $kvo)) "fleet" $fleetOut
       "preload" (ternary (dict "path" (index $f.preload.health_paths $release) "gpusEnv" (index $f.preload.gpus_env $hw)) dict $preload)) $base -}}
@@ -274,6 +277,13 @@ the reason's (a pod that serves nothing to probe) and the tag's (an image withou
 {{- range $i, $check := keys $skips | sortAlpha }}{{ $_ := set $out (index $d.skip_keys $i) (printf "%s=%s" $check (index $skips $check)) }}{{ end -}}
 {{- with rest (rest (rest .)) }}{{ with first . }}{{ $_ := set $out (index $d.skip_keys (len $out)) . }}{{ end }}{{ end -}}
 {{- toJson $out -}}
+{{- end -}}
+
+{{/* kimi.procSkips: (list facts ctx proc) -> the skips of a process's pod: a headless worker's (it serves nothing
+to probe), the tag's, and a fleet router's token */}}
+{{- define "kimi.procSkips" -}}
+{{- $p := index . 2 -}}
+{{- include "kimi.skips" (list (index . 0) (index . 1).image (ternary "" "headless" (or $p.serves $p.helper false)) ($p.fleet | default dict).tokenSkip) -}}
 {{- end -}}
 
 {{/* kimi.tool: (list root ctx reason container) -> {annotations, spec} of a tool's pod (the hook's check, `helm
@@ -434,7 +444,7 @@ architecture; `container` gives its name, command, args, env and more mounts and
 {{- with $v.imagePullSecrets }}{{ $_ := set $spec "imagePullSecrets" . }}{{ end -}}
 {{- $labels := merge (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" $p.role) (deepCopy ($v.podLabels | default dict)) $c.helmLabels -}}
 {{- $meta := dict "labels" $labels -}}
-{{- $ann := merge (deepCopy ($v.podAnnotations | default dict)) (include "kimi.skips" (list $f $c.image (ternary "" "headless" (or $p.serves $p.helper false)) ($p.fleet | default dict).tokenSkip) | fromJson) -}}
+{{- $ann := merge (deepCopy ($v.podAnnotations | default dict)) (include "kimi.procSkips" (list $f $c $p) | fromJson) -}}
 {{- /* a changed setting rolls the pods (render/k8s_pod.py settings_checksum: Helm's checksum idiom) */ -}}
 {{- $_ := set $ann "checksum/settings" (toJson $c.given | sha256sum) -}}
 {{- if $ann }}{{ $_ := set $meta "annotations" $ann }}{{ end -}}

@@ -84,9 +84,7 @@ string) filled from `fills` (buildsys/chart_copy.py fill) */}}
 {{- $v := $root.Values.monitoring -}}
 {{- $out := list -}}
 {{- if $v.enabled -}}
-  {{- $components := list -}}
-  {{- range $g := $c.groups }}{{ range $g.procs }}{{ if and .serves (ne .role "router") (not (has .role $components)) }}{{ $components = append $components .role }}{{ end }}{{ end }}{{ end -}}
-  {{- $fill := merge (dict "components" $components "match" (include "kimi.match" (list $c $f "")) "interval" ($v.interval | default $f.monitoring.interval)
+  {{- $fill := merge (dict "components" $c.components "match" (include "kimi.match" (list $c $f "")) "interval" ($v.interval | default $f.monitoring.interval)
         "dashboard" ($root.Files.Get "files/dashboard.json")) (include "kimi.operate" $root | fromJson) -}}
   {{- range include "kimi.copy" (list $c $f.monitoring.objects $fill) | fromJsonArray -}}
     {{- /* monitoring.labels: what the Prometheus selects its PodMonitors and rules by (e.g. release: kube-prometheus-stack) */ -}}
