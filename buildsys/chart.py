@@ -98,14 +98,21 @@ def _hardware(catalog) -> dict:
 
 def _sized_by(catalog, slug: str, hw: str, sid: str) -> dict:
     """A host backend's pod (recipe.with_host: the node's, as its settings give it): resource -> [the
-    setting whose value it is, the unit written after it], found by rendering the pod with odd values."""
-    probe = {"cpu_cores": 701, "cpu_memory_gb": 7003}
-    _, pod = _serving_pod(_probe(catalog, slug, hw, sid, **probe), "single")
+    setting whose value it is, the amount with the setting's value as `${value}`], found by rendering the
+    pod with odd values, proven by a second rendering's."""
+    copies = []
+    for probe in ({"cpu_cores": 701, "cpu_memory_gb": 7003}, {"cpu_cores": 37, "cpu_memory_gb": 389}):
+        _, pod = _serving_pod(_probe(catalog, slug, hw, sid, **probe), "single")
+        found = {}
+        for resource, amount in pod["containers"][0]["resources"]["limits"].items():
+            for name, value in probe.items():
+                if str(value) in amount:
+                    found[resource] = [name, amount, value]
+        copies.append(found)
     out = {}
-    for resource, amount in pod["containers"][0]["resources"]["limits"].items():
-        for name, value in probe.items():
-            if amount.startswith(str(value)):
-                out[resource] = [name, amount[len(str(value)):]]
+    for resource, (name, amount, value) in copies[0].items():
+        other = copies[1][resource]
+        out[resource] = [name, chart_copy.proven(amount, {"value": str(value)}, other[1], {"value": str(other[2])})]
     return out
 
 
@@ -212,7 +219,7 @@ def _startup(catalog) -> dict:
 def _kv(catalog) -> dict:
     """The KV deployments (recipes/kv_offload.yaml) as render/k8s_kv.py draws them: per KV store its
     default instances, whether it has a store node, and each helper's port and pod resources; per
-    option its companion container (LMCache's server) and the vLLM it needs. Read from launches of
+    option its companion's role (LMCache's server; its container is the table's `pods.companion`). Read from launches of
     the default recipe on the first hardware that runs each."""
     from entrypoint.core.compose.kv import load_kv
 
@@ -245,7 +252,7 @@ def _kv(catalog) -> dict:
             launch = first_launch(kid)
             pod = k8s_kv.add_companions(launch, k8s_pod.pod_spec(launch, launch.plan.first_engine, "claim"))
             container = pod["containers"][1]
-            companion = {"role": container["name"], "resources": container["resources"]["limits"]}
+            companion = {"role": container["name"]}
         out["options"][kid] = {"companion": companion}
     return out
 
@@ -295,65 +302,22 @@ def _router(catalog) -> dict:
 
 
 def _defaults(catalog) -> dict:
-    stop = dep.StopBudget(catalog.serving.stop.pause_s, 0, catalog.serving.stop.margin_s, 0)
     slug = catalog.serving.default_recipe
     recipe_catalog = with_recipe(catalog, slug)
     hw = next(iter(recipe_catalog.recipe.hardware))
     single = _probe(recipe_catalog, slug, hw, default_strategy(recipe_catalog, 1))
     proc, pod = _serving_pod(single, single.plan.first_engine.role)
-    container = pod["containers"][0]
-    return {"port": proc.port, "probes": _probes(catalog, single, proc, container), "container_security": container["securityContext"],
+    return {"port": proc.port, "container_security": pod["containers"][0]["securityContext"],
             "scratch": [[k, v] for k, v in dep.scratch(single).items()],
-            "mounted": [[k, v] for k, v in dep.separate_mounts(single).items()],
-            "pod_extra": _extra(pod, POD_BUILT), "container_extra": _extra(container, CONTAINER_BUILT),
-            "token": {"dir": dep.TOKEN_DIR, "file": dep.TOKEN_FILE, "key": dep.HF_TOKEN, "path_env": dep.HF_TOKEN_PATH,
-                      "mode": 0o440},
-            "helper_probes": k8s_pod.helper_probes(single),
+            "token": {"key": dep.HF_TOKEN},
+            "token_env": k8s_pod.env_list({dep.HF_TOKEN_PATH: dep.token_path()})[0],
             "skips": k8s_pod.SKIP_REASONS,
             # checkov's numbered skip annotations, by index: more than a pod ever has
             "skip_keys": [k8s_pod.SKIP_ANNOTATION.format(i) for i in range(1, len(k8s_pod.SKIP_REASONS) + 2)],
             "cache_size": k8s.CACHE_SIZE,
             "auto_iface": k8s.AUTO_IFACE, "namespace_label": k8s.NAMESPACE_LABEL,
             "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
-            "volumes": {"cache": k8s_pod.CACHE_VOLUME, "shm": k8s_pod.SHM_VOLUME, "token": k8s_pod.TOKEN_VOLUME},
-            "containers": {"server": k8s_pod.CONTAINER, "download": k8s_pod.DOWNLOAD_CONTAINER},
-            # how a pod stops (recipes/serving.yaml `stop`): the preStop hooks, whatever the drain (the containers
-            # read it): serving, or backing the engines; the grace period is settings.stop_grace as given
-            "stop": {"pre_stop": {"serves": k8s_pod.pre_stop(stop, serves=True), "backs": k8s_pod.pre_stop(stop)}}}
-
-
-def _probes(catalog, launch, proc, container) -> dict:
-    """The serving container's probes: the server's port (its readiness command's) and the start-up
-    bound (the startup probe's failureThreshold, the recipe's `startup`) as placeholders, proven by
-    a probe of another recipe on another port (buildsys/chart_copy.py)."""
-    def probes(pod_container) -> dict:
-        return {k: pod_container[k] for k in ("startupProbe", "readinessProbe", "livenessProbe")}
-
-    def values(launch, proc) -> dict:
-        return {"port": str(proc.port), "failure_threshold": _startup(launch.catalog)["failureThreshold"]}
-
-    mine = values(launch, proc)
-    for slug in catalog.recipes:
-        rc = with_recipe(catalog, slug)
-        hw = next(iter(rc.recipe.hardware))
-        other = _probe(rc, slug, hw, default_strategy(rc, 1), port=9123)
-        if other is not None and _startup(rc)["failureThreshold"] != mine["failure_threshold"]:
-            oproc, opod = _serving_pod(other, other.plan.first_engine.role)
-            return chart_copy.proven(probes(container), mine, probes(opod["containers"][0]), values(other, oproc))
-    raise RuntimeError("no recipe has another start-up bound to prove the probes' copy with")
-
-
-# The keys of plan's pod spec and container the chart's templates build; any other key plan's
-# renderer adds (a drain sequence, a grace period) is copied as generated (`pod_extra`,
-# `container_extra`), so a change to render/k8s_pod.py reaches the chart by `python build.py chart`.
-POD_BUILT = {"enableServiceLinks", "automountServiceAccountToken", "securityContext", "containers", "volumes",
-             "initContainers", "nodeSelector", "serviceAccountName", "terminationGracePeriodSeconds"}
-CONTAINER_BUILT = {"name", "image", "imagePullPolicy", "env", "resources", "securityContext", "volumeMounts", "ports",
-                   "startupProbe", "readinessProbe", "livenessProbe", "lifecycle"}
-
-
-def _extra(spec: dict, built: set) -> dict:
-    return {k: v for k, v in spec.items() if k not in built}
+            "volumes": {"cache": k8s_pod.CACHE_VOLUME}}
 
 
 def _settings() -> list:
@@ -370,7 +334,7 @@ def _settings() -> list:
 
 
 def _copied(catalog) -> dict:
-    """plan's objects the chart copies (buildsys/chart_copy.py): the monitoring objects, the
+    """plan's objects the chart copies (buildsys/chart_copy.py): the objects' names, the monitoring objects, the
     autoscaling objects of an engine group, the API Service and the NetworkPolicies; and the series
     labels the chart's matchers name (its `${match}`)."""
     slug = catalog.serving.default_recipe
@@ -378,9 +342,51 @@ def _copied(catalog) -> dict:
     hw = next(h for h in rc.recipe.hardware if "pd_cluster" in offered_strategies(rc, h))
     single = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1)}
     pd = {**single, "KIMI_STRATEGY": "pd_cluster"}
-    return {"monitoring": {"pod_labels": dict(catalog.serving.monitoring.pod_labels), **chart_copy.monitoring(_launch, single, pd),
+    multi = {**single, "KIMI_STRATEGY": default_strategy(rc, PROBE_NODES), "KIMI_NODES": str(PROBE_NODES), "KIMI_REPLICAS": "2"}
+    from entrypoint.core.compose.kv import load_kv
+
+    stores = [{**single, "KIMI_KV_OFFLOAD": kid, "KIMI_KV_INSTANCES": "2"} for kid in load_kv().stores]
+    return {**chart_copy.names(_launch, [single, pd, multi, *stores]),
+            "monitoring": {"pod_labels": dict(catalog.serving.monitoring.pod_labels), **chart_copy.monitoring(_launch, single, pd),
                            "autoscaling": chart_copy.autoscaling(_launch, single)},
             "exposed": chart_copy.exposed(_launch, pd, single)}
+
+
+def _pods(catalog) -> dict:
+    """plan's pod templates by kind (buildsys/chart_copy.py pods), each proven by a probe of other hardware
+    (or, for a KV store's helpers and routers, of its other helper or router)."""
+    slug = catalog.serving.default_recipe
+    rc = with_recipe(catalog, slug)
+    hws = [h for h in rc.recipe.hardware if "pd_cluster" in offered_strategies(rc, h)]
+    first, other = hws[0], next(h for h in hws if catalog.hardware[h].brand != catalog.hardware[hws[0]].brand)
+
+    def single(hw: str, **more) -> dict:
+        return {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1),
+                **{f"KIMI_{k.upper()}": str(v) for k, v in more.items()}}
+
+    def multi(hw: str) -> dict:
+        return {**single(hw), "KIMI_STRATEGY": default_strategy(rc, PROBE_NODES), "KIMI_NODES": str(PROBE_NODES)}
+
+    def template(kind: str, component: str, part: str = "template"):
+        def pick(objects: list) -> dict:
+            (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["labels"]["app.kubernetes.io/component"] == component]
+            return found["spec"]["leaderWorkerTemplate"][part] if kind == "LeaderWorkerSet" else found["spec"]["template"]
+        return pick
+
+    store = next(k for k, e in _kv(catalog)["stores"].items() if e["store"])
+    lmcache = next(k for k, e in _kv(catalog)["options"].items() if e["companion"])
+    serving = template("Deployment", "single")
+    pods = chart_copy.pods(_launch, {
+        "serving": ((single(first), serving), (single(other), serving)),
+        "headless": ((multi(first), template("LeaderWorkerSet", "head", "workerTemplate")),
+                     (multi(other), template("LeaderWorkerSet", "head", "workerTemplate"))),
+        "helper": ((single(first, kv_offload=store), template("Deployment", "master")),
+                   (single(other, kv_offload=store), template("StatefulSet", "store"))),
+        "router": ((single(first, strategy="pd_cluster"), template("Deployment", "router")),
+                   (single(other, kv_offload=store, kv_instances=2), template("Deployment", "router"))),
+        "companion": ((single(first, kv_offload=lmcache), serving), (single(other, kv_offload=lmcache), serving))})
+    pods["companion"] = pods["companion"]["spec"]["containers"][1]  # LMCache's server beside the engine
+    return pods
 
 
 INTERNED = ("strategies", "pd_pools", "engine_resources")  # per recipe x hardware, often alike
@@ -427,7 +433,7 @@ def facts() -> dict:
             "preload": _preload(catalog), "images": _images(catalog),
             "ingress_annotations": {k: str(catalog.serving.streams.idle_timeout_s)
                                     for k in catalog.serving.streams.ingress_annotations},
-            **_copied(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
+            **_copied(catalog), "pods": _pods(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
 
 
 # ---------------------------------------------------------------- values.schema.json

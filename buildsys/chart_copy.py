@@ -93,7 +93,26 @@ def monitoring(launch_env, single: dict, pd: dict) -> dict:
     for endpoint in objects[0]["spec"]["podMetricsEndpoints"]:
         assert endpoint["interval"] == interval["interval"]
         endpoint["interval"] = "${interval}"  # the chart's value, else this
-    return {"objects": objects, **interval}
+    return {"objects": objects, "match": matchers(launch_env, single), **interval}
+
+
+def matchers(launch_env, single: dict) -> dict:
+    """render/monitoring.match's PromQL matchers of a deployment's engine series: of all its engines
+    (`all`), of one component's (`one`) and of several (`many`); the release's names and the components
+    (`${component}`; several `${components}`, joined by `separator`) as placeholders, proven by a second
+    probe's."""
+    from entrypoint.render import monitoring as mon
+
+    copies = []
+    for name, namespace, components in ((PROBE_NAME, PROBE_NAMESPACE, ("probe-comp-a", "probe-comp-b")),
+                                        (OTHER_NAME, OTHER_NAMESPACE, ("other-comp-c", "other-comp-d"))):
+        launch = probe(launch_env, single, name, namespace)
+        many = mon.match(launch, components)
+        joined = many[many.rindex('"', 0, -1) + 1:-1]  # the components as the matcher writes several
+        separator = joined[len(components[0]):-len(components[1])]
+        copies.append(({"all": mon.match(launch), "one": mon.match(launch, components[:1]), "many": many, "separator": separator},
+                       {"name": name, "namespace": namespace, "components": joined, "component": components[0]}))
+    return proven(*copies[0], *copies[1])
 
 
 def autoscaling(launch_env, single: dict) -> dict:
@@ -134,6 +153,48 @@ def rendered(launch) -> list:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
+WORKLOADS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
+
+
+def _names(launch) -> dict:
+    """The names in `launch`'s rendering: each workload's by its component (`single`, `head`, `prefill`,
+    `router`, `instance`, ...), the cache claim's (`cache`), the settings ConfigMap's (`settings`), the API
+    Service's (`api`), the token's Secret (`token`) and, behind a fleet's router, the head's address its
+    plan resolves with (`head_addr`)."""
+    from entrypoint.render import k8s_pod
+
+    out = {"token": k8s_pod.hf_token_secret(launch)}
+    for o in rendered(launch):
+        meta = o["metadata"]
+        component = meta.get("labels", {}).get("app.kubernetes.io/component")
+        key = {"PersistentVolumeClaim": "cache", "ConfigMap": component, "Service": component}.get(o["kind"])
+        if o["kind"] in WORKLOADS or key in ("cache", "settings", "api"):
+            out.setdefault(key or component, meta["name"])
+        for container in ((o.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers", ()):
+            for e in container.get("env", ()):
+                if e["name"] == "KIMI_HEAD_ADDR":
+                    out["head_addr"] = e["value"]
+    return out
+
+
+def names(launch_env, envs) -> dict:
+    """What plan names each object the chart draws (and a multi-node copy's head address), read from probe
+    renderings of every shape in `envs` (a single node, a PD cluster, a multi-node fleet, a KV store of
+    instances behind its router), the release's name as `${name}`; and the labels of a component's objects
+    (k8s_objects.component_labels, `${component}`); proven by the same probes named otherwise."""
+    from entrypoint.render import k8s_objects
+
+    copies = []
+    for name, component in ((PROBE_NAME, "probe-comp-a"), (OTHER_NAME, "other-comp-b")):
+        found: dict = {}
+        for env in envs:
+            launch = probe(launch_env, env, name, PROBE_NAMESPACE)
+            found.update(_names(launch))
+        labels = k8s_objects.component_labels(launch, component)
+        copies.append(({"names": found, "labels": labels}, {"name": name, "component": component}))
+    return proven(*copies[0], *copies[1])
+
+
 def exposed(launch_env, pd: dict, single: dict) -> list:
     """The API Service and the NetworkPolicies (render/k8s_objects.py exposed): a PD probe's (its router
     in front), proven by a single-node probe's. Placeholders: the release's names, the API pods'
@@ -157,3 +218,64 @@ def exposed(launch_env, pd: dict, single: dict) -> list:
     objects = proven(*copies[0], *copies[1])
     objects[0]["spec"]["ports"][0]["port"] = "@{service_port}"
     return objects
+
+
+def _hollow(template: dict) -> dict:
+    """A pod template of plan's with its slots, what the chart computes for each pod, as placeholders
+    (`"@{k}"`, `${k}`): its labels and annotations, grace period, pod security and
+    node selector; every container's image and pull policy; the server's (and the download step's) env
+    and resources, a companion's env; the API server's startup probe's bound; the token Secret's name and key. The
+    cache volume is left out: the chart gives it (a claim, the user's volume, or a claim template)."""
+    t = json.loads(json.dumps(template))
+
+    def slot(node: dict, key: str, name: str) -> None:
+        if key in node:
+            node[key] = "@{%s}" % name
+
+    meta, spec = t["metadata"], t["spec"]
+    for key in ("labels", "annotations"):
+        slot(meta, key, key)
+    for key, name in (("terminationGracePeriodSeconds", "grace"), ("securityContext", "pod_security"),
+                      ("nodeSelector", "node_selector")):
+        slot(spec, key, name)
+    server, *others = spec["containers"]
+    for c in [server, *others, *spec.get("initContainers", ())]:
+        c["image"], c["imagePullPolicy"] = "${image}", "${pull_policy}"
+    slot(server, "env", "env")
+    for kind in ("limits", "requests"):
+        slot(server["resources"], kind, kind)
+    if any(p["name"] == "http" for p in server.get("ports", ())):  # the API server's start-up bound
+        slot(server["startupProbe"], "failureThreshold", "failure_threshold")
+    for c in spec.get("initContainers", ()):
+        slot(c, "env", "env")
+        for kind in ("limits", "requests"):
+            slot(c["resources"], kind, f"download_{kind}")
+    for c in others:
+        slot(c, "env", "companion_env")
+    spec["volumes"] = [v for v in spec["volumes"] if "persistentVolumeClaim" not in v]
+    for v in spec["volumes"]:
+        if "secret" in v:
+            v["secret"]["secretName"] = "${token_secret}"
+            (item,) = v["secret"]["items"]
+            item["key"] = "${token_key}"
+    return t
+
+
+def pods(launch_env, kinds: dict) -> dict:
+    """plan's pod templates the chart fills (kimi.pod), by kind: `serving` (a GPU process that serves the API,
+    and the chart adds its cache volume), `headless` (a GPU process that serves none: a multi-node worker),
+    `helper` (a KV store's master or store: no GPU, its TCP port), `router` (no GPU, serves the API) and
+    `companion` (the engine's pod with LMCache's server beside it). `kinds`: kind -> two probes (an env and
+    a picker of the template in its rendering), the second proving the first's copy (`_hollow`'s slots, and
+    the server's port and cache folder as placeholders)."""
+    out = {}
+    for kind, ((env, pick), (other_env, other_pick)) in kinds.items():
+        copies = []
+        for probe_env, picker, name, more in ((env, pick, PROBE_NAME, {"port": 8123, "router_port": 8124, "cache_dir": "/probe-cache-x"}),
+                                             (other_env, other_pick, OTHER_NAME, {"port": 9123, "router_port": 9124, "cache_dir": "/other-cache-y"})):
+            launch = probe(launch_env, probe_env, name, PROBE_NAMESPACE, **more)
+            template = _hollow(picker(rendered(launch)))
+            port = next((p["containerPort"] for p in template["spec"]["containers"][0].get("ports", ())), None)
+            copies.append((template, {"name": name, "cache_dir": more["cache_dir"], **({"port": port} if port else {})}))
+        out[kind] = proven(*copies[0], *copies[1])
+    return out

@@ -71,6 +71,31 @@ def _gateway(launch_env, env: dict, multi: dict) -> dict:
     return {"objects": proven(*copies[0], *copies[1])}
 
 
+def _discovery(launch_env, env: dict, multi: dict) -> dict:
+    """The copies' API pods (render/fleet.selector): per shape the router's discovery selector
+    (KIMI_ROUTER_SELECTOR) and the Gateway pool's labels, single-node and multi-node probes'; per PD pool
+    its terms, the pool's and (where its workers serve no API) its leaders', from a PD fleet's selection
+    of two pools of two; the release's name as `${name}`, proven by the same probes named otherwise."""
+    from types import SimpleNamespace
+
+    from entrypoint.render import fleet, gateway, k8s_objects
+
+    labels = (k8s_objects.LWS_NAME_LABEL, k8s_objects.LWS_INDEX_LABEL)
+    headless = {role: SimpleNamespace(name=role, serving_nodes=1, node_count=2) for role in ("prefill", "decode")}
+    pd = SimpleNamespace(prefill=headless["prefill"], pd_pools=headless, is_multi_node=False)
+    copies = []
+    for names in (NAMES, OTHER):
+        found: dict = {"selector": {}, "pool": {}}
+        for shape, probe_env in (("single", env), ("multi_node", multi)):
+            launch = probe(launch_env, probe_env, names["name"], names["namespace"])
+            found["selector"][shape] = ",".join(fleet.selector(launch.name, launch.selection, labels))
+            found["pool"][shape] = gateway.pool_selector(launch)
+        found["selector"]["pd_cluster"] = {role: [t for t in fleet.selector(names["name"], pd, labels) if t.startswith(f"{role}:")]
+                                           for role in headless}
+        copies.append((found, {"name": names["name"]}))
+    return proven(*copies[0], *copies[1])
+
+
 def facts(launch_env, catalog) -> dict:
     """files/facts.json `fleet`; `launch_env` is buildsys/chart.py's launch of an environment."""
 
@@ -81,4 +106,5 @@ def facts(launch_env, catalog) -> dict:
     from entrypoint.render import k8s_fleet
 
     return {"router": _router(launch_env, {**env, "KIMI_ROUTER_POLICY": "round_robin"}), "gateway": _gateway(launch_env, env, {**env, "KIMI_STRATEGY": default_strategy(rc, 2), "KIMI_NODES": "2"}),
+            "discovery": _discovery(launch_env, env, {**env, "KIMI_STRATEGY": default_strategy(rc, 2), "KIMI_NODES": "2"}),
             "pd": {"group_var": k8s_fleet.GROUP_VAR, "group_field": k8s_fleet.GROUP_FIELD}}

@@ -29,6 +29,8 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- /* settings.name, else the release's; settings.namespace, else the release's (plan judges both: the hook) */ -}}
 {{- $name := $s.name | default .Release.Name -}}
 {{- $ns := $s.namespace | default .Release.Namespace -}}
+{{- /* what plan names each object (and a copy's head address), by what it names (buildsys/chart_copy.py names) */ -}}
+{{- $names := include "kimi.fill" (list (toJson $f.names) (dict "name" $name)) | fromJson -}}
 {{- $hwf := index $f.hardware $hw | default dict -}}
 {{- /* the image, from one source (plan's, judged by the hook): settings.image (KIMI_IMAGE), else the hardware's
       published image built on the release (else the hook's kimi-serve, on the default release's image, refuses);
@@ -53,7 +55,7 @@ names, the image and the hook's env) where the shape table has no entry for them
     {{- $judged = append $judged (dict "name" (printf "KIMI_%s" (upper $k)) "value" (ternary (join "," .) (toString .) (kindIs "slice" .))) -}}
   {{- end -}}
 {{- end -}}
-{{- $base := dict "ok" false "name" $name "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
+{{- $base := dict "ok" false "name" $name "names" $names "labels" (toJson $f.labels) "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
       "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict "archSelector" ($hwf.arch_selector | default dict) -}}
 {{- /* the shape table's entry for the settings: recipe x hardware, strategy, variant, KV choice */ -}}
 {{- $rhw := index ($r.hardware | default dict) $hw | default dict -}}
@@ -71,6 +73,8 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- else -}}
 {{- $st := index $r.strategies $sid -}}
 {{- $ff := $f.fleet -}}
+{{- /* the copies' API pods, by shape (render/fleet.selector): the router's discovery, the Gateway pool's labels */ -}}
+{{- $disc := include "kimi.fill" (list (toJson $ff.discovery) (dict "name" $name)) | fromJson -}}
 {{- $front := toString ($s.router | default "vllm-router") -}}
 {{- $copies := int $o.replicas -}}
 {{- /* a fleet (docs/fleet.md): copies behind vllm-router or the cluster's Gateway, asked for by replicas > 1 or a
@@ -98,10 +102,10 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $pdRouter := dict -}}{{- $pdFleet := dict -}}
 {{- if $kvs -}}
   {{- $roles := $kvs.roles -}}
-  {{- $kvFront = list (dict "kind" "Deployment" "name" (printf "%s-master" $name) "component" "master" "claim" "" "tcpService" true
+  {{- $kvFront = list (dict "kind" "Deployment" "name" $names.master "component" "master" "claim" "" "tcpService" true
         "procs" (list (dict "role" "master" "serves" false "helper" true "port" (int $roles.master.port) "gpu" false "resources" $roles.master.resources))) -}}
   {{- if $kvs.store -}}
-    {{- $kvFront = append $kvFront (dict "kind" "StatefulSet" "name" (printf "%s-store" $name) "component" "store" "replicas" 1 "claims" false
+    {{- $kvFront = append $kvFront (dict "kind" "StatefulSet" "name" $names.store "component" "store" "replicas" 1 "claims" false
           "procs" (list (dict "role" "store" "serves" false "helper" true "port" (int $roles.store.port) "gpu" false "rank" true "resources" $roles.store.resources))) -}}
   {{- end -}}
 {{- end -}}
@@ -111,28 +115,28 @@ names, the image and the hook's env) where the shape table has no entry for them
   {{- $inst := int ($s.kv_instances | default $kvs.default_instances) -}}
   {{- $_ := set $pinned "kv_instances" $inst -}}
   {{- $groups = $kvFront -}}
-  {{- $groups = append $groups (dict "kind" "StatefulSet" "name" (printf "%s-instance" $name) "component" "instance" "replicas" $inst "claims" true
+  {{- $groups = append $groups (dict "kind" "StatefulSet" "name" $names.instance "component" "instance" "replicas" $inst "claims" true
         "procs" (list (dict "role" "instance" "serves" true "port" $port "gpu" true "rank" true))) -}}
   {{- if gt $inst 1 -}}
     {{- $rport := int ($s.router_port | default $kvs.roles.router.port) -}}
-    {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" ""
+    {{- $groups = append $groups (dict "kind" "Deployment" "name" $names.router "component" "router" "claim" ""
           "procs" (list (dict "role" "router" "serves" true "port" $rport "gpu" false "resources" $kvs.roles.router.resources))) -}}
-    {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
+    {{- $selector = include "kimi.labels" (list $base "router") | fromJson -}}
     {{- $apiPort = $rport -}}
   {{- else -}}
-    {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "instance" -}}
+    {{- $selector = include "kimi.labels" (list $base "instance") | fromJson -}}
   {{- end -}}
 {{- else if eq $st.shape "single" -}}
-  {{- $groups = list (dict "kind" "Deployment" "name" $name "component" "single" "claim" (printf "%s-cache" $name)
+  {{- $groups = list (dict "kind" "Deployment" "name" $names.single "component" "single" "claim" $names.cache
         "procs" (list (dict "role" "single" "serves" true "port" $port "gpu" true))) -}}
-  {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "single" -}}
+  {{- $selector = include "kimi.labels" (list $base "single") | fromJson -}}
 {{- else if eq $st.shape "multi_node" -}}
   {{- $_ := set $pinned "nodes" $nodes -}}
   {{- $_ := set $eff "iface" $d.auto_iface.KIMI_IFACE -}}
   {{- $procs := list (dict "role" "head" "serves" true "port" $port "gpu" true) -}}
   {{- if gt $nodes 1 }}{{ $procs = append $procs (dict "role" "worker" "serves" $st.worker_serves_http "port" $port "gpu" true) }}{{ end -}}
-  {{- $groups = list (dict "kind" "LeaderWorkerSet" "name" $name "component" "head" "procs" $procs "size" $nodes) -}}
-  {{- $selector = dict $lws.name_label $name -}}
+  {{- $groups = list (dict "kind" "LeaderWorkerSet" "name" $names.head "component" "head" "procs" $procs "size" $nodes) -}}
+  {{- $selector = dict $lws.name_label $names.head -}}
   {{- if not $st.worker_serves_http }}{{ $_ := set $selector $lws.index_label "0" }}{{ end -}}
 {{- else -}}
   {{- $groups = $kvFront -}}
@@ -148,20 +152,20 @@ names, the image and the hook's env) where the shape table has no entry for them
     {{- $n := int (hasKey $s $key | ternary (index $s $key) $derived) -}}
     {{- $_ := set $pinned $key $n -}}
     {{- $par := index $s (printf "%s_parallelism" $role) | default (index $pools $role).parallelism -}}
-    {{- $lname := printf "%s-%s" $name $role -}}
+    {{- $lname := index $names $role -}}
     {{- $rport := int (index $r.pd.ports $role) -}}
     {{- if and $fleet $pdPort }}{{ $rport = $pdPort }}{{ end }}{{ $pdPort = $rport -}}
-    {{- $pdTerms = append $pdTerms (printf "%s:%s=%s" $role $lws.name_label $lname) -}}
-    {{- if and (gt $n 1) (not (index (index $r.pd.worker_serves_http $role) $par)) }}{{ $pdTerms = append $pdTerms (printf "%s:%s=0" $role $lws.index_label) }}{{ end -}}
+    {{- $terms := index $disc.selector.pd_cluster $role -}}
+    {{- $pdTerms = concat $pdTerms (ternary $terms (list (first $terms)) (and (gt $n 1) (not (index (index $r.pd.worker_serves_http $role) $par)))) -}}
     {{- $procs := list (dict "role" $role "serves" true "port" $rport "gpu" true) -}}
     {{- if gt $n 1 }}{{ $procs = append $procs (dict "role" $role "serves" (index (index $r.pd.worker_serves_http $role) $par) "port" $rport "gpu" true) }}{{ end -}}
     {{- $groups = append $groups (dict "kind" "LeaderWorkerSet" "name" $lname "component" $role "procs" $procs "size" $n) -}}
   {{- end -}}
   {{- $_ := set $eff "iface" $d.auto_iface.KIMI_IFACE -}}
-  {{- $pdRouter = dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" ""
+  {{- $pdRouter = dict "kind" "Deployment" "name" $names.router "component" "router" "claim" ""
         "procs" (list (dict "role" "router" "serves" true "port" $routerPort "gpu" false)) -}}
   {{- $groups = append $groups $pdRouter -}}
-  {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
+  {{- $selector = include "kimi.labels" (list $base "router") | fromJson -}}
   {{- $apiPort = $routerPort -}}
   {{- $pdFleet = dict "terms" $pdTerms -}}
 {{- end -}}
@@ -170,33 +174,26 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $fleetOut := dict -}}
 {{- if $fleet -}}
   {{- $isPd := eq $st.shape "pd_cluster" -}}
-  {{- /* the copies' API pods: the single-node pods, or each group's leader (render/fleet.selector) */ -}}
-  {{- $poolLabels := list (list "app.kubernetes.io/name" $name) (list "app.kubernetes.io/component" "single") -}}
-  {{- if eq $st.shape "multi_node" }}{{ $poolLabels = list (list $lws.name_label $name) (list $lws.index_label "0") }}{{ end -}}
-  {{- $pool := dict -}}
-  {{- range $poolLabels }}{{ $_ := set $pool (index . 0) (index . 1) }}{{ end -}}
+  {{- $pool := index $disc.pool $st.shape -}}
   {{- if eq $front "vllm-router" -}}
     {{- $rp := ternary $routerPort (int ($s.router_port | default $ff.router.port)) $isPd -}}
-    {{- $discover := list -}}
-    {{- range $poolLabels }}{{ $discover = append $discover (printf "%s=%s" (index . 0) (index . 1)) }}{{ end -}}
-    {{- if $isPd }}{{ $discover = $pdFleet.terms }}{{ end -}}
-    {{- $_ := set $eff "router_selector" (join "," $discover) -}}
+    {{- $_ := set $eff "router_selector" (ternary (join "," ($pdFleet.terms | default list)) (index $disc.selector $st.shape) $isPd) -}}
     {{- /* what the router's own plan needs that no other container gets (k8s_fleet._router_deployment) */ -}}
     {{- $own := list (dict "name" "KIMI_NAMESPACE" "value" $ns) (dict "name" "KIMI_REPLICAS" "value" (toString $copies)) -}}
-    {{- if eq $st.shape "multi_node" }}{{ $own = append $own (dict "name" "KIMI_HEAD_ADDR" "value" (printf "%s-0.%s" $name $name)) }}{{ end -}}
-    {{- $router := dict "env" $own "serviceAccount" (printf "%s-router" $name) "metricsPort" (int $ff.router.metrics_port) "metricsName" $ff.router.metrics_port_name "tokenSkip" $ff.router.token_skip -}}
+    {{- if eq $st.shape "multi_node" }}{{ $own = append $own (dict "name" "KIMI_HEAD_ADDR" "value" $names.head_addr) }}{{ end -}}
+    {{- $router := dict "env" $own "serviceAccount" $names.router "metricsPort" (int $ff.router.metrics_port) "metricsName" $ff.router.metrics_port_name "tokenSkip" $ff.router.token_skip -}}
     {{- if $isPd -}}
       {{- /* the PD cluster's own router is the fleet's (its port and pod size); each pool pod its group's addresses */ -}}
       {{- $_ := set $pdRouter "strategy" $ff.router.strategy -}}
       {{- $_ := set (first $pdRouter.procs) "fleet" $router -}}
       {{- $_ := set $pdFleet "groupVar" (dict "name" $ff.pd.group_var "valueFrom" (dict "fieldRef" (dict "fieldPath" $ff.pd.group_field))) -}}
     {{- else -}}
-      {{- $groups = append $groups (dict "kind" "Deployment" "name" (printf "%s-router" $name) "component" "router" "claim" "" "strategy" $ff.router.strategy
+      {{- $groups = append $groups (dict "kind" "Deployment" "name" $names.router "component" "router" "claim" "" "strategy" $ff.router.strategy
             "procs" (list (dict "role" "router" "serves" true "port" $rp "gpu" false "resources" $ff.router.resources "fleet" $router))) -}}
-      {{- $selector = dict "app.kubernetes.io/name" $name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" "router" -}}
+      {{- $selector = include "kimi.labels" (list $base "router") | fromJson -}}
       {{- $apiPort = $rp -}}
     {{- end -}}
-    {{- $fleetOut = dict "router" true "serviceAccount" (printf "%s-router" $name) -}}
+    {{- $fleetOut = dict "router" true "serviceAccount" $names.router -}}
     {{- if $isPd }}{{ $_ := set $fleetOut "groups" $pdFleet }}{{ end -}}
   {{- else if eq $front "gateway" -}}
     {{- $selector = $pool -}}
@@ -207,7 +204,7 @@ names, the image and the hook's env) where the shape table has no entry for them
       variables only what the deployment adds: its name, by which each container names its peers (their addresses:
       KIMI_PEER_NAMES), the pinned choices and the fleet's discovery (render/k8s_pod.k8s_env) */ -}}
 {{- $given := dict -}}
-{{- $env := list (dict "name" "KIMI_CONFIG_JSON" "valueFrom" (dict "configMapKeyRef" (dict "name" (printf "%s-settings" $name) "key" "settings.json")))
+{{- $env := list (dict "name" "KIMI_CONFIG_JSON" "valueFrom" (dict "configMapKeyRef" (dict "name" $names.settings "key" "settings.json")))
       (dict "name" "KIMI_NAME" "value" $name) (dict "name" "KIMI_PEER_NAMES" "value" "k8s") -}}
 {{- range $f.settings -}}
   {{- if .passed -}}
@@ -233,13 +230,13 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- with $rhw.engine_resources }}{{ $engineResources = index (index (index $f.tables (int .)) $vid | default dict) $sid | default dict }}{{ end -}}
 {{- /* a host backend's node pod: each amount a setting's value as written, where it is given (recipe.with_host) */ -}}
 {{- $nodeResources := deepCopy $hwf.resources -}}
-{{- range $k, $by := ($hwf.sized_by | default dict) }}{{ with index $s (first $by) }}{{ $_ := set $nodeResources $k (printf "%v%s" . (last $by)) }}{{ end }}{{ end -}}
+{{- range $k, $by := ($hwf.sized_by | default dict) }}{{ with index $s (first $by) }}{{ $_ := set $nodeResources $k (include "kimi.fill" (list (last $by) (dict "value" (toString .)))) }}{{ end }}{{ end -}}
 {{- /* the components of the pods that serve vLLM's API (and /metrics): not the router (monitoring.engine_components) */ -}}
 {{- $components := list -}}
 {{- range $g := $groups }}{{ range $g.procs }}{{ if and .serves (ne .role "router") (not (has .role $components)) }}{{ $components = append $components .role }}{{ end }}{{ end }}{{ end -}}
 {{- $out := merge (dict "ok" true "engineResources" ($engineResources | default $nodeResources) "grace" $grace "strategy" $sid "shape" $st.shape "budget" $r.startup
       "serviceAccount" $saName "automountToken" (and $saCreate (eq (toString $sa.automount) "true")) "userEnv" ($v.extraEnv | default list) "envFrom" ($v.envFrom | default list)
-      "tokenSecret" ($hf.secretName | default (printf "%s-hf-token" $name)) "tokenKey" ($hf.key | default $d.token.key)
+      "tokenSecret" ($hf.secretName | default $names.token) "tokenKey" ($hf.key | default $d.token.key)
       "cacheVolume" $cacheVolume "scraper" (dict "namespace" ($v.monitoring.scraper.namespace | default "monitoring") "podLabels" ($v.monitoring.scraper.podLabels | default dict))
       "groups" $groups "components" $components "selector" $selector "apiPort" $apiPort "env" $env "given" $given "cacheDir" $cacheDir
       "pd" (eq $st.shape "pd_cluster") "roles" (or (eq $st.shape "pd_cluster") (not (empty $kvs)))
@@ -258,10 +255,15 @@ namespace (monitoring.scraper.namespace) and, when named, its pods' labels (k8s.
 {{- toJson $peer -}}
 {{- end -}}
 
+{{/* kimi.labels: (list ctx component) -> the labels of a component's objects, plan's (the table's labels) */}}
+{{- define "kimi.labels" -}}
+{{- include "kimi.fill" (list (index . 0).labels (dict "name" (index . 0).name "component" (index . 1))) -}}
+{{- end -}}
+
 {{/* kimi.meta: (list ctx name component [annotations]) -> metadata */}}
 {{- define "kimi.meta" -}}
 {{- $c := index . 0 -}}
-{{- $m := dict "name" (index . 1) "namespace" $c.namespace "labels" (merge (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" (index . 2)) $c.helmLabels) -}}
+{{- $m := dict "name" (index . 1) "namespace" $c.namespace "labels" (merge (include "kimi.labels" (list $c (index . 2)) | fromJson) $c.helmLabels) -}}
 {{- if and (gt (len .) 3) (index . 3) }}{{ $_ := set $m "annotations" (index . 3) }}{{ end -}}
 {{- toJson $m -}}
 {{- end -}}
@@ -304,7 +306,8 @@ architecture; `container` gives its name, command, args, env and more mounts and
 {{- toJson (dict "annotations" (include "kimi.skips" (list $f $c.image (index . 2)) | fromJson) "spec" $spec) -}}
 {{- end -}}
 
-{{/* kimi.pod: (list root ctx proc claim) -> {metadata, spec} of the pod template (k8s_pod.pod_spec) */}}
+{{/* kimi.pod: (list root ctx proc claim) -> {metadata, spec} of the pod template: plan's pod of the process's kind
+(the table's pods: render/k8s_pod.pod_spec) filled with its values, then the chart's own values over it */}}
 {{- define "kimi.pod" -}}
 {{- $root := index . 0 -}}{{- $c := index . 1 -}}{{- $p := index . 2 -}}{{- $claim := index . 3 -}}
 {{- $f := $root.Files.Get "files/facts.json" | fromJson -}}
@@ -313,14 +316,10 @@ architecture; `container` gives its name, command, args, env and more mounts and
 {{- $hwf := index $f.hardware $c.hardware -}}
 {{- $env := $c.env -}}
 {{- $settingsEnv := $env -}}
-{{- $tokenEnv := dict "name" $d.token.path_env "value" (printf "%s/%s" $d.token.dir $d.token.file) -}}
-{{- /* what every container of the pod is */ -}}
-{{- $base := dict "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError" "securityContext" $d.container_security -}}
-{{- with $c.envFrom }}{{ $_ := set $base "envFrom" . }}{{ end -}}
 {{- if or $c.roles $p.fleet }}{{ $env = append $env (dict "name" "KIMI_ROLE" "value" $p.role) }}{{ end -}}
 {{- /* a StatefulSet pod's rank is its ordinal (k8s_kv._with_rank) */ -}}
 {{- if $p.rank }}{{ $env = prepend $env (dict "name" "KIMI_NODE_RANK" "valueFrom" (dict "fieldRef" (dict "fieldPath" $f.kv.pod_index))) }}{{ end -}}
-{{- $env = concat (append $env $tokenEnv) $c.userEnv -}}
+{{- $env = concat (append $env $d.token_env) $c.userEnv -}}
 {{- /* a fleet's router: where it discovers the copies, and how many (k8s_fleet._router_deployment) */ -}}
 {{- with $p.fleet }}{{ $env = concat .env $env }}{{ end -}}
 {{- /* a PD fleet's pool pod: its group's index from the pod's label, by which it names its own group's pool pods
@@ -339,24 +338,40 @@ architecture; `container` gives its name, command, args, env and more mounts and
     {{- end -}}
   {{- end -}}
 {{- end -}}
-{{- $mounts := list -}}{{- $volumes := list -}}
-{{- range $d.scratch }}{{ $mounts = append $mounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ $volumes = append $volumes (dict "name" (index . 0) "emptyDir" dict) }}{{ end -}}
-{{- $mounts = append $mounts (dict "name" $d.volumes.token "mountPath" $d.token.dir "readOnly" true) -}}
-{{- $volumes = append $volumes (dict "name" $d.volumes.token "secret" (dict "secretName" $c.tokenSecret "optional" true "defaultMode" $d.token.mode "items" (list (dict "key" $c.tokenKey "path" $d.token.file)))) -}}
+{{- $dres := dict -}}
+{{- range $kind, $am := $resources }}{{ $_ := set $dres $kind (pick $am "cpu" "memory") }}{{ end -}}
+{{- /* plan's pod of the kind, its slots filled: first the parts of its strings, then its whole values (the user's
+      env, labels and annotations last, so nothing in them is taken for a placeholder) */ -}}
+{{- $parts := dict "image" $c.image "pull_policy" $c.pullPolicy "cache_dir" $c.cacheDir "token_secret" $c.tokenSecret "token_key" $c.tokenKey
+      "port" $p.port "failure_threshold" $c.budget.failureThreshold "grace" $c.grace -}}
+{{- $labels := merge (include "kimi.labels" (list $c $p.role) | fromJson) (deepCopy ($v.podLabels | default dict)) $c.helmLabels -}}
+{{- /* a changed setting rolls the pods (render/k8s_pod.py settings_checksum: Helm's checksum idiom) */ -}}
+{{- $ann := merge (deepCopy ($v.podAnnotations | default dict)) (include "kimi.procSkips" (list $f $c $p) | fromJson) -}}
+{{- $_ := set $ann "checksum/settings" (toJson $c.given | sha256sum) -}}
+{{- $wholes := dict "env" $env "limits" $resources.limits "requests" $resources.requests "download_limits" $dres.limits "download_requests" $dres.requests
+      "pod_security" (ternary $hwf.pod_security $f.router.pod_security $p.gpu) "labels" $labels "annotations" $ann
+      "node_selector" (ternary (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) $c.archSelector $p.gpu)
+      "companion_env" (concat (append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" ($c.companion.role | default ""))) $c.userEnv) -}}
+{{- $kind := ternary (ternary "serving" "headless" $p.serves) (ternary "router" "helper" $p.serves) $p.gpu -}}
+{{- $copy := dict "pod" (index $f.pods $kind) "companion" $f.pods.companion -}}
+{{- $copy = include "kimi.fill" (list (include "kimi.fill" (list (toJson $copy) $parts)) $wholes) | fromJson -}}
+{{- $spec := $copy.pod.spec -}}{{- $container := first $spec.containers -}}
+{{- /* a serving container's probes, each overlaid with the chart's `probes` */ -}}
+{{- range $k := ternary (list "startup" "readiness" "liveness") list $p.serves -}}
+  {{- $_ := set $container (printf "%sProbe" $k) (merge (deepCopy (index ($v.probes | default dict) $k | default dict)) (index $container (printf "%sProbe" $k))) -}}
+{{- end -}}
 {{- if $p.gpu -}}
-  {{- $mounts = concat $mounts (list (dict "name" $d.volumes.cache "mountPath" $c.cacheDir) (dict "name" $d.volumes.shm "mountPath" "/dev/shm")) -}}
-  {{- $volumes = append $volumes (dict "name" $d.volumes.shm "emptyDir" (dict "medium" "Memory")) -}}
-  {{- if $claim }}{{ $volumes = append $volumes (dict "name" $d.volumes.cache "persistentVolumeClaim" (dict "claimName" $claim)) }}
-  {{- else if $c.cacheVolume }}{{ $volumes = append $volumes (merge (dict "name" $d.volumes.cache) $c.cacheVolume) }}{{ end -}}
+  {{- if $claim }}{{ $_ := set $spec "volumes" (append $spec.volumes (dict "name" $d.volumes.cache "persistentVolumeClaim" (dict "claimName" $claim))) }}
+  {{- else if $c.cacheVolume }}{{ $_ := set $spec "volumes" (append $spec.volumes (merge (dict "name" $d.volumes.cache) $c.cacheVolume)) }}{{ end -}}
   {{- if and $c.preload (eq $p.role "single") -}}
     {{- /* KIMI_PRELOAD: the weight cache's sockets, in a memory-backed volume (k8s_pod.add_weight_cache) */ -}}
-    {{- $mounts = append $mounts (deepCopy $f.preload.socket) -}}
-    {{- $volumes = append $volumes (dict "name" $f.preload.socket.name "emptyDir" (dict "medium" "Memory")) -}}
+    {{- $_ := set $container "volumeMounts" (append $container.volumeMounts (deepCopy $f.preload.socket)) -}}
+    {{- $_ := set $spec "volumes" (append $spec.volumes (dict "name" $f.preload.socket.name "emptyDir" (dict "medium" "Memory"))) -}}
   {{- end -}}
   {{- /* Helm's escape hatches: the user's volumes on every GPU pod, mounted in the server and the download step */ -}}
   {{- /* judged as the API server would judge the pod: a volume name or a mountPath once, a mount of a volume that exists */ -}}
-  {{- $names := list $d.volumes.cache -}}{{- range $volumes }}{{ $names = append $names .name }}{{ end -}}
-  {{- $paths := list -}}{{- range $mounts }}{{ $paths = append $paths .mountPath }}{{ end -}}
+  {{- $names := list $d.volumes.cache -}}{{- range $spec.volumes }}{{ $names = append $names .name }}{{ end -}}
+  {{- $paths := list -}}{{- range $container.volumeMounts }}{{ $paths = append $paths .mountPath }}{{ end -}}
   {{- range $hatch := list "extraVolumes" "extraVolumeMounts" -}}{{- range $i, $x := (index $v $hatch | default list) -}}
     {{- if regexMatch $f.credential_pattern (toJson $x) -}}
       {{- fail (printf "%s[%d] carries a credential (a URL's user:password@ or a token in its query): no credential renders outside a Secret; mount it from a Secret (a secret volume) instead" $hatch $i) -}}
@@ -377,78 +392,35 @@ architecture; `container` gives its name, command, args, env and more mounts and
     {{- end -}}
     {{- $paths = append $paths (trimSuffix "/" $x.mountPath) -}}
   {{- end -}}
-  {{- $volumes = concat $volumes ($v.extraVolumes | default list) -}}
-  {{- $mounts = concat $mounts ($v.extraVolumeMounts | default list) -}}
-{{- end -}}
-{{- $container := merge (dict "name" $d.containers.server "env" $env "resources" $resources "volumeMounts" $mounts) (deepCopy $base) -}}
-{{- if $p.serves -}}
-  {{- $_ := set $container "ports" (list (dict "name" "http" "containerPort" $p.port)) -}}
-  {{- with $p.fleet }}{{ $_ := set $container "ports" (append $container.ports (dict "name" .metricsName "containerPort" .metricsPort)) }}{{ end -}}
-  {{- /* plan's probes, the startup probe sized to the launch's start-up budget, each overlaid with the chart's `probes` */ -}}
-  {{- $probes := include "kimi.fill" (list (toJson $d.probes) (dict "port" (toString $p.port) "failure_threshold" $c.budget.failureThreshold)) | fromJson -}}
-  {{- range $k, $probe := $probes }}{{ $_ := set $container $k (merge (deepCopy (index ($v.probes | default dict) (trimSuffix "Probe" $k) | default dict)) $probe) }}{{ end -}}
-{{- else if $p.helper -}}
-  {{- /* a KV helper: its TCP port, checked by `kimi-serve healthcheck` */ -}}
-  {{- $_ := set $container "ports" (list (dict "name" "tcp" "containerPort" $p.port)) -}}
-  {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $container $k (deepCopy $probe) }}{{ end -}}
-{{- end -}}
-{{- /* issue 30: preStop pause (through the drain for a process that serves no client); the grace period is
-      settings.stop_grace as given (KIMI_STOP_GRACE), which the container refuses if it cannot hold the drain */ -}}
-{{- $stop := $d.stop -}}
-{{- /* a process that serves clients: out of readiness first, then the pause; one that backs them: the pause and the
-      drain, which `kimi-serve drain --through-drain` reads itself (k8s_pod.pre_stop) */ -}}
-{{- $_ := set $container "lifecycle" (deepCopy (ternary $stop.pre_stop.serves $stop.pre_stop.backs (eq $p.serves true))) -}}
-{{- range $k, $x := $d.container_extra }}{{ $_ := set $container $k (deepCopy $x) }}{{ end -}}
-{{- $containers := list $container -}}
-{{- with $c.companion -}}{{- if $p.gpu -}}
-  {{- /* LMCache's server beside the engine (k8s_kv.add_companions): bound to the pod, sharing its /dev/shm */ -}}
-  {{- $cenv := concat (append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" .role)) $c.userEnv -}}
-  {{- $cmounts := list -}}
-  {{- range $d.scratch }}{{ $cmounts = append $cmounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ end -}}
-  {{- $cmounts = append $cmounts (dict "name" $d.volumes.shm "mountPath" "/dev/shm") -}}
-  {{- $companion := merge (dict "name" .role "env" $cenv "resources" (dict "limits" (deepCopy .resources) "requests" (deepCopy .resources)) "volumeMounts" $cmounts) (deepCopy $base) -}}
-  {{- range $k, $probe := $d.helper_probes }}{{ $_ := set $companion $k (deepCopy $probe) }}{{ end -}}
-  {{- $_ := set $companion "lifecycle" (deepCopy $stop.pre_stop.backs) -}}
-  {{- $containers = append $containers $companion -}}
-{{- end -}}{{- end -}}
-{{- $podSec := ternary (deepCopy $hwf.pod_security) (deepCopy $f.router.pod_security) $p.gpu -}}
-{{- $spec := dict "enableServiceLinks" false "automountServiceAccountToken" $c.automountToken "securityContext" $podSec "containers" $containers "volumes" $volumes -}}
-{{- with $c.serviceAccount }}{{ $_ := set $spec "serviceAccountName" . }}{{ end -}}
-{{- /* a fleet's router lists and watches the copies' pods with its own ServiceAccount's token (its Role) */ -}}
-{{- with $p.fleet }}{{ $_ := set $spec "serviceAccountName" .serviceAccount }}{{ $_ := set $spec "automountServiceAccountToken" true }}{{ end -}}
-{{- $_ := set $spec "terminationGracePeriodSeconds" $c.grace -}}
-{{- if $p.gpu -}}
-  {{- $dmounts := list -}}
-  {{- range $mounts }}{{ if not (has .mountPath (list "/dev/shm" $f.preload.socket.mountPath)) }}{{ $dmounts = append $dmounts . }}{{ end }}{{ end -}}
-  {{- $dres := dict -}}
-  {{- range $kind, $am := $resources }}{{ $_ := set $dres $kind (pick $am "cpu" "memory") }}{{ end -}}
-  {{- $_ := set $spec "initContainers" (list (merge (dict "name" $d.containers.download "args" (list "download") "env" $env "resources" $dres "volumeMounts" $dmounts) (deepCopy $base))) -}}
+  {{- $_ := set $spec "volumes" (concat $spec.volumes ($v.extraVolumes | default list)) -}}
+  {{- $_ := set $container "volumeMounts" (concat $container.volumeMounts ($v.extraVolumeMounts | default list)) -}}
+  {{- $download := first $spec.initContainers -}}
+  {{- $_ := set $download "volumeMounts" (concat $download.volumeMounts ($v.extraVolumeMounts | default list)) -}}
   {{- if and $c.preload (eq $p.role "single") -}}
     {{- /* `vllm preload` as a native sidecar (an init container that keeps running): it starts before the engine,
           survives its restarts, sees the node's GPUs the brand's way (recipes/hardware.yaml k8s_sidecar_gpus_env) */ -}}
-    {{- $penv := concat (deepCopy $settingsEnv) (list (dict "name" "KIMI_ROLE" "value" $f.preload.role) $tokenEnv) $c.preload.gpusEnv $c.userEnv -}}
-    {{- $sidecar := merge (dict "name" $f.preload.role "env" $penv "volumeMounts" (deepCopy $mounts)) (fromJson (toJson $f.preload.container | replace "${health_path}" $c.preload.path)) (pick $base "image" "imagePullPolicy" "envFrom") -}}
+    {{- $penv := concat (deepCopy $settingsEnv) (list (dict "name" "KIMI_ROLE" "value" $f.preload.role) $d.token_env) $c.preload.gpusEnv $c.userEnv -}}
+    {{- $sidecar := merge (dict "name" $f.preload.role "env" $penv "volumeMounts" (deepCopy $container.volumeMounts) "image" $c.image "imagePullPolicy" $c.pullPolicy)
+          (fromJson (toJson $f.preload.container | replace "${health_path}" $c.preload.path)) -}}
     {{- /* its start-up budget is the launch's, as the engine's (k8s_pod.add_weight_cache: the same health figures) */ -}}
-    {{- with $container.startupProbe }}{{ $_ := set $sidecar.startupProbe "failureThreshold" .failureThreshold }}{{ end -}}
+    {{- $_ := set $sidecar.startupProbe "failureThreshold" $container.startupProbe.failureThreshold -}}
     {{- $_ := set $spec "initContainers" (append $spec.initContainers $sidecar) -}}
   {{- end -}}
-  {{- $_ := set $spec "nodeSelector" (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) -}}
   {{- range $k := list "runtimeClassName" "priorityClassName" "schedulerName" }}{{ with index $v $k }}{{ $_ := set $spec $k . }}{{ end }}{{ end -}}
-{{- else -}}
-  {{- /* a pod without GPUs (the router, a KV helper) on a node of the image's architecture (k8s_pod.pod_spec) */ -}}
-  {{- $_ := set $spec "nodeSelector" (deepCopy $c.archSelector) -}}
+  {{- /* LMCache's server beside the engine (k8s_kv.add_companions): bound to the pod, sharing its /dev/shm */ -}}
+  {{- if $c.companion }}{{ $_ := set $spec "containers" (append $spec.containers $copy.companion) }}{{ end -}}
 {{- end -}}
-{{- range $k, $x := $d.pod_extra }}{{ $_ := set $spec $k (deepCopy $x) }}{{ end -}}
-{{- with $v.tolerations }}{{ $_ := set $spec "tolerations" . }}{{ end -}}
-{{- with $v.affinity }}{{ $_ := set $spec "affinity" . }}{{ end -}}
-{{- with $v.imagePullSecrets }}{{ $_ := set $spec "imagePullSecrets" . }}{{ end -}}
-{{- $labels := merge (dict "app.kubernetes.io/name" $c.name "app.kubernetes.io/part-of" "kimi-serve" "app.kubernetes.io/component" $p.role) (deepCopy ($v.podLabels | default dict)) $c.helmLabels -}}
-{{- $meta := dict "labels" $labels -}}
-{{- $ann := merge (deepCopy ($v.podAnnotations | default dict)) (include "kimi.procSkips" (list $f $c $p) | fromJson) -}}
-{{- /* a changed setting rolls the pods (render/k8s_pod.py settings_checksum: Helm's checksum idiom) */ -}}
-{{- $_ := set $ann "checksum/settings" (toJson $c.given | sha256sum) -}}
-{{- if $ann }}{{ $_ := set $meta "annotations" $ann }}{{ end -}}
-{{- toJson (dict "metadata" $meta "spec" $spec) -}}
+{{- with $p.fleet -}}
+  {{- /* a fleet's router lists and watches the copies' pods with its own ServiceAccount's token (its Role) */ -}}
+  {{- $_ := set $container "ports" (append $container.ports (dict "name" .metricsName "containerPort" .metricsPort)) -}}
+  {{- $_ := set $spec "serviceAccountName" .serviceAccount }}{{ $_ := set $spec "automountServiceAccountToken" true -}}
+{{- else -}}
+  {{- $_ := set $spec "automountServiceAccountToken" $c.automountToken -}}
+  {{- with $c.serviceAccount }}{{ $_ := set $spec "serviceAccountName" . }}{{ end -}}
+{{- end -}}
+{{- with $c.envFrom }}{{ range concat $spec.containers ($spec.initContainers | default list) }}{{ $_ := set . "envFrom" $c.envFrom }}{{ end }}{{ end -}}
+{{- range $k := list "tolerations" "affinity" "imagePullSecrets" }}{{ with index $v $k }}{{ $_ := set $spec $k . }}{{ end }}{{ end -}}
+{{- toJson $copy.pod -}}
 {{- end -}}
 
 {{/* kimi.claimSpec: (list root shared) -> the cache claim (k8s._cache_claim_spec and cache_access; persistence.*):

@@ -31,14 +31,12 @@ string) filled from `fills` (buildsys/chart_copy.py fill) */}}
       "scraper_namespace" ($m.scraper.namespace | default "") "scraper_labels" $scraperLabels)) -}}
 {{- end -}}
 
-{{/* kimi.match: (list ctx facts component) -> PromQL matchers of this deployment's engines */}}
+{{/* kimi.match: (list ctx facts components) -> PromQL matchers of this deployment's engines, of the components
+given (render/monitoring.match: the table's matchers filled) */}}
 {{- define "kimi.match" -}}
-{{- $c := index . 0 -}}{{- $m := (index . 1).monitoring -}}
-{{- $out := printf "namespace=%q,%s=%q" $c.namespace (index $m.pod_labels "app.kubernetes.io/name") $c.name -}}
-{{- $components := index . 2 | default list -}}
-{{- if eq (len $components) 1 }}{{ $out = printf "%s,%s=%q" $out (index $m.pod_labels "app.kubernetes.io/component") (first $components) }}
-{{- else if $components }}{{ $out = printf "%s,%s=~%q" $out (index $m.pod_labels "app.kubernetes.io/component") (join "|" $components) }}{{ end -}}
-{{- $out -}}
+{{- $c := index . 0 -}}{{- $m := (index . 1).monitoring.match -}}{{- $components := index . 2 | default list -}}
+{{- $fills := dict "name" $c.name "namespace" $c.namespace "component" (first $components | default "") "components" (join $m.separator $components) -}}
+{{- include "kimi.fill" (list (index $m (ternary "all" (ternary "one" "many" (eq (len $components) 1)) (empty $components))) $fills) -}}
 {{- end -}}
 
 {{- define "kimi.autoscaling" -}}
