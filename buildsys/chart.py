@@ -348,7 +348,7 @@ def _copied(catalog) -> dict:
     stores = [{**single, "KIMI_KV_OFFLOAD": kid, "KIMI_KV_INSTANCES": "2"} for kid in load_kv().stores]
     return {**chart_copy.names(_launch, [single, pd, multi, *stores]),
             "monitoring": {"pod_labels": dict(catalog.serving.monitoring.pod_labels), **chart_copy.monitoring(_launch, single, pd),
-                           "autoscaling": chart_copy.autoscaling(_launch, single)},
+                           "autoscaling": chart_copy.autoscaling(_launch, single, _rollout_probes(catalog, single, multi))},
             "exposed": chart_copy.exposed(_launch, pd, single)}
 
 
@@ -387,6 +387,19 @@ def _pods(catalog) -> dict:
         "companion": ((single(first, kv_offload=lmcache), serving), (single(other, kv_offload=lmcache), serving))})
     pods["companion"] = pods["companion"]["spec"]["containers"][1]  # LMCache's server beside the engine
     return pods
+
+
+def _rollout_probes(catalog, single: dict, multi: dict) -> dict:
+    """Per kind of autoscaled group, a probe and one of another recipe with another start-up bound."""
+    bound = _startup(with_recipe(catalog, single["KIMI_RECIPE"]))
+    for slug in catalog.recipes:
+        rc = with_recipe(catalog, slug)
+        if _startup(rc) != bound:
+            hw = next(h for h in rc.recipe.hardware if _probe(rc, slug, h, default_strategy(rc, PROBE_NODES)) is not None)
+            other = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1)}
+            return {"Deployment": (single, other), "LeaderWorkerSet": ({k: v for k, v in multi.items() if k != "KIMI_REPLICAS"}, {
+                **other, "KIMI_STRATEGY": default_strategy(rc, PROBE_NODES), "KIMI_NODES": str(_probe_nodes(rc, default_strategy(rc, PROBE_NODES), hw))})}
+    raise RuntimeError("no recipe has another start-up bound to prove the rollout's copy with")
 
 
 INTERNED = ("strategies", "pd_pools", "engine_resources")  # per recipe x hardware, often alike

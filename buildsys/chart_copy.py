@@ -115,9 +115,10 @@ def matchers(launch_env, single: dict) -> dict:
     return proven(*copies[0], *copies[1])
 
 
-def autoscaling(launch_env, single: dict) -> dict:
+def autoscaling(launch_env, single: dict, groups: dict) -> dict:
     """render/autoscaling.py's objects of one engine group, per engine (keda, hpa), and its
-    PodDisruptionBudget: a single-node probe's, proven by a second's. Placeholders: the group's
+    PodDisruptionBudget: a single-node probe's, proven by a second's; and the `rollout` of an
+    autoscaled group. Placeholders: the group's
     `meta`, `ref` and `pod_labels`, `match` (its serving components' series) and the operating
     settings."""
     from entrypoint.render import monitoring as mon
@@ -140,6 +141,31 @@ def autoscaling(launch_env, single: dict) -> dict:
         scaler, pdb = proven(*copies[0], *copies[1])
         out[engine] = scaler
         out["pdb"] = pdb
+    return {**out, "rollout": rollout(launch_env, groups)}
+
+
+def _delta(before, after):
+    """What `after` sets that `before` does not have (maps compared key by key)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return {k: _delta(before.get(k), v) for k, v in after.items() if before.get(k) != v}
+    return after
+
+
+def rollout(launch_env, groups: dict) -> dict:
+    """What autoscaling.apply sets on an autoscaled group, per kind (a Deployment's rollout, deadline and
+    zone spread; a LeaderWorkerSet's rollout): the difference between a probe's group with and without
+    an autoscaler, with the deadline (`progress_deadline`) and the group's `pod_labels` as placeholders.
+    `groups`: kind -> two probes, the second proving the first's (another recipe: another start-up bound)."""
+    out = {}
+    for kind, envs in groups.items():
+        copies = []
+        for env, name in zip(envs, (PROBE_NAME, OTHER_NAME)):
+            plain, scaled = [[o for o in rendered(probe(launch_env, env, name, PROBE_NAMESPACE, autoscaling=engine, router="none",
+                                                         replicas=2)) if o["kind"] == kind][0] for engine in ("off", "keda")]
+            patch = _delta(plain, scaled)
+            copies.append((patch, {"progress_deadline": patch["spec"].get("progressDeadlineSeconds"),
+                                   "pod_labels": (plain["spec"].get("selector") or {}).get("matchLabels")}))
+        out[kind] = proven(*copies[0], *copies[1])
     return out
 
 

@@ -103,8 +103,10 @@ def facts(launch_env, catalog) -> dict:
     rc = with_recipe(catalog, slug)
     hw = next(iter(rc.recipe.hardware))
     env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1), "KIMI_REPLICAS": "2"}
+    from entrypoint.core.compose import fleet
     from entrypoint.render import k8s_fleet
 
     return {"router": _router(launch_env, {**env, "KIMI_ROUTER_POLICY": "round_robin"}), "gateway": _gateway(launch_env, env, {**env, "KIMI_STRATEGY": default_strategy(rc, 2), "KIMI_NODES": "2"}),
             "discovery": _discovery(launch_env, env, {**env, "KIMI_STRATEGY": default_strategy(rc, 2), "KIMI_NODES": "2"}),
+            "asked_by": {"set": list(fleet.FLEET_SETTINGS), "values": dict(fleet.FLEET_VALUES)},
             "pd": {"group_var": k8s_fleet.GROUP_VAR, "group_field": k8s_fleet.GROUP_FIELD}}

@@ -109,12 +109,17 @@ def settings(rng: random.Random) -> dict:
 
 
 def _front(rng: random.Random, s: dict, p_policy: float) -> None:
-    """What fronts a fleet's copies (settings.router unset: vllm-router), and at times a router policy."""
+    """What fronts a fleet's copies (settings.router unset: vllm-router), and at times a router policy
+    and the stream front (on: a fleet even of one copy; off), drawn apart (from the value set so far),
+    so the rest of each seed's sample stays what it was."""
     front = rng.choice([None, None, "vllm-router", "gateway", "none"])
     if front:
         s["router"] = front
     if _maybe(rng, p_policy):
         s["router_policy"] = rng.choice(ROUTER_POLICIES)
+    apart = random.Random(repr(sorted(s.items())))
+    if _maybe(apart, 0.2):
+        s["stream_front"] = apart.choice(["on", "on", "off"])
 
 
 def sample(seed: int, size: int) -> list:

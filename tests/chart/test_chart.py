@@ -105,6 +105,9 @@ CASES = {
     "fleet-k3-multi_node_tp_dp-h200x2-monitored": (
         {"recipe": "kimi-k3", "hardware": "h200", "strategy": "multi_node_tp_dp", "nodes": 2},
         {"KIMI_REPLICAS": "2", "KIMI_MONITORING": "1"}, {"replicas": 2, "monitoring": {"enabled": True}}),
+    # the stream front asks for a fleet even of one copy, and puts a PD cluster of one unit behind it
+    "fleet-stream-front-single-h200": ({"hardware": "h200", "stream_front": "on"}, {}, {}),
+    "fleet-stream-front-pd-h200": ({"hardware": "h200", "strategy": "pd_cluster", "stream_front": "on"}, {}, {}),
     "fleet-lmcache-h200x2": ({"hardware": "h200", "kv_offload": "lmcache"}, {"KIMI_REPLICAS": "2"}, {"replicas": 2}),
     "fleet-h200x2-role-router": ({"hardware": "h200", "role": "router"}, {"KIMI_REPLICAS": "2"}, {"replicas": 2}),
     "fleet-gateway-h200x2-monitored": (

@@ -77,10 +77,13 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $disc := include "kimi.fill" (list (toJson $ff.discovery) (dict "name" $name)) | fromJson -}}
 {{- $front := toString ($s.router | default "vllm-router") -}}
 {{- $copies := int $o.replicas -}}
-{{- /* a fleet (docs/fleet.md): copies behind vllm-router or the cluster's Gateway, asked for by replicas > 1 or a
-      fleet setting unless settings.router is none; an autoscaled PD cluster is a PD fleet, even of one unit */ -}}
-{{- $pdScaled := and (eq $st.shape "pd_cluster") (ne $o.autoscaling "off") -}}
-{{- $fleet := and (ne $front "none") (or (gt $copies 1) $pdScaled (hasKey $s "replica_addrs") (hasKey $s "router_selector") (hasKey $s "router_policy")) -}}
+{{- /* a fleet (docs/fleet.md): copies behind vllm-router or the cluster's Gateway, asked for by replicas > 1, or by the
+      settings and values plan's fleet.choose reads (the table's asked_by), unless settings.router is none; an
+      autoscaled PD cluster is a PD fleet, even of one unit */ -}}
+{{- $asked := or (gt $copies 1) (and (eq $st.shape "pd_cluster") (ne $o.autoscaling "off")) -}}
+{{- range $ff.asked_by.set }}{{ if hasKey $s . }}{{ $asked = true }}{{ end }}{{ end -}}
+{{- range $k, $x := $ff.asked_by.values }}{{ if eq (toString (index $s $k)) $x }}{{ $asked = true }}{{ end }}{{ end -}}
+{{- $fleet := and (ne $front "none") $asked -}}
 {{- $cacheDir := "" -}}{{- $routerPort := 0 -}}{{- $grace := 0 -}}
 {{- range $f.settings -}}
   {{- if eq .name "cache_dir" }}{{ $cacheDir = $s.cache_dir | default .default }}{{ end -}}

@@ -45,7 +45,6 @@ given (render/monitoring.match: the table's matchers filled) */}}
 {{- $a := $f.monitoring.autoscaling -}}
 {{- $o := include "kimi.operate" $root | fromJson -}}
 {{- $scalers := list -}}{{- $pdbs := list -}}
-{{- $surge := dict "maxSurge" 1 "maxUnavailable" 0 -}}
 {{- range $e := index . 2 -}}
   {{- /* an engine group: a Deployment or LeaderWorkerSet of GPU processes (not the router, not a KV store's
         master), with the components of its pods that serve (and queue): a tp_dp group's every head */ -}}
@@ -56,13 +55,9 @@ given (render/monitoring.match: the table's matchers filled) */}}
   {{- $engine := and $serving (ne $e.kind "StatefulSet") -}}
   {{- if $engine }}{{ $_ := set $e.spec "replicas" (int $o.replicas) }}{{ end -}}
   {{- if and (ne $o.autoscaling "off") (or $engine (eq ($g.component | default "") "router")) -}}
-    {{- if eq $e.kind "Deployment" -}}
-      {{- $_ := set $e.spec "strategy" (dict "type" "RollingUpdate" "rollingUpdate" (deepCopy $surge)) -}}
-      {{- $_ := set $e.spec "progressDeadlineSeconds" $c.budget.progressDeadline -}}
-      {{- $_ := set $e.spec.template.spec "topologySpreadConstraints" (list (dict "maxSkew" 1 "topologyKey" "topology.kubernetes.io/zone" "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" (dict "matchLabels" (deepCopy $e.spec.selector.matchLabels)))) -}}
-    {{- else -}}
-      {{- $_ := set $e.spec "rolloutStrategy" (dict "type" "RollingUpdate" "rollingUpdateConfiguration" (deepCopy $surge)) -}}
-    {{- end -}}
+    {{- /* plan's rollout of an autoscaled group of the kind (autoscaling.apply: surge, deadline, zone spread) */ -}}
+    {{- $_ := mergeOverwrite $e (include "kimi.fill" (list (toJson (index $a.rollout $e.kind)) (dict "progress_deadline" $c.budget.progressDeadline
+          "pod_labels" (($e.spec.selector | default dict).matchLabels | default dict))) | fromJson) -}}
     {{- if $engine -}}
       {{- $podLabels := dict $f.defaults.lws.name_label $e.metadata.name -}}
       {{- with $e.spec.selector }}{{ $podLabels = .matchLabels }}{{ end -}}

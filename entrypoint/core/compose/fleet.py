@@ -92,7 +92,11 @@ class FleetChoice:
         return any(":" in item for item in self.selector)
 
 
-_FLEET_SETTINGS = ("replica_addrs", "router_selector", "router_policy")
+# what asks for a fleet besides KIMI_REPLICAS > 1 (and an autoscaled PD cluster): these settings given, or
+# these values (the stream front on: a PD cluster of one unit behind it is a PD fleet of one unit); the
+# Helm chart draws a fleet by the same data (buildsys/chart_fleet.py `asked_by`)
+FLEET_SETTINGS = ("replica_addrs", "router_selector", "router_policy")
+FLEET_VALUES = {"stream_front": "on"}
 
 
 def choose(settings, directory: Optional[str] = None, pd: bool = False) -> Optional[FleetChoice]:
@@ -103,8 +107,8 @@ def choose(settings, directory: Optional[str] = None, pd: bool = False) -> Optio
     group's pods) reaches; for the same reason a PD cluster of several units, or autoscaled, behind
     no router (KIMI_ROUTER=none) is refused."""
     scaled = pd and settings.autoscaling != "off"
-    front = settings.stream_front == "on"  # a PD cluster of one unit behind the front: a PD fleet of one unit
-    asked = settings.replicas > 1 or scaled or front or any(settings.is_set(n) for n in _FLEET_SETTINGS)
+    asked = (settings.replicas > 1 or scaled or any(settings.is_set(n) for n in FLEET_SETTINGS)
+             or any(getattr(settings, k) == v for k, v in FLEET_VALUES.items()))
     if settings.router == "none" and pd and (settings.replicas > 1 or scaled):
         raise _refuse("KIMI_ROUTER=none puts the copies behind a plain Service, but a PD cluster's units (KIMI_REPLICAS "
                       "> 1, or the groups KIMI_AUTOSCALING adds) are paired only by their router: each further group "
@@ -138,7 +142,7 @@ def choose(settings, directory: Optional[str] = None, pd: bool = False) -> Optio
                         f"{replicas}. Give one address per copy, or set KIMI_REPLICAS={len(addrs)}.")
     if not settings.is_set("replicas") and addrs:
         replicas = len(addrs)
-    if front and settings.router != "vllm-router":
+    if settings.stream_front == "on" and settings.router != "vllm-router":
         raise KimiError(E.UNSUPPORTED_COMBINATION, f"KIMI_STREAM_FRONT=on puts the stream front before the fleet's "
                         f"vllm-router, and KIMI_ROUTER={settings.router} runs none. Use KIMI_ROUTER=vllm-router, or "
                         "unset KIMI_STREAM_FRONT.")
