@@ -20,9 +20,9 @@ from pathlib import Path
 from buildsys.chart import _probe_nodes
 from entrypoint.core.compose.select import offered_strategies
 from entrypoint.core.data.recipe import load_catalog, with_recipe
-from tests.chart.helm import install
+from tests.chart.helm import hook_verdict, install
 from tests.chart.sample import LOAD_FORMATS, MODELS, VLLM_VERSIONS
-from tests.chart.test_agreement import _chart, _plan, values_of
+from tests.chart.test_agreement import _charts, _plan, values_of
 
 PAIRS = [("variant", "vllm_version"), ("variant", "features"), ("variant", "profile"), ("vllm_version", "features"),
          ("vllm_version", "profile"), ("profile", "features"), ("vllm_version", "load_format"),
@@ -39,6 +39,12 @@ def _bases(catalog, slug: str):
             if cat.strategies[sid].deploy_type == "multi_node":
                 base["nodes"] = _probe_nodes(cat, sid, hw)
             yield base
+
+
+def chart_refusal(helm, settings: dict, tmp: Path):
+    """The chart's refusal of the settings (helm's error, or its pre-install check's verdict), or None."""
+    ((charted, rendered),) = _charts(helm, [values_of(settings, {})], tmp)
+    return rendered if charted is None else hook_verdict(rendered)
 
 
 def main(only) -> int:
@@ -61,7 +67,7 @@ def main(only) -> int:
                         if (refused is None) == (alone[(a, va)] is None and alone[(b, vb)] is None):
                             continue
                         interactions += 1
-                        charted = _chart(helm, values_of(settings, {}), tmp)[1]
+                        charted = chart_refusal(helm, settings, tmp)
                         if (refused is None) != (charted is None):
                             disagreements += 1
                             print("DISAGREE", settings, "plan:", refused or "renders", "chart:",

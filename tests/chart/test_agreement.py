@@ -157,3 +157,13 @@ DRIFT = [({"hardware": "h200", "load_format": fmt}, {"autoscaling": engine})
 @pytest.mark.slow
 def test_the_drift_cases_agree(helm, tmp_path):
     _compare(helm, tmp_path, DRIFT, 0, "issue 50's drift cases")
+
+
+def test_the_pairs_script_asks_the_chart_as_this_module_does(helm, tmp_path):
+    """tests/chart/pairs.py (run by hand) asks the chart through this module's own helpers: it renders a
+    valid value set and gets the pre-install check's refusal, in plan's words, of an invalid one."""
+    from tests.chart.pairs import chart_refusal
+
+    assert chart_refusal(helm, {"hardware": "h200"}, tmp_path) is None
+    refusal = chart_refusal(helm, {"hardware": "h200", "router": "gateway", "stream_front": "on"}, tmp_path)
+    assert refusal is not None and "KIMI_STREAM_FRONT=on" in refusal, refusal
