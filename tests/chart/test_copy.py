@@ -38,3 +38,27 @@ def test_a_constant_that_equals_a_probes_value_fails_the_proof():
     probe = {**PROBE, "replicas": 30}
     with pytest.raises(AssertionError, match="does not fill"):
         proven(_scaler(probe), probe, _scaler(OTHER), OTHER)
+
+
+def test_a_hollowed_pod_filled_with_its_own_values_is_plans_pod_without_its_claim():
+    """chart_copy._hollow (the table's pods): a pod template plan renders (`plan --format k8s`, a single
+    node with LMCache's server beside the engine), its slots filled with the pod's own values, is that pod
+    but for the cache claim's volume, which the chart adds: the hollowing loses nothing else."""
+    from buildsys.chart import _launch
+    from buildsys.chart_copy import _hollow, probe, rendered
+
+    launch = probe(_launch, {"KIMI_HARDWARE": "h200", "KIMI_KV_OFFLOAD": "lmcache"}, "rel", "ns")
+    (pod,) = [o["spec"]["template"] for o in rendered(launch) if o["kind"] == "Deployment"]
+    spec = pod["spec"]
+    server, companion = spec["containers"]
+    (download,) = spec["initContainers"]
+    (token,) = [v for v in spec["volumes"] if "secret" in v]
+    values = {**{k: pod["metadata"][k] for k in ("labels", "annotations")}, "grace": spec["terminationGracePeriodSeconds"],
+              "pod_security": spec["securityContext"], "node_selector": spec["nodeSelector"], "image": server["image"],
+              "pull_policy": server["imagePullPolicy"], "env": server["env"], **server["resources"],
+              **{f"download_{k}": v for k, v in download["resources"].items()}, "companion_env": companion["env"],
+              "failure_threshold": server["startupProbe"]["failureThreshold"], "token_secret": token["secret"]["secretName"],
+              "token_key": token["secret"]["items"][0]["key"]}
+    hollow = _hollow(pod)
+    assert "@{env}" in str(hollow) and server["image"] not in str(hollow)
+    assert fill(hollow, values) == {**pod, "spec": {**spec, "volumes": [v for v in spec["volumes"] if "persistentVolumeClaim" not in v]}}
