@@ -316,7 +316,7 @@ def _defaults(catalog) -> dict:
             "skip_keys": [k8s_pod.SKIP_ANNOTATION.format(i) for i in range(1, len(k8s_pod.SKIP_REASONS) + 2)],
             "cache_size": k8s.CACHE_SIZE,
             "auto_iface": k8s.AUTO_IFACE, "namespace_label": k8s.NAMESPACE_LABEL,
-            "lws": {"api": k8s.LWS_API, "name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
+            "lws": {"name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
             "volumes": {"cache": k8s_pod.CACHE_VOLUME}}
 
 
@@ -389,6 +389,29 @@ def _pods(catalog) -> dict:
     return pods
 
 
+def _groups(catalog) -> dict:
+    """plan's objects of each kind of group (buildsys/chart_copy.py groups), each proven by a probe of
+    hardware of another brand: a Deployment, a KV store's master (its Deployment and Service), a
+    StatefulSet of instances with its headless Service, a LeaderWorkerSet of a head and a worker."""
+    slug = catalog.serving.default_recipe
+    rc = with_recipe(catalog, slug)
+    hws = [h for h in rc.recipe.hardware if "pd_cluster" in offered_strategies(rc, h)]
+    first, other = hws[0], next(h for h in hws if catalog.hardware[h].brand != catalog.hardware[hws[0]].brand)
+    store = next(k for k, e in _kv(catalog)["stores"].items() if e["store"])
+
+    def env(hw: str, **more) -> dict:
+        return {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1),
+                **{f"KIMI_{k.upper()}": str(v) for k, v in more.items()}}
+
+    multi = {"strategy": default_strategy(rc, PROBE_NODES), "nodes": PROBE_NODES}
+    kinds = {"Deployment": (dict(), [("Deployment", "single")]),
+             "master": (dict(kv_offload=store), [("Deployment", "master"), ("Service", "master")]),
+             "StatefulSet": (dict(kv_offload=store), [("StatefulSet", "instance"), ("Service", "instance")]),
+             "LeaderWorkerSet": (multi, [("LeaderWorkerSet", "head")])}
+    return chart_copy.groups(_launch, {k: ((env(first, **more), picks), (env(other, **more), picks))
+                                       for k, (more, picks) in kinds.items()})
+
+
 def _rollout_probes(catalog, single: dict, multi: dict) -> dict:
     """Per kind of autoscaled group, a probe and one of another recipe with another start-up bound."""
     bound = _startup(with_recipe(catalog, single["KIMI_RECIPE"]))
@@ -446,7 +469,7 @@ def facts() -> dict:
             "preload": _preload(catalog), "images": _images(catalog),
             "ingress_annotations": {k: str(catalog.serving.streams.idle_timeout_s)
                                     for k in catalog.serving.streams.ingress_annotations},
-            **_copied(catalog), "pods": _pods(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
+            **_copied(catalog), "pods": _pods(catalog), "groups": _groups(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
 
 
 # ---------------------------------------------------------------- values.schema.json

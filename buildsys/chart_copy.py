@@ -305,3 +305,50 @@ def pods(launch_env, kinds: dict) -> dict:
             copies.append((template, {"name": name, "cache_dir": more["cache_dir"], **({"port": port} if port else {})}))
         out[kind] = proven(*copies[0], *copies[1])
     return out
+
+
+def _hollow_group(objects: list) -> list:
+    """A group's objects as plan renders them (its workload, and a KV helper's Service), with what the
+    chart gives each group as slots: the objects' metadata (`meta`, `service_meta`), the pods' labels
+    (`pod_labels`), the pod templates (`pod`; a LeaderWorkerSet's `leader` and `worker`), the claim
+    templates (`claims`), a StatefulSet's `replicas` and Service (`${group}`), a set's `size`, the
+    Service's `port`."""
+    out = json.loads(json.dumps(objects))
+    for o in out:
+        spec = o["spec"]
+        o["metadata"] = "@{service_meta}" if o["kind"] == "Service" else "@{meta}"
+        if o["kind"] == "Service":
+            spec["selector"] = "@{pod_labels}"
+            for port in spec.get("ports", ()):
+                port["port"] = "@{port}"
+            continue
+        for key, slot in (("template", "pod"), ("volumeClaimTemplates", "claims")):
+            if key in spec:
+                spec[key] = "@{%s}" % slot
+        if "selector" in spec:
+            spec["selector"]["matchLabels"] = "@{pod_labels}"
+        if o["kind"] == "StatefulSet":
+            spec["replicas"], spec["serviceName"] = "@{replicas}", "${group}"
+        lwt = spec.get("leaderWorkerTemplate", {})
+        for key, slot in (("size", "size"), ("leaderTemplate", "leader"), ("workerTemplate", "worker"),
+                          ("volumeClaimTemplates", "claims")):
+            if key in lwt:
+                lwt[key] = "@{%s}" % slot
+    return out
+
+
+def groups(launch_env, kinds: dict) -> dict:
+    """plan's objects of each kind of group the chart draws (objects.yaml), hollowed (`_hollow_group`):
+    kind -> two probes (an env and the (kind, component) of the group's objects), the second proving the
+    first's."""
+    out = {}
+    for kind, ((env, picks), (other_env, other_picks)) in kinds.items():
+        copies: list = []
+        for probe_env, wanted, name in ((env, picks, PROBE_NAME), (other_env, other_picks, OTHER_NAME)):
+            objects = rendered(probe(launch_env, probe_env, name, PROBE_NAMESPACE))
+            kept = [o for w in wanted for o in objects
+                    if (o["kind"], o["metadata"]["labels"].get("app.kubernetes.io/component")) == w]
+            assert len(kept) == len(wanted), (kind, wanted)
+            copies.append((_hollow_group(kept), {}))
+        out[kind] = proven(*copies[0], *copies[1])
+    return out
