@@ -42,10 +42,11 @@ def placeheld(objects, values: dict):
 
 
 def fill(objects, values: dict):
-    """What the chart's kimi.fill does: each placeholder filled, in the order of its names."""
+    """What the chart's kimi.fill does: each placeholder filled, in the order of its names; what a fill
+    writes has its `${` and `@{` escaped (the same text once parsed), so no value is taken for a placeholder."""
     out = json.dumps(objects)
     for k, v in sorted(values.items()):
-        as_json = json.dumps(v, separators=(",", ":"))
+        as_json = json.dumps(v, separators=(",", ":")).replace("${", "$\\u007b").replace("@{", "@\\u007b")
         out = out.replace('"@{%s}"' % k, as_json).replace("${%s}" % k, as_json[1:-1] if isinstance(v, str) else as_json)
     return json.loads(out)
 

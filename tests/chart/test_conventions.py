@@ -303,3 +303,37 @@ def test_every_object_validates_strictly_and_every_scrape_target_is_reachable(he
         assert netpol.allowed(policies, netpol.scraper(), pod, port), (pod.owner, port)
         # the API port is open to every client; every other one (a fleet router's metrics port too) only to the scraper
         assert not netpol.allowed(policies, netpol.scraper("elsewhere"), pod, port) or port == 8000
+
+
+@pytest.mark.parametrize("settings", [{"hardware": "h200", "cache_dir": "/models/${port}"},
+                                      {"hardware": "h100", "strategy": "multi_node_tp", "nodes": 2, "cache_dir": "/m/@{worker}"}])
+def test_a_value_that_reads_like_a_placeholder_renders_as_written(helm, tmp_path, settings):
+    """The table's copies are filled with the chart's values (kimi.fill); a user's value that reads like one of
+    their placeholders (`${port}`, `@{labels}`) renders as written, as plan renders it, and breaks nothing."""
+    literal = ["${labels}", "@{requests}", "${env}", "@{worker}", "${token_key}"]
+    values = {"settings": settings, "extraEnv": [{"name": f"V{i}", "value": v} for i, v in enumerate(literal)],
+              "podAnnotations": {f"note{i}": v for i, v in enumerate(literal)}}
+    objects = _render(helm, values, tmp_path)
+    templates = [o["spec"]["template"] for o in objects if o["kind"] == "Deployment"] + [
+        o["spec"]["leaderWorkerTemplate"][k] for o in objects if o["kind"] == "LeaderWorkerSet"
+        for k in ("leaderTemplate", "workerTemplate")]
+    assert len(templates) == (2 if "nodes" in settings else 1)
+    for template in templates:
+        (server,) = [c for c in template["spec"]["containers"] if c["name"] == "kimi-serve"]
+        assert [e["value"] for e in server["env"] if e["name"].startswith("V")] == literal
+        assert {k: v for k, v in template["metadata"]["annotations"].items() if k.startswith("note")} == \
+            {f"note{i}": v for i, v in enumerate(literal)}
+        (cache,) = [m for m in server["volumeMounts"] if m["name"] == "cache"]
+        assert cache["mountPath"] == settings["cache_dir"]
+
+
+def test_a_pd_cluster_behind_the_gateway_renders_objects_the_api_server_takes_and_the_hook_refuses(helm, tmp_path):
+    """plan refuses a PD cluster behind the Gateway, and so does the chart's pre-install check; the objects the
+    chart renders for it are whole (the table has no Gateway pool for a PD cluster, and an unfilled placeholder
+    where a selector goes would fail the API server's validation before the hook could say why)."""
+    values = {"settings": {"hardware": "h200", "strategy": "pd_cluster", "router": "gateway"}, "replicas": 2}
+    objects = _render(helm, values, tmp_path)
+    assert not re.search(r"[$@]\{", json.dumps(objects))
+    for obj in objects:
+        validate(obj)
+    assert "KIMI_ROUTER=gateway" in _refused(helm, values, tmp_path)

@@ -177,7 +177,9 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- $fleetOut := dict -}}
 {{- if $fleet -}}
   {{- $isPd := eq $st.shape "pd_cluster" -}}
-  {{- $pool := index $disc.pool $st.shape -}}
+  {{- /* a shape the table has no pool for (a PD cluster: plan refuses the Gateway before it, and so does the hook)
+        draws the single-node pool's labels, so every object stays one the API server takes */ -}}
+  {{- $pool := index $disc.pool $st.shape | default $disc.pool.single -}}
   {{- if eq $front "vllm-router" -}}
     {{- $rp := ternary $routerPort (int ($s.router_port | default $ff.router.port)) $isPd -}}
     {{- $_ := set $eff "router_selector" (ternary (join "," ($pdFleet.terms | default list)) (index $disc.selector $st.shape) $isPd) -}}
@@ -343,21 +345,19 @@ architecture; `container` gives its name, command, args, env and more mounts and
 {{- end -}}
 {{- $dres := dict -}}
 {{- range $kind, $am := $resources }}{{ $_ := set $dres $kind (pick $am "cpu" "memory") }}{{ end -}}
-{{- /* plan's pod of the kind, its slots filled: first the parts of its strings, then its whole values (the user's
-      env, labels and annotations last, so nothing in them is taken for a placeholder) */ -}}
-{{- $parts := dict "image" $c.image "pull_policy" $c.pullPolicy "cache_dir" $c.cacheDir "token_secret" $c.tokenSecret "token_key" $c.tokenKey
-      "port" $p.port "failure_threshold" $c.budget.failureThreshold "grace" $c.grace -}}
 {{- $labels := merge (include "kimi.labels" (list $c $p.role) | fromJson) (deepCopy ($v.podLabels | default dict)) $c.helmLabels -}}
 {{- /* a changed setting rolls the pods (render/k8s_pod.py settings_checksum: Helm's checksum idiom) */ -}}
 {{- $ann := merge (deepCopy ($v.podAnnotations | default dict)) (include "kimi.procSkips" (list $f $c $p) | fromJson) -}}
 {{- $_ := set $ann "checksum/settings" (toJson $c.given | sha256sum) -}}
-{{- $wholes := dict "env" $env "limits" $resources.limits "requests" $resources.requests "download_limits" $dres.limits "download_requests" $dres.requests
+{{- /* plan's pod of the kind, its slots filled */ -}}
+{{- $fills := dict "image" $c.image "pull_policy" $c.pullPolicy "cache_dir" $c.cacheDir "token_secret" $c.tokenSecret "token_key" $c.tokenKey
+      "port" $p.port "failure_threshold" $c.budget.failureThreshold "grace" $c.grace "env" $env "limits" $resources.limits "requests" $resources.requests "download_limits" $dres.limits "download_requests" $dres.requests
       "pod_security" (ternary $hwf.pod_security $f.router.pod_security $p.gpu) "labels" $labels "annotations" $ann
       "node_selector" (ternary (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) $c.archSelector $p.gpu)
       "companion_env" (concat (append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" ($c.companion.role | default ""))) $c.userEnv) -}}
 {{- $kind := ternary (ternary "serving" "headless" $p.serves) (ternary "router" "helper" $p.serves) $p.gpu -}}
 {{- $copy := dict "pod" (index $f.pods $kind) "companion" $f.pods.companion -}}
-{{- $copy = include "kimi.fill" (list (include "kimi.fill" (list (toJson $copy) $parts)) $wholes) | fromJson -}}
+{{- $copy = include "kimi.fill" (list (toJson $copy) $fills) | fromJson -}}
 {{- $spec := $copy.pod.spec -}}{{- $container := first $spec.containers -}}
 {{- /* a serving container's probes, each overlaid with the chart's `probes` */ -}}
 {{- range $k := ternary (list "startup" "readiness" "liveness") list $p.serves -}}

@@ -6,11 +6,12 @@ shared), as autoscaling.apply does.
 */}}
 
 {{/* kimi.fill: (list json fills) -> the JSON text with each "@{k}" (a whole value) and each ${k} (part of a
-string) filled from `fills` (buildsys/chart_copy.py fill) */}}
+string) filled from `fills` (buildsys/chart_copy.py fill). What a fill writes has its own `${` and `@{` escaped
+(\u007b, the same text once parsed), so nothing in a user's value is ever taken for a placeholder */}}
 {{- define "kimi.fill" -}}
 {{- $text := index . 0 -}}
 {{- range $k, $x := index . 1 -}}
-  {{- $json := toJson $x -}}
+  {{- $json := toJson $x | replace "${" "$\\u007b" | replace "@{" "@\\u007b" -}}
   {{- $text = $text | replace (printf "\"@{%s}\"" $k) $json | replace (printf "${%s}" $k) (ternary ($json | trimPrefix "\"" | trimSuffix "\"") $json (kindIs "string" $x)) -}}
 {{- end -}}
 {{- $text -}}
