@@ -151,8 +151,12 @@ def _pd_pools(catalog, hw: str) -> dict:
 
 
 def _pd_pool_facts(catalog, slug: str, hw: str, pd: dict) -> None:
-    """Each pool's port, and per parallelism whether its workers serve HTTP: from a pool of two
-    nodes (None where the recipe runs only one-node pools of that parallelism here)."""
+    """Each pool's port, alone and in a PD fleet (whose router discovers every pool's pods on one port),
+    and per parallelism whether its workers serve HTTP: from a pool of two nodes (None where the recipe
+    runs only one-node pools of that parallelism here)."""
+    fleet = _probe(catalog, slug, hw, "pd_cluster", replicas=2)
+    if fleet is not None:
+        pd["fleet_ports"].update({role: fleet.plan.topology.pool(role).engines[0].port for role in ("prefill", "decode")})
     choices = next(f.choices for f in KIMI_FIELDS if f.name == "prefill_parallelism")
     for role in ("prefill", "decode"):
         for par in choices:
@@ -175,7 +179,7 @@ def _recipe(catalog, slug: str, pods: dict) -> dict:
     catalog = with_recipe(catalog, slug)
     recipe = catalog.recipe
     hardware, strategies = {}, {}
-    pd: Dict[str, Any] = {"ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
+    pd: Dict[str, Any] = {"ports": {}, "fleet_ports": {}, "worker_serves_http": {"prefill": {}, "decode": {}}}
     from entrypoint.core.compose.select import hardware_targets
 
     targets = [hw for hw in hardware_targets(catalog) if hw in pods]  # cpu too: it serves every recipe

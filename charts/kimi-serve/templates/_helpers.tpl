@@ -144,8 +144,8 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- else -}}
   {{- $groups = $kvFront -}}
   {{- /* a PD fleet (render/k8s_fleet.py pd_fleet): each pool's API pods by a selector of its own, every pool on the
-        prefill pool's port (the router's one discovery port) */ -}}
-  {{- $pdTerms := list -}}{{- $pdPort := 0 -}}
+        port plan gives it in a fleet (the table's fleet_ports: the router's one discovery port) */ -}}
+  {{- $pdTerms := list -}}
   {{- range $role := list "prefill" "decode" -}}
     {{- $key := printf "%s_nodes" $role -}}
     {{- $pools := index (index $f.tables (int $rhw.pd_pools)) $vid -}}
@@ -156,8 +156,7 @@ names, the image and the hook's env) where the shape table has no entry for them
     {{- $_ := set $pinned $key $n -}}
     {{- $par := index $s (printf "%s_parallelism" $role) | default (index $pools $role).parallelism -}}
     {{- $lname := index $names $role -}}
-    {{- $rport := int (index $r.pd.ports $role) -}}
-    {{- if and $fleet $pdPort }}{{ $rport = $pdPort }}{{ end }}{{ $pdPort = $rport -}}
+    {{- $rport := int (index (ternary $r.pd.fleet_ports $r.pd.ports $fleet) $role) -}}
     {{- $terms := index $disc.selector.pd_cluster $role -}}
     {{- $pdTerms = concat $pdTerms (ternary $terms (list (first $terms)) (and (gt $n 1) (not (index (index $r.pd.worker_serves_http $role) $par)))) -}}
     {{- $procs := list (dict "role" $role "serves" true "port" $rport "gpu" true) -}}
