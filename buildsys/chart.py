@@ -356,20 +356,22 @@ def _copied(catalog) -> dict:
             "exposed": chart_copy.exposed(_launch, pd, single)}
 
 
-def _pods(catalog) -> dict:
-    """plan's pod templates by kind (buildsys/chart_copy.py pods), each proven by a probe of other hardware
-    (or, for a KV store's helpers and routers, of its other helper or router)."""
+def _pods_and_groups(catalog, kv: dict) -> dict:
+    """plan's pod templates by kind and its objects of each kind of group (buildsys/chart_copy.py pods and
+    groups), each read off a probe of the default recipe and proven by the same probe on hardware of another
+    brand (a KV store's helper pod by its other helper, its router pod by a PD cluster's); `kv` is `_kv`'s."""
     slug = catalog.serving.default_recipe
     rc = with_recipe(catalog, slug)
     hws = [h for h in rc.recipe.hardware if "pd_cluster" in offered_strategies(rc, h)]
     first, other = hws[0], next(h for h in hws if catalog.hardware[h].brand != catalog.hardware[hws[0]].brand)
+    store = next(k for k, e in kv["stores"].items() if e["store"])
+    lmcache = next(k for k, e in kv["options"].items() if e["companion"])
 
-    def single(hw: str, **more) -> dict:
+    def env(hw: str, **more) -> dict:
         return {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1),
                 **{f"KIMI_{k.upper()}": str(v) for k, v in more.items()}}
 
-    def multi(hw: str) -> dict:
-        return {**single(hw), "KIMI_STRATEGY": default_strategy(rc, PROBE_NODES), "KIMI_NODES": str(PROBE_NODES)}
+    multi = {"strategy": default_strategy(rc, PROBE_NODES), "nodes": PROBE_NODES}
 
     def template(kind: str, component: str, part: str = "template"):
         def pick(objects: list) -> dict:
@@ -377,43 +379,23 @@ def _pods(catalog) -> dict:
             return found["spec"]["leaderWorkerTemplate"][part] if kind == "LeaderWorkerSet" else found["spec"]["template"]
         return pick
 
-    store = next(k for k, e in _kv(catalog)["stores"].items() if e["store"])
-    lmcache = next(k for k, e in _kv(catalog)["options"].items() if e["companion"])
-    serving = template("Deployment", "single")
+    serving, worker = template("Deployment", "single"), template("LeaderWorkerSet", "head", "workerTemplate")
     pods = chart_copy.pods(_launch, {
-        "serving": ((single(first), serving), (single(other), serving)),
-        "headless": ((multi(first), template("LeaderWorkerSet", "head", "workerTemplate")),
-                     (multi(other), template("LeaderWorkerSet", "head", "workerTemplate"))),
-        "helper": ((single(first, kv_offload=store), template("Deployment", "master")),
-                   (single(other, kv_offload=store), template("StatefulSet", "store"))),
-        "router": ((single(first, strategy="pd_cluster"), template("Deployment", "router")),
-                   (single(other, kv_offload=store, kv_instances=2), template("Deployment", "router"))),
-        "companion": ((single(first, kv_offload=lmcache), serving), (single(other, kv_offload=lmcache), serving))})
+        "serving": ((env(first), serving), (env(other), serving)),
+        "headless": ((env(first, **multi), worker), (env(other, **multi), worker)),
+        "helper": ((env(first, kv_offload=store), template("Deployment", "master")),
+                   (env(other, kv_offload=store), template("StatefulSet", "store"))),
+        "router": ((env(first, strategy="pd_cluster"), template("Deployment", "router")),
+                   (env(other, kv_offload=store, kv_instances=2), template("Deployment", "router"))),
+        "companion": ((env(first, kv_offload=lmcache), serving), (env(other, kv_offload=lmcache), serving))})
     pods["companion"] = pods["companion"]["spec"]["containers"][1]  # LMCache's server beside the engine
-    return pods
-
-
-def _groups(catalog) -> dict:
-    """plan's objects of each kind of group (buildsys/chart_copy.py groups), each proven by a probe of
-    hardware of another brand: a Deployment, a KV store's master (its Deployment and Service), a
-    StatefulSet of instances with its headless Service, a LeaderWorkerSet of a head and a worker."""
-    slug = catalog.serving.default_recipe
-    rc = with_recipe(catalog, slug)
-    hws = [h for h in rc.recipe.hardware if "pd_cluster" in offered_strategies(rc, h)]
-    first, other = hws[0], next(h for h in hws if catalog.hardware[h].brand != catalog.hardware[hws[0]].brand)
-    store = next(k for k, e in _kv(catalog)["stores"].items() if e["store"])
-
-    def env(hw: str, **more) -> dict:
-        return {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1),
-                **{f"KIMI_{k.upper()}": str(v) for k, v in more.items()}}
-
-    multi = {"strategy": default_strategy(rc, PROBE_NODES), "nodes": PROBE_NODES}
-    kinds = {"Deployment": (dict(), [("Deployment", "single")]),
-             "master": (dict(kv_offload=store), [("Deployment", "master"), ("Service", "master")]),
-             "StatefulSet": (dict(kv_offload=store), [("StatefulSet", "instance"), ("Service", "instance")]),
+    kinds = {"Deployment": ({}, [("Deployment", "single")]),
+             "master": ({"kv_offload": store}, [("Deployment", "master"), ("Service", "master")]),
+             "StatefulSet": ({"kv_offload": store}, [("StatefulSet", "instance"), ("Service", "instance")]),
              "LeaderWorkerSet": (multi, [("LeaderWorkerSet", "head")])}
-    return chart_copy.groups(_launch, {k: ((env(first, **more), picks), (env(other, **more), picks))
-                                       for k, (more, picks) in kinds.items()})
+    groups = chart_copy.groups(_launch, {k: ((env(first, **more), picks), (env(other, **more), picks))
+                                         for k, (more, picks) in kinds.items()})
+    return {"pods": pods, "groups": groups}
 
 
 def _rollout_probes(catalog, single: dict, multi: dict) -> dict:
@@ -465,15 +447,16 @@ def facts() -> dict:
     catalog = load_catalog()
     hardware = _hardware(catalog)
     recipes = {slug: _recipe(catalog, slug, hardware) for slug in catalog.recipes}
+    kv = _kv(catalog)
     return {"generated": GENERATED, "settings": _settings(), "chart_values": CHART_VALUES,
             "recipes": recipes, "tables": _intern(recipes),
             "default_recipe": catalog.serving.default_recipe, "hardware": hardware,
             "credential_pattern": _userinfo(),  # the escape hatches' objects judged as every value is
-            "router": _router(catalog), "defaults": _defaults(catalog), "kv": _kv(catalog),
+            "router": _router(catalog), "defaults": _defaults(catalog), "kv": kv,
             "preload": _preload(catalog), "images": _images(catalog),
             "ingress_annotations": {k: str(catalog.serving.streams.idle_timeout_s)
                                     for k in catalog.serving.streams.ingress_annotations},
-            **_copied(catalog), "pods": _pods(catalog), "groups": _groups(catalog), "fleet": chart_fleet.facts(_launch, catalog)}
+            **_copied(catalog), **_pods_and_groups(catalog, kv), "fleet": chart_fleet.facts(_launch, catalog)}
 
 
 # ---------------------------------------------------------------- values.schema.json

@@ -288,6 +288,17 @@ def _hollow(template: dict) -> dict:
     return t
 
 
+def _pairs(launch_env, kinds: dict, copy_of, more: tuple = ({}, {})) -> dict:
+    """kind -> two probes (an env and what `copy_of(launch, what)` takes of its launch: a copy and its
+    values), named apart and with `more` settings each; the first's copy, proven by the second's."""
+    out = {}
+    for kind, pair in kinds.items():
+        copies = [copy_of(probe(launch_env, env, name, PROBE_NAMESPACE, **extra), what)
+                  for (env, what), name, extra in zip(pair, (PROBE_NAME, OTHER_NAME), more)]
+        out[kind] = proven(*copies[0], *copies[1])
+    return out
+
+
 def pods(launch_env, kinds: dict) -> dict:
     """plan's pod templates the chart fills (kimi.pod), by kind: `serving` (a GPU process that serves the API,
     and the chart adds its cache volume), `headless` (a GPU process that serves none: a multi-node worker),
@@ -295,17 +306,13 @@ def pods(launch_env, kinds: dict) -> dict:
     `companion` (the engine's pod with LMCache's server beside it). `kinds`: kind -> two probes (an env and
     a picker of the template in its rendering), the second proving the first's copy (`_hollow`'s slots, and
     the server's port and cache folder as placeholders)."""
-    out = {}
-    for kind, ((env, pick), (other_env, other_pick)) in kinds.items():
-        copies = []
-        for probe_env, picker, name, more in ((env, pick, PROBE_NAME, {"port": 8123, "router_port": 8124, "cache_dir": "/probe-cache-x"}),
-                                             (other_env, other_pick, OTHER_NAME, {"port": 9123, "router_port": 9124, "cache_dir": "/other-cache-y"})):
-            launch = probe(launch_env, probe_env, name, PROBE_NAMESPACE, **more)
-            template = _hollow(picker(rendered(launch)))
-            port = next((p["containerPort"] for p in template["spec"]["containers"][0].get("ports", ())), None)
-            copies.append((template, {"name": name, "cache_dir": more["cache_dir"], **({"port": port} if port else {})}))
-        out[kind] = proven(*copies[0], *copies[1])
-    return out
+    def copy_of(launch, pick) -> tuple:
+        template = _hollow(pick(rendered(launch)))
+        port = next((p["containerPort"] for p in template["spec"]["containers"][0].get("ports", ())), None)
+        return template, {"name": launch.name, "cache_dir": launch.settings.cache_dir, **({"port": port} if port else {})}
+
+    return _pairs(launch_env, kinds, copy_of, ({"port": 8123, "router_port": 8124, "cache_dir": "/probe-cache-x"},
+                                               {"port": 9123, "router_port": 9124, "cache_dir": "/other-cache-y"}))
 
 
 def _hollow_group(objects: list) -> list:
@@ -342,14 +349,10 @@ def groups(launch_env, kinds: dict) -> dict:
     """plan's objects of each kind of group the chart draws (objects.yaml), hollowed (`_hollow_group`):
     kind -> two probes (an env and the (kind, component) of the group's objects), the second proving the
     first's."""
-    out = {}
-    for kind, ((env, picks), (other_env, other_picks)) in kinds.items():
-        copies: list = []
-        for probe_env, wanted, name in ((env, picks, PROBE_NAME), (other_env, other_picks, OTHER_NAME)):
-            objects = rendered(probe(launch_env, probe_env, name, PROBE_NAMESPACE))
-            kept = [o for w in wanted for o in objects
-                    if (o["kind"], o["metadata"]["labels"].get("app.kubernetes.io/component")) == w]
-            assert len(kept) == len(wanted), (kind, wanted)
-            copies.append((_hollow_group(kept), {}))
-        out[kind] = proven(*copies[0], *copies[1])
-    return out
+    def copy_of(launch, wanted) -> tuple:
+        objects = rendered(launch)
+        kept = [o for w in wanted for o in objects if (o["kind"], o["metadata"]["labels"].get("app.kubernetes.io/component")) == w]
+        assert len(kept) == len(wanted), wanted
+        return _hollow_group(kept), {}
+
+    return _pairs(launch_env, kinds, copy_of)

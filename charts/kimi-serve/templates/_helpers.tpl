@@ -352,10 +352,14 @@ architecture; `container` gives its name, command, args, env and more mounts and
 {{- $fills := dict "image" $c.image "pull_policy" $c.pullPolicy "cache_dir" $c.cacheDir "token_secret" $c.tokenSecret "token_key" $c.tokenKey
       "port" $p.port "failure_threshold" $c.budget.failureThreshold "grace" $c.grace "env" $env "limits" $resources.limits "requests" $resources.requests "download_limits" $dres.limits "download_requests" $dres.requests
       "pod_security" (ternary $hwf.pod_security $f.router.pod_security $p.gpu) "labels" $labels "annotations" $ann
-      "node_selector" (ternary (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) $c.archSelector $p.gpu)
-      "companion_env" (concat (append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" ($c.companion.role | default ""))) $c.userEnv) -}}
+      "node_selector" (ternary (merge (deepCopy ($v.nodeSelector | default dict)) $hwf.node_selector) $c.archSelector $p.gpu) -}}
 {{- $kind := ternary (ternary "serving" "headless" $p.serves) (ternary "router" "helper" $p.serves) $p.gpu -}}
-{{- $copy := dict "pod" (index $f.pods $kind) "companion" $f.pods.companion -}}
+{{- $copy := dict "pod" (index $f.pods $kind) -}}
+{{- if and $c.companion $p.gpu -}}
+  {{- /* LMCache's server beside the engine (k8s_kv.add_companions): bound to the pod, sharing its /dev/shm */ -}}
+  {{- $_ := set $copy "companion" $f.pods.companion -}}
+  {{- $_ := set $fills "companion_env" (concat (append (deepCopy $settingsEnv) (dict "name" "KIMI_ROLE" "value" $c.companion.role)) $c.userEnv) -}}
+{{- end -}}
 {{- $copy = include "kimi.fill" (list (toJson $copy) $fills) | fromJson -}}
 {{- $spec := $copy.pod.spec -}}{{- $container := first $spec.containers -}}
 {{- /* a serving container's probes, each overlaid with the chart's `probes` */ -}}
@@ -409,8 +413,7 @@ architecture; `container` gives its name, command, args, env and more mounts and
     {{- $_ := set $spec "initContainers" (append $spec.initContainers $sidecar) -}}
   {{- end -}}
   {{- range $k := list "runtimeClassName" "priorityClassName" "schedulerName" }}{{ with index $v $k }}{{ $_ := set $spec $k . }}{{ end }}{{ end -}}
-  {{- /* LMCache's server beside the engine (k8s_kv.add_companions): bound to the pod, sharing its /dev/shm */ -}}
-  {{- if $c.companion }}{{ $_ := set $spec "containers" (append $spec.containers $copy.companion) }}{{ end -}}
+  {{- with $copy.companion }}{{ $_ := set $spec "containers" (append $spec.containers .) }}{{ end -}}
 {{- end -}}
 {{- with $p.fleet -}}
   {{- /* a fleet's router lists and watches the copies' pods with its own ServiceAccount's token (its Role) */ -}}
