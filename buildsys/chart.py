@@ -32,7 +32,7 @@ from entrypoint.core.compose.select import (default_strategy, derived_pool, min_
 from entrypoint.core.compose.settings import ENV_ONLY, KIMI_FIELDS
 from entrypoint.core.data.recipe import load_catalog, with_recipe
 from entrypoint.render import deployment as dep
-from entrypoint.render import k8s, k8s_kv, k8s_pod, monitoring
+from entrypoint.render import bench_job, k8s, k8s_kv, k8s_pod, monitoring
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "kimi-serve"
@@ -217,7 +217,8 @@ def _startup(catalog) -> dict:
     from entrypoint.core.compose.loading import startup_bound_s
 
     health, bound = catalog.serving.health, startup_bound_s(catalog)
-    return {"failureThreshold": -(-bound // health.interval_s), "progressDeadline": bound + health.interval_s * health.retries}
+    return {"bound_s": bound, "failureThreshold": -(-bound // health.interval_s),
+            "progressDeadline": bound + health.interval_s * health.retries}
 
 
 def _kv(catalog) -> dict:
@@ -321,7 +322,9 @@ def _defaults(catalog) -> dict:
             "cache_size": k8s.CACHE_SIZE,
             "auto_iface": k8s.AUTO_IFACE, "namespace_label": k8s.NAMESPACE_LABEL,
             "lws": {"name_label": k8s.LWS_NAME_LABEL, "index_label": k8s.LWS_INDEX_LABEL},
-            "volumes": {"cache": k8s_pod.CACHE_VOLUME}}
+            "volumes": {"cache": k8s_pod.CACHE_VOLUME},
+            # a one-shot tool pod's amounts (the hook's check, `helm test`'s verify): plan's verify Job's
+            "tool_resources": bench_job.VERIFY_RESOURCES}
 
 
 def _settings() -> list:
@@ -350,7 +353,8 @@ def _copied(catalog) -> dict:
     from entrypoint.core.compose.kv import load_kv
 
     stores = [{**single, "KIMI_KV_OFFLOAD": kid, "KIMI_KV_INSTANCES": "2"} for kid in load_kv().stores]
-    return {**chart_copy.names(_launch, [single, pd, multi, *stores]),
+    gateway = {**single, "KIMI_REPLICAS": "2", "KIMI_ROUTER": "gateway"}
+    return {**chart_copy.names(_launch, [single, pd, multi, gateway, *stores]),
             "monitoring": {"pod_labels": dict(catalog.serving.monitoring.pod_labels), **chart_copy.monitoring(_launch, single, pd),
                            "autoscaling": chart_copy.autoscaling(_launch, single, _rollout_probes(catalog, single, multi))},
             "exposed": chart_copy.exposed(_launch, pd, single)}

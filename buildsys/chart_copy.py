@@ -186,7 +186,7 @@ WORKLOADS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
 def _names(launch) -> dict:
     """The names in `launch`'s rendering: each workload's by its component (`single`, `head`, `prefill`,
     `router`, `instance`, ...), the cache claim's (`cache`), the settings ConfigMap's (`settings`), the API
-    Service's (`api`), the token's Secret (`token`) and, behind a fleet's router, the head's address its
+    Service's (`api`), a Gateway's InferencePool's (`pool`), the token's Secret (`token`) and, behind a fleet's router, the head's address its
     plan resolves with (`head_addr`)."""
     from entrypoint.render import k8s_pod
 
@@ -194,8 +194,9 @@ def _names(launch) -> dict:
     for o in rendered(launch):
         meta = o["metadata"]
         component = meta.get("labels", {}).get("app.kubernetes.io/component")
-        key = {"PersistentVolumeClaim": "cache", "ConfigMap": component, "Service": component}.get(o["kind"])
-        if o["kind"] in WORKLOADS or key in ("cache", "settings", "api"):
+        key = {"PersistentVolumeClaim": "cache", "ConfigMap": component, "Service": component,
+               "InferencePool": "pool"}.get(o["kind"])
+        if o["kind"] in WORKLOADS or key in ("cache", "settings", "api", "pool"):
             out.setdefault(key or component, meta["name"])
         for container in ((o.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers", ()):
             for e in container.get("env", ()):

@@ -121,6 +121,32 @@ def test_service_port_ingress_and_notes(helm, tmp_path):
         assert what in notes, notes
 
 
+@pytest.mark.parametrize("more", [{"monitoring": {"enabled": True}}, {"replicas": 2},
+                                  {"replicas": 2, "settings": {**H200["settings"], "router": "gateway"}}])
+def test_notes_name_what_plan_renders_and_its_bound_on_a_start(helm, tmp_path, more):
+    """What NOTES.txt tells the user to watch and reach is what plan renders: the objects' names and the
+    recipe's bound on a start in seconds (it once printed the table's map of probe figures)."""
+    from entrypoint.core.compose.loading import startup_bound_s
+    from entrypoint.core.data.recipe import load_catalog, with_recipe
+
+    values = {**H200, **more}
+    path = tmp_path / "values.json"
+    path.write_text(json.dumps(values))
+    done = run(helm, "install", "kimi", str(CHART), "-n", "serving", "-f", str(path), "--dry-run=client")
+    notes = done.stdout[done.stdout.index("NOTES:"):]
+    catalog = load_catalog()
+    bound = startup_bound_s(with_recipe(catalog, catalog.serving.default_recipe))
+    assert f"up to {bound} s)" in notes and "map[" not in notes and "<no value>" not in notes, notes
+    objects = _render(helm, values, tmp_path)
+    named = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    told = re.findall(r"the (\w+) (kimi[\w-]*)", notes) + re.findall(r"svc/(kimi[\w-]*)", notes)
+    for found in told:
+        kind, name = found if isinstance(found, tuple) else ("Service", found)
+        if kind in ("Secret",):
+            continue
+        assert (kind, name) in named or (kind == "router" and ("Deployment", name) in named), (found, sorted(named))
+
+
 def test_settings_the_chart_has_no_shape_for_install_to_the_hooks_refusal(helm, tmp_path):
     """NOTES.txt renders at install before the hook runs: with settings the table has no entry for (an
     unknown KV choice) and monitoring on, it points at the check's refusal instead of failing the

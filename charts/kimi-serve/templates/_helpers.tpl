@@ -50,12 +50,12 @@ names, the image and the hook's env) where the shape table has no entry for them
 {{- /* what the hook's kimi-serve is given: the settings untouched, as the user wrote them (a KIMI_CONFIG
       file: check-job.yaml), the names, and the chart's operating values under their KIMI_* names */ -}}
 {{- $judged := list (dict "name" "KIMI_CONFIG" "value" "/etc/kimi-serve/settings.json") (dict "name" "KIMI_NAME" "value" $name) (dict "name" "KIMI_NAMESPACE" "value" $ns) -}}
-{{- range $k, $path := $f.chart_values -}}
-  {{- with index $o $k -}}
-    {{- $judged = append $judged (dict "name" (printf "KIMI_%s" (upper $k)) "value" (ternary (join "," .) (toString .) (kindIs "slice" .))) -}}
-  {{- end -}}
+{{- range $fs := $f.settings -}}
+  {{- if hasKey $f.chart_values $fs.name }}{{ with index $o $fs.name -}}
+    {{- $judged = append $judged (dict "name" $fs.env "value" (ternary (join "," .) (toString .) (kindIs "slice" .))) -}}
+  {{- end }}{{ end -}}
 {{- end -}}
-{{- $base := dict "ok" false "name" $name "names" $names "labels" (toJson $f.labels) "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
+{{- $base := dict "ok" false "name" $name "names" $names "check" (printf "%s-check" $name | trunc 63 | trimSuffix "-") "labels" (toJson $f.labels) "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
       "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict "archSelector" ($hwf.arch_selector | default dict) -}}
 {{- /* the shape table's entry for the settings: recipe x hardware, strategy, variant, KV choice */ -}}
 {{- $rhw := index ($r.hardware | default dict) $hw | default dict -}}
@@ -300,9 +300,9 @@ architecture; `container` gives its name, command, args, env and more mounts and
 {{- $f := $root.Files.Get "files/facts.json" | fromJson -}}
 {{- $mounts := list -}}{{- $volumes := list -}}
 {{- range $f.defaults.scratch }}{{ $mounts = append $mounts (dict "name" (index . 0) "mountPath" (index . 1)) }}{{ $volumes = append $volumes (dict "name" (index . 0) "emptyDir" dict) }}{{ end -}}
-{{- $one := dict "cpu" "1" "memory" "1Gi" -}}
+{{- $one := $f.defaults.tool_resources -}}
 {{- $container := dict "image" $c.image "imagePullPolicy" $c.pullPolicy "terminationMessagePolicy" "FallbackToLogsOnError"
-      "resources" (dict "limits" $one "requests" $one) "securityContext" $f.defaults.container_security "volumeMounts" (concat $mounts ($more.volumeMounts | default list)) -}}
+      "resources" (dict "limits" $one "requests" (deepCopy $one)) "securityContext" $f.defaults.container_security "volumeMounts" (concat $mounts ($more.volumeMounts | default list)) -}}
 {{- range $k, $x := omit $more "volumes" "volumeMounts" }}{{ if $x }}{{ $_ := set $container $k $x }}{{ end }}{{ end -}}
 {{- $spec := dict "restartPolicy" "Never" "enableServiceLinks" false "automountServiceAccountToken" false "securityContext" $f.router.pod_security
       "containers" (list $container) "volumes" (concat $volumes ($more.volumes | default list)) "nodeSelector" $c.archSelector -}}
