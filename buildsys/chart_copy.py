@@ -347,7 +347,7 @@ def _hollow_group(objects: list) -> list:
 
 
 def groups(launch_env, kinds: dict) -> dict:
-    """plan's objects of each kind of group the chart draws (objects.yaml), hollowed (`_hollow_group`):
+    """plan's objects of each kind of group the chart draws (kimi.workloads, templates/_workloads.tpl), hollowed (`_hollow_group`):
     kind -> two probes (an env and the (kind, component) of the group's objects), the second proving the
     first's."""
     def copy_of(launch, wanted) -> tuple:

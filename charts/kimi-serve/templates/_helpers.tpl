@@ -204,7 +204,7 @@ names, the image and the hook's env) where the shape table has no entry for them
     {{- $fleetOut = dict "gateway" true "pool" $pool "port" $port -}}
   {{- end -}}
 {{- end -}}
-{{- /* every container: the user's settings untouched from the <name>-settings ConfigMap (objects.yaml), then as
+{{- /* every container: the user's settings untouched from the <name>-settings ConfigMap (settings.yaml), then as
       variables only what the deployment adds: its name, by which each container names its peers (their addresses:
       KIMI_PEER_NAMES), the pinned choices and the fleet's discovery (render/k8s_pod.k8s_env) */ -}}
 {{- $given := dict -}}

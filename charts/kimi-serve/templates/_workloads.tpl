@@ -1,18 +1,18 @@
-{{- /*
-Every object, in the order `kimi-serve plan --format k8s` writes them (but its Namespace: the release's
-namespace exists before the chart's pre-install check runs in it, `helm install --create-namespace`), the engine
-groups (a KV store's master, store and instances with their Services; the router), the API Service, the NetworkPolicies, then the autoscaling and the
-monitoring objects.
-*/ -}}
+{{/* kimi.workloads: {"objects", "scalers"}: the engine groups' objects (render/k8s.py, k8s_kv.py, k8s_fleet.py: a KV
+store's master, store and instances with their Services, the engines, the router; each group's cache claim), with
+an autoscaler's copies and rollout laid over them, and the autoscalers and PodDisruptionBudgets of those groups
+(kimi.autoscaling); drawn once per render (workloads.yaml and autoscaling.yaml draw from it) */}}
+{{- define "kimi.workloads" -}}
+{{- if not (hasKey . "kimiWorkloads") }}{{ $_ := set . "kimiWorkloads" (include "kimi.drawWorkloads" .) }}{{ end -}}
+{{- .kimiWorkloads -}}
+{{- end -}}
+
+{{- define "kimi.drawWorkloads" -}}
 {{- $f := .Files.Get "files/facts.json" | fromJson -}}
 {{- $d := $f.defaults -}}
 {{- $c := include "kimi.ctx" . | fromJson -}}
-{{- $v := .Values -}}
-{{- $objects := list -}}
+{{- $objects := list -}}{{- $scalers := list -}}
 {{- if $c.ok -}}
-{{- /* the user's settings as written, every container's KIMI_CONFIG_JSON (render/k8s.py _with_settings) */ -}}
-{{- $objects = append $objects (dict "apiVersion" "v1" "kind" "ConfigMap" "metadata" (include "kimi.meta" (list $c $c.names.settings "settings") | fromJson)
-      "data" (dict "settings.json" (toJson $c.given))) -}}
 {{- $o := include "kimi.operate" . | fromJson -}}
 {{- $claimSpec := include "kimi.claimSpec" (list . false) | fromJson -}}
 {{- /* one Deployment's claim, held by two pods at once with copies or an autoscaler's surge (k8s.shared_claim) */ -}}
@@ -43,22 +43,7 @@ monitoring objects.
     {{- $objects = append $objects $o -}}
   {{- end -}}
 {{- end -}}
-{{- /* the API Service, then the NetworkPolicies: the API port from anywhere, any port between the deployment's pods,
-      the metrics ports from the scraper to every engine pod that serves them (k8s_objects.exposed) */ -}}
-{{- $mports := list -}}
-{{- range $g := $c.groups }}{{ range $g.procs }}{{ if and .serves (ne .role "router") (not (has (dict "protocol" "TCP" "port" .port) $mports)) }}{{ $mports = append $mports (dict "protocol" "TCP" "port" .port) }}{{ end }}{{ end }}{{ end -}}
-{{- range $x := include "kimi.copy" (list $c $f.exposed (dict "selector" $c.selector "port" $c.apiPort "service_port" (int ($v.service.port | default $c.apiPort))
-      "components" $c.components "metrics_ports" $mports "scraper" (include "kimi.scraper" (list $f $c) | fromJson))) | fromJsonArray -}}
-  {{- if eq $x.kind "Service" -}}
-    {{- if and $v.service.type (ne $v.service.type "ClusterIP") }}{{ $_ := set $x.spec "type" $v.service.type }}{{ end -}}
-    {{- with $v.service.annotations }}{{ $_ := set $x.metadata "annotations" . }}{{ end -}}
-  {{- end -}}
-  {{- $objects = append $objects $x -}}
+{{- $scalers = include "kimi.autoscaling" (list $ $c $objects) | fromJsonArray -}}
 {{- end -}}
-{{- $objects = concat $objects (include "kimi.autoscaling" (list $ $c $objects) | fromJsonArray) -}}
-{{- $objects = concat $objects (include "kimi.monitoring" (list $ $c) | fromJsonArray) -}}
+{{- toJson (dict "objects" $objects "scalers" $scalers) -}}
 {{- end -}}
-{{- range $objects }}
----
-{{ toYaml . }}
-{{- end }}
