@@ -649,8 +649,15 @@ def values_schema() -> dict:
     secret_name = {"allOf": [{"pattern": _either_case(SECRET_ENV.pattern)},
                              {"not": {"pattern": _either_case(SECRET_PATH_NAMES.pattern)}}]}
     secret_named = {"required": ["name", "value"], "properties": {"name": secret_name}}
+    # the names the chart's containers are given already (settings go in `settings`): a second entry of one of
+    # them would be a duplicate key, which server-side apply refuses and a plain apply settles silently
+    from entrypoint.render import k8s_fleet
+
+    given = sorted({dep.HF_TOKEN_PATH, k8s_fleet.GROUP_VAR}
+                   | {k for b in catalog.brands.values() for k in (b.k8s_sidecar_gpus_env or {})})
+    reserved = "^(KIMI_|(" + "|".join(given) + ")$)"
     env_item = {"allOf": [_k8s("EnvVar"), {"oneOf": [{"required": ["value"]}, {"required": ["valueFrom"]}]},
-                          {"properties": {"name": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "not": {"pattern": "^KIMI_"}},
+                          {"properties": {"name": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "not": {"pattern": reserved}},
                                           "value": _plain({"type": "string"})}},
                           {"not": secret_named}]}
     return {

@@ -214,6 +214,8 @@ def test_the_example_values_cover_every_shape(helm, tmp_path):
     ({"settings": {"hardware": "h200"}, "autoscaling": {"enabled": True, "engine": "vpa"}}, "/autoscaling/engine"),
     ({"settings": {}}, "hardware"),                                                  # hardware is required
     ({"settings": {"hardware": "h200"}, "extraEnv": [{"name": "KIMI_NODES", "value": "2"}]}, "/extraEnv/0/name"),
+    # a name the chart gives its containers already: a duplicate key server-side apply refuses
+    ({"settings": {"hardware": "h200"}, "extraEnv": [{"name": "HF_TOKEN_PATH", "value": "/x"}]}, "/extraEnv/0/name"),
 ])
 def test_schema_refuses_unknown_keys_and_bad_values(helm, tmp_path, values, why):
     path = tmp_path / "values.json"

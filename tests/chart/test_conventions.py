@@ -121,11 +121,14 @@ def test_service_port_ingress_and_notes(helm, tmp_path):
         assert what in notes, notes
 
 
-@pytest.mark.parametrize("more", [{"monitoring": {"enabled": True}}, {"replicas": 2},
-                                  {"replicas": 2, "settings": {**H200["settings"], "router": "gateway"}}])
+@pytest.mark.parametrize("more", [{"monitoring": {"enabled": True}, "replicas": 3},
+                                  {"replicas": 2, "settings": {**H200["settings"], "router": "gateway"}},
+                                  {"settings": {**H200["settings"], "namespace": "llm"}}])
 def test_notes_name_what_plan_renders_and_its_bound_on_a_start(helm, tmp_path, more):
     """What NOTES.txt tells the user to watch and reach is what plan renders: the objects' names and the
-    recipe's bound on a start in seconds (it once printed the table's map of probe figures)."""
+    recipe's bound on a start in seconds (it once printed the table's map of probe figures); its commands
+    work: no follow of every container's log (kubectl follows at most 5 streams), and where the pods live
+    in another namespace than the release, `helm test`'s log is read there (helm reads the release's)."""
     from entrypoint.core.compose.loading import startup_bound_s
     from entrypoint.core.data.recipe import load_catalog, with_recipe
 
@@ -137,6 +140,9 @@ def test_notes_name_what_plan_renders_and_its_bound_on_a_start(helm, tmp_path, m
     catalog = load_catalog()
     bound = startup_bound_s(with_recipe(catalog, catalog.serving.default_recipe))
     assert f"up to {bound} s)" in notes and "map[" not in notes and "<no value>" not in notes, notes
+    assert "logs -f -l" not in notes
+    if "namespace" in values["settings"]:
+        assert "--logs" not in notes and "kubectl -n llm logs kimi-verify" in notes, notes
     objects = _render(helm, values, tmp_path)
     named = {(o["kind"], o["metadata"]["name"]) for o in objects}
     told = re.findall(r"the (\w+) (kimi[\w-]*)", notes) + re.findall(r"svc/(kimi[\w-]*)", notes)

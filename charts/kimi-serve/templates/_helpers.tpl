@@ -55,7 +55,7 @@ names, the image and the hook's env) where the shape table has no entry for them
     {{- $judged = append $judged (dict "name" $fs.env "value" (ternary (join "," .) (toString .) (kindIs "slice" .))) -}}
   {{- end }}{{ end -}}
 {{- end -}}
-{{- $base := dict "ok" false "name" $name "names" $names "check" (printf "%s-check" $name | trunc 63 | trimSuffix "-") "labels" (toJson $f.labels) "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
+{{- $base := dict "ok" false "name" $name "names" $names "check" (printf "%s-check" $name | trunc 63 | trimSuffix "-") "verify" (printf "%s-verify" $name) "labels" (toJson $f.labels) "namespace" $ns "image" $image "hardware" $hw "helmLabels" $helmLabels "judged" $judged
       "pullPolicy" ($iv.pullPolicy | default "Always") "fleet" dict "archSelector" ($hwf.arch_selector | default dict) -}}
 {{- /* the shape table's entry for the settings: recipe x hardware, strategy, variant, KV choice */ -}}
 {{- $rhw := index ($r.hardware | default dict) $hw | default dict -}}
