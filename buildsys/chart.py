@@ -57,8 +57,7 @@ def _probe_nodes(catalog, sid: str, hw: str) -> int:
 
 
 def _probe(catalog, slug: str, hw: str, sid: str, **more):
-    env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid,
-           **{f"KIMI_{k.upper()}": str(v) for k, v in more.items()}}
+    env = chart_copy.probe_env(slug, hw, sid, **more)
     if catalog.strategies[sid].deploy_type == dep.MULTI_NODE:
         env.setdefault("KIMI_NODES", str(_probe_nodes(catalog, sid, hw)))
     try:
@@ -347,7 +346,7 @@ def _copied(catalog) -> dict:
     slug = catalog.serving.default_recipe
     rc = with_recipe(catalog, slug)
     hw = next(h for h in rc.recipe.hardware if "pd_cluster" in offered_strategies(rc, h))
-    single = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1)}
+    single = chart_copy.probe_env(slug, hw, default_strategy(rc, 1))
     pd = {**single, "KIMI_STRATEGY": "pd_cluster"}
     multi = {**single, "KIMI_STRATEGY": default_strategy(rc, PROBE_NODES), "KIMI_NODES": str(PROBE_NODES), "KIMI_REPLICAS": "2"}
     from entrypoint.core.compose.kv import load_kv
@@ -372,8 +371,7 @@ def _pods_and_groups(catalog, kv: dict) -> dict:
     lmcache = next(k for k, e in kv["options"].items() if e["companion"])
 
     def env(hw: str, **more) -> dict:
-        return {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1),
-                **{f"KIMI_{k.upper()}": str(v) for k, v in more.items()}}
+        return chart_copy.probe_env(slug, hw, default_strategy(rc, 1), **more)
 
     multi = {"strategy": default_strategy(rc, PROBE_NODES), "nodes": PROBE_NODES}
 
@@ -409,7 +407,7 @@ def _rollout_probes(catalog, single: dict, multi: dict) -> dict:
         rc = with_recipe(catalog, slug)
         if _startup(rc) != bound:
             hw = next(h for h in rc.recipe.hardware if _probe(rc, slug, h, default_strategy(rc, PROBE_NODES)) is not None)
-            other = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1)}
+            other = chart_copy.probe_env(slug, hw, default_strategy(rc, 1))
             return {"Deployment": (single, other), "LeaderWorkerSet": ({k: v for k, v in multi.items() if k != "KIMI_REPLICAS"}, {
                 **other, "KIMI_STRATEGY": default_strategy(rc, PROBE_NODES), "KIMI_NODES": str(_probe_nodes(rc, default_strategy(rc, PROBE_NODES), hw))})}
     raise RuntimeError("no recipe has another start-up bound to prove the rollout's copy with")

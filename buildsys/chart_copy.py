@@ -59,10 +59,19 @@ def proven(objects, values: dict, other, other_values: dict):
     return copy
 
 
+def settings_env(**settings) -> dict:
+    """Settings as a probe's environment: KIMI_<NAME>=value."""
+    return {f"KIMI_{k.upper()}": str(v) for k, v in settings.items()}
+
+
+def probe_env(slug: str, hw: str, sid: str, **settings) -> dict:
+    """A probe's environment: the recipe, hardware and strategy, with more settings."""
+    return {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": sid, **settings_env(**settings)}
+
+
 def probe(launch_env, env: dict, name: str, namespace: str, **settings):
     """A probe launch of `env` named `name` in `namespace`, with more settings (KIMI_<NAME>=value)."""
-    return launch_env({**env, "KIMI_NAME": name, "KIMI_NAMESPACE": namespace,
-                       **{f"KIMI_{k.upper()}": str(v) for k, v in settings.items()}})
+    return launch_env({**env, "KIMI_NAME": name, "KIMI_NAMESPACE": namespace, **settings_env(**settings)})
 
 
 # the operating settings of the two probes (unlike any constant of the objects they render)

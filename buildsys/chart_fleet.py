@@ -22,6 +22,7 @@ The policies the router accepts and the refusals a fleet's settings meet are not
 from __future__ import annotations
 
 from buildsys.chart_copy import OTHER_NAME, OTHER_NAMESPACE, PROBE_NAME, PROBE_NAMESPACE, placeheld, probe, proven
+from buildsys.chart_copy import probe_env as env_of
 from buildsys.chart_copy import rendered as _rendered
 from entrypoint.core.compose.plan import Port
 from entrypoint.core.compose.select import default_strategy
@@ -102,11 +103,12 @@ def facts(launch_env, catalog) -> dict:
     slug = catalog.serving.default_recipe
     rc = with_recipe(catalog, slug)
     hw = next(iter(rc.recipe.hardware))
-    env = {"KIMI_RECIPE": slug, "KIMI_HARDWARE": hw, "KIMI_STRATEGY": default_strategy(rc, 1), "KIMI_REPLICAS": "2"}
+    env = env_of(slug, hw, default_strategy(rc, 1), replicas=2)
+    multi = {**env, "KIMI_STRATEGY": default_strategy(rc, 2), "KIMI_NODES": "2"}
     from entrypoint.core.compose import fleet
     from entrypoint.render import k8s_fleet
 
-    return {"router": _router(launch_env, {**env, "KIMI_ROUTER_POLICY": "round_robin"}), "gateway": _gateway(launch_env, env, {**env, "KIMI_STRATEGY": default_strategy(rc, 2), "KIMI_NODES": "2"}),
-            "discovery": _discovery(launch_env, env, {**env, "KIMI_STRATEGY": default_strategy(rc, 2), "KIMI_NODES": "2"}),
+    return {"router": _router(launch_env, {**env, "KIMI_ROUTER_POLICY": "round_robin"}), "gateway": _gateway(launch_env, env, multi),
+            "discovery": _discovery(launch_env, env, multi),
             "asked_by": {"set": list(fleet.FLEET_SETTINGS), "values": dict(fleet.FLEET_VALUES)},
             "pd": {"group_var": k8s_fleet.GROUP_VAR, "group_field": k8s_fleet.GROUP_FIELD}}
